@@ -1,0 +1,385 @@
+//! The command line (DESIGN §8). `main.rs` only calls [`main`]; everything here is testable.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, NaiveDate, Utc};
+use clap::{Parser, Subcommand};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::Config;
+use crate::ledger::{JobFilter, JobOrigin, JobState, Ledger, NewJob};
+use crate::schedule::{Fire, FireLine, SchedulerTick, plan, rfc3339};
+
+/// Exit code for invalid configuration or input.
+pub const EXIT_ERROR: u8 = 1;
+
+#[derive(Debug, Parser)]
+#[command(name = "dawnpost", version, about = "Nightly scheduled reports: rendered once, delivered to every destination, every attempt explained.")]
+pub struct Cli {
+    /// The configuration directory (dawnpost.toml, reports.toml, retention.toml).
+    #[arg(long, global = true, default_value = "config", env = "DAWNPOST_CONFIG")]
+    pub config: PathBuf,
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true)]
+    pub log_json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate all configuration, templates and the retention policy; print each report's next fires.
+    Check,
+    /// Create or upgrade the ledger's tables.
+    Migrate,
+    /// Print the fires (and job keys) in [--from, --to) without touching the ledger.
+    Plan {
+        /// RFC 3339 instant or YYYY-MM-DD (midnight UTC).
+        #[arg(long)]
+        from: String,
+        /// RFC 3339 instant or YYYY-MM-DD (midnight UTC); exclusive.
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Insert the jobs of every fire in [--from, --to); existing keys are left alone.
+    Backfill {
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Insert one job for REPORT and a local date, ready at once.
+    Enqueue {
+        report: String,
+        /// The report's local date, YYYY-MM-DD.
+        #[arg(long)]
+        date: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List jobs, newest date first.
+    Jobs {
+        /// ready, rendering, delivering, done, quarantined or cancelled.
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        report: Option<String>,
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The daemon: the scheduler tick on a UTC heartbeat, until SIGTERM or SIGINT.
+    Run,
+}
+
+/// Parses arguments, runs the command, and maps the outcome to an exit code.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli);
+    match run(cli, Arc::new(SystemClock)).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn init_tracing(cli: &Cli) {
+    let default = if matches!(cli.command, Command::Run) { "info" } else { "warn" };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if cli.log_json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Runs one parsed command against `clock`.
+pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
+    let config = match Config::load(&cli.config) {
+        Ok(c) => c,
+        Err(errors) => {
+            eprint!("{errors}");
+            return Ok(ExitCode::from(EXIT_ERROR));
+        }
+    };
+    for w in &config.warnings {
+        if matches!(cli.command, Command::Check) {
+            println!("warning: {w}");
+        } else {
+            tracing::warn!("{w}");
+        }
+    }
+    match cli.command {
+        Command::Check => check(&config, clock.now()),
+        Command::Plan { from, to, json } => {
+            let (from, to) = (parse_instant(&from)?, parse_instant(&to)?);
+            if to <= from {
+                bail!("--to must be after --from");
+            }
+            for fire in plan_range(&config, from, to) {
+                print_fire(&fire, json, None)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Migrate => {
+            let ledger = open_ledger(&config).await?;
+            println!("ledger migrated ({})", ledger.backend_name());
+            ledger.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Backfill { from, to, json } => {
+            let (from, to) = (parse_instant(&from)?, parse_instant(&to)?);
+            if to <= from {
+                bail!("--to must be after --from");
+            }
+            let ledger = open_ledger(&config).await?;
+            let fires = plan_range(&config, from, to);
+            let jobs: Vec<NewJob> = fires
+                .iter()
+                .map(|f| NewJob {
+                    key: f.key.clone(),
+                    fire_at: f.fire_at,
+                    window: f.window,
+                    ready_at: f.fire_at,
+                    origin: JobOrigin::Backfill,
+                })
+                .collect();
+            let inserted = ledger.job_insert_many(&jobs, clock.now()).await?;
+            for fire in &fires {
+                print_fire(fire, json, Some(inserted.contains(&fire.key.to_string())))?;
+            }
+            if !json {
+                println!("{} of {} jobs inserted", inserted.len(), fires.len());
+            }
+            ledger.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Enqueue { report, date, json } => {
+            let Some(r) = config.report(&report) else {
+                bail!("no report {report:?} in {} (known: {})", config.dir.display(), report_ids(&config));
+            };
+            let date = NaiveDate::parse_from_str(&date, "%Y-%m-%d")
+                .with_context(|| format!("--date {date:?} is not a date (YYYY-MM-DD)"))?;
+            let fire = Fire::for_date(r, date).context("that date has no window in the report's timezone")?;
+            let ledger = open_ledger(&config).await?;
+            let now = clock.now();
+            let job = NewJob {
+                key: fire.key.clone(),
+                fire_at: fire.fire_at,
+                window: fire.window,
+                ready_at: now,
+                origin: JobOrigin::Enqueue,
+            };
+            let inserted = !ledger.job_insert_many(&[job], now).await?.is_empty();
+            let state = ledger.job_get(&fire.key.to_string()).await?.map(|j| j.state);
+            if json {
+                #[derive(Serialize)]
+                struct Line<'a> {
+                    key: String,
+                    inserted: bool,
+                    state: Option<JobState>,
+                    window_start: &'a str,
+                    window_end: &'a str,
+                }
+                println!(
+                    "{}",
+                    serde_json::to_string(&Line {
+                        key: fire.key.to_string(),
+                        inserted,
+                        state,
+                        window_start: &rfc3339(fire.window.start),
+                        window_end: &rfc3339(fire.window.end),
+                    })?
+                );
+            } else if inserted {
+                println!("enqueued {} (window {} .. {})", fire.key, rfc3339(fire.window.start), rfc3339(fire.window.end));
+            } else {
+                println!(
+                    "{} already exists ({}); nothing inserted",
+                    fire.key,
+                    state.map_or("unknown", JobState::as_str)
+                );
+            }
+            ledger.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Jobs { state, report, limit, json } => {
+            let state = state
+                .map(|s| {
+                    JobState::parse(&s).map_err(|_| {
+                        anyhow::anyhow!("--state {s:?} is not a job state (ready, rendering, delivering, done, quarantined, cancelled)")
+                    })
+                })
+                .transpose()?;
+            let ledger = open_ledger(&config).await?;
+            let jobs = ledger
+                .job_list(&JobFilter {
+                    state,
+                    report,
+                    limit: Some(limit),
+                })
+                .await?;
+            if json {
+                for job in &jobs {
+                    println!("{}", serde_json::to_string(job)?);
+                }
+            } else {
+                println!("{:<40} {:<12} {:>8}  {:<20}  {}", "KEY", "STATE", "ATTEMPTS", "READY AT", "LAST ERROR");
+                for job in &jobs {
+                    println!(
+                        "{:<40} {:<12} {:>8}  {:<20}  {}",
+                        job.key,
+                        job.state.as_str(),
+                        job.attempts,
+                        rfc3339(job.ready_at),
+                        job.last_error.as_deref().unwrap_or("")
+                    );
+                }
+                println!("{} job(s)", jobs.len());
+            }
+            ledger.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run => {
+            let ledger = open_ledger(&config).await?;
+            let tick = SchedulerTick::new(
+                ledger.clone(),
+                Arc::new(config.reports.clone()),
+                clock.clone(),
+                config.settings.schedule.catch_up,
+            );
+            let cancel = CancellationToken::new();
+            let on_signal = cancel.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                tracing::info!("shutdown requested");
+                on_signal.cancel();
+            });
+            tracing::info!(reports = config.reports.len(), backend = ledger.backend_name(), "dawnpost running");
+            tick.run(cancel).await?;
+            ledger.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Opens the ledger named by `DAWNPOST_DATABASE_URL` or `database.url`.
+pub async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
+    let url = std::env::var("DAWNPOST_DATABASE_URL").unwrap_or_else(|_| config.settings.database.url.clone());
+    Ok(Ledger::connect(&url, &config.root).await?)
+}
+
+fn report_ids(config: &Config) -> String {
+    config.reports.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// Fires in `[from, to)`.
+fn plan_range(config: &Config, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Fire> {
+    let ms = chrono::Duration::milliseconds(1);
+    plan(&config.reports, from - ms, to - ms)
+}
+
+fn print_fire(fire: &Fire, json: bool, inserted: Option<bool>) -> anyhow::Result<()> {
+    if json {
+        let line = FireLine {
+            inserted,
+            ..FireLine::from(fire)
+        };
+        println!("{}", serde_json::to_string(&line)?);
+    } else {
+        println!(
+            "{:<40} fire {}  window {} .. {} ({}h){}",
+            fire.key.to_string(),
+            rfc3339(fire.fire_at),
+            rfc3339(fire.window.start),
+            rfc3339(fire.window.end),
+            fire.window.hours(),
+            match inserted {
+                Some(true) => "  inserted",
+                Some(false) => "  exists",
+                None => "",
+            }
+        );
+    }
+    Ok(())
+}
+
+/// `2026-10-25T05:30:00Z`, `2026-10-25T07:30:00+02:00`, or `2026-10-25` (midnight UTC).
+pub fn parse_instant(s: &str) -> anyhow::Result<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
+        if let Some(t) = d.and_hms_opt(0, 0, 0) {
+            return Ok(t.and_utc());
+        }
+    }
+    bail!("{s:?} is not an instant: use RFC 3339 (2026-10-25T05:30:00Z) or a date (2026-10-25, midnight UTC)")
+}
+
+fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {
+    let r = &config.retention.defaults;
+    println!(
+        "{}: configuration valid — {} report(s); ledger {}; retention artifact {}, diagnostics {}, ledger {} ({} override(s))",
+        config.dir.display(),
+        config.reports.len(),
+        crate::ledger::redact_url(&config.settings.database.url),
+        r.artifact,
+        r.diagnostics,
+        r.ledger,
+        config.retention.overrides.len()
+    );
+    for report in &config.reports {
+        let tz = report.timezone();
+        println!(
+            "\n{}  \"{}\"  schedule \"{}\" in {}  template {}  destinations: {} email, {} webhook",
+            report.id,
+            report.title,
+            report.schedule.expr(),
+            tz.name(),
+            report.template,
+            report.email.len(),
+            report.webhooks.len()
+        );
+        for fire in report.schedule.next_fires(now, 3) {
+            let local = fire.with_timezone(&tz);
+            println!(
+                "  next {}:{}  {}  = {}",
+                report.id,
+                local.format("%Y-%m-%d"),
+                local.format("%a %Y-%m-%d %H:%M:%S %Z (UTC%:z)"),
+                rfc3339(fire)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,149 @@
+//! Reads one TOML table field by field so that every problem of a file is collected, not only
+//! the first one serde would stop at. Unknown keys are errors.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+
+use super::ConfigError;
+
+/// Where a table sits: its file, the report it belongs to, and the field path leading to it.
+#[derive(Debug, Clone)]
+pub(crate) struct Place<'a> {
+    pub file: &'a Path,
+    pub report: Option<&'a str>,
+    pub prefix: String,
+}
+
+impl<'a> Place<'a> {
+    pub fn new(file: &'a Path) -> Self {
+        Place {
+            file,
+            report: None,
+            prefix: String::new(),
+        }
+    }
+
+    pub fn field(&self, name: &str) -> String {
+        if self.prefix.is_empty() {
+            name.to_string()
+        } else if name.starts_with('[') {
+            format!("{}{name}", self.prefix)
+        } else {
+            format!("{}.{name}", self.prefix)
+        }
+    }
+
+    pub fn nested(&self, name: &str) -> Place<'a> {
+        Place {
+            file: self.file,
+            report: self.report,
+            prefix: self.field(name),
+        }
+    }
+
+    pub fn error(&self, field: &str, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: self.file.to_path_buf(),
+            report: self.report.map(str::to_string),
+            field: self.field(field),
+            message: message.into(),
+        }
+    }
+}
+
+/// A cursor over one table that records which keys were read.
+pub(crate) struct Fields<'t, 'a> {
+    table: &'t toml::Table,
+    pub place: Place<'a>,
+    seen: BTreeSet<&'static str>,
+}
+
+impl<'t, 'a> Fields<'t, 'a> {
+    pub fn new(table: &'t toml::Table, place: Place<'a>) -> Self {
+        Fields {
+            table,
+            place,
+            seen: BTreeSet::new(),
+        }
+    }
+
+    pub fn raw(&mut self, name: &'static str) -> Option<&'t toml::Value> {
+        self.seen.insert(name);
+        self.table.get(name)
+    }
+
+    /// An optional field; a value of the wrong shape is an error and reads as absent.
+    pub fn opt<T: DeserializeOwned>(&mut self, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<T> {
+        let value = self.raw(name)?.clone();
+        match T::deserialize(value) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                errors.push(self.place.error(name, e.message().to_string()));
+                None
+            }
+        }
+    }
+
+    /// A required field.
+    pub fn req<T: DeserializeOwned>(&mut self, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<T> {
+        if self.table.get(name).is_none() {
+            self.seen.insert(name);
+            errors.push(self.place.error(name, "missing required field"));
+            return None;
+        }
+        self.opt(name, errors)
+    }
+
+    /// A sub-table such as `[database]`; absent reads as an empty table.
+    pub fn table(&mut self, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<&'t toml::Table> {
+        match self.raw(name) {
+            None => None,
+            Some(toml::Value::Table(t)) => Some(t),
+            Some(other) => {
+                errors.push(
+                    self.place
+                        .error(name, format!("expected a table, found {}", other.type_str())),
+                );
+                None
+            }
+        }
+    }
+
+    /// Reports every key that no reader asked for.
+    pub fn finish(self, errors: &mut Vec<ConfigError>) {
+        for key in self.table.keys() {
+            if !self.seen.contains(key.as_str()) {
+                let known: Vec<&str> = self.seen.iter().copied().collect();
+                errors.push(self.place.error(
+                    key,
+                    format!("unknown key (expected one of: {})", known.join(", ")),
+                ));
+            }
+        }
+    }
+}
+
+/// Parses a whole file into a table, or one error naming the line.
+pub(crate) fn parse_file(path: &Path, errors: &mut Vec<ConfigError>) -> Option<toml::Table> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            errors.push(Place::new(path).error("(file)", format!("cannot read: {e}")));
+            return None;
+        }
+    };
+    match text.parse::<toml::Table>() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            let mut msg = e.message().to_string();
+            if let Some(span) = e.span() {
+                let line = text[..span.start.min(text.len())].lines().count().max(1);
+                msg = format!("line {line}: {msg}");
+            }
+            errors.push(Place::new(path).error("(syntax)", format!("invalid TOML: {msg}")));
+            None
+        }
+    }
+}

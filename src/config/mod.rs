@@ -1,0 +1,192 @@
+//! Configuration: `dawnpost.toml`, `reports.toml` (and/or `reports/*.toml`) and `retention.toml`
+//! in one directory (DESIGN §10).
+//!
+//! Everything is validated before anything runs. Each problem becomes a [`ConfigError`] that
+//! names the file, the report and the field, and every problem of every file is reported
+//! together. Unknown keys are errors. Relative paths are relative to the project root: the
+//! parent of the configuration directory.
+
+mod fields;
+mod report;
+mod retention;
+mod settings;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+pub use report::{Report, ReportId, SourceSpec, Webhook};
+pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
+pub use settings::{
+    ArtifactSettings, DatabaseSettings, EmailSettings, EmailTransport, PoolSettings, RetrySettings,
+    ScheduleSettings, ServerSettings, Settings,
+};
+
+/// One problem in the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    pub report: Option<String>,
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.file.display())?;
+        if let Some(report) = &self.report {
+            write!(f, "report {report:?}: ")?;
+        }
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Every problem found, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{} configuration problem(s):", self.0.len())?;
+        for e in &self.0 {
+            writeln!(f, "  {e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// The whole, validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The configuration directory (`--config`).
+    pub dir: PathBuf,
+    /// The project root, against which relative paths resolve.
+    pub root: PathBuf,
+    pub settings: Settings,
+    pub reports: Vec<Report>,
+    pub retention: RetentionPolicy,
+    /// Things worth saying that do not stop a run (e.g. a secret's variable is unset here).
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    /// Loads and validates every file of `dir`, templates included.
+    pub fn load(dir: &Path) -> Result<Config, ConfigErrors> {
+        let mut errors = Vec::new();
+        let dir_abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let root = dir_abs
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| dir_abs.clone());
+        if !dir.is_dir() {
+            errors.push(ConfigError {
+                file: dir.to_path_buf(),
+                report: None,
+                field: "(directory)".into(),
+                message: "configuration directory does not exist".into(),
+            });
+            return Err(ConfigErrors(errors));
+        }
+
+        let settings_file = dir.join("dawnpost.toml");
+        let settings = settings::load(&settings_file, &mut errors);
+
+        let mut report_files = Vec::new();
+        if dir.join("reports.toml").is_file() {
+            report_files.push(dir.join("reports.toml"));
+        }
+        if let Ok(entries) = std::fs::read_dir(dir.join("reports")) {
+            let mut more: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+                .collect();
+            more.sort();
+            report_files.extend(more);
+        }
+        if report_files.is_empty() {
+            errors.push(ConfigError {
+                file: dir.join("reports.toml"),
+                report: None,
+                field: "(file)".into(),
+                message: "no reports: create reports.toml or reports/*.toml".into(),
+            });
+        }
+        let mut warnings = Vec::new();
+        let ctx = report::LoadContext {
+            root: &root,
+            settings: &settings,
+        };
+        let mut reports: Vec<(PathBuf, Report)> = Vec::new();
+        for file in &report_files {
+            for r in report::load_file(file, &ctx, &mut errors, &mut warnings) {
+                if let Some((first, _)) = reports.iter().find(|(_, o)| o.id == r.id) {
+                    errors.push(ConfigError {
+                        file: file.clone(),
+                        report: Some(r.id.to_string()),
+                        field: "id".into(),
+                        message: format!("duplicate report id (first defined in {})", first.display()),
+                    });
+                } else {
+                    reports.push((file.clone(), r));
+                }
+            }
+        }
+
+        let retention_file = dir.join("retention.toml");
+        let retention = if retention_file.is_file() {
+            RetentionPolicy::load(&retention_file).unwrap_or_else(|e| {
+                errors.extend(e.0);
+                RetentionPolicy::default()
+            })
+        } else {
+            RetentionPolicy::default()
+        };
+
+        for env in settings.secret_envs() {
+            if std::env::var_os(env).is_none() {
+                warnings.push(format!(
+                    "{}: environment variable {env} is not set here",
+                    settings_file.display()
+                ));
+            }
+        }
+
+        if errors.is_empty() {
+            Ok(Config {
+                dir: dir.to_path_buf(),
+                root,
+                settings,
+                reports: reports.into_iter().map(|(_, r)| r).collect(),
+                retention,
+                warnings,
+            })
+        } else {
+            Err(ConfigErrors(errors))
+        }
+    }
+
+    pub fn report(&self, id: &str) -> Option<&Report> {
+        self.reports.iter().find(|r| r.id.as_str() == id)
+    }
+
+    /// Resolves a path from the configuration against the project root.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        resolve(&self.root, path)
+    }
+}
+
+pub(crate) fn resolve(root: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        root.join(path)
+    }
+}
+
+/// An environment variable name as config may name it.
+pub(crate) fn valid_env_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}

@@ -1,0 +1,314 @@
+//! `dawnpost.toml`: where the ledger, artifacts and outbox live, and the limits of the pool.
+//! Every section and field is optional; the defaults are the ones documented on each field.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use lettre::message::Mailbox;
+
+use super::ConfigError;
+use super::fields::{Fields, Place, parse_file};
+use crate::duration::Span;
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub database: DatabaseSettings,
+    pub artifacts: ArtifactSettings,
+    pub email: EmailSettings,
+    pub pool: PoolSettings,
+    pub retry: RetrySettings,
+    pub schedule: ScheduleSettings,
+    pub server: ServerSettings,
+}
+
+#[derive(Debug, Clone)]
+pub struct DatabaseSettings {
+    /// `sqlite://PATH` (relative to the project root) or `postgres://…`.
+    /// Default `sqlite://var/dawnpost.db`; `DAWNPOST_DATABASE_URL` overrides it.
+    pub url: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ArtifactSettings {
+    /// An object_store URL. Default `file://var/artifacts` (relative to the project root).
+    pub url: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EmailTransport {
+    /// `.eml` files in `outbox_dir`.
+    File,
+    /// The SMTP relay at `smtp_url`.
+    Smtp,
+}
+
+#[derive(Debug, Clone)]
+pub struct EmailSettings {
+    /// Default `Dawnpost <dawnpost@localhost>`.
+    pub from: Mailbox,
+    /// Default `file`.
+    pub transport: EmailTransport,
+    /// Default `var/outbox`, resolved against the project root.
+    pub outbox_dir: PathBuf,
+    /// Default `smtp://127.0.0.1:2525`.
+    pub smtp_url: String,
+    pub smtp_user_env: Option<String>,
+    pub smtp_password_env: Option<String>,
+    /// The bound of one whole SMTP send. Default 60s.
+    pub timeout: Span,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct PoolSettings {
+    /// In-flight work items. Default 16.
+    pub concurrency: u32,
+    /// New leases per second. Default 50.
+    pub admission_per_second: u32,
+    /// Lease length; the owner extends it while working. Default 5m.
+    pub lease: Span,
+    /// How long in-flight work may finish on shutdown. Default 30s.
+    pub drain_timeout: Span,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct RetrySettings {
+    /// First backoff step. Default 30s.
+    pub base: Span,
+    /// Largest backoff step. Default 15m.
+    pub cap: Span,
+    /// Largest Retry-After honoured. Default 15m.
+    pub max_retry_after: Span,
+    /// Attempts per delivery before quarantine. Default 8.
+    pub max_attempts: u32,
+    /// Age of a delivery after which it is quarantined. Default 6h.
+    pub max_age: Span,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleSettings {
+    /// Fires missed while the scheduler was down are enqueued if newer than this. Default 24h.
+    pub catch_up: Span,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerSettings {
+    /// Default `127.0.0.1:8080`.
+    pub bind: SocketAddr,
+    /// Default `DAWNPOST_OPS_TOKEN`.
+    pub ops_token_env: String,
+    /// Default `DAWNPOST_INGEST_SECRET`.
+    pub ingest_secret_env: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            database: DatabaseSettings {
+                url: "sqlite://var/dawnpost.db".into(),
+            },
+            artifacts: ArtifactSettings {
+                url: "file://var/artifacts".into(),
+            },
+            email: EmailSettings {
+                from: "Dawnpost <dawnpost@localhost>"
+                    .parse()
+                    .unwrap_or_else(|_| Mailbox::new(None, lettre::Address::new("dawnpost", "localhost").expect("static address"))),
+                transport: EmailTransport::File,
+                outbox_dir: PathBuf::from("var/outbox"),
+                smtp_url: "smtp://127.0.0.1:2525".into(),
+                smtp_user_env: None,
+                smtp_password_env: None,
+                timeout: Span::from_secs(60),
+            },
+            pool: PoolSettings {
+                concurrency: 16,
+                admission_per_second: 50,
+                lease: Span::from_secs(300),
+                drain_timeout: Span::from_secs(30),
+            },
+            retry: RetrySettings {
+                base: Span::from_secs(30),
+                cap: Span::from_secs(900),
+                max_retry_after: Span::from_secs(900),
+                max_attempts: 8,
+                max_age: Span::from_secs(6 * 3600),
+            },
+            schedule: ScheduleSettings {
+                catch_up: Span::from_secs(24 * 3600),
+            },
+            server: ServerSettings {
+                bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+                ops_token_env: "DAWNPOST_OPS_TOKEN".into(),
+                ingest_secret_env: "DAWNPOST_INGEST_SECRET".into(),
+            },
+        }
+    }
+}
+
+impl Settings {
+    /// The environment variables this file names for secrets.
+    pub fn secret_envs(&self) -> Vec<&str> {
+        let mut v = Vec::new();
+        if self.email.transport == EmailTransport::Smtp {
+            v.extend(self.email.smtp_user_env.as_deref());
+            v.extend(self.email.smtp_password_env.as_deref());
+        }
+        v
+    }
+}
+
+pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
+    let mut s = Settings::default();
+    if !file.is_file() {
+        errors.push(Place::new(file).error("(file)", "missing: dawnpost.toml is required (it may be empty)"));
+        return s;
+    }
+    let Some(table) = parse_file(file, errors) else {
+        return s;
+    };
+    let mut top = Fields::new(&table, Place::new(file));
+    let place = top.place.clone();
+    let mut section = |name: &'static str, errors: &mut Vec<ConfigError>| {
+        top.table(name, errors).map(|t| Fields::new(t, place.nested(name)))
+    };
+
+    if let Some(mut f) = section("database", errors) {
+        if let Some(url) = f.opt::<String>("url", errors) {
+            if url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://") {
+                s.database.url = url;
+            } else {
+                errors.push(f.place.error("url", format!("unsupported database URL {url:?}: use sqlite://PATH or postgres://…")));
+            }
+        }
+        f.finish(errors);
+    }
+    if let Some(mut f) = section("artifacts", errors) {
+        if let Some(url) = f.opt::<String>("url", errors) {
+            if url.contains("://") {
+                s.artifacts.url = url;
+            } else {
+                errors.push(f.place.error("url", format!("{url:?} is not an object store URL (file://, memory://, s3://…)")));
+            }
+        }
+        f.finish(errors);
+    }
+    if let Some(mut f) = section("email", errors) {
+        if let Some(from) = f.opt::<String>("from", errors) {
+            match from.parse::<Mailbox>() {
+                Ok(m) => s.email.from = m,
+                Err(e) => errors.push(f.place.error("from", format!("invalid address {from:?}: {e}"))),
+            }
+        }
+        if let Some(t) = f.opt::<String>("transport", errors) {
+            match t.as_str() {
+                "file" => s.email.transport = EmailTransport::File,
+                "smtp" => s.email.transport = EmailTransport::Smtp,
+                _ => errors.push(f.place.error("transport", format!("{t:?} is not a transport: use \"file\" or \"smtp\""))),
+            }
+        }
+        if let Some(dir) = f.opt::<PathBuf>("outbox_dir", errors) {
+            s.email.outbox_dir = dir;
+        }
+        if let Some(url) = f.opt::<String>("smtp_url", errors) {
+            match url::Url::parse(&url) {
+                Ok(u) if matches!(u.scheme(), "smtp" | "smtps") && u.host().is_some() => s.email.smtp_url = url,
+                _ => errors.push(f.place.error("smtp_url", format!("{url:?} is not an smtp:// or smtps:// URL with a host"))),
+            }
+        }
+        for (name, slot) in [("smtp_user_env", &mut s.email.smtp_user_env), ("smtp_password_env", &mut s.email.smtp_password_env)] {
+            if let Some(env) = f.opt::<String>(name, errors) {
+                if super::valid_env_name(&env) {
+                    *slot = Some(env);
+                } else {
+                    errors.push(f.place.error(name, format!("{env:?} is not an environment variable name")));
+                }
+            }
+        }
+        if let Some(t) = positive(&mut f, "timeout", errors) {
+            s.email.timeout = t;
+        }
+        f.finish(errors);
+    }
+    if let Some(mut f) = section("pool", errors) {
+        if let Some(n) = at_least_one(&mut f, "concurrency", errors) {
+            s.pool.concurrency = n;
+        }
+        if let Some(n) = at_least_one(&mut f, "admission_per_second", errors) {
+            s.pool.admission_per_second = n;
+        }
+        if let Some(t) = positive(&mut f, "lease", errors) {
+            s.pool.lease = t;
+        }
+        if let Some(t) = f.opt::<Span>("drain_timeout", errors) {
+            s.pool.drain_timeout = t;
+        }
+        f.finish(errors);
+    }
+    if let Some(mut f) = section("retry", errors) {
+        if let Some(t) = positive(&mut f, "base", errors) {
+            s.retry.base = t;
+        }
+        if let Some(t) = positive(&mut f, "cap", errors) {
+            s.retry.cap = t;
+        }
+        if let Some(t) = positive(&mut f, "max_retry_after", errors) {
+            s.retry.max_retry_after = t;
+        }
+        if let Some(n) = at_least_one(&mut f, "max_attempts", errors) {
+            s.retry.max_attempts = n;
+        }
+        if let Some(t) = positive(&mut f, "max_age", errors) {
+            s.retry.max_age = t;
+        }
+        if s.retry.base > s.retry.cap {
+            errors.push(f.place.error("base", format!("base ({}) is larger than cap ({})", s.retry.base, s.retry.cap)));
+        }
+        f.finish(errors);
+    }
+    if let Some(mut f) = section("schedule", errors) {
+        if let Some(t) = f.opt::<Span>("catch_up", errors) {
+            s.schedule.catch_up = t;
+        }
+        f.finish(errors);
+    }
+    if let Some(mut f) = section("server", errors) {
+        if let Some(bind) = f.opt::<String>("bind", errors) {
+            match bind.parse::<SocketAddr>() {
+                Ok(a) => s.server.bind = a,
+                Err(_) => errors.push(f.place.error("bind", format!("{bind:?} is not an address such as 127.0.0.1:8080"))),
+            }
+        }
+        for (name, slot) in [("ops_token_env", &mut s.server.ops_token_env), ("ingest_secret_env", &mut s.server.ingest_secret_env)] {
+            if let Some(env) = f.opt::<String>(name, errors) {
+                if super::valid_env_name(&env) {
+                    *slot = env;
+                } else {
+                    errors.push(f.place.error(name, format!("{env:?} is not an environment variable name")));
+                }
+            }
+        }
+        f.finish(errors);
+    }
+    top.finish(errors);
+    s
+}
+
+fn positive(f: &mut Fields<'_, '_>, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<Span> {
+    let span = f.opt::<Span>(name, errors)?;
+    if span.is_zero() {
+        errors.push(f.place.error(name, "must be longer than zero"));
+        return None;
+    }
+    Some(span)
+}
+
+fn at_least_one(f: &mut Fields<'_, '_>, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<u32> {
+    let n = f.opt::<i64>(name, errors)?;
+    match u32::try_from(n) {
+        Ok(n) if n >= 1 => Some(n),
+        _ => {
+            errors.push(f.place.error(name, format!("must be a whole number of at least 1, found {n}")));
+            None
+        }
+    }
+}

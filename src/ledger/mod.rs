@@ -1,0 +1,818 @@
+//! The ledger: every job, delivery, attempt and redrive, on SQLite (the embedded default) or
+//! PostgreSQL (several workers). This module is the only place with SQL.
+//!
+//! Every transition of DESIGN §3 is a conditional update (`WHERE state = <expected>`), so a late
+//! or duplicate writer can never move work backwards. Leases carry a fencing token that grows by
+//! one on every lease; every later write of a lease must present it, so a worker whose lease
+//! expired and was rescued cannot complete or reschedule that work afterwards.
+//!
+//! ```text
+//! job:       ready → rendering → delivering → done
+//!                    rendering → ready         (transient render failure; lease expiry)
+//!                    rendering → quarantined   (permanent failure, budget exhausted)
+//!                                delivering → quarantined (all deliveries terminal, one quarantined)
+//!            ready | quarantined → cancelled   (by an operator)
+//!            quarantined → ready | delivering  (redrive)
+//! delivery:  pending → sending → sent
+//!                      sending → pending       (transient, with a later ready_at; lease expiry; drain)
+//!                      sending → quarantined   (permanent, or budget exhausted)
+//!            quarantined → pending             (redrive)
+//! ```
+
+mod postgres;
+mod sqlite;
+mod types;
+
+use std::path::Path;
+
+use chrono::{DateTime, Duration, Utc};
+use sqlx::{PgPool, SqlitePool};
+
+pub use postgres::redact_url;
+pub use types::*;
+
+use crate::clock::to_millis;
+
+/// What went wrong in the ledger.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("cannot open the ledger at {url}: {reason}")]
+    Open { url: String, reason: String },
+    #[error("ledger query failed: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("ledger migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// The lease was rescued or taken over: this worker must drop the work.
+    #[error("lease on {key} (token {token}) is no longer held")]
+    LeaseLost { key: String, token: i64 },
+    /// A transition asked of work that is not in the state it needs.
+    #[error("{what} {key} is {actual}, not {expected}")]
+    WrongState {
+        what: &'static str,
+        key: String,
+        expected: &'static str,
+        actual: String,
+    },
+    #[error("no {what} {key}")]
+    NotFound { what: &'static str, key: String },
+    #[error("corrupt ledger row: {0}")]
+    Corrupt(String),
+}
+
+pub type Result<T> = std::result::Result<T, LedgerError>;
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// A handle on the ledger; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    backend: Backend,
+}
+
+/// Runs `$body` with `$p` bound to the backend's pool and `$d` to its dialect module, so SQL
+/// common to both backends is written once and backend-specific SQL lives in its own file.
+macro_rules! on_backend {
+    ($self:expr, |$p:ident, $d:ident| $body:expr) => {
+        match &$self.backend {
+            Backend::Sqlite($p) => {
+                #[allow(unused_imports)]
+                use self::sqlite as $d;
+                $body
+            }
+            Backend::Postgres($p) => {
+                #[allow(unused_imports)]
+                use self::postgres as $d;
+                $body
+            }
+        }
+    };
+}
+
+const JOB_COLUMNS: &str = "*";
+const TERMINAL_JOB: &str = "('done', 'quarantined', 'cancelled')";
+
+impl Ledger {
+    /// Opens (creating if needed) and migrates the ledger at `url`. A relative SQLite path
+    /// resolves against `root`.
+    pub async fn connect(url: &str, root: &Path) -> Result<Ledger> {
+        let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres(postgres::connect(url, None).await?)
+        } else if url.starts_with("sqlite:") {
+            Backend::Sqlite(sqlite::connect(url, root).await?)
+        } else {
+            return Err(LedgerError::Open {
+                url: redact_url(url),
+                reason: "unsupported URL: use sqlite://PATH or postgres://…".into(),
+            });
+        };
+        Ok(Ledger { backend })
+    }
+
+    /// Opens a PostgreSQL ledger inside its own schema (created if missing): how tests isolate.
+    pub async fn connect_postgres_schema(url: &str, schema: &str) -> Result<Ledger> {
+        Ok(Ledger {
+            backend: Backend::Postgres(postgres::connect(url, Some(schema)).await?),
+        })
+    }
+
+    /// Drops a schema made by [`Ledger::connect_postgres_schema`].
+    pub async fn drop_postgres_schema(&self, schema: &str) -> Result<()> {
+        match &self.backend {
+            Backend::Postgres(p) => postgres::drop_schema(p, schema).await,
+            Backend::Sqlite(_) => Ok(()),
+        }
+    }
+
+    pub fn backend_name(&self) -> &'static str {
+        match self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    pub async fn close(&self) {
+        on_backend!(self, |p, _d| p.close().await)
+    }
+
+    /// True when the ledger answers a query.
+    pub async fn ping(&self) -> bool {
+        on_backend!(self, |p, _d| sqlx::query("SELECT 1").execute(p).await.is_ok())
+    }
+
+    // ---------------------------------------------------------------- jobs
+
+    /// Inserts jobs whose keys do not exist yet; returns the keys actually inserted. The key
+    /// is the table's primary key, so two inserters racing on one key insert it once.
+    pub async fn job_insert_many(&self, jobs: &[NewJob], now: DateTime<Utc>) -> Result<Vec<String>> {
+        let now = to_millis(now);
+        let mut inserted = Vec::new();
+        for chunk in jobs.chunks(500) {
+            on_backend!(self, |p, _d| {
+                let mut qb = sqlx::QueryBuilder::new(
+                    "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at) ",
+                );
+                qb.push_values(chunk, |mut b, j| {
+                    b.push_bind(j.key.to_string())
+                        .push_bind(j.key.report().to_string())
+                        .push_bind(j.key.date().format("%Y-%m-%d").to_string())
+                        .push_bind("ready")
+                        .push_bind(j.origin.as_str())
+                        .push_bind(to_millis(j.fire_at))
+                        .push_bind(to_millis(j.window.start))
+                        .push_bind(to_millis(j.window.end))
+                        .push_bind(to_millis(j.ready_at))
+                        .push_bind(now)
+                        .push_bind(now);
+                });
+                qb.push(" ON CONFLICT DO NOTHING RETURNING key");
+                let keys: Vec<(String,)> = qb.build_query_as().fetch_all(p).await?;
+                inserted.extend(keys.into_iter().map(|(k,)| k));
+            });
+        }
+        Ok(inserted)
+    }
+
+    pub async fn job_get(&self, key: &str) -> Result<Option<Job>> {
+        let rec: Option<JobRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT * FROM jobs WHERE key = $1")
+                .bind(key)
+                .fetch_optional(p)
+                .await?
+        });
+        rec.map(Job::try_from).transpose()
+    }
+
+    /// Jobs newest first, filtered by state and report.
+    pub async fn job_list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        let limit = i64::from(filter.limit.unwrap_or(1000));
+        let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT * FROM jobs WHERE ($1 IS NULL OR state = $1) AND ($2 IS NULL OR report = $2)
+                 ORDER BY local_date DESC, report, key LIMIT $3",
+            )
+            .bind(filter.state.map(JobState::as_str))
+            .bind(filter.report.as_deref())
+            .bind(limit)
+            .fetch_all(p)
+            .await?
+        });
+        recs.into_iter().map(Job::try_from).collect()
+    }
+
+    /// How many jobs are in each state.
+    pub async fn job_count_by_state(&self) -> Result<Vec<(JobState, i64)>> {
+        let rows: Vec<(String, i64)> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state")
+                .fetch_all(p)
+                .await?
+        });
+        rows.into_iter()
+            .map(|(s, n)| Ok((JobState::parse(&s)?, n)))
+            .collect()
+    }
+
+    /// Leases up to `limit` ready jobs whose `ready_at` has come: `ready → rendering`.
+    pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
+        let (owner, expires, now) = lease_binds(params);
+        let recs: Vec<JobRecord> = on_backend!(self, |p, d| {
+            sqlx::query_as(d::JOB_LEASE)
+                .bind(&params.owner)
+                .bind(expires)
+                .bind(now)
+                .bind(i64::from(params.limit))
+                .fetch_all(p)
+                .await?
+        });
+        let _ = owner;
+        let mut out: Vec<LeasedJob> = recs
+            .into_iter()
+            .map(|r| {
+                let job = Job::try_from(r)?;
+                Ok(LeasedJob {
+                    lease: Lease {
+                        key: job.key.clone(),
+                        token: job.lease_token,
+                        owner: params.owner.clone(),
+                        expires_at: params.now + params.lease_for,
+                    },
+                    job,
+                })
+            })
+            .collect::<Result<_>>()?;
+        out.sort_by(|a, b| (a.job.ready_at, &a.job.key).cmp(&(b.job.ready_at, &b.job.key)));
+        Ok(out)
+    }
+
+    /// Pushes a job lease's deadline to `until`, if the lease is still held.
+    pub async fn job_extend_lease(&self, lease: &Lease, until: DateTime<Utc>) -> Result<()> {
+        let n = on_backend!(self, |p, _d| {
+            sqlx::query(
+                "UPDATE jobs SET lease_expires_at = $1 WHERE key = $2 AND state = 'rendering' AND lease_token = $3",
+            )
+            .bind(to_millis(until))
+            .bind(&lease.key)
+            .bind(lease.token)
+            .execute(p)
+            .await?
+            .rows_affected()
+        });
+        fenced(n, lease)
+    }
+
+    /// `rendering → ready` at `ready_at`, after a transient render failure.
+    pub async fn job_retry(&self, lease: &Lease, ready_at: DateTime<Utc>, error: &str, now: DateTime<Utc>) -> Result<()> {
+        let n = on_backend!(self, |p, _d| {
+            sqlx::query(
+                "UPDATE jobs SET state = 'ready', ready_at = $1, last_error = $2, lease_owner = NULL,
+                        lease_expires_at = NULL, updated_at = $3
+                 WHERE key = $4 AND state = 'rendering' AND lease_token = $5",
+            )
+            .bind(to_millis(ready_at))
+            .bind(error)
+            .bind(to_millis(now))
+            .bind(&lease.key)
+            .bind(lease.token)
+            .execute(p)
+            .await?
+            .rows_affected()
+        });
+        fenced(n, lease)
+    }
+
+    /// `rendering → ready` without counting the attempt: the worker is shutting down.
+    pub async fn job_release(&self, lease: &Lease, now: DateTime<Utc>) -> Result<()> {
+        let n = on_backend!(self, |p, _d| {
+            sqlx::query(
+                "UPDATE jobs SET state = 'ready', attempts = attempts - 1, lease_owner = NULL,
+                        lease_expires_at = NULL, updated_at = $1
+                 WHERE key = $2 AND state = 'rendering' AND lease_token = $3",
+            )
+            .bind(to_millis(now))
+            .bind(&lease.key)
+            .bind(lease.token)
+            .execute(p)
+            .await?
+            .rows_affected()
+        });
+        fenced(n, lease)
+    }
+
+    /// `rendering → quarantined`: a permanent render failure or an exhausted budget.
+    pub async fn job_quarantine(&self, lease: &Lease, error: &str, now: DateTime<Utc>) -> Result<()> {
+        let n = on_backend!(self, |p, _d| {
+            sqlx::query(
+                "UPDATE jobs SET state = 'quarantined', last_error = $1, lease_owner = NULL,
+                        lease_expires_at = NULL, updated_at = $2, terminal_at = $2
+                 WHERE key = $3 AND state = 'rendering' AND lease_token = $4",
+            )
+            .bind(error)
+            .bind(to_millis(now))
+            .bind(&lease.key)
+            .bind(lease.token)
+            .execute(p)
+            .await?
+            .rows_affected()
+        });
+        fenced(n, lease)
+    }
+
+    /// `rendering → delivering`: records the artifact and creates one delivery per destination,
+    /// in one transaction. A job without destinations is `done` at once.
+    pub async fn job_rendered(
+        &self,
+        lease: &Lease,
+        artifact: &ArtifactRef,
+        deliveries: &[NewDelivery],
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let now_ms = to_millis(now);
+        let next_state = if deliveries.is_empty() { "done" } else { "delivering" };
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let n = sqlx::query(
+                "UPDATE jobs SET state = $1, artifact_key = $2, artifact_text_key = $3, artifact_sha256 = $4,
+                        artifact_bytes = $5, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                        updated_at = $6, terminal_at = CASE WHEN $1 = 'done' THEN $6 ELSE NULL END
+                 WHERE key = $7 AND state = 'rendering' AND lease_token = $8",
+            )
+            .bind(next_state)
+            .bind(&artifact.html_key)
+            .bind(&artifact.text_key)
+            .bind(&artifact.sha256)
+            .bind(artifact.bytes)
+            .bind(now_ms)
+            .bind(&lease.key)
+            .bind(lease.token)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            fenced(n, lease)?;
+            for dl in deliveries {
+                sqlx::query(
+                    "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at)
+                     VALUES ($1, $2, $3, $4, 'pending', $5, $5, $5) ON CONFLICT DO NOTHING",
+                )
+                .bind(&dl.key)
+                .bind(&lease.key)
+                .bind(dl.kind.as_str())
+                .bind(&dl.destination)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// `delivering → done` when every delivery is sent, `delivering → quarantined` when every
+    /// delivery is terminal and one is quarantined. Returns the job's state afterwards.
+    pub async fn job_settle(&self, key: &str, now: DateTime<Utc>) -> Result<JobState> {
+        let now_ms = to_millis(now);
+        on_backend!(self, |p, _d| {
+            sqlx::query(
+                "UPDATE jobs SET
+                    state = CASE WHEN EXISTS (SELECT 1 FROM deliveries WHERE job_key = $1 AND state = 'quarantined')
+                                 THEN 'quarantined' ELSE 'done' END,
+                    updated_at = $2, terminal_at = $2
+                 WHERE key = $1 AND state = 'delivering'
+                   AND NOT EXISTS (SELECT 1 FROM deliveries WHERE job_key = $1 AND state IN ('pending', 'sending'))",
+            )
+            .bind(key)
+            .bind(now_ms)
+            .execute(p)
+            .await?;
+        });
+        self.job_get(key)
+            .await?
+            .map(|j| j.state)
+            .ok_or_else(|| LedgerError::NotFound { what: "job", key: key.to_string() })
+    }
+
+    /// `ready | quarantined → cancelled`, by an operator.
+    pub async fn job_cancel(&self, key: &str, now: DateTime<Utc>) -> Result<()> {
+        let n = on_backend!(self, |p, _d| {
+            sqlx::query(
+                "UPDATE jobs SET state = 'cancelled', updated_at = $1, terminal_at = $1
+                 WHERE key = $2 AND state IN ('ready', 'quarantined')",
+            )
+            .bind(to_millis(now))
+            .bind(key)
+            .execute(p)
+            .await?
+            .rows_affected()
+        });
+        if n == 1 {
+            return Ok(());
+        }
+        Err(self.wrong_job_state(key, "ready or quarantined").await)
+    }
+
+    /// Redrives a quarantined job with an audit row. A job quarantined at render goes back to
+    /// `ready`; a job with quarantined deliveries goes back to `delivering` and those deliveries
+    /// to `pending`. Keys stay the same; `redrive_count` grows by one.
+    pub async fn job_redrive(&self, key: &str, by: &str, reason: &str, now: DateTime<Utc>) -> Result<RedriveOutcome> {
+        let now_ms = to_millis(now);
+        let outcome = on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let n = sqlx::query(
+                "UPDATE jobs SET
+                    state = CASE WHEN artifact_key IS NULL THEN 'ready' ELSE 'delivering' END,
+                    ready_at = $1, redrive_count = redrive_count + 1, attempts = 0, last_error = NULL,
+                    updated_at = $1, terminal_at = NULL
+                 WHERE key = $2 AND state = 'quarantined'",
+            )
+            .bind(now_ms)
+            .bind(key)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n == 0 {
+                tx.rollback().await?;
+                None
+            } else {
+                let deliveries = sqlx::query(
+                    "UPDATE deliveries SET state = 'pending', ready_at = $1, attempts = 0,
+                            redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
+                     WHERE job_key = $2 AND state = 'quarantined'",
+                )
+                .bind(now_ms)
+                .bind(key)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                sqlx::query("INSERT INTO redrives (job_key, delivery_key, redriven_by, reason, at) VALUES ($1, NULL, $2, $3, $4)")
+                    .bind(key)
+                    .bind(by)
+                    .bind(reason)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Some(RedriveOutcome { job_key: key.to_string(), deliveries })
+            }
+        });
+        match outcome {
+            Some(o) => Ok(o),
+            None => Err(self.wrong_job_state(key, "quarantined").await),
+        }
+    }
+
+    async fn wrong_job_state(&self, key: &str, expected: &'static str) -> LedgerError {
+        match self.job_get(key).await {
+            Ok(Some(job)) => LedgerError::WrongState {
+                what: "job",
+                key: key.to_string(),
+                expected,
+                actual: job.state.as_str().to_string(),
+            },
+            Ok(None) => LedgerError::NotFound { what: "job", key: key.to_string() },
+            Err(e) => e,
+        }
+    }
+
+    /// Terminal jobs that became terminal before `before` and have no delivery in flight,
+    /// oldest first: what retention may consider.
+    pub async fn job_terminal_before(&self, before: DateTime<Utc>, limit: u32) -> Result<Vec<Job>> {
+        let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {JOB_COLUMNS} FROM jobs j
+                 WHERE j.state IN {TERMINAL_JOB} AND j.terminal_at < $1
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = j.key AND d.state IN ('pending', 'sending'))
+                 ORDER BY j.terminal_at, j.key LIMIT $2"
+            )))
+            .bind(to_millis(before))
+            .bind(i64::from(limit))
+            .fetch_all(p)
+            .await?
+        });
+        recs.into_iter().map(Job::try_from).collect()
+    }
+
+    // ---------------------------------------------------------- deliveries
+
+    pub async fn delivery_get(&self, key: &str) -> Result<Option<Delivery>> {
+        let rec: Option<DeliveryRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT * FROM deliveries WHERE key = $1")
+                .bind(key)
+                .fetch_optional(p)
+                .await?
+        });
+        rec.map(Delivery::try_from).transpose()
+    }
+
+    pub async fn delivery_list(&self, job_key: &str) -> Result<Vec<Delivery>> {
+        let recs: Vec<DeliveryRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT * FROM deliveries WHERE job_key = $1 ORDER BY key")
+                .bind(job_key)
+                .fetch_all(p)
+                .await?
+        });
+        recs.into_iter().map(Delivery::try_from).collect()
+    }
+
+    /// Every quarantined delivery, oldest first.
+    pub async fn delivery_list_quarantined(&self, limit: u32) -> Result<Vec<Delivery>> {
+        let recs: Vec<DeliveryRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT * FROM deliveries WHERE state = 'quarantined' ORDER BY updated_at, key LIMIT $1")
+                .bind(i64::from(limit))
+                .fetch_all(p)
+                .await?
+        });
+        recs.into_iter().map(Delivery::try_from).collect()
+    }
+
+    /// Leases up to `limit` pending deliveries whose `ready_at` has come: `pending → sending`.
+    /// The lease counts as an attempt; [`Ledger::delivery_release`] gives it back.
+    pub async fn delivery_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
+        let (_, expires, now) = lease_binds(params);
+        let recs: Vec<DeliveryRecord> = on_backend!(self, |p, d| {
+            sqlx::query_as(d::DELIVERY_LEASE)
+                .bind(&params.owner)
+                .bind(expires)
+                .bind(now)
+                .bind(i64::from(params.limit))
+                .fetch_all(p)
+                .await?
+        });
+        let mut out: Vec<LeasedDelivery> = recs
+            .into_iter()
+            .map(|r| {
+                let delivery = Delivery::try_from(r)?;
+                Ok(LeasedDelivery {
+                    lease: Lease {
+                        key: delivery.key.clone(),
+                        token: delivery.lease_token,
+                        owner: params.owner.clone(),
+                        expires_at: params.now + params.lease_for,
+                    },
+                    delivery,
+                })
+            })
+            .collect::<Result<_>>()?;
+        out.sort_by(|a, b| (a.delivery.ready_at, &a.delivery.key).cmp(&(b.delivery.ready_at, &b.delivery.key)));
+        Ok(out)
+    }
+
+    pub async fn delivery_extend_lease(&self, lease: &Lease, until: DateTime<Utc>) -> Result<()> {
+        let n = on_backend!(self, |p, _d| {
+            sqlx::query(
+                "UPDATE deliveries SET lease_expires_at = $1 WHERE key = $2 AND state = 'sending' AND lease_token = $3",
+            )
+            .bind(to_millis(until))
+            .bind(&lease.key)
+            .bind(lease.token)
+            .execute(p)
+            .await?
+            .rows_affected()
+        });
+        fenced(n, lease)
+    }
+
+    /// Records one attempt and its consequence in one transaction: `sending → sent`,
+    /// `sending → pending` (at `ready_at`) or `sending → quarantined`.
+    pub async fn delivery_finish(&self, lease: &Lease, attempt: &NewAttempt, next: DeliveryNext) -> Result<()> {
+        let finished = to_millis(attempt.finished_at);
+        let (state, ready_at, terminal) = match next {
+            DeliveryNext::Sent => ("sent", None, Some(finished)),
+            DeliveryNext::Retry { ready_at } => ("pending", Some(to_millis(ready_at)), None),
+            DeliveryNext::Quarantine => ("quarantined", None, Some(finished)),
+        };
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let row: Option<(i64,)> = sqlx::query_as(
+                "UPDATE deliveries SET state = $1, ready_at = COALESCE($2, ready_at), last_class = $3, last_error = $4,
+                        lease_owner = NULL, lease_expires_at = NULL, updated_at = $5, terminal_at = $6
+                 WHERE key = $7 AND state = 'sending' AND lease_token = $8
+                 RETURNING attempts",
+            )
+            .bind(state)
+            .bind(ready_at)
+            .bind(attempt.class.as_str())
+            .bind(attempt.reason.as_deref())
+            .bind(finished)
+            .bind(terminal)
+            .bind(&lease.key)
+            .bind(lease.token)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some((number,)) = row else {
+                tx.rollback().await?;
+                return Err(LedgerError::LeaseLost { key: lease.key.clone(), token: lease.token });
+            };
+            sqlx::query(
+                "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, code,
+                        retry_after_ms, next_ready_at, reason, diagnostics)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            )
+            .bind(&lease.key)
+            .bind(number)
+            .bind(to_millis(attempt.requested_at))
+            .bind(finished)
+            .bind(attempt.class.as_str())
+            .bind(attempt.code)
+            .bind(attempt.retry_after.map(|d| d.num_milliseconds()))
+            .bind(ready_at)
+            .bind(attempt.reason.as_deref())
+            .bind(attempt.diagnostics.as_deref())
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+        });
+        Ok(())
+    }
+
+    /// `sending → pending` without counting an attempt: the worker is draining for shutdown.
+    pub async fn delivery_release(&self, lease: &Lease, now: DateTime<Utc>) -> Result<()> {
+        let n = on_backend!(self, |p, _d| {
+            sqlx::query(
+                "UPDATE deliveries SET state = 'pending', attempts = attempts - 1, lease_owner = NULL,
+                        lease_expires_at = NULL, updated_at = $1
+                 WHERE key = $2 AND state = 'sending' AND lease_token = $3",
+            )
+            .bind(to_millis(now))
+            .bind(&lease.key)
+            .bind(lease.token)
+            .execute(p)
+            .await?
+            .rows_affected()
+        });
+        fenced(n, lease)
+    }
+
+    /// Redrives one quarantined delivery with an audit row; its job returns to `delivering`.
+    pub async fn delivery_redrive(&self, key: &str, by: &str, reason: &str, now: DateTime<Utc>) -> Result<RedriveOutcome> {
+        let now_ms = to_millis(now);
+        let job_key: Option<String> = on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let row: Option<(String,)> = sqlx::query_as(
+                "UPDATE deliveries SET state = 'pending', ready_at = $1, attempts = 0,
+                        redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
+                 WHERE key = $2 AND state = 'quarantined' RETURNING job_key",
+            )
+            .bind(now_ms)
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?;
+            match row {
+                None => {
+                    tx.rollback().await?;
+                    None
+                }
+                Some((job_key,)) => {
+                    sqlx::query(
+                        "UPDATE jobs SET state = 'delivering', redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
+                         WHERE key = $2 AND state IN ('quarantined', 'done', 'delivering')",
+                    )
+                    .bind(now_ms)
+                    .bind(&job_key)
+                    .execute(&mut *tx)
+                    .await?;
+                    sqlx::query("INSERT INTO redrives (job_key, delivery_key, redriven_by, reason, at) VALUES ($1, $2, $3, $4, $5)")
+                        .bind(&job_key)
+                        .bind(key)
+                        .bind(by)
+                        .bind(reason)
+                        .bind(now_ms)
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Some(job_key)
+                }
+            }
+        });
+        match job_key {
+            Some(job_key) => Ok(RedriveOutcome { job_key, deliveries: 1 }),
+            None => match self.delivery_get(key).await? {
+                Some(dl) => Err(LedgerError::WrongState {
+                    what: "delivery",
+                    key: key.to_string(),
+                    expected: "quarantined",
+                    actual: dl.state.as_str().to_string(),
+                }),
+                None => Err(LedgerError::NotFound { what: "delivery", key: key.to_string() }),
+            },
+        }
+    }
+
+    pub async fn attempt_list(&self, delivery_key: &str) -> Result<Vec<Attempt>> {
+        let recs: Vec<AttemptRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT * FROM delivery_attempts WHERE delivery_key = $1 ORDER BY attempt")
+                .bind(delivery_key)
+                .fetch_all(p)
+                .await?
+        });
+        recs.into_iter().map(Attempt::try_from).collect()
+    }
+
+    pub async fn redrive_list(&self, job_key: &str) -> Result<Vec<Redrive>> {
+        let recs: Vec<RedriveRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT * FROM redrives WHERE job_key = $1 ORDER BY at, id")
+                .bind(job_key)
+                .fetch_all(p)
+                .await?
+        });
+        Ok(recs.into_iter().map(Redrive::from).collect())
+    }
+
+    // -------------------------------------------------------------- leases
+
+    /// Returns every expired lease: `rendering → ready`, `sending → pending`. A rescued delivery
+    /// keeps its attempt (the send may have happened) and gets an attempt row saying so.
+    pub async fn lease_rescue(&self, now: DateTime<Utc>) -> Result<RescueCounts> {
+        let now_ms = to_millis(now);
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let jobs = sqlx::query(
+                "UPDATE jobs SET state = 'ready', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
+                        last_error = 'lease expired: the worker stopped reporting', updated_at = $1
+                 WHERE state = 'rendering' AND lease_expires_at < $1",
+            )
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            sqlx::query(
+                "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
+                 SELECT key, attempts, updated_at, $1, 'unknown', 'lease expired: the worker stopped reporting; outcome unknown', $1
+                 FROM deliveries WHERE state = 'sending' AND lease_expires_at < $1
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+            let deliveries = sqlx::query(
+                "UPDATE deliveries SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
+                        last_class = 'unknown', last_error = 'lease expired', updated_at = $1
+                 WHERE state = 'sending' AND lease_expires_at < $1",
+            )
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            Ok(RescueCounts { jobs, deliveries })
+        })
+    }
+
+    // ------------------------------------------------------------ schedule
+
+    pub async fn schedule_last_tick(&self, report: &str) -> Result<Option<DateTime<Utc>>> {
+        let row: Option<(i64,)> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT last_tick_at FROM schedule_state WHERE report = $1")
+                .bind(report)
+                .fetch_optional(p)
+                .await?
+        });
+        Ok(row.map(|(ms,)| crate::clock::from_millis(ms)))
+    }
+
+    /// Records a tick; never moves a report's last tick backwards.
+    pub async fn schedule_record_tick(&self, report: &str, at: DateTime<Utc>) -> Result<()> {
+        on_backend!(self, |p, _d| {
+            sqlx::query(
+                "INSERT INTO schedule_state (report, last_tick_at) VALUES ($1, $2)
+                 ON CONFLICT (report) DO UPDATE SET last_tick_at =
+                    CASE WHEN excluded.last_tick_at > schedule_state.last_tick_at
+                         THEN excluded.last_tick_at ELSE schedule_state.last_tick_at END",
+            )
+            .bind(report)
+            .bind(to_millis(at))
+            .execute(p)
+            .await?;
+        });
+        Ok(())
+    }
+}
+
+fn lease_binds(params: &LeaseParams) -> (&str, i64, i64) {
+    (
+        params.owner.as_str(),
+        to_millis(params.now + params.lease_for),
+        to_millis(params.now),
+    )
+}
+
+fn fenced(rows: u64, lease: &Lease) -> Result<()> {
+    if rows == 1 {
+        Ok(())
+    } else {
+        Err(LedgerError::LeaseLost {
+            key: lease.key.clone(),
+            token: lease.token,
+        })
+    }
+}
+
+/// What a lease asks for.
+#[derive(Debug, Clone)]
+pub struct LeaseParams {
+    pub owner: String,
+    pub now: DateTime<Utc>,
+    pub lease_for: Duration,
+    pub limit: u32,
+}

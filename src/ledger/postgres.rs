@@ -1,0 +1,82 @@
+//! The shared ledger for several worker processes. Claims use `FOR UPDATE SKIP LOCKED`, so
+//! concurrent workers never wait on, or take, each other's rows.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+use super::LedgerError;
+
+pub(super) const BEGIN: &str = "BEGIN";
+
+pub(super) const JOB_LEASE: &str = "UPDATE jobs
+    SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
+        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
+    WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
+                  ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED)
+    RETURNING *";
+
+pub(super) const DELIVERY_LEASE: &str = "UPDATE deliveries
+    SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
+        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
+    WHERE key IN (SELECT key FROM deliveries WHERE state = 'pending' AND ready_at <= $3
+                  ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED)
+    RETURNING *";
+
+/// Connects, optionally inside `schema` (created if missing), and migrates.
+pub(super) async fn connect(url: &str, schema: Option<&str>) -> Result<PgPool, LedgerError> {
+    let open_err = |e: sqlx::Error| LedgerError::Open {
+        url: redact_url(url),
+        reason: e.to_string(),
+    };
+    let mut options = PgConnectOptions::from_str(url).map_err(open_err)?;
+    if let Some(schema) = schema {
+        if !schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(LedgerError::Open {
+                url: redact_url(url),
+                reason: format!("invalid schema name {schema:?}"),
+            });
+        }
+        let admin = PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await
+            .map_err(open_err)?;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA IF NOT EXISTS {schema}")))
+            .execute(&admin)
+            .await?;
+        admin.close().await;
+        options = options.options([("search_path", schema)]);
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await
+        .map_err(open_err)?;
+    sqlx::migrate!("./migrations/postgres").run(&pool).await?;
+    Ok(pool)
+}
+
+/// Drops a schema made by [`connect`]; for tests that clean up after themselves.
+pub(super) async fn drop_schema(pool: &PgPool, schema: &str) -> Result<(), LedgerError> {
+    if schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))
+            .execute(pool)
+            .await?;
+    }
+    Ok(())
+}
+
+/// A URL safe to print: the password replaced.
+pub fn redact_url(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => url.to_string(),
+    }
+}

@@ -1,0 +1,65 @@
+//! The embedded ledger: one SQLite file in WAL mode with a busy timeout. Write transactions
+//! begin IMMEDIATE so two writers queue on the lock instead of deadlocking on an upgrade.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::SqlitePool;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+
+use super::LedgerError;
+
+pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
+
+/// Claims up to `$4` ready jobs. SQLite has one writer at a time, so the inner select cannot
+/// race another claim.
+pub(super) const JOB_LEASE: &str = "UPDATE jobs
+    SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
+        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
+    WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
+                  ORDER BY ready_at, key LIMIT $4)
+    RETURNING *";
+
+pub(super) const DELIVERY_LEASE: &str = "UPDATE deliveries
+    SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
+        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
+    WHERE key IN (SELECT key FROM deliveries WHERE state = 'pending' AND ready_at <= $3
+                  ORDER BY ready_at, key LIMIT $4)
+    RETURNING *";
+
+pub(super) async fn connect(url: &str, root: &Path) -> Result<SqlitePool, LedgerError> {
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    let path = path.split('?').next().unwrap_or(path);
+    let options = if path == ":memory:" {
+        SqliteConnectOptions::from_str("sqlite::memory:").map_err(LedgerError::Db)?
+    } else {
+        let file = crate::config::resolve(root, Path::new(path));
+        if let Some(dir) = file.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| LedgerError::Open {
+                url: url.to_string(),
+                reason: format!("cannot create {}: {e}", dir.display()),
+            })?;
+        }
+        SqliteConnectOptions::new().filename(file)
+    };
+    let options = options
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .busy_timeout(Duration::from_secs(10))
+        .foreign_keys(true);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(if path == ":memory:" { 1 } else { 8 })
+        .connect_with(options)
+        .await
+        .map_err(|e| LedgerError::Open {
+            url: url.to_string(),
+            reason: e.to_string(),
+        })?;
+    sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
+    Ok(pool)
+}

@@ -1,0 +1,484 @@
+//! The ledger's rows and the values its transitions take.
+
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+
+use super::LedgerError;
+use crate::clock::from_millis;
+use crate::keys::{DestinationKind, JobKey};
+use crate::schedule::Window;
+
+/// The state of a job. `done`, `quarantined` and `cancelled` are terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Waiting for `ready_at`; the scheduler, `enqueue`, a render retry or a redrive put it here.
+    Ready,
+    /// Leased by a worker that is fetching and rendering it.
+    Rendering,
+    /// Rendered; its deliveries are in flight.
+    Delivering,
+    /// Every delivery was sent.
+    Done,
+    /// The render failed for good, or a delivery was quarantined. An operator may redrive it.
+    Quarantined,
+    /// Withdrawn by an operator.
+    Cancelled,
+}
+
+impl JobState {
+    pub const ALL: [JobState; 6] = [
+        JobState::Ready,
+        JobState::Rendering,
+        JobState::Delivering,
+        JobState::Done,
+        JobState::Quarantined,
+        JobState::Cancelled,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Ready => "ready",
+            JobState::Rendering => "rendering",
+            JobState::Delivering => "delivering",
+            JobState::Done => "done",
+            JobState::Quarantined => "quarantined",
+            JobState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<JobState, LedgerError> {
+        JobState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| LedgerError::Corrupt(format!("unknown job state {s:?}")))
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, JobState::Done | JobState::Quarantined | JobState::Cancelled)
+    }
+}
+
+/// The state of one delivery. `sent` and `quarantined` are terminal; `sent` never moves back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryState {
+    Pending,
+    Sending,
+    Sent,
+    Quarantined,
+}
+
+impl DeliveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Sending => "sending",
+            DeliveryState::Sent => "sent",
+            DeliveryState::Quarantined => "quarantined",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<DeliveryState, LedgerError> {
+        match s {
+            "pending" => Ok(DeliveryState::Pending),
+            "sending" => Ok(DeliveryState::Sending),
+            "sent" => Ok(DeliveryState::Sent),
+            "quarantined" => Ok(DeliveryState::Quarantined),
+            _ => Err(LedgerError::Corrupt(format!("unknown delivery state {s:?}"))),
+        }
+    }
+}
+
+/// How one attempt ended (DESIGN §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseClass {
+    Accepted,
+    RateLimited,
+    Transient,
+    Ambiguous,
+    Permanent,
+    Unknown,
+}
+
+impl ResponseClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResponseClass::Accepted => "accepted",
+            ResponseClass::RateLimited => "rate_limited",
+            ResponseClass::Transient => "transient",
+            ResponseClass::Ambiguous => "ambiguous",
+            ResponseClass::Permanent => "permanent",
+            ResponseClass::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> ResponseClass {
+        match s {
+            "accepted" => ResponseClass::Accepted,
+            "rate_limited" => ResponseClass::RateLimited,
+            "transient" => ResponseClass::Transient,
+            "ambiguous" => ResponseClass::Ambiguous,
+            "permanent" => ResponseClass::Permanent,
+            _ => ResponseClass::Unknown,
+        }
+    }
+}
+
+/// Where a job came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobOrigin {
+    Schedule,
+    Backfill,
+    Enqueue,
+    Run,
+    Ingest,
+}
+
+impl JobOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobOrigin::Schedule => "schedule",
+            JobOrigin::Backfill => "backfill",
+            JobOrigin::Enqueue => "enqueue",
+            JobOrigin::Run => "run",
+            JobOrigin::Ingest => "ingest",
+        }
+    }
+}
+
+/// A job to insert.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    pub key: JobKey,
+    pub fire_at: DateTime<Utc>,
+    pub window: Window,
+    pub ready_at: DateTime<Utc>,
+    pub origin: JobOrigin,
+}
+
+/// The stored artifact of a job: references, never bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArtifactRef {
+    pub html_key: String,
+    pub text_key: String,
+    pub sha256: String,
+    pub bytes: i64,
+}
+
+/// One job as the ledger holds it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Job {
+    pub key: String,
+    pub report: String,
+    pub date: String,
+    pub state: JobState,
+    pub origin: String,
+    pub fire_at: DateTime<Utc>,
+    pub window: Window,
+    pub ready_at: DateTime<Utc>,
+    pub attempts: i64,
+    pub lease_owner: Option<String>,
+    pub lease_token: i64,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub artifact: Option<ArtifactRef>,
+    pub artifact_deleted_at: Option<DateTime<Utc>>,
+    pub last_error: Option<String>,
+    pub redrive_count: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub terminal_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct JobRecord {
+    key: String,
+    report: String,
+    local_date: String,
+    state: String,
+    origin: String,
+    fire_at: i64,
+    window_start: i64,
+    window_end: i64,
+    ready_at: i64,
+    attempts: i64,
+    lease_owner: Option<String>,
+    lease_token: i64,
+    lease_expires_at: Option<i64>,
+    artifact_key: Option<String>,
+    artifact_text_key: Option<String>,
+    artifact_sha256: Option<String>,
+    artifact_bytes: Option<i64>,
+    artifact_deleted_at: Option<i64>,
+    last_error: Option<String>,
+    redrive_count: i64,
+    created_at: i64,
+    updated_at: i64,
+    terminal_at: Option<i64>,
+}
+
+impl TryFrom<JobRecord> for Job {
+    type Error = LedgerError;
+
+    fn try_from(r: JobRecord) -> Result<Job, LedgerError> {
+        let artifact = match (r.artifact_key, r.artifact_text_key, r.artifact_sha256, r.artifact_bytes) {
+            (Some(html_key), Some(text_key), Some(sha256), Some(bytes)) => Some(ArtifactRef {
+                html_key,
+                text_key,
+                sha256,
+                bytes,
+            }),
+            _ => None,
+        };
+        Ok(Job {
+            state: JobState::parse(&r.state)?,
+            key: r.key,
+            report: r.report,
+            date: r.local_date,
+            origin: r.origin,
+            fire_at: from_millis(r.fire_at),
+            window: Window {
+                start: from_millis(r.window_start),
+                end: from_millis(r.window_end),
+            },
+            ready_at: from_millis(r.ready_at),
+            attempts: r.attempts,
+            lease_owner: r.lease_owner,
+            lease_token: r.lease_token,
+            lease_expires_at: r.lease_expires_at.map(from_millis),
+            artifact,
+            artifact_deleted_at: r.artifact_deleted_at.map(from_millis),
+            last_error: r.last_error,
+            redrive_count: r.redrive_count,
+            created_at: from_millis(r.created_at),
+            updated_at: from_millis(r.updated_at),
+            terminal_at: r.terminal_at.map(from_millis),
+        })
+    }
+}
+
+/// A delivery to create when a job is rendered.
+#[derive(Debug, Clone)]
+pub struct NewDelivery {
+    pub key: String,
+    pub kind: DestinationKind,
+    pub destination: String,
+}
+
+/// One delivery as the ledger holds it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Delivery {
+    pub key: String,
+    pub job_key: String,
+    pub kind: DestinationKind,
+    pub destination: String,
+    pub state: DeliveryState,
+    pub ready_at: DateTime<Utc>,
+    pub attempts: i64,
+    pub lease_owner: Option<String>,
+    pub lease_token: i64,
+    pub lease_expires_at: Option<DateTime<Utc>>,
+    pub last_class: Option<ResponseClass>,
+    pub last_error: Option<String>,
+    pub redrive_count: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub terminal_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct DeliveryRecord {
+    key: String,
+    job_key: String,
+    kind: String,
+    destination: String,
+    state: String,
+    ready_at: i64,
+    attempts: i64,
+    lease_owner: Option<String>,
+    lease_token: i64,
+    lease_expires_at: Option<i64>,
+    last_class: Option<String>,
+    last_error: Option<String>,
+    redrive_count: i64,
+    created_at: i64,
+    updated_at: i64,
+    terminal_at: Option<i64>,
+}
+
+impl TryFrom<DeliveryRecord> for Delivery {
+    type Error = LedgerError;
+
+    fn try_from(r: DeliveryRecord) -> Result<Delivery, LedgerError> {
+        Ok(Delivery {
+            kind: DestinationKind::parse(&r.kind)
+                .ok_or_else(|| LedgerError::Corrupt(format!("unknown delivery kind {:?}", r.kind)))?,
+            state: DeliveryState::parse(&r.state)?,
+            key: r.key,
+            job_key: r.job_key,
+            destination: r.destination,
+            ready_at: from_millis(r.ready_at),
+            attempts: r.attempts,
+            lease_owner: r.lease_owner,
+            lease_token: r.lease_token,
+            lease_expires_at: r.lease_expires_at.map(from_millis),
+            last_class: r.last_class.as_deref().map(ResponseClass::parse),
+            last_error: r.last_error,
+            redrive_count: r.redrive_count,
+            created_at: from_millis(r.created_at),
+            updated_at: from_millis(r.updated_at),
+            terminal_at: r.terminal_at.map(from_millis),
+        })
+    }
+}
+
+/// One attempt to record.
+#[derive(Debug, Clone)]
+pub struct NewAttempt {
+    pub requested_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub class: ResponseClass,
+    /// HTTP status or SMTP reply code.
+    pub code: Option<i64>,
+    pub retry_after: Option<Duration>,
+    /// Redacted: never a full recipient address.
+    pub reason: Option<String>,
+    /// Bounded transport detail; retention clears it first.
+    pub diagnostics: Option<String>,
+}
+
+/// What happens to a delivery after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryNext {
+    Sent,
+    Retry { ready_at: DateTime<Utc> },
+    Quarantine,
+}
+
+/// One recorded attempt.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    pub delivery_key: String,
+    pub attempt: i64,
+    pub requested_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub class: ResponseClass,
+    pub code: Option<i64>,
+    pub retry_after_ms: Option<i64>,
+    pub next_ready_at: Option<DateTime<Utc>>,
+    pub reason: Option<String>,
+    pub diagnostics: Option<String>,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct AttemptRecord {
+    #[allow(dead_code)]
+    id: i64,
+    delivery_key: String,
+    attempt: i64,
+    requested_at: i64,
+    finished_at: i64,
+    class: String,
+    code: Option<i64>,
+    retry_after_ms: Option<i64>,
+    next_ready_at: Option<i64>,
+    reason: Option<String>,
+    diagnostics: Option<String>,
+}
+
+impl TryFrom<AttemptRecord> for Attempt {
+    type Error = LedgerError;
+
+    fn try_from(r: AttemptRecord) -> Result<Attempt, LedgerError> {
+        Ok(Attempt {
+            class: ResponseClass::parse(&r.class),
+            delivery_key: r.delivery_key,
+            attempt: r.attempt,
+            requested_at: from_millis(r.requested_at),
+            finished_at: from_millis(r.finished_at),
+            code: r.code,
+            retry_after_ms: r.retry_after_ms,
+            next_ready_at: r.next_ready_at.map(from_millis),
+            reason: r.reason,
+            diagnostics: r.diagnostics,
+        })
+    }
+}
+
+/// One audited redrive.
+#[derive(Debug, Clone, Serialize)]
+pub struct Redrive {
+    pub job_key: String,
+    pub delivery_key: Option<String>,
+    pub by: String,
+    pub reason: String,
+    pub at: DateTime<Utc>,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct RedriveRecord {
+    #[allow(dead_code)]
+    id: i64,
+    job_key: String,
+    delivery_key: Option<String>,
+    redriven_by: String,
+    reason: String,
+    at: i64,
+}
+
+impl From<RedriveRecord> for Redrive {
+    fn from(r: RedriveRecord) -> Redrive {
+        Redrive {
+            job_key: r.job_key,
+            delivery_key: r.delivery_key,
+            by: r.redriven_by,
+            reason: r.reason,
+            at: from_millis(r.at),
+        }
+    }
+}
+
+/// A held lease: present `token` on every write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub key: String,
+    pub token: i64,
+    pub owner: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeasedJob {
+    pub job: Job,
+    pub lease: Lease,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeasedDelivery {
+    pub delivery: Delivery,
+    pub lease: Lease,
+}
+
+/// What a rescue returned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RescueCounts {
+    pub jobs: u64,
+    pub deliveries: u64,
+}
+
+/// What a redrive moved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RedriveOutcome {
+    pub job_key: String,
+    pub deliveries: u64,
+}
+
+/// Which jobs to list.
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    pub state: Option<JobState>,
+    pub report: Option<String>,
+    pub limit: Option<u32>,
+}

@@ -1,0 +1,28 @@
+//! dawnpost runs nightly scheduled reports: the scheduler inserts one job per report and local
+//! date, a bounded worker pool renders each job once into an immutable artifact and delivers it
+//! to every destination, retrying what can succeed and quarantining what cannot, and a retention
+//! sweeper deletes finished work only.
+//!
+//! The flow, top-down:
+//! - [`config`]: the validated configuration (`dawnpost.toml`, `reports.toml`, `retention.toml`).
+//! - [`schedule`]: fire instants in each report's timezone, job keys, windows, the tick service.
+//! - [`ledger`]: jobs, deliveries, attempts and redrives on SQLite or PostgreSQL; every state
+//!   transition, with fenced leases.
+//! - [`render`]: strict handlebars templates, an HTML and a plain-text part.
+//!
+//! Time is injected through [`clock::Clock`]; domain code never reads the system clock.
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod duration;
+pub mod keys;
+pub mod ledger;
+pub mod render;
+pub mod schedule;
+
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
+pub use config::Config;
+pub use duration::Span;
+pub use keys::{DestinationKind, JobKey, ReportId};
+pub use ledger::Ledger;

@@ -1,0 +1,140 @@
+//! The scheduler tick: turns due fires into job rows, and nothing else.
+//!
+//! The daemon's heartbeat is a UTC tokio-cron-scheduler job (every minute, no timezone: its own
+//! timezone jobs drift an hour after a DST change). Each beat inserts every fire due since the
+//! report's last recorded tick, computed by the same function as `plan`, and no older than
+//! `catch_up`, so a process that was down at 06:30 enqueues the missed report when it starts.
+//! A report never ticked before catches up `catch_up` back. Inserts are idempotent on the job
+//! key, so any number of schedulers on one ledger insert each key once.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::config::Report;
+use crate::duration::Span;
+use crate::ledger::{JobOrigin, Ledger, LedgerError, NewJob};
+
+/// The UTC heartbeat: second 0 of every minute.
+pub const HEARTBEAT: &str = "0 * * * * *";
+
+/// What one tick did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TickCounts {
+    /// Fires due in the catch-up horizon.
+    pub due: usize,
+    /// Jobs this tick inserted (a key another scheduler inserted first is not counted).
+    pub inserted: usize,
+    /// Fires older than `catch_up` that were skipped.
+    pub missed: usize,
+}
+
+/// The scheduler service.
+#[derive(Debug, Clone)]
+pub struct SchedulerTick {
+    ledger: Ledger,
+    reports: Arc<Vec<Report>>,
+    clock: SharedClock,
+    catch_up: Span,
+}
+
+impl SchedulerTick {
+    pub fn new(ledger: Ledger, reports: Arc<Vec<Report>>, clock: SharedClock, catch_up: Span) -> Self {
+        SchedulerTick {
+            ledger,
+            reports,
+            clock,
+            catch_up,
+        }
+    }
+
+    /// One tick at the clock's now.
+    pub async fn run_once(&self) -> Result<TickCounts, LedgerError> {
+        let now = self.clock.now();
+        let horizon = now - self.catch_up.as_chrono();
+        let mut counts = TickCounts::default();
+        for report in self.reports.iter() {
+            let last = self.ledger.schedule_last_tick(report.id.as_str()).await?;
+            let after = last.map_or(horizon, |l| l.max(horizon));
+            if let Some(last) = last.filter(|l| *l < horizon) {
+                let missed = report.schedule.fires(last, horizon);
+                if !missed.is_empty() {
+                    tracing::warn!(
+                        report = %report.id,
+                        missed = missed.len(),
+                        first = %missed[0],
+                        catch_up = %self.catch_up,
+                        "fires older than catch_up were not enqueued; use `backfill` to enqueue them"
+                    );
+                }
+                counts.missed += missed.len();
+            }
+            let jobs: Vec<NewJob> = crate::schedule::plan([report], after, now)
+                .into_iter()
+                .map(|fire| NewJob {
+                    key: fire.key,
+                    fire_at: fire.fire_at,
+                    window: fire.window,
+                    ready_at: fire.fire_at,
+                    origin: JobOrigin::Schedule,
+                })
+                .collect();
+            counts.due += jobs.len();
+            let inserted = self.ledger.job_insert_many(&jobs, now).await?;
+            for key in &inserted {
+                tracing::info!(job = %key, "enqueued");
+            }
+            counts.inserted += inserted.len();
+            self.ledger.schedule_record_tick(report.id.as_str(), now).await?;
+        }
+        Ok(counts)
+    }
+
+    /// Ticks once at start (to catch up), then on every heartbeat until `cancel`.
+    pub async fn run(&self, cancel: CancellationToken) -> anyhow::Result<()> {
+        use tokio_cron_scheduler::{Job, JobScheduler};
+
+        let (beat_tx, mut beats) = tokio::sync::mpsc::channel::<()>(1);
+        let mut scheduler = JobScheduler::new().await?;
+        scheduler
+            .add(Job::new_async(HEARTBEAT, move |_id, _sched| {
+                let beat_tx = beat_tx.clone();
+                Box::pin(async move {
+                    // A beat while the previous tick still runs is dropped: the next tick covers it.
+                    let _ = beat_tx.try_send(());
+                })
+            })?)
+            .await?;
+        scheduler.start().await?;
+        self.tick_logged().await;
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                beat = beats.recv() => match beat {
+                    Some(()) => self.tick_logged().await,
+                    None => break,
+                },
+            }
+        }
+        scheduler.shutdown().await?;
+        Ok(())
+    }
+
+    async fn tick_logged(&self) {
+        match self.run_once().await {
+            Ok(c) if c.inserted > 0 || c.missed > 0 => {
+                tracing::info!(inserted = c.inserted, due = c.due, missed = c.missed, "scheduler tick")
+            }
+            Ok(_) => tracing::debug!("scheduler tick: nothing due"),
+            Err(e) => tracing::error!(error = %e, "scheduler tick failed; the next tick retries"),
+        }
+    }
+
+    /// The last instant the tick covered for `report`.
+    pub async fn last_tick(&self, report: &str) -> Result<Option<DateTime<Utc>>, LedgerError> {
+        self.ledger.schedule_last_tick(report).await
+    }
+}
