@@ -1,0 +1,182 @@
+//! Shared test helpers: config directories in temp folders, and ledgers on both backends.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, TimeZone, Utc};
+use dawnpost::{Config, Ledger};
+use tempfile::TempDir;
+
+pub const POSTGRES_ENV: &str = "DAWNPOST_TEST_POSTGRES_URL";
+
+/// A project root in a temp folder: `config/`, `templates/` (the shipped ones) and sample data.
+pub struct Project {
+    pub dir: TempDir,
+}
+
+impl Project {
+    /// A project with the shipped templates and sample data, and the given reports.toml.
+    pub fn new(reports_toml: &str) -> Project {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR"));
+        std::fs::create_dir_all(root.join("config/sample")).expect("mkdir");
+        std::fs::create_dir_all(root.join("templates")).expect("mkdir");
+        for entry in std::fs::read_dir(shipped.join("templates")).expect("templates") {
+            let p = entry.expect("entry").path();
+            if p.is_file() {
+                std::fs::copy(&p, root.join("templates").join(p.file_name().expect("name"))).expect("copy");
+            }
+        }
+        for entry in std::fs::read_dir(shipped.join("config/sample")).expect("samples") {
+            let p = entry.expect("entry").path();
+            std::fs::copy(&p, root.join("config/sample").join(p.file_name().expect("name"))).expect("copy");
+        }
+        std::fs::write(root.join("config/dawnpost.toml"), "").expect("write");
+        std::fs::write(root.join("config/reports.toml"), reports_toml).expect("write");
+        Project { dir }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn config_dir(&self) -> PathBuf {
+        self.dir.path().join("config")
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.dir.path().join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(p, text).expect("write");
+    }
+
+    pub fn load(&self) -> Config {
+        match Config::load(&self.config_dir()) {
+            Ok(c) => c,
+            Err(e) => panic!("config should load: {e}"),
+        }
+    }
+}
+
+/// A report block for reports.toml with the shipped template and sample data.
+pub fn report(id: &str, schedule: &str, tz: &str) -> String {
+    format!(
+        r#"
+[[report]]
+id = "{id}"
+title = "Report {id}"
+schedule = "{schedule}"
+timezone = "{tz}"
+template = "daily_ops"
+source = {{ kind = "file", path = "config/sample/warehouse-17.json" }}
+email = ["ops@example.com"]
+"#
+    )
+}
+
+pub fn utc(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s).expect("rfc3339").with_timezone(&Utc)
+}
+
+pub fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(y, mo, d, h, mi, 0).single().expect("valid instant")
+}
+
+/// A ledger for one test, isolated: its own SQLite file, or its own PostgreSQL schema.
+pub struct TestLedger {
+    pub ledger: Ledger,
+    schema: Option<String>,
+    _dir: Option<TempDir>,
+}
+
+impl TestLedger {
+    pub async fn sqlite() -> TestLedger {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+        let ledger = Ledger::connect(&url, dir.path()).await.expect("sqlite ledger");
+        TestLedger {
+            ledger,
+            schema: None,
+            _dir: Some(dir),
+        }
+    }
+
+    /// None when `DAWNPOST_TEST_POSTGRES_URL` is unset.
+    pub async fn postgres() -> Option<TestLedger> {
+        let url = std::env::var(POSTGRES_ENV).ok()?;
+        let schema = format!("dp_test_{}", unique_suffix());
+        let ledger = Ledger::connect_postgres_schema(&url, &schema)
+            .await
+            .unwrap_or_else(|e| panic!("{POSTGRES_ENV} is set but PostgreSQL is unusable: {e}"));
+        Some(TestLedger {
+            ledger,
+            schema: Some(schema),
+            _dir: None,
+        })
+    }
+
+    /// A second handle on the same ledger, as another process would have.
+    pub async fn reopen(&self) -> Ledger {
+        match (&self.schema, &self._dir) {
+            (Some(schema), _) => {
+                let url = std::env::var(POSTGRES_ENV).expect("postgres url");
+                Ledger::connect_postgres_schema(&url, schema).await.expect("reopen")
+            }
+            (None, Some(dir)) => {
+                let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+                Ledger::connect(&url, dir.path()).await.expect("reopen")
+            }
+            _ => unreachable!("a test ledger is sqlite or postgres"),
+        }
+    }
+
+    pub async fn cleanup(self) {
+        if let Some(schema) = &self.schema {
+            let _ = self.ledger.drop_postgres_schema(schema).await;
+        }
+        self.ledger.close().await;
+    }
+}
+
+fn unique_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{}_{}_{}", std::process::id(), nanos % 1_000_000_000_000, N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// Runs one store test against SQLite, and against PostgreSQL when it is configured.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let t = $crate::common::TestLedger::sqlite().await;
+                    super::$name(&t).await;
+                    t.cleanup().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let Some(t) = $crate::common::TestLedger::postgres().await else {
+                        eprintln!("skipped: {} is not set", $crate::common::POSTGRES_ENV);
+                        return;
+                    };
+                    super::$name(&t).await;
+                    t.cleanup().await;
+                }
+            )*
+        }
+    };
+}
