@@ -19,7 +19,11 @@ use crate::schedule::{Fire, FireLine, SchedulerTick, plan, rfc3339};
 pub const EXIT_ERROR: u8 = 1;
 
 #[derive(Debug, Parser)]
-#[command(name = "dawnpost", version, about = "Nightly scheduled reports: rendered once, delivered to every destination, every attempt explained.")]
+#[command(
+    name = "dawnpost",
+    version,
+    about = "Nightly scheduled reports: rendered once, delivered to every destination, every attempt explained."
+)]
 pub struct Cli {
     /// The configuration directory (dawnpost.toml, reports.toml, retention.toml).
     #[arg(long, global = true, default_value = "config", env = "DAWNPOST_CONFIG")]
@@ -96,10 +100,16 @@ pub async fn main() -> ExitCode {
 }
 
 fn init_tracing(cli: &Cli) {
-    let default = if matches!(cli.command, Command::Run) { "info" } else { "warn" };
+    let default = if matches!(cli.command, Command::Run) {
+        "info"
+    } else {
+        "warn"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if cli.log_json {
         builder.json().init();
     } else {
@@ -170,11 +180,16 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         }
         Command::Enqueue { report, date, json } => {
             let Some(r) = config.report(&report) else {
-                bail!("no report {report:?} in {} (known: {})", config.dir.display(), report_ids(&config));
+                bail!(
+                    "no report {report:?} in {} (known: {})",
+                    config.dir.display(),
+                    report_ids(&config)
+                );
             };
             let date = NaiveDate::parse_from_str(&date, "%Y-%m-%d")
                 .with_context(|| format!("--date {date:?} is not a date (YYYY-MM-DD)"))?;
-            let fire = Fire::for_date(r, date).context("that date has no window in the report's timezone")?;
+            let fire = Fire::for_date(r, date)
+                .context("that date has no window in the report's timezone")?;
             let ledger = open_ledger(&config).await?;
             let now = clock.now();
             let job = NewJob {
@@ -185,7 +200,10 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 origin: JobOrigin::Enqueue,
             };
             let inserted = !ledger.job_insert_many(&[job], now).await?.is_empty();
-            let state = ledger.job_get(&fire.key.to_string()).await?.map(|j| j.state);
+            let state = ledger
+                .job_get(&fire.key.to_string())
+                .await?
+                .map(|j| j.state);
             if json {
                 #[derive(Serialize)]
                 struct Line<'a> {
@@ -206,7 +224,12 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                     })?
                 );
             } else if inserted {
-                println!("enqueued {} (window {} .. {})", fire.key, rfc3339(fire.window.start), rfc3339(fire.window.end));
+                println!(
+                    "enqueued {} (window {} .. {})",
+                    fire.key,
+                    rfc3339(fire.window.start),
+                    rfc3339(fire.window.end)
+                );
             } else {
                 println!(
                     "{} already exists ({}); nothing inserted",
@@ -217,7 +240,12 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Jobs { state, report, limit, json } => {
+        Command::Jobs {
+            state,
+            report,
+            limit,
+            json,
+        } => {
             let state = state
                 .map(|s| {
                     JobState::parse(&s).map_err(|_| {
@@ -238,7 +266,10 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                     println!("{}", serde_json::to_string(job)?);
                 }
             } else {
-                println!("{:<40} {:<12} {:>8}  {:<20}  {}", "KEY", "STATE", "ATTEMPTS", "READY AT", "LAST ERROR");
+                println!(
+                    "{:<40} {:<12} {:>8}  {:<20}  LAST ERROR",
+                    "KEY", "STATE", "ATTEMPTS", "READY AT"
+                );
                 for job in &jobs {
                     println!(
                         "{:<40} {:<12} {:>8}  {:<20}  {}",
@@ -269,7 +300,11 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 tracing::info!("shutdown requested");
                 on_signal.cancel();
             });
-            tracing::info!(reports = config.reports.len(), backend = ledger.backend_name(), "dawnpost running");
+            tracing::info!(
+                reports = config.reports.len(),
+                backend = ledger.backend_name(),
+                "dawnpost running"
+            );
             tick.run(cancel).await?;
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
@@ -294,12 +329,18 @@ async fn shutdown_signal() {
 
 /// Opens the ledger named by `DAWNPOST_DATABASE_URL` or `database.url`.
 pub async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
-    let url = std::env::var("DAWNPOST_DATABASE_URL").unwrap_or_else(|_| config.settings.database.url.clone());
+    let url = std::env::var("DAWNPOST_DATABASE_URL")
+        .unwrap_or_else(|_| config.settings.database.url.clone());
     Ok(Ledger::connect(&url, &config.root).await?)
 }
 
 fn report_ids(config: &Config) -> String {
-    config.reports.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().join(", ")
+    config
+        .reports
+        .iter()
+        .map(|r| r.id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Fires in `[from, to)`.
@@ -338,12 +379,14 @@ pub fn parse_instant(s: &str) -> anyhow::Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d") {
-        if let Some(t) = d.and_hms_opt(0, 0, 0) {
-            return Ok(t.and_utc());
-        }
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        && let Some(t) = d.and_hms_opt(0, 0, 0)
+    {
+        return Ok(t.and_utc());
     }
-    bail!("{s:?} is not an instant: use RFC 3339 (2026-10-25T05:30:00Z) or a date (2026-10-25, midnight UTC)")
+    bail!(
+        "{s:?} is not an instant: use RFC 3339 (2026-10-25T05:30:00Z) or a date (2026-10-25, midnight UTC)"
+    )
 }
 
 fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {

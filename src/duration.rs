@@ -34,7 +34,9 @@ impl Span {
 
 /// Why a duration did not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid duration {input:?}: {reason} (write an integer and a unit: ms, s, m, h, d or w, e.g. \"30s\", \"15m\", \"7d\")")]
+#[error(
+    "invalid duration {input:?}: {reason} (write an integer and a unit: ms, s, m, h, d or w, e.g. \"30s\", \"15m\", \"7d\")"
+)]
 pub struct SpanError {
     input: String,
     reason: &'static str,
@@ -68,7 +70,9 @@ impl FromStr for Span {
             "" => return Err(err("missing unit")),
             _ => return Err(err("unknown unit")),
         };
-        let ms = n.checked_mul(unit_ms).ok_or_else(|| err("number too large"))?;
+        let ms = n
+            .checked_mul(unit_ms)
+            .ok_or_else(|| err("number too large"))?;
         // Keep every span representable as chrono and as i64 milliseconds.
         if ms > i64::MAX as u64 / 2 {
             return Err(err("number too large"));
@@ -80,8 +84,13 @@ impl FromStr for Span {
 impl fmt::Display for Span {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_millis();
-        for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
-            if ms >= size && ms % size == 0 {
+        for (unit, size) in [
+            ("d", 86_400_000),
+            ("h", 3_600_000),
+            ("m", 60_000),
+            ("s", 1_000),
+        ] {
+            if ms >= size && ms.is_multiple_of(size) {
                 return write!(f, "{}{unit}", ms / size);
             }
         }
@@ -102,17 +111,41 @@ mod tests {
 
     #[test]
     fn parses_units() {
-        assert_eq!("30s".parse::<Span>().unwrap().as_std(), Duration::from_secs(30));
-        assert_eq!("15m".parse::<Span>().unwrap().as_std(), Duration::from_secs(900));
-        assert_eq!("6h".parse::<Span>().unwrap().as_std(), Duration::from_secs(21_600));
-        assert_eq!("7d".parse::<Span>().unwrap().as_std(), Duration::from_secs(604_800));
-        assert_eq!("250ms".parse::<Span>().unwrap().as_std(), Duration::from_millis(250));
+        assert_eq!(
+            "30s".parse::<Span>().unwrap().as_std(),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            "15m".parse::<Span>().unwrap().as_std(),
+            Duration::from_secs(900)
+        );
+        assert_eq!(
+            "6h".parse::<Span>().unwrap().as_std(),
+            Duration::from_secs(21_600)
+        );
+        assert_eq!(
+            "7d".parse::<Span>().unwrap().as_std(),
+            Duration::from_secs(604_800)
+        );
+        assert_eq!(
+            "250ms".parse::<Span>().unwrap().as_std(),
+            Duration::from_millis(250)
+        );
         assert_eq!("0s".parse::<Span>().unwrap(), Span::default());
     }
 
     #[test]
     fn rejects_garbage() {
-        for bad in ["", "s", "10", "10x", "-5m", "1.5h", "99999999999999999999d", "5 m"] {
+        for bad in [
+            "",
+            "s",
+            "10",
+            "10x",
+            "-5m",
+            "1.5h",
+            "99999999999999999999d",
+            "5 m",
+        ] {
             assert!(bad.parse::<Span>().is_err(), "{bad:?} should not parse");
         }
     }

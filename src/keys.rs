@@ -20,8 +20,14 @@ impl ReportId {
             return Err(format!("{s:?} is longer than 63 characters"));
         }
         let mut chars = s.chars();
-        let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-        if !first_ok || !s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+        let first_ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+        if !first_ok
+            || !s
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
             return Err(format!(
                 "{s:?} does not match [a-z0-9][a-z0-9-]* (lowercase letters, digits and '-', starting with a letter or digit)"
             ));

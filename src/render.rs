@@ -38,17 +38,25 @@ impl Templates {
         text.register_escape_fn(handlebars::no_escape);
         for (registry, ext) in [(&mut html, "html.hbs"), (&mut text, "txt.hbs")] {
             let path = dir.join(format!("{name}.{ext}"));
-            let source = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let source = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             registry
                 .register_template_string(name, source)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
         }
         if let Ok(entries) = std::fs::read_dir(dir.join("partials")) {
-            let mut partials: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            let mut partials: Vec<PathBuf> =
+                entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
             partials.sort();
-            for path in partials.iter().filter(|p| p.extension().is_some_and(|x| x == "hbs")) {
-                let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else { continue };
-                let source = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            for path in partials
+                .iter()
+                .filter(|p| p.extension().is_some_and(|x| x == "hbs"))
+            {
+                let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+                    continue;
+                };
+                let source = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
                 for registry in [&mut html, &mut text] {
                     registry
                         .register_partial(stem, source.clone())
@@ -95,15 +103,18 @@ fn strict_registry() -> Handlebars<'static> {
 }
 
 fn describe(e: &handlebars::RenderError) -> String {
-    let mut msg = e.to_string();
-    if let Some(line) = e.line_no {
-        msg = format!("line {line}: {msg}");
-    }
-    msg
+    // The error's text already carries the template name, line and column.
+    e.to_string()
 }
 
 /// The template context (DESIGN §10).
-pub fn context(report: &Report, date: NaiveDate, window: &Window, data: Value, generated_at: DateTime<Utc>) -> Value {
+pub fn context(
+    report: &Report,
+    date: NaiveDate,
+    window: &Window,
+    data: Value,
+    generated_at: DateTime<Utc>,
+) -> Value {
     json!({
         "report": { "id": report.id.as_str(), "title": report.title, "timezone": report.timezone().name() },
         "date": date.format("%Y-%m-%d").to_string(),
@@ -122,13 +133,15 @@ pub fn check_report(root: &Path, report: &Report) -> Result<Option<String>, Stri
         _ => None,
     });
     let date = NaiveDate::from_ymd_opt(2026, 1, 15).unwrap_or_default();
-    let window = Window::previous_local_day(date, report.timezone()).ok_or("no window for the sample date")?;
+    let window = Window::previous_local_day(date, report.timezone())
+        .ok_or("no window for the sample date")?;
     let generated_at = window.end;
     match sample {
         Some(path) => {
-            let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read sample {}: {e}", path.display()))?;
-            let data: Value =
-                serde_json::from_str(&text).map_err(|e| format!("sample {} is not valid JSON: {e}", path.display()))?;
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| format!("cannot read sample {}: {e}", path.display()))?;
+            let data: Value = serde_json::from_str(&text)
+                .map_err(|e| format!("sample {} is not valid JSON: {e}", path.display()))?;
             templates
                 .render(&context(report, date, &window, data, generated_at))
                 .map_err(|e| format!("does not render against sample {}: {e}", path.display()))?;

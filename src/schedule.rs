@@ -52,7 +52,10 @@ impl Schedule {
             tz,
         };
         // A pattern such as "0 0 0 31 2 *" parses but never fires.
-        let probe = Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0).single().unwrap_or_default();
+        let probe = Utc
+            .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+            .single()
+            .unwrap_or_default();
         if schedule.next_fires(probe, 1).is_empty() {
             return Err(format!("{expr:?} never fires"));
         }
@@ -72,10 +75,7 @@ impl Schedule {
     pub fn fires(&self, after: DateTime<Utc>, until: DateTime<Utc>) -> Vec<DateTime<Utc>> {
         let mut out = Vec::new();
         let mut date = after.with_timezone(&self.tz).date_naive();
-        loop {
-            let Some(fire) = self.first_fire_on_or_after(date) else {
-                break;
-            };
+        while let Some(fire) = self.first_fire_on_or_after(date) {
             if fire > until {
                 break;
             }
@@ -190,7 +190,10 @@ impl Fire {
     /// else the start of the date.
     pub fn for_date(report: &Report, date: NaiveDate) -> Option<Fire> {
         let tz = report.schedule.tz();
-        let fire_at = report.schedule.fire_on(date).or_else(|| start_of_local_date(date, tz))?;
+        let fire_at = report
+            .schedule
+            .fire_on(date)
+            .or_else(|| start_of_local_date(date, tz))?;
         Some(Fire {
             report: report.id.clone(),
             key: JobKey::new(report.id.clone(), date),
@@ -201,7 +204,11 @@ impl Fire {
 }
 
 /// Every fire of every report in `(after, until]`, sorted by instant, then report.
-pub fn plan<'a>(reports: impl IntoIterator<Item = &'a Report>, after: DateTime<Utc>, until: DateTime<Utc>) -> Vec<Fire> {
+pub fn plan<'a>(
+    reports: impl IntoIterator<Item = &'a Report>,
+    after: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Vec<Fire> {
     let mut fires: Vec<Fire> = reports
         .into_iter()
         .flat_map(|r| {

@@ -47,13 +47,27 @@ async fn catch_up_after_three_day_outage_is_bounded(t: &TestLedger) {
     clock.set(at(2026, 10, 23, 12, 0));
     let after = tick.run_once().await.expect("tick");
     assert_eq!((after.due, after.inserted, after.missed), (1, 1, 2));
-    assert_eq!(job_keys(t).await, ["warehouse-17:2026-10-20", "warehouse-17:2026-10-23"]);
-    let job = t.ledger.job_get("warehouse-17:2026-10-23").await.expect("get").expect("job");
+    assert_eq!(
+        job_keys(t).await,
+        ["warehouse-17:2026-10-20", "warehouse-17:2026-10-23"]
+    );
+    let job = t
+        .ledger
+        .job_get("warehouse-17:2026-10-23")
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!(job.fire_at, at(2026, 10, 23, 4, 30));
     assert_eq!(job.ready_at, job.fire_at);
     assert_eq!(job.state, JobState::Ready);
     assert_eq!(job.origin, "schedule");
-    assert_eq!(t.ledger.schedule_last_tick("warehouse-17").await.expect("tick"), Some(at(2026, 10, 23, 12, 0)));
+    assert_eq!(
+        t.ledger
+            .schedule_last_tick("warehouse-17")
+            .await
+            .expect("tick"),
+        Some(at(2026, 10, 23, 12, 0))
+    );
 
     // A fire exactly at the tick instant counts once: now, not again at the next tick.
     clock.set(at(2026, 10, 24, 4, 30));
@@ -87,7 +101,11 @@ async fn restart_before_catch_up_runs_out_enqueues_the_missed_report(t: &TestLed
 
 async fn concurrent_schedulers_insert_each_key_once(t: &TestLedger) {
     let mut reports = String::new();
-    for (id, tz) in [("berlin", "Europe/Berlin"), ("new-york", "America/New_York"), ("sydney", "Australia/Sydney")] {
+    for (id, tz) in [
+        ("berlin", "Europe/Berlin"),
+        ("new-york", "America/New_York"),
+        ("sydney", "Australia/Sydney"),
+    ] {
         reports.push_str(&report(id, "0 0 * * * *", tz));
     }
     let p = Project::new(&reports);
@@ -95,9 +113,21 @@ async fn concurrent_schedulers_insert_each_key_once(t: &TestLedger) {
     let clock = ManualClock::new(at(2026, 11, 30, 12, 0));
     let other = t.reopen().await;
     let mut tasks = Vec::new();
-    for ledger in [t.ledger.clone(), other.clone(), t.ledger.clone(), other.clone()] {
-        let tick = SchedulerTick::new(ledger, config.clone(), Arc::new(clock.clone()), Span::from_secs(30 * 86_400));
-        tasks.push(tokio::spawn(async move { tick.run_once().await.expect("tick") }));
+    for ledger in [
+        t.ledger.clone(),
+        other.clone(),
+        t.ledger.clone(),
+        other.clone(),
+    ] {
+        let tick = SchedulerTick::new(
+            ledger,
+            config.clone(),
+            Arc::new(clock.clone()),
+            Span::from_secs(30 * 86_400),
+        );
+        tasks.push(tokio::spawn(
+            async move { tick.run_once().await.expect("tick") },
+        ));
     }
     let mut inserted = 0;
     for task in tasks {
@@ -136,8 +166,16 @@ async fn daemon_ticks_at_start_and_stops_on_cancel() {
     });
     // Wait on the ledger, not on time: the start-up tick records its instant.
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
-    while tick.last_tick("warehouse-17").await.expect("read").is_none() {
-        assert!(tokio::time::Instant::now() < deadline, "start-up tick never ran");
+    while tick
+        .last_tick("warehouse-17")
+        .await
+        .expect("read")
+        .is_none()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "start-up tick never ran"
+        );
         tokio::task::yield_now().await;
     }
     cancel.cancel();

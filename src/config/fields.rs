@@ -75,7 +75,11 @@ impl<'t, 'a> Fields<'t, 'a> {
     }
 
     /// An optional field; a value of the wrong shape is an error and reads as absent.
-    pub fn opt<T: DeserializeOwned>(&mut self, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<T> {
+    pub fn opt<T: DeserializeOwned>(
+        &mut self,
+        name: &'static str,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<T> {
         let value = self.raw(name)?.clone();
         match T::deserialize(value) {
             Ok(v) => Some(v),
@@ -87,7 +91,11 @@ impl<'t, 'a> Fields<'t, 'a> {
     }
 
     /// A required field.
-    pub fn req<T: DeserializeOwned>(&mut self, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<T> {
+    pub fn req<T: DeserializeOwned>(
+        &mut self,
+        name: &'static str,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<T> {
         if self.table.get(name).is_none() {
             self.seen.insert(name);
             errors.push(self.place.error(name, "missing required field"));
@@ -97,15 +105,19 @@ impl<'t, 'a> Fields<'t, 'a> {
     }
 
     /// A sub-table such as `[database]`; absent reads as an empty table.
-    pub fn table(&mut self, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<&'t toml::Table> {
+    pub fn table(
+        &mut self,
+        name: &'static str,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<&'t toml::Table> {
         match self.raw(name) {
             None => None,
             Some(toml::Value::Table(t)) => Some(t),
             Some(other) => {
-                errors.push(
-                    self.place
-                        .error(name, format!("expected a table, found {}", other.type_str())),
-                );
+                errors.push(self.place.error(
+                    name,
+                    format!("expected a table, found {}", other.type_str()),
+                ));
                 None
             }
         }

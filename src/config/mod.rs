@@ -125,7 +125,10 @@ impl Config {
                         file: file.clone(),
                         report: Some(r.id.to_string()),
                         field: "id".into(),
-                        message: format!("duplicate report id (first defined in {})", first.display()),
+                        message: format!(
+                            "duplicate report id (first defined in {})",
+                            first.display()
+                        ),
                     });
                 } else {
                     reports.push((file.clone(), r));

@@ -80,7 +80,8 @@ pub(super) fn load_file(
                             out.push(r);
                         }
                     }
-                    _ => errors.push(Place::new(file).error(&format!("report[{i}]"), "expected a table")),
+                    _ => errors
+                        .push(Place::new(file).error(&format!("report[{i}]"), "expected a table")),
                 }
             }
         }
@@ -111,9 +112,11 @@ fn load_report(
     };
     let mut f = Fields::new(table, place.clone());
 
-    let id = f
-        .req::<String>("id", errors)
-        .and_then(|s| ReportId::parse(&s).map_err(|e| errors.push(place.error("id", e))).ok());
+    let id = f.req::<String>("id", errors).and_then(|s| {
+        ReportId::parse(&s)
+            .map_err(|e| errors.push(place.error("id", e)))
+            .ok()
+    });
     let title = f.req::<String>("title", errors).filter(|t| {
         let ok = !t.trim().is_empty();
         if !ok {
@@ -123,7 +126,12 @@ fn load_report(
     });
     let timezone = f.req::<String>("timezone", errors).and_then(|tz| {
         Tz::from_str(&tz)
-            .map_err(|_| errors.push(place.error("timezone", format!("{tz:?} is not an IANA timezone (e.g. \"Europe/Berlin\")"))))
+            .map_err(|_| {
+                errors.push(place.error(
+                    "timezone",
+                    format!("{tz:?} is not an IANA timezone (e.g. \"Europe/Berlin\")"),
+                ))
+            })
             .ok()
     });
     let schedule_expr = f.req::<String>("schedule", errors);
@@ -134,10 +142,16 @@ fn load_report(
         _ => None,
     };
     let template = f.req::<String>("template", errors).and_then(|t| {
-        if !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        if !t.is_empty()
+            && t.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
             Some(t)
         } else {
-            errors.push(place.error("template", format!("{t:?} is not a template name (letters, digits, '_' and '-')")));
+            errors.push(place.error(
+                "template",
+                format!("{t:?} is not a template name (letters, digits, '_' and '-')"),
+            ));
             None
         }
     });
@@ -148,7 +162,10 @@ fn load_report(
         }
         Some(toml::Value::Table(t)) => load_source(t, &place.nested("source"), ctx.root, errors),
         Some(_) => {
-            errors.push(place.error("source", "expected a table such as { kind = \"file\", path = \"…\" }"));
+            errors.push(place.error(
+                "source",
+                "expected a table such as { kind = \"file\", path = \"…\" }",
+            ));
             None
         }
     };
@@ -163,12 +180,21 @@ fn load_report(
     });
 
     let mut email = Vec::new();
-    for (i, addr) in f.opt::<Vec<String>>("email", errors).unwrap_or_default().into_iter().enumerate() {
+    for (i, addr) in f
+        .opt::<Vec<String>>("email", errors)
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+    {
         let field = format!("email[{i}]");
         match lettre::Address::from_str(addr.trim()) {
-            Ok(a) if email.contains(&a) => errors.push(place.error(&field, format!("{addr:?} is listed twice"))),
+            Ok(a) if email.contains(&a) => {
+                errors.push(place.error(&field, format!("{addr:?} is listed twice")))
+            }
             Ok(a) => email.push(a),
-            Err(e) => errors.push(place.error(&field, format!("{addr:?} is not an email address: {e}"))),
+            Err(e) => {
+                errors.push(place.error(&field, format!("{addr:?} is not an email address: {e}")))
+            }
         }
     }
 
@@ -183,17 +209,26 @@ fn load_report(
                     continue;
                 };
                 let mut w = Fields::new(t, wplace.clone());
-                let url = w.req::<String>("url", errors).and_then(|u| match url::Url::parse(&u) {
-                    Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Some(url),
-                    Ok(url) => {
-                        errors.push(wplace.error("url", format!("{u:?}: scheme {:?} is not http or https", url.scheme())));
-                        None
-                    }
-                    Err(e) => {
-                        errors.push(wplace.error("url", format!("{u:?} is not a URL: {e}")));
-                        None
-                    }
-                });
+                let url = w
+                    .req::<String>("url", errors)
+                    .and_then(|u| match url::Url::parse(&u) {
+                        Ok(url)
+                            if matches!(url.scheme(), "http" | "https") && url.host().is_some() =>
+                        {
+                            Some(url)
+                        }
+                        Ok(url) => {
+                            errors.push(wplace.error(
+                                "url",
+                                format!("{u:?}: scheme {:?} is not http or https", url.scheme()),
+                            ));
+                            None
+                        }
+                        Err(e) => {
+                            errors.push(wplace.error("url", format!("{u:?} is not a URL: {e}")));
+                            None
+                        }
+                    });
                 let secret_env = w.opt::<String>("secret_env", errors).and_then(|env| {
                     if super::valid_env_name(&env) {
                         if std::env::var_os(&env).is_none() {
@@ -222,14 +257,19 @@ fn load_report(
     }
     f.finish(errors);
 
-    let (Some(id), Some(title), Some(schedule), Some(template), Some(source)) = (id, title, schedule, template, source) else {
+    let (Some(id), Some(title), Some(schedule), Some(template), Some(source)) =
+        (id, title, schedule, template, source)
+    else {
         return None;
     };
     if errors.len() > before {
         return None;
     }
     if email.is_empty() && webhooks.is_empty() {
-        warnings.push(format!("{}: report {label:?}: no destinations: it will render and deliver nothing", file.display()));
+        warnings.push(format!(
+            "{}: report {label:?}: no destinations: it will render and deliver nothing",
+            file.display()
+        ));
     }
     let report = Report {
         id,
@@ -243,13 +283,20 @@ fn load_report(
     };
     match crate::render::check_report(ctx.root, &report) {
         Ok(None) => {}
-        Ok(Some(warning)) => warnings.push(format!("{}: report {label:?}: {warning}", file.display())),
+        Ok(Some(warning)) => {
+            warnings.push(format!("{}: report {label:?}: {warning}", file.display()))
+        }
         Err(e) => errors.push(place.error("template", e)),
     }
     (errors.len() == before).then_some(report)
 }
 
-fn load_source(table: &toml::Table, place: &Place<'_>, root: &Path, errors: &mut Vec<ConfigError>) -> Option<SourceSpec> {
+fn load_source(
+    table: &toml::Table,
+    place: &Place<'_>,
+    root: &Path,
+    errors: &mut Vec<ConfigError>,
+) -> Option<SourceSpec> {
     let mut f = Fields::new(table, place.clone());
     let kind = f.req::<String>("kind", errors);
     let spec = match kind.as_deref() {
@@ -257,20 +304,28 @@ fn load_source(table: &toml::Table, place: &Place<'_>, root: &Path, errors: &mut
             let path = resolve(root, &p);
             match std::fs::read_to_string(&path) {
                 Err(e) => {
-                    errors.push(place.error("path", format!("cannot read {}: {e}", path.display())));
+                    errors
+                        .push(place.error("path", format!("cannot read {}: {e}", path.display())));
                     None
                 }
-                Ok(text) => match serde_json::from_str::<serde_json::Value>(&text) {
-                    Ok(_) => Some(SourceSpec::File { path }),
-                    Err(e) => {
-                        errors.push(place.error("path", format!("{} is not valid JSON: {e}", path.display())));
-                        None
+                Ok(text) => {
+                    match serde_json::from_str::<serde_json::Value>(&text) {
+                        Ok(_) => Some(SourceSpec::File { path }),
+                        Err(e) => {
+                            errors.push(place.error(
+                                "path",
+                                format!("{} is not valid JSON: {e}", path.display()),
+                            ));
+                            None
+                        }
                     }
-                },
+                }
             }
         }),
         Some("http") => {
-            let timeout = f.opt::<Span>("timeout", errors).unwrap_or(Span::from_secs(30));
+            let timeout = f
+                .opt::<Span>("timeout", errors)
+                .unwrap_or(Span::from_secs(30));
             f.req::<String>("url", errors).and_then(|u| {
                 // The URL may hold {{window.start}} / {{window.end}}; check it with sample values.
                 let probe = u.replace("{{window.start}}", "2026-01-01T00:00:00Z").replace("{{window.end}}", "2026-01-02T00:00:00Z");
@@ -294,7 +349,10 @@ fn load_source(table: &toml::Table, place: &Place<'_>, root: &Path, errors: &mut
                 if super::valid_env_name(&env) {
                     Some(env)
                 } else {
-                    errors.push(place.error("url_env", format!("{env:?} is not an environment variable name")));
+                    errors.push(place.error(
+                        "url_env",
+                        format!("{env:?} is not an environment variable name"),
+                    ));
                     None
                 }
             });
@@ -303,7 +361,10 @@ fn load_source(table: &toml::Table, place: &Place<'_>, root: &Path, errors: &mut
                 if path.is_file() {
                     Some(path)
                 } else {
-                    errors.push(place.error("query", format!("query file {} does not exist", path.display())));
+                    errors.push(place.error(
+                        "query",
+                        format!("query file {} does not exist", path.display()),
+                    ));
                     None
                 }
             });
@@ -313,7 +374,10 @@ fn load_source(table: &toml::Table, place: &Place<'_>, root: &Path, errors: &mut
             }
         }
         Some(other) => {
-            errors.push(place.error("kind", format!("{other:?} is not a source kind: use \"file\", \"http\" or \"sql\"")));
+            errors.push(place.error(
+                "kind",
+                format!("{other:?} is not a source kind: use \"file\", \"http\" or \"sql\""),
+            ));
             // Its other keys cannot be judged without a kind.
             return None;
         }

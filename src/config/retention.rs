@@ -102,7 +102,9 @@ impl RetentionPolicy {
                     let matcher = match Glob::new(&pattern) {
                         Ok(g) => g.compile_matcher(),
                         Err(e) => {
-                            errors.push(place.error("reports", format!("{pattern:?} is not a glob: {e}")));
+                            errors.push(
+                                place.error("reports", format!("{pattern:?} is not a glob: {e}")),
+                            );
                             continue;
                         }
                     };
@@ -118,18 +120,31 @@ impl RetentionPolicy {
                         diagnostics: ov.diagnostics.unwrap_or(policy.defaults.diagnostics),
                         ledger: ov.ledger.unwrap_or(policy.defaults.ledger),
                     };
-                    check_order(&place, &format!(" (override {:?})", ov.pattern), effective, &mut errors);
+                    check_order(
+                        &place,
+                        &format!(" (override {:?})", ov.pattern),
+                        effective,
+                        &mut errors,
+                    );
                     policy.overrides.push(ov);
                 }
             }
             Some(_) => errors.push(f.place.error("override", "expected [[override]] tables")),
         }
         f.finish(&mut errors);
-        if errors.is_empty() { Ok(policy) } else { Err(ConfigErrors(errors)) }
+        if errors.is_empty() {
+            Ok(policy)
+        } else {
+            Err(ConfigErrors(errors))
+        }
     }
 }
 
-fn positive(f: &mut Fields<'_, '_>, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<Span> {
+fn positive(
+    f: &mut Fields<'_, '_>,
+    name: &'static str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Span> {
     let v = f.opt::<Span>(name, errors)?;
     if v.is_zero() {
         errors.push(f.place.error(name, "must be longer than zero"));
@@ -142,13 +157,19 @@ fn check_order(place: &Place<'_>, what: &str, t: Thresholds, errors: &mut Vec<Co
     if t.ledger < t.artifact {
         errors.push(place.error(
             "ledger",
-            format!("ledger ({}) must be at least artifact ({}){what}", t.ledger, t.artifact),
+            format!(
+                "ledger ({}) must be at least artifact ({}){what}",
+                t.ledger, t.artifact
+            ),
         ));
     }
     if t.ledger < t.diagnostics {
         errors.push(place.error(
             "ledger",
-            format!("ledger ({}) must be at least diagnostics ({}){what}", t.ledger, t.diagnostics),
+            format!(
+                "ledger ({}) must be at least diagnostics ({}){what}",
+                t.ledger, t.diagnostics
+            ),
         ));
     }
 }

@@ -110,9 +110,12 @@ impl Default for Settings {
                 url: "file://var/artifacts".into(),
             },
             email: EmailSettings {
-                from: "Dawnpost <dawnpost@localhost>"
-                    .parse()
-                    .unwrap_or_else(|_| Mailbox::new(None, lettre::Address::new("dawnpost", "localhost").expect("static address"))),
+                from: "Dawnpost <dawnpost@localhost>".parse().unwrap_or_else(|_| {
+                    Mailbox::new(
+                        None,
+                        lettre::Address::new("dawnpost", "localhost").expect("static address"),
+                    )
+                }),
                 transport: EmailTransport::File,
                 outbox_dir: PathBuf::from("var/outbox"),
                 smtp_url: "smtp://127.0.0.1:2525".into(),
@@ -160,7 +163,10 @@ impl Settings {
 pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
     let mut s = Settings::default();
     if !file.is_file() {
-        errors.push(Place::new(file).error("(file)", "missing: dawnpost.toml is required (it may be empty)"));
+        errors.push(Place::new(file).error(
+            "(file)",
+            "missing: dawnpost.toml is required (it may be empty)",
+        ));
         return s;
     }
     let Some(table) = parse_file(file, errors) else {
@@ -169,15 +175,22 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
     let mut top = Fields::new(&table, Place::new(file));
     let place = top.place.clone();
     let mut section = |name: &'static str, errors: &mut Vec<ConfigError>| {
-        top.table(name, errors).map(|t| Fields::new(t, place.nested(name)))
+        top.table(name, errors)
+            .map(|t| Fields::new(t, place.nested(name)))
     };
 
     if let Some(mut f) = section("database", errors) {
         if let Some(url) = f.opt::<String>("url", errors) {
-            if url.starts_with("sqlite:") || url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            if url.starts_with("sqlite:")
+                || url.starts_with("postgres://")
+                || url.starts_with("postgresql://")
+            {
                 s.database.url = url;
             } else {
-                errors.push(f.place.error("url", format!("unsupported database URL {url:?}: use sqlite://PATH or postgres://…")));
+                errors.push(f.place.error(
+                    "url",
+                    format!("unsupported database URL {url:?}: use sqlite://PATH or postgres://…"),
+                ));
             }
         }
         f.finish(errors);
@@ -187,7 +200,10 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
             if url.contains("://") {
                 s.artifacts.url = url;
             } else {
-                errors.push(f.place.error("url", format!("{url:?} is not an object store URL (file://, memory://, s3://…)")));
+                errors.push(f.place.error(
+                    "url",
+                    format!("{url:?} is not an object store URL (file://, memory://, s3://…)"),
+                ));
             }
         }
         f.finish(errors);
@@ -196,14 +212,20 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
         if let Some(from) = f.opt::<String>("from", errors) {
             match from.parse::<Mailbox>() {
                 Ok(m) => s.email.from = m,
-                Err(e) => errors.push(f.place.error("from", format!("invalid address {from:?}: {e}"))),
+                Err(e) => errors.push(
+                    f.place
+                        .error("from", format!("invalid address {from:?}: {e}")),
+                ),
             }
         }
         if let Some(t) = f.opt::<String>("transport", errors) {
             match t.as_str() {
                 "file" => s.email.transport = EmailTransport::File,
                 "smtp" => s.email.transport = EmailTransport::Smtp,
-                _ => errors.push(f.place.error("transport", format!("{t:?} is not a transport: use \"file\" or \"smtp\""))),
+                _ => errors.push(f.place.error(
+                    "transport",
+                    format!("{t:?} is not a transport: use \"file\" or \"smtp\""),
+                )),
             }
         }
         if let Some(dir) = f.opt::<PathBuf>("outbox_dir", errors) {
@@ -211,16 +233,27 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
         }
         if let Some(url) = f.opt::<String>("smtp_url", errors) {
             match url::Url::parse(&url) {
-                Ok(u) if matches!(u.scheme(), "smtp" | "smtps") && u.host().is_some() => s.email.smtp_url = url,
-                _ => errors.push(f.place.error("smtp_url", format!("{url:?} is not an smtp:// or smtps:// URL with a host"))),
+                Ok(u) if matches!(u.scheme(), "smtp" | "smtps") && u.host().is_some() => {
+                    s.email.smtp_url = url
+                }
+                _ => errors.push(f.place.error(
+                    "smtp_url",
+                    format!("{url:?} is not an smtp:// or smtps:// URL with a host"),
+                )),
             }
         }
-        for (name, slot) in [("smtp_user_env", &mut s.email.smtp_user_env), ("smtp_password_env", &mut s.email.smtp_password_env)] {
+        for (name, slot) in [
+            ("smtp_user_env", &mut s.email.smtp_user_env),
+            ("smtp_password_env", &mut s.email.smtp_password_env),
+        ] {
             if let Some(env) = f.opt::<String>(name, errors) {
                 if super::valid_env_name(&env) {
                     *slot = Some(env);
                 } else {
-                    errors.push(f.place.error(name, format!("{env:?} is not an environment variable name")));
+                    errors.push(
+                        f.place
+                            .error(name, format!("{env:?} is not an environment variable name")),
+                    );
                 }
             }
         }
@@ -261,7 +294,13 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
             s.retry.max_age = t;
         }
         if s.retry.base > s.retry.cap {
-            errors.push(f.place.error("base", format!("base ({}) is larger than cap ({})", s.retry.base, s.retry.cap)));
+            errors.push(f.place.error(
+                "base",
+                format!(
+                    "base ({}) is larger than cap ({})",
+                    s.retry.base, s.retry.cap
+                ),
+            ));
         }
         f.finish(errors);
     }
@@ -275,15 +314,24 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
         if let Some(bind) = f.opt::<String>("bind", errors) {
             match bind.parse::<SocketAddr>() {
                 Ok(a) => s.server.bind = a,
-                Err(_) => errors.push(f.place.error("bind", format!("{bind:?} is not an address such as 127.0.0.1:8080"))),
+                Err(_) => errors.push(f.place.error(
+                    "bind",
+                    format!("{bind:?} is not an address such as 127.0.0.1:8080"),
+                )),
             }
         }
-        for (name, slot) in [("ops_token_env", &mut s.server.ops_token_env), ("ingest_secret_env", &mut s.server.ingest_secret_env)] {
+        for (name, slot) in [
+            ("ops_token_env", &mut s.server.ops_token_env),
+            ("ingest_secret_env", &mut s.server.ingest_secret_env),
+        ] {
             if let Some(env) = f.opt::<String>(name, errors) {
                 if super::valid_env_name(&env) {
                     *slot = env;
                 } else {
-                    errors.push(f.place.error(name, format!("{env:?} is not an environment variable name")));
+                    errors.push(
+                        f.place
+                            .error(name, format!("{env:?} is not an environment variable name")),
+                    );
                 }
             }
         }
@@ -293,7 +341,11 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
     s
 }
 
-fn positive(f: &mut Fields<'_, '_>, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<Span> {
+fn positive(
+    f: &mut Fields<'_, '_>,
+    name: &'static str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Span> {
     let span = f.opt::<Span>(name, errors)?;
     if span.is_zero() {
         errors.push(f.place.error(name, "must be longer than zero"));
@@ -302,12 +354,19 @@ fn positive(f: &mut Fields<'_, '_>, name: &'static str, errors: &mut Vec<ConfigE
     Some(span)
 }
 
-fn at_least_one(f: &mut Fields<'_, '_>, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<u32> {
+fn at_least_one(
+    f: &mut Fields<'_, '_>,
+    name: &'static str,
+    errors: &mut Vec<ConfigError>,
+) -> Option<u32> {
     let n = f.opt::<i64>(name, errors)?;
     match u32::try_from(n) {
         Ok(n) if n >= 1 => Some(n),
         _ => {
-            errors.push(f.place.error(name, format!("must be a whole number of at least 1, found {n}")));
+            errors.push(f.place.error(
+                name,
+                format!("must be a whole number of at least 1, found {n}"),
+            ));
             None
         }
     }

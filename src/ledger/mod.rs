@@ -140,14 +140,21 @@ impl Ledger {
 
     /// True when the ledger answers a query.
     pub async fn ping(&self) -> bool {
-        on_backend!(self, |p, _d| sqlx::query("SELECT 1").execute(p).await.is_ok())
+        on_backend!(self, |p, _d| sqlx::query("SELECT 1")
+            .execute(p)
+            .await
+            .is_ok())
     }
 
     // ---------------------------------------------------------------- jobs
 
     /// Inserts jobs whose keys do not exist yet; returns the keys actually inserted. The key
     /// is the table's primary key, so two inserters racing on one key insert it once.
-    pub async fn job_insert_many(&self, jobs: &[NewJob], now: DateTime<Utc>) -> Result<Vec<String>> {
+    pub async fn job_insert_many(
+        &self,
+        jobs: &[NewJob],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>> {
         let now = to_millis(now);
         let mut inserted = Vec::new();
         for chunk in jobs.chunks(500) {
@@ -264,7 +271,13 @@ impl Ledger {
     }
 
     /// `rendering → ready` at `ready_at`, after a transient render failure.
-    pub async fn job_retry(&self, lease: &Lease, ready_at: DateTime<Utc>, error: &str, now: DateTime<Utc>) -> Result<()> {
+    pub async fn job_retry(
+        &self,
+        lease: &Lease,
+        ready_at: DateTime<Utc>,
+        error: &str,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
         let n = on_backend!(self, |p, _d| {
             sqlx::query(
                 "UPDATE jobs SET state = 'ready', ready_at = $1, last_error = $2, lease_owner = NULL,
@@ -302,7 +315,12 @@ impl Ledger {
     }
 
     /// `rendering → quarantined`: a permanent render failure or an exhausted budget.
-    pub async fn job_quarantine(&self, lease: &Lease, error: &str, now: DateTime<Utc>) -> Result<()> {
+    pub async fn job_quarantine(
+        &self,
+        lease: &Lease,
+        error: &str,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
         let n = on_backend!(self, |p, _d| {
             sqlx::query(
                 "UPDATE jobs SET state = 'quarantined', last_error = $1, lease_owner = NULL,
@@ -330,7 +348,11 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<()> {
         let now_ms = to_millis(now);
-        let next_state = if deliveries.is_empty() { "done" } else { "delivering" };
+        let next_state = if deliveries.is_empty() {
+            "done"
+        } else {
+            "delivering"
+        };
         on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
             let n = sqlx::query(
@@ -390,7 +412,10 @@ impl Ledger {
         self.job_get(key)
             .await?
             .map(|j| j.state)
-            .ok_or_else(|| LedgerError::NotFound { what: "job", key: key.to_string() })
+            .ok_or_else(|| LedgerError::NotFound {
+                what: "job",
+                key: key.to_string(),
+            })
     }
 
     /// `ready | quarantined → cancelled`, by an operator.
@@ -415,7 +440,13 @@ impl Ledger {
     /// Redrives a quarantined job with an audit row. A job quarantined at render goes back to
     /// `ready`; a job with quarantined deliveries goes back to `delivering` and those deliveries
     /// to `pending`. Keys stay the same; `redrive_count` grows by one.
-    pub async fn job_redrive(&self, key: &str, by: &str, reason: &str, now: DateTime<Utc>) -> Result<RedriveOutcome> {
+    pub async fn job_redrive(
+        &self,
+        key: &str,
+        by: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<RedriveOutcome> {
         let now_ms = to_millis(now);
         let outcome = on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
@@ -453,7 +484,10 @@ impl Ledger {
                     .execute(&mut *tx)
                     .await?;
                 tx.commit().await?;
-                Some(RedriveOutcome { job_key: key.to_string(), deliveries })
+                Some(RedriveOutcome {
+                    job_key: key.to_string(),
+                    deliveries,
+                })
             }
         });
         match outcome {
@@ -470,7 +504,10 @@ impl Ledger {
                 expected,
                 actual: job.state.as_str().to_string(),
             },
-            Ok(None) => LedgerError::NotFound { what: "job", key: key.to_string() },
+            Ok(None) => LedgerError::NotFound {
+                what: "job",
+                key: key.to_string(),
+            },
             Err(e) => e,
         }
     }
@@ -554,7 +591,9 @@ impl Ledger {
                 })
             })
             .collect::<Result<_>>()?;
-        out.sort_by(|a, b| (a.delivery.ready_at, &a.delivery.key).cmp(&(b.delivery.ready_at, &b.delivery.key)));
+        out.sort_by(|a, b| {
+            (a.delivery.ready_at, &a.delivery.key).cmp(&(b.delivery.ready_at, &b.delivery.key))
+        });
         Ok(out)
     }
 
@@ -575,7 +614,12 @@ impl Ledger {
 
     /// Records one attempt and its consequence in one transaction: `sending → sent`,
     /// `sending → pending` (at `ready_at`) or `sending → quarantined`.
-    pub async fn delivery_finish(&self, lease: &Lease, attempt: &NewAttempt, next: DeliveryNext) -> Result<()> {
+    pub async fn delivery_finish(
+        &self,
+        lease: &Lease,
+        attempt: &NewAttempt,
+        next: DeliveryNext,
+    ) -> Result<()> {
         let finished = to_millis(attempt.finished_at);
         let (state, ready_at, terminal) = match next {
             DeliveryNext::Sent => ("sent", None, Some(finished)),
@@ -602,7 +646,10 @@ impl Ledger {
             .await?;
             let Some((number,)) = row else {
                 tx.rollback().await?;
-                return Err(LedgerError::LeaseLost { key: lease.key.clone(), token: lease.token });
+                return Err(LedgerError::LeaseLost {
+                    key: lease.key.clone(),
+                    token: lease.token,
+                });
             };
             sqlx::query(
                 "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, code,
@@ -645,7 +692,13 @@ impl Ledger {
     }
 
     /// Redrives one quarantined delivery with an audit row; its job returns to `delivering`.
-    pub async fn delivery_redrive(&self, key: &str, by: &str, reason: &str, now: DateTime<Utc>) -> Result<RedriveOutcome> {
+    pub async fn delivery_redrive(
+        &self,
+        key: &str,
+        by: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<RedriveOutcome> {
         let now_ms = to_millis(now);
         let job_key: Option<String> = on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
@@ -686,7 +739,10 @@ impl Ledger {
             }
         });
         match job_key {
-            Some(job_key) => Ok(RedriveOutcome { job_key, deliveries: 1 }),
+            Some(job_key) => Ok(RedriveOutcome {
+                job_key,
+                deliveries: 1,
+            }),
             None => match self.delivery_get(key).await? {
                 Some(dl) => Err(LedgerError::WrongState {
                     what: "delivery",
@@ -694,17 +750,22 @@ impl Ledger {
                     expected: "quarantined",
                     actual: dl.state.as_str().to_string(),
                 }),
-                None => Err(LedgerError::NotFound { what: "delivery", key: key.to_string() }),
+                None => Err(LedgerError::NotFound {
+                    what: "delivery",
+                    key: key.to_string(),
+                }),
             },
         }
     }
 
     pub async fn attempt_list(&self, delivery_key: &str) -> Result<Vec<Attempt>> {
         let recs: Vec<AttemptRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as("SELECT * FROM delivery_attempts WHERE delivery_key = $1 ORDER BY attempt")
-                .bind(delivery_key)
-                .fetch_all(p)
-                .await?
+            sqlx::query_as(
+                "SELECT * FROM delivery_attempts WHERE delivery_key = $1 ORDER BY attempt",
+            )
+            .bind(delivery_key)
+            .fetch_all(p)
+            .await?
         });
         recs.into_iter().map(Attempt::try_from).collect()
     }

@@ -33,7 +33,10 @@ pub(super) async fn connect(url: &str, schema: Option<&str>) -> Result<PgPool, L
     };
     let mut options = PgConnectOptions::from_str(url).map_err(open_err)?;
     if let Some(schema) = schema {
-        if !schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        if !schema
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
             return Err(LedgerError::Open {
                 url: redact_url(url),
                 reason: format!("invalid schema name {schema:?}"),
@@ -44,9 +47,11 @@ pub(super) async fn connect(url: &str, schema: Option<&str>) -> Result<PgPool, L
             .connect_with(options.clone())
             .await
             .map_err(open_err)?;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA IF NOT EXISTS {schema}")))
-            .execute(&admin)
-            .await?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "CREATE SCHEMA IF NOT EXISTS {schema}"
+        )))
+        .execute(&admin)
+        .await?;
         admin.close().await;
         options = options.options([("search_path", schema)]);
     }
@@ -62,10 +67,15 @@ pub(super) async fn connect(url: &str, schema: Option<&str>) -> Result<PgPool, L
 
 /// Drops a schema made by [`connect`]; for tests that clean up after themselves.
 pub(super) async fn drop_schema(pool: &PgPool, schema: &str) -> Result<(), LedgerError> {
-    if schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        sqlx::query(sqlx::AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {schema} CASCADE")))
-            .execute(pool)
-            .await?;
+    if schema
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS {schema} CASCADE"
+        )))
+        .execute(pool)
+        .await?;
     }
     Ok(())
 }

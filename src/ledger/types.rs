@@ -55,7 +55,10 @@ impl JobState {
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, JobState::Done | JobState::Quarantined | JobState::Cancelled)
+        matches!(
+            self,
+            JobState::Done | JobState::Quarantined | JobState::Cancelled
+        )
     }
 }
 
@@ -85,7 +88,9 @@ impl DeliveryState {
             "sending" => Ok(DeliveryState::Sending),
             "sent" => Ok(DeliveryState::Sent),
             "quarantined" => Ok(DeliveryState::Quarantined),
-            _ => Err(LedgerError::Corrupt(format!("unknown delivery state {s:?}"))),
+            _ => Err(LedgerError::Corrupt(format!(
+                "unknown delivery state {s:?}"
+            ))),
         }
     }
 }
@@ -223,7 +228,12 @@ impl TryFrom<JobRecord> for Job {
     type Error = LedgerError;
 
     fn try_from(r: JobRecord) -> Result<Job, LedgerError> {
-        let artifact = match (r.artifact_key, r.artifact_text_key, r.artifact_sha256, r.artifact_bytes) {
+        let artifact = match (
+            r.artifact_key,
+            r.artifact_text_key,
+            r.artifact_sha256,
+            r.artifact_bytes,
+        ) {
             (Some(html_key), Some(text_key), Some(sha256), Some(bytes)) => Some(ArtifactRef {
                 html_key,
                 text_key,
@@ -313,8 +323,9 @@ impl TryFrom<DeliveryRecord> for Delivery {
 
     fn try_from(r: DeliveryRecord) -> Result<Delivery, LedgerError> {
         Ok(Delivery {
-            kind: DestinationKind::parse(&r.kind)
-                .ok_or_else(|| LedgerError::Corrupt(format!("unknown delivery kind {:?}", r.kind)))?,
+            kind: DestinationKind::parse(&r.kind).ok_or_else(|| {
+                LedgerError::Corrupt(format!("unknown delivery kind {:?}", r.kind))
+            })?,
             state: DeliveryState::parse(&r.state)?,
             key: r.key,
             job_key: r.job_key,

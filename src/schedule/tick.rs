@@ -42,7 +42,12 @@ pub struct SchedulerTick {
 }
 
 impl SchedulerTick {
-    pub fn new(ledger: Ledger, reports: Arc<Vec<Report>>, clock: SharedClock, catch_up: Span) -> Self {
+    pub fn new(
+        ledger: Ledger,
+        reports: Arc<Vec<Report>>,
+        clock: SharedClock,
+        catch_up: Span,
+    ) -> Self {
         SchedulerTick {
             ledger,
             reports,
@@ -88,7 +93,9 @@ impl SchedulerTick {
                 tracing::info!(job = %key, "enqueued");
             }
             counts.inserted += inserted.len();
-            self.ledger.schedule_record_tick(report.id.as_str(), now).await?;
+            self.ledger
+                .schedule_record_tick(report.id.as_str(), now)
+                .await?;
         }
         Ok(counts)
     }
@@ -126,7 +133,12 @@ impl SchedulerTick {
     async fn tick_logged(&self) {
         match self.run_once().await {
             Ok(c) if c.inserted > 0 || c.missed > 0 => {
-                tracing::info!(inserted = c.inserted, due = c.due, missed = c.missed, "scheduler tick")
+                tracing::info!(
+                    inserted = c.inserted,
+                    due = c.due,
+                    missed = c.missed,
+                    "scheduler tick"
+                )
             }
             Ok(_) => tracing::debug!("scheduler tick: nothing due"),
             Err(e) => tracing::error!(error = %e, "scheduler tick failed; the next tick retries"),

@@ -25,12 +25,21 @@ impl Project {
         for entry in std::fs::read_dir(shipped.join("templates")).expect("templates") {
             let p = entry.expect("entry").path();
             if p.is_file() {
-                std::fs::copy(&p, root.join("templates").join(p.file_name().expect("name"))).expect("copy");
+                std::fs::copy(
+                    &p,
+                    root.join("templates").join(p.file_name().expect("name")),
+                )
+                .expect("copy");
             }
         }
         for entry in std::fs::read_dir(shipped.join("config/sample")).expect("samples") {
             let p = entry.expect("entry").path();
-            std::fs::copy(&p, root.join("config/sample").join(p.file_name().expect("name"))).expect("copy");
+            std::fs::copy(
+                &p,
+                root.join("config/sample")
+                    .join(p.file_name().expect("name")),
+            )
+            .expect("copy");
         }
         std::fs::write(root.join("config/dawnpost.toml"), "").expect("write");
         std::fs::write(root.join("config/reports.toml"), reports_toml).expect("write");
@@ -78,11 +87,15 @@ email = ["ops@example.com"]
 }
 
 pub fn utc(s: &str) -> DateTime<Utc> {
-    DateTime::parse_from_rfc3339(s).expect("rfc3339").with_timezone(&Utc)
+    DateTime::parse_from_rfc3339(s)
+        .expect("rfc3339")
+        .with_timezone(&Utc)
 }
 
 pub fn at(y: i32, mo: u32, d: u32, h: u32, mi: u32) -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(y, mo, d, h, mi, 0).single().expect("valid instant")
+    Utc.with_ymd_and_hms(y, mo, d, h, mi, 0)
+        .single()
+        .expect("valid instant")
 }
 
 /// A ledger for one test, isolated: its own SQLite file, or its own PostgreSQL schema.
@@ -96,7 +109,9 @@ impl TestLedger {
     pub async fn sqlite() -> TestLedger {
         let dir = tempfile::tempdir().expect("tempdir");
         let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
-        let ledger = Ledger::connect(&url, dir.path()).await.expect("sqlite ledger");
+        let ledger = Ledger::connect(&url, dir.path())
+            .await
+            .expect("sqlite ledger");
         TestLedger {
             ledger,
             schema: None,
@@ -123,7 +138,9 @@ impl TestLedger {
         match (&self.schema, &self._dir) {
             (Some(schema), _) => {
                 let url = std::env::var(POSTGRES_ENV).expect("postgres url");
-                Ledger::connect_postgres_schema(&url, schema).await.expect("reopen")
+                Ledger::connect_postgres_schema(&url, schema)
+                    .await
+                    .expect("reopen")
             }
             (None, Some(dir)) => {
                 let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
@@ -148,7 +165,12 @@ fn unique_suffix() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    format!("{}_{}_{}", std::process::id(), nanos % 1_000_000_000_000, N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{}_{}_{}",
+        std::process::id(),
+        nanos % 1_000_000_000_000,
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Runs one store test against SQLite, and against PostgreSQL when it is configured.

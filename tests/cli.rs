@@ -1,0 +1,181 @@
+//! The binary as an operator uses it: check, plan, backfill, enqueue, jobs, migrate.
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{Project, report};
+
+fn dawnpost(p: &Project, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+        .arg("--config")
+        .arg(p.config_dir())
+        .args(args)
+        .env_remove("DAWNPOST_DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run dawnpost")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ny_project() -> Project {
+    let mut reports = report("ny-0130", "0 30 1 * * *", "America/New_York");
+    reports.push_str(&report("warehouse-17", "0 30 6 * * *", "Europe/Berlin"));
+    Project::new(&reports)
+}
+
+#[test]
+fn check_lists_every_problem_and_fails() {
+    let mut reports = report("a", "0 30 6 * * *", "Europe/Berln");
+    reports.push_str(&report("b", "0 61 6 * * *", "Europe/Berlin"));
+    let p = Project::new(&reports);
+    p.write("config/retention.toml", "ledger = \"1d\"\n");
+    let out = dawnpost(&p, &["check"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("report \"a\": timezone: \"Europe/Berln\" is not an IANA timezone"),
+        "{err}"
+    );
+    assert!(err.contains("report \"b\": schedule:"), "{err}");
+    assert!(
+        err.contains("retention.toml: ledger: ledger (1d) must be at least artifact (7d)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_prints_the_next_three_fires_in_local_time_and_utc() {
+    let p = ny_project();
+    let out = dawnpost(&p, &["check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let berlin: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("next warehouse-17:"))
+        .collect();
+    assert_eq!(berlin.len(), 3, "{text}");
+    for line in berlin {
+        assert!(line.contains(" 06:30:00 CE"), "local time shown: {line}");
+        assert!(line.contains(":30:00Z"), "UTC shown: {line}");
+    }
+    assert_eq!(
+        text.lines().filter(|l| l.contains("next ny-0130:")).count(),
+        3
+    );
+}
+
+#[test]
+fn plan_json_prints_one_object_per_fire() {
+    let p = ny_project();
+    let out = dawnpost(
+        &p,
+        &[
+            "plan",
+            "--from",
+            "2026-11-01T00:00:00Z",
+            "--to",
+            "2026-11-02T00:00:00Z",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["key"], "ny-0130:2026-11-01");
+    assert_eq!(lines[0]["fire_at"], "2026-11-01T05:30:00Z");
+    assert_eq!(lines[0]["window_start"], "2026-10-31T04:00:00Z");
+    assert_eq!(lines[0]["window_end"], "2026-11-01T04:00:00Z");
+    assert_eq!(lines[1]["key"], "warehouse-17:2026-11-01");
+    assert_eq!(lines[1]["fire_at"], "2026-11-01T05:30:00Z");
+    assert_eq!(lines[1]["report"], "warehouse-17");
+}
+
+#[test]
+fn plan_rejects_bad_instants() {
+    let p = ny_project();
+    let out = dawnpost(&p, &["plan", "--from", "yesterday", "--to", "2026-11-02"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("\"yesterday\" is not an instant"));
+}
+
+#[test]
+fn backfill_is_idempotent_and_enqueue_inserts_one() {
+    let p = ny_project();
+    let args = [
+        "backfill",
+        "--from",
+        "2026-10-30",
+        "--to",
+        "2026-11-03",
+        "--json",
+    ];
+    let first = dawnpost(&p, &args);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let inserted = |o: &Output| {
+        stdout(o)
+            .lines()
+            .filter(|l| {
+                serde_json::from_str::<serde_json::Value>(l).expect("json")["inserted"] == true
+            })
+            .count()
+    };
+    assert_eq!(inserted(&first), 8);
+    let second = dawnpost(&p, &args);
+    assert_eq!(stdout(&second).lines().count(), 8);
+    assert_eq!(inserted(&second), 0, "a second backfill inserts nothing");
+
+    let enq = dawnpost(
+        &p,
+        &["enqueue", "warehouse-17", "--date", "2026-11-30", "--json"],
+    );
+    assert!(enq.status.success(), "{}", stderr(&enq));
+    let line: serde_json::Value = serde_json::from_str(stdout(&enq).trim()).expect("json");
+    assert_eq!(line["key"], "warehouse-17:2026-11-30");
+    assert_eq!(line["inserted"], true);
+    assert_eq!(line["state"], "ready");
+    assert_eq!(line["window_start"], "2026-11-28T23:00:00Z");
+    let again = dawnpost(&p, &["enqueue", "warehouse-17", "--date", "2026-11-30"]);
+    assert!(stdout(&again).contains("already exists (ready); nothing inserted"));
+
+    let unknown = dawnpost(&p, &["enqueue", "nope", "--date", "2026-11-30"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(stderr(&unknown).contains("no report \"nope\""));
+
+    let jobs = dawnpost(&p, &["jobs", "--json", "--state", "ready"]);
+    assert!(jobs.status.success(), "{}", stderr(&jobs));
+    let keys: Vec<String> = stdout(&jobs)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).expect("json")["key"]
+                .as_str()
+                .expect("key")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(keys.len(), 9);
+    assert_eq!(keys[0], "warehouse-17:2026-11-30", "newest date first");
+    let bad_state = dawnpost(&p, &["jobs", "--state", "finished"]);
+    assert_eq!(bad_state.status.code(), Some(1));
+    assert!(stderr(&bad_state).contains("is not a job state"));
+}
+
+#[test]
+fn migrate_creates_the_sqlite_ledger_under_the_project_root() {
+    let p = ny_project();
+    let out = dawnpost(&p, &["migrate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(p.root().join("var/dawnpost.db").is_file());
+    let again = dawnpost(&p, &["migrate"]);
+    assert!(again.status.success(), "migrations apply once");
+}
