@@ -10,9 +10,14 @@ use clap::{Parser, Subcommand};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use std::io::IsTerminal;
+
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
 use crate::ledger::{JobFilter, JobOrigin, JobState, Ledger, NewJob};
+use crate::pool::rescuer::RescuerConfig;
+use crate::pool::{Pipeline, PoolConfig, Rescuer};
+use crate::runner::{RunOnceOptions, RunOnceSummary, run_once};
 use crate::schedule::{Fire, FireLine, SchedulerTick, plan, rfc3339};
 
 /// Exit code for invalid configuration or input.
@@ -82,8 +87,47 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The daemon: the scheduler tick on a UTC heartbeat, until SIGTERM or SIGINT.
-    Run,
+    /// The daemon (scheduler, pool, rescuer) until SIGTERM/SIGINT; or, with --once, one date's
+    /// reports: enqueue, work until finished, summarise, exit 0 (delivered), 3 (quarantined) or
+    /// 4 (still pending).
+    Run {
+        /// Enqueue every report for one date and work until its jobs are finished.
+        #[arg(long)]
+        once: bool,
+        /// With --once: the local date (default: today in each report's timezone).
+        #[arg(long, requires = "once")]
+        date: Option<String>,
+        /// With --once: how long to wait for scheduled retries.
+        #[arg(long, default_value = "10m", requires = "once")]
+        max_wait: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The whole history of a job: states, artifact, every delivery and attempt, every redrive.
+    Show {
+        key: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Quarantined work: jobs and deliveries waiting for an operator.
+    Dlq {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Return quarantined work to the queue, with the same keys and an audit row.
+    Redrive {
+        /// The job key.
+        key: String,
+        /// Only this delivery of the job.
+        #[arg(long)]
+        delivery: Option<String>,
+        /// Who is redriving.
+        #[arg(long)]
+        by: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 /// Parses arguments, runs the command, and maps the outcome to an exit code.
@@ -100,10 +144,9 @@ pub async fn main() -> ExitCode {
 }
 
 fn init_tracing(cli: &Cli) {
-    let default = if matches!(cli.command, Command::Run) {
-        "info"
-    } else {
-        "warn"
+    let default = match &cli.command {
+        Command::Run { once: false, .. } => "info",
+        _ => "warn",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
@@ -285,19 +328,75 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Run => {
+        Command::Run {
+            once: true,
+            date,
+            max_wait,
+            json,
+        } => {
+            let date = date
+                .map(|d| {
+                    NaiveDate::parse_from_str(&d, "%Y-%m-%d")
+                        .with_context(|| format!("--date {d:?} is not a date (YYYY-MM-DD)"))
+                })
+                .transpose()?;
+            let max_wait: crate::Span = max_wait.parse().context("--max-wait")?;
             let ledger = open_ledger(&config).await?;
+            let cancel = CancellationToken::new();
+            let on_signal = cancel.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                on_signal.cancel();
+            });
+            let opts = RunOnceOptions {
+                date,
+                max_wait: max_wait.as_std(),
+                progress: !json && std::io::stderr().is_terminal(),
+            };
+            let summary = run_once(&config, ledger.clone(), clock, &opts, cancel).await?;
+            if json {
+                println!("{}", serde_json::to_string(&summary)?);
+            } else {
+                print_summary(&summary);
+            }
+            ledger.close().await;
+            Ok(ExitCode::from(summary.exit_code))
+        }
+        Command::Run {
+            once: false,
+            json: _,
+            ..
+        } => {
+            let ledger = open_ledger(&config).await?;
+            let pool_config = PoolConfig::from_config(&config);
+            let lease = pool_config.lease;
+            let pipeline = Arc::new(Pipeline::new(
+                &config,
+                ledger.clone(),
+                clock.clone(),
+                pool_config,
+            )?);
             let tick = SchedulerTick::new(
                 ledger.clone(),
                 Arc::new(config.reports.clone()),
                 clock.clone(),
                 config.settings.schedule.catch_up,
             );
+            let rescuer = Rescuer::new(
+                ledger.clone(),
+                clock.clone(),
+                RescuerConfig {
+                    every: (lease / 4).to_std().unwrap_or_default().clamp(
+                        std::time::Duration::from_secs(1),
+                        std::time::Duration::from_secs(15),
+                    ),
+                },
+            );
             let cancel = CancellationToken::new();
             let on_signal = cancel.clone();
             tokio::spawn(async move {
                 shutdown_signal().await;
-                tracing::info!("shutdown requested");
+                tracing::info!("shutdown requested: draining");
                 on_signal.cancel();
             });
             tracing::info!(
@@ -305,11 +404,132 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 backend = ledger.backend_name(),
                 "dawnpost running"
             );
-            tick.run(cancel).await?;
+            let (t, p, ()) = tokio::join!(
+                tick.run(cancel.clone()),
+                pipeline.run(cancel.clone()),
+                rescuer.run(cancel.clone())
+            );
+            t?;
+            p?;
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Show { key, json } => {
+            let ledger = open_ledger(&config).await?;
+            let Some(history) = crate::history::JobHistory::load(&ledger, &key).await? else {
+                eprintln!("no job {key:?}");
+                return Ok(ExitCode::from(EXIT_ERROR));
+            };
+            if json {
+                println!("{}", serde_json::to_string(&history)?);
+            } else {
+                print!("{}", history.render_text());
+            }
+            ledger.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Dlq { json } => {
+            let ledger = open_ledger(&config).await?;
+            let dlq = crate::history::Dlq::load(&ledger).await?;
+            if json {
+                println!("{}", serde_json::to_string(&dlq)?);
+            } else {
+                print!("{}", dlq.render_text());
+            }
+            ledger.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Redrive {
+            key,
+            delivery,
+            by,
+            reason,
+        } => {
+            if by.trim().is_empty() || reason.trim().is_empty() {
+                bail!("--by and --reason must not be empty: the redrive is audited");
+            }
+            let ledger = open_ledger(&config).await?;
+            let now = clock.now();
+            let result = match &delivery {
+                Some(d) => {
+                    match ledger.delivery_get(d).await? {
+                        Some(dl) if dl.job_key != key => {
+                            bail!("delivery {d:?} belongs to job {}, not {key}", dl.job_key)
+                        }
+                        _ => {}
+                    }
+                    ledger.delivery_redrive(d, &by, &reason, now).await
+                }
+                None => ledger.job_redrive(&key, &by, &reason, now).await,
+            };
+            ledger.close().await;
+            match result {
+                Ok(out) => {
+                    println!(
+                        "redriven {} ({} deliver{} back to pending) by {by}: {reason}",
+                        delivery.as_deref().unwrap_or(&out.job_key),
+                        out.deliveries,
+                        if out.deliveries == 1 { "y" } else { "ies" }
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(crate::ledger::LedgerError::WrongState {
+                    what, key, actual, ..
+                }) => {
+                    eprintln!(
+                        "refused: {what} {key} is {actual}; only quarantined work can be redriven"
+                    );
+                    Ok(ExitCode::from(EXIT_ERROR))
+                }
+                Err(crate::ledger::LedgerError::NotFound { what, key }) => {
+                    eprintln!("refused: no {what} {key}");
+                    Ok(ExitCode::from(EXIT_ERROR))
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
     }
+}
+
+fn print_summary(s: &RunOnceSummary) {
+    for job in &s.jobs {
+        println!(
+            "{:<40} {:<12}{}{}",
+            job.key,
+            job.state.as_str(),
+            if job.enqueued {
+                ""
+            } else {
+                " (already in the ledger)"
+            },
+            job.last_error
+                .as_deref()
+                .map(|e| format!("  {e}"))
+                .unwrap_or_default()
+        );
+        for d in &job.deliveries {
+            println!(
+                "  {:<60} {:<12} attempts {}{}",
+                d.key,
+                d.state.as_str(),
+                d.attempts,
+                d.last_error
+                    .as_deref()
+                    .map(|e| format!("  {e}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    let st = &s.stats;
+    println!(
+        "{}: {} job(s); rendered {}, sent {}, retried {}, quarantined {}",
+        s.outcome,
+        s.jobs.len(),
+        st.rendered,
+        st.sent,
+        st.retrying,
+        st.quarantined
+    );
 }
 
 async fn shutdown_signal() {

@@ -8,18 +8,28 @@
 //! - [`schedule`]: fire instants in each report's timezone, job keys, windows, the tick service.
 //! - [`ledger`]: jobs, deliveries, attempts and redrives on SQLite or PostgreSQL; every state
 //!   transition, with fenced leases.
-//! - [`render`]: strict handlebars templates, an HTML and a plain-text part.
+//! - [`pool`]: the bounded worker pool: lease, then [`source`] → [`render`] → [`artifact`]
+//!   (once per job), then [`deliver`] per destination, classified and retried by [`retry`];
+//!   webhooks are signed by [`signing`].
 //!
 //! Time is injected through [`clock::Clock`]; domain code never reads the system clock.
 
+pub mod artifact;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod deliver;
 pub mod duration;
+pub mod history;
 pub mod keys;
 pub mod ledger;
+pub mod pool;
 pub mod render;
+pub mod retry;
+pub mod runner;
 pub mod schedule;
+pub mod signing;
+pub mod source;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::Config;

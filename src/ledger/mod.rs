@@ -224,7 +224,7 @@ impl Ledger {
 
     /// Leases up to `limit` ready jobs whose `ready_at` has come: `ready → rendering`.
     pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
-        let (owner, expires, now) = lease_binds(params);
+        let (expires, now) = lease_binds(params);
         let recs: Vec<JobRecord> = on_backend!(self, |p, d| {
             sqlx::query_as(d::JOB_LEASE)
                 .bind(&params.owner)
@@ -234,7 +234,6 @@ impl Ledger {
                 .fetch_all(p)
                 .await?
         });
-        let _ = owner;
         let mut out: Vec<LeasedJob> = recs
             .into_iter()
             .map(|r| {
@@ -566,7 +565,7 @@ impl Ledger {
     /// Leases up to `limit` pending deliveries whose `ready_at` has come: `pending → sending`.
     /// The lease counts as an attempt; [`Ledger::delivery_release`] gives it back.
     pub async fn delivery_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
-        let (_, expires, now) = lease_binds(params);
+        let (expires, now) = lease_binds(params);
         let recs: Vec<DeliveryRecord> = on_backend!(self, |p, d| {
             sqlx::query_as(d::DELIVERY_LEASE)
                 .bind(&params.owner)
@@ -637,7 +636,8 @@ impl Ledger {
             .bind(state)
             .bind(ready_at)
             .bind(attempt.class.as_str())
-            .bind(attempt.reason.as_deref())
+            // A delivery's last error is the reason of its last failed attempt.
+            .bind(attempt.reason.as_deref().filter(|_| next != DeliveryNext::Sent))
             .bind(finished)
             .bind(terminal)
             .bind(&lease.key)
@@ -681,6 +681,31 @@ impl Ledger {
                         lease_expires_at = NULL, updated_at = $1
                  WHERE key = $2 AND state = 'sending' AND lease_token = $3",
             )
+            .bind(to_millis(now))
+            .bind(&lease.key)
+            .bind(lease.token)
+            .execute(p)
+            .await?
+            .rows_affected()
+        });
+        fenced(n, lease)
+    }
+
+    /// `sending → pending` at `ready_at` without counting an attempt: the pool leased work for a
+    /// host that is paused (a receiver asked to wait), so the work waits for the pause to end.
+    pub async fn delivery_defer(
+        &self,
+        lease: &Lease,
+        ready_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let n = on_backend!(self, |p, _d| {
+            sqlx::query(
+                "UPDATE deliveries SET state = 'pending', attempts = attempts - 1, ready_at = $1, lease_owner = NULL,
+                        lease_expires_at = NULL, updated_at = $2
+                 WHERE key = $3 AND state = 'sending' AND lease_token = $4",
+            )
+            .bind(to_millis(ready_at))
             .bind(to_millis(now))
             .bind(&lease.key)
             .bind(lease.token)
@@ -850,9 +875,8 @@ impl Ledger {
     }
 }
 
-fn lease_binds(params: &LeaseParams) -> (&str, i64, i64) {
+fn lease_binds(params: &LeaseParams) -> (i64, i64) {
     (
-        params.owner.as_str(),
         to_millis(params.now + params.lease_for),
         to_millis(params.now),
     )

@@ -1,0 +1,221 @@
+//! Email: one message per recipient, multipart/alternative (text and HTML), a Subject from the
+//! title and date, a Message-ID derived from the delivery key (the same on every retry) and an
+//! `X-Dawnpost-Delivery` header carrying the key.
+//!
+//! `transport = "smtp"` uses lettre's pooled `AsyncSmtpTransport` over rustls; every send is
+//! bounded by `email.timeout` as a whole (lettre's own timeout covers only the connect).
+//! `transport = "file"` writes `<outbox_dir>/<delivery key>.eml`, replacing it on a retry.
+//!
+//! SMTP replies: 2xx accepted; 421/450/451/452 rate limited; other 4xx transient; 5xx
+//! permanent; connection and TLS failures transient; a timeout is ambiguous (the message may
+//! have been accepted after DATA), and its retry carries the same Message-ID.
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use lettre::message::header::{ContentType, HeaderName, HeaderValue};
+use lettre::message::{Mailbox, MultiPart, SinglePart};
+use lettre::transport::smtp::PoolConfig;
+use lettre::transport::smtp::authentication::Credentials;
+use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
+use sha2::{Digest, Sha256};
+
+use super::{Outcome, scrub};
+use crate::config::{EmailSettings, EmailTransport};
+use crate::ledger::ResponseClass;
+use crate::render::Rendered;
+
+/// The header that carries the delivery key.
+pub const DELIVERY_HEADER: &str = "X-Dawnpost-Delivery";
+
+/// Where emails go.
+#[derive(Clone)]
+pub enum EmailSender {
+    File {
+        dir: PathBuf,
+    },
+    Smtp {
+        transport: AsyncSmtpTransport<Tokio1Executor>,
+        timeout: Duration,
+    },
+}
+
+impl std::fmt::Debug for EmailSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EmailSender::File { dir } => write!(f, "EmailSender::File({})", dir.display()),
+            EmailSender::Smtp { timeout, .. } => {
+                write!(f, "EmailSender::Smtp(timeout {timeout:?})")
+            }
+        }
+    }
+}
+
+impl EmailSender {
+    /// Builds the transport the settings name; secrets come from the variables they name.
+    pub fn from_settings(
+        s: &EmailSettings,
+        root: &std::path::Path,
+        concurrency: u32,
+    ) -> anyhow::Result<EmailSender> {
+        match s.transport {
+            EmailTransport::File => {
+                let dir = crate::config::resolve(root, &s.outbox_dir);
+                std::fs::create_dir_all(&dir)?;
+                Ok(EmailSender::File { dir })
+            }
+            EmailTransport::Smtp => {
+                let mut builder = AsyncSmtpTransport::<Tokio1Executor>::from_url(&s.smtp_url)
+                    .map_err(|e| anyhow::anyhow!("email.smtp_url: {e}"))?
+                    .timeout(Some(s.timeout.as_std()))
+                    .pool_config(PoolConfig::new().max_size(concurrency.max(1)));
+                if let (Some(user_env), Some(pass_env)) = (&s.smtp_user_env, &s.smtp_password_env) {
+                    let user = std::env::var(user_env).map_err(|_| {
+                        anyhow::anyhow!("environment variable {user_env} is not set")
+                    })?;
+                    let pass = std::env::var(pass_env).map_err(|_| {
+                        anyhow::anyhow!("environment variable {pass_env} is not set")
+                    })?;
+                    builder = builder.credentials(Credentials::new(user, pass));
+                }
+                Ok(EmailSender::Smtp {
+                    transport: builder.build(),
+                    timeout: s.timeout.as_std(),
+                })
+            }
+        }
+    }
+
+    /// Sends one message and classifies the result.
+    pub async fn send(&self, message: &Message, delivery_key: &str, to: &str) -> Outcome {
+        match self {
+            EmailSender::File { dir } => {
+                let name = file_name(delivery_key);
+                let path = dir.join(&name);
+                let tmp = dir.join(format!(".{name}.tmp"));
+                let result = async {
+                    tokio::fs::write(&tmp, message.formatted()).await?;
+                    tokio::fs::rename(&tmp, &path).await
+                }
+                .await;
+                match result {
+                    Ok(()) => Outcome::new(ResponseClass::Accepted, None, "written to the outbox"),
+                    Err(e) => Outcome::new(
+                        ResponseClass::Transient,
+                        None,
+                        format!("cannot write the outbox: {e}"),
+                    ),
+                }
+            }
+            EmailSender::Smtp { transport, timeout } => {
+                match tokio::time::timeout(*timeout, transport.send(message.clone())).await {
+                    Err(_) => Outcome::new(
+                        ResponseClass::Ambiguous,
+                        None,
+                        format!(
+                            "no reply within {}s; the relay may have accepted it",
+                            timeout.as_secs()
+                        ),
+                    ),
+                    Ok(Ok(response)) => {
+                        let code = i64::from(u16::from(response.code()));
+                        let text = response.message().collect::<Vec<_>>().join(" ");
+                        Outcome::new(
+                            ResponseClass::Accepted,
+                            Some(code),
+                            format!("{code} accepted"),
+                        )
+                        .with_diagnostics(scrub(&text, to))
+                    }
+                    Ok(Err(e)) => classify(&e, to),
+                }
+            }
+        }
+    }
+}
+
+/// Maps a lettre error to an outcome.
+pub fn classify(e: &lettre::transport::smtp::Error, to: &str) -> Outcome {
+    let detail = scrub(&e.to_string(), to);
+    if let Some(code) = e.status() {
+        let n = u16::from(code);
+        let class = match n {
+            421 | 450 | 451 | 452 => ResponseClass::RateLimited,
+            400..=499 => ResponseClass::Transient,
+            500..=599 => ResponseClass::Permanent,
+            _ => ResponseClass::Unknown,
+        };
+        return Outcome::new(class, Some(i64::from(n)), format!("SMTP {n}"))
+            .with_diagnostics(detail);
+    }
+    if e.is_timeout() {
+        return Outcome::new(
+            ResponseClass::Ambiguous,
+            None,
+            "SMTP timeout; the relay may have accepted it",
+        )
+        .with_diagnostics(detail);
+    }
+    if e.is_tls() {
+        return Outcome::new(ResponseClass::Transient, None, "TLS failure")
+            .with_diagnostics(detail);
+    }
+    Outcome::new(ResponseClass::Transient, None, "SMTP connection failed").with_diagnostics(detail)
+}
+
+/// The Message-ID of a delivery: the same for every retry.
+pub fn message_id(delivery_key: &str, from: &Mailbox) -> String {
+    let digest = hex::encode(Sha256::digest(delivery_key.as_bytes()));
+    format!("<{}.dawnpost@{}>", &digest[..32], from.email.domain())
+}
+
+/// `<delivery key>.eml` with characters unsafe in file names replaced.
+pub fn file_name(delivery_key: &str) -> String {
+    let safe: String = delivery_key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{safe}.eml")
+}
+
+/// Builds the message of one delivery.
+pub fn build_message(
+    from: &Mailbox,
+    to: &lettre::Address,
+    subject: &str,
+    delivery_key: &str,
+    date: SystemTime,
+    rendered: &Rendered,
+) -> Result<Message, String> {
+    let mut message = Message::builder()
+        .from(from.clone())
+        .to(Mailbox::new(None, to.clone()))
+        .subject(subject)
+        .date(date)
+        .message_id(Some(message_id(delivery_key, from)))
+        .multipart(
+            MultiPart::alternative()
+                .singlepart(
+                    SinglePart::builder()
+                        .header(ContentType::TEXT_PLAIN)
+                        .body(rendered.text.clone()),
+                )
+                .singlepart(
+                    SinglePart::builder()
+                        .header(ContentType::TEXT_HTML)
+                        .body(rendered.html.clone()),
+                ),
+        )
+        .map_err(|e| format!("cannot build the message: {e}"))?;
+    message.headers_mut().insert_raw(HeaderValue::new(
+        HeaderName::new_from_ascii_str(DELIVERY_HEADER),
+        delivery_key.to_string(),
+    ));
+    Ok(message)
+}

@@ -1,0 +1,106 @@
+//! Delivery transports: email (lettre) and webhooks (reqwest). Each send returns an [`Outcome`]
+//! classified as DESIGN §4 describes; the retry policy decides what follows.
+
+pub mod email;
+pub mod webhook;
+
+use chrono::Duration;
+
+use crate::ledger::ResponseClass;
+
+/// How one attempt ended, as the ledger records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub class: ResponseClass,
+    /// HTTP status or SMTP reply code.
+    pub code: Option<i64>,
+    /// The receiver's Retry-After, parsed.
+    pub retry_after: Option<Duration>,
+    /// Short and redacted: never a full recipient address, never a secret.
+    pub reason: String,
+    /// Bounded transport detail (at most [`DIAGNOSTICS_LIMIT`] bytes).
+    pub diagnostics: Option<String>,
+}
+
+/// The most transport detail kept per attempt.
+pub const DIAGNOSTICS_LIMIT: usize = 2048;
+
+impl Outcome {
+    pub fn new(class: ResponseClass, code: Option<i64>, reason: impl Into<String>) -> Outcome {
+        Outcome {
+            class,
+            code,
+            retry_after: None,
+            reason: reason.into(),
+            diagnostics: None,
+        }
+    }
+
+    pub fn with_diagnostics(mut self, d: impl Into<String>) -> Outcome {
+        self.diagnostics = Some(bounded(d.into(), DIAGNOSTICS_LIMIT));
+        self
+    }
+}
+
+/// Cuts a string to at most `limit` bytes on a character boundary.
+pub fn bounded(mut s: String, limit: usize) -> String {
+    if s.len() > limit {
+        let mut cut = limit;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// `ops-17@example.com` → `o***@example.com`.
+pub fn redact_address(addr: &str) -> String {
+    match addr.split_once('@') {
+        Some((local, domain)) => {
+            let first = local.chars().next().map(String::from).unwrap_or_default();
+            format!("{first}***@{domain}")
+        }
+        None => "***".into(),
+    }
+}
+
+/// A delivery key safe to log: the email address in it redacted.
+pub fn redact_delivery_key(key: &str) -> String {
+    match key.split_once("/email:") {
+        Some((job, addr)) => format!("{job}/email:{}", redact_address(addr)),
+        None => key.to_string(),
+    }
+}
+
+/// Replaces every occurrence of `addr` in `text` by its redacted form.
+pub fn scrub(text: &str, addr: &str) -> String {
+    if addr.is_empty() {
+        return text.to_string();
+    }
+    text.replace(addr, &redact_address(addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_addresses() {
+        assert_eq!(redact_address("ops-17@example.com"), "o***@example.com");
+        assert_eq!(
+            redact_delivery_key("w:2026-10-25/email:lead@example.com"),
+            "w:2026-10-25/email:l***@example.com"
+        );
+        assert_eq!(
+            redact_delivery_key("w:2026-10-25/webhook:https://x/y"),
+            "w:2026-10-25/webhook:https://x/y"
+        );
+        assert_eq!(
+            scrub("550 <lead@example.com> unknown", "lead@example.com"),
+            "550 <l***@example.com> unknown"
+        );
+        assert_eq!(bounded("héllo".into(), 2), "h…");
+    }
+}

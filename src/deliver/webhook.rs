@@ -1,0 +1,153 @@
+//! Webhooks: a JSON POST per destination URL, signed per the Standard Webhooks spec
+//! (`webhook-id` = the delivery key), with `Idempotency-Key` = the delivery key, so a retry is
+//! recognisable as the same delivery.
+//!
+//! Replies: 2xx accepted; 429 rate limited (Retry-After honoured); 408, 425 and 5xx transient;
+//! 410 and every other 4xx permanent; redirects are not followed (permanent). A failure to
+//! connect is transient; a timeout or reset after the request went out is ambiguous.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{Outcome, bounded};
+use crate::ledger::{ArtifactRef, ResponseClass};
+use crate::retry::parse_retry_after;
+use crate::signing::Secret;
+
+/// The body of a webhook delivery.
+#[derive(Debug, Serialize)]
+pub struct WebhookBody<'a> {
+    pub job: &'a str,
+    pub delivery: &'a str,
+    pub report: &'a str,
+    pub title: &'a str,
+    pub date: &'a str,
+    pub window: WindowBody,
+    pub artifact: &'a ArtifactRef,
+    pub html: &'a str,
+    pub text: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WindowBody {
+    pub start: String,
+    pub end: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct WebhookSender {
+    client: reqwest::Client,
+}
+
+impl WebhookSender {
+    pub fn new(timeout: Duration) -> anyhow::Result<WebhookSender> {
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(10)))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        Ok(WebhookSender { client })
+    }
+
+    /// POSTs `body` and classifies the reply.
+    pub async fn send(
+        &self,
+        url: &str,
+        secret: Option<&Secret>,
+        delivery_key: &str,
+        body: Vec<u8>,
+        now: DateTime<Utc>,
+    ) -> Outcome {
+        let ts = now.timestamp();
+        let mut req = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("idempotency-key", delivery_key)
+            .header("webhook-id", delivery_key)
+            .header("webhook-timestamp", ts.to_string());
+        if let Some(secret) = secret {
+            req = req.header("webhook-signature", secret.sign(delivery_key, ts, &body));
+        }
+        match req.body(body).send().await {
+            Ok(resp) => {
+                let status = resp.status();
+                let code = i64::from(status.as_u16());
+                let retry_after = resp
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| parse_retry_after(v, now));
+                let snippet = resp.text().await.unwrap_or_default();
+                let class = match status.as_u16() {
+                    200..=299 => ResponseClass::Accepted,
+                    429 => ResponseClass::RateLimited,
+                    408 | 425 => ResponseClass::Transient,
+                    500..=599 => ResponseClass::Transient,
+                    300..=399 => ResponseClass::Permanent,
+                    400..=499 => ResponseClass::Permanent,
+                    _ => ResponseClass::Unknown,
+                };
+                let reason = match status.as_u16() {
+                    410 => "HTTP 410: the endpoint is gone".to_string(),
+                    300..=399 => format!("HTTP {code}: redirects are not followed"),
+                    _ => format!("HTTP {code}"),
+                };
+                let mut outcome = Outcome::new(class, Some(code), reason);
+                outcome.retry_after = retry_after;
+                if !snippet.is_empty() {
+                    outcome = outcome.with_diagnostics(bounded(snippet, 512));
+                }
+                outcome
+            }
+            Err(e) => {
+                let detail = describe(&e);
+                if e.is_connect() {
+                    Outcome::new(ResponseClass::Transient, None, "connection failed")
+                        .with_diagnostics(detail)
+                } else if e.is_timeout() {
+                    Outcome::new(
+                        ResponseClass::Ambiguous,
+                        None,
+                        "timed out after the request was sent",
+                    )
+                    .with_diagnostics(detail)
+                } else {
+                    Outcome::new(
+                        ResponseClass::Ambiguous,
+                        None,
+                        "the connection failed after the request was sent",
+                    )
+                    .with_diagnostics(detail)
+                }
+            }
+        }
+    }
+}
+
+fn describe(e: &reqwest::Error) -> String {
+    use std::error::Error;
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    s
+}
+
+/// The host a destination belongs to, for per-host throttling: `host:port`.
+pub fn host_of(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) => format!(
+            "{}:{}",
+            u.host_str().unwrap_or(""),
+            u.port_or_known_default().unwrap_or(0)
+        ),
+        Err(_) => url.to_string(),
+    }
+}

@@ -1,0 +1,203 @@
+//! What `show` and `dlq` print: a job's whole history from the ledger alone.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::ledger::{Attempt, Delivery, Job, JobFilter, JobState, Ledger, LedgerError, Redrive};
+use crate::schedule::rfc3339;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeliveryHistory {
+    #[serde(flatten)]
+    pub delivery: Delivery,
+    pub attempt_log: Vec<Attempt>,
+}
+
+/// A job, its artifact, every delivery with every attempt, and every redrive.
+#[derive(Debug, Clone, Serialize)]
+pub struct JobHistory {
+    #[serde(flatten)]
+    pub job: Job,
+    /// `stored`, `deleted` (by retention) or `none` (not rendered).
+    pub artifact_status: &'static str,
+    pub deliveries: Vec<DeliveryHistory>,
+    pub redrives: Vec<Redrive>,
+}
+
+impl JobHistory {
+    pub async fn load(ledger: &Ledger, key: &str) -> Result<Option<JobHistory>, LedgerError> {
+        let Some(job) = ledger.job_get(key).await? else {
+            return Ok(None);
+        };
+        let mut deliveries = Vec::new();
+        for d in ledger.delivery_list(key).await? {
+            let attempt_log = ledger.attempt_list(&d.key).await?;
+            deliveries.push(DeliveryHistory {
+                delivery: d,
+                attempt_log,
+            });
+        }
+        let redrives = ledger.redrive_list(key).await?;
+        let artifact_status = match (&job.artifact, job.artifact_deleted_at) {
+            (None, _) => "none",
+            (Some(_), Some(_)) => "deleted",
+            (Some(_), None) => "stored",
+        };
+        Ok(Some(JobHistory {
+            job,
+            artifact_status,
+            deliveries,
+            redrives,
+        }))
+    }
+
+    pub fn render_text(&self) -> String {
+        let j = &self.job;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "job {}  state {}  origin {}",
+            j.key,
+            j.state.as_str(),
+            j.origin
+        );
+        let _ = writeln!(
+            out,
+            "  fire {}  window {} .. {}  render attempts {}  redrives {}",
+            rfc3339(j.fire_at),
+            rfc3339(j.window.start),
+            rfc3339(j.window.end),
+            j.attempts,
+            j.redrive_count
+        );
+        let _ = writeln!(
+            out,
+            "  created {}  updated {}",
+            rfc3339(j.created_at),
+            rfc3339(j.updated_at)
+        );
+        if let Some(t) = j.terminal_at {
+            let _ = writeln!(out, "  finished {}", rfc3339(t));
+        }
+        if let Some(e) = &j.last_error {
+            let _ = writeln!(out, "  last error: {e}");
+        }
+        match (&j.artifact, j.artifact_deleted_at) {
+            (None, _) => {
+                let _ = writeln!(out, "  artifact: not rendered");
+            }
+            (Some(a), deleted) => {
+                let _ = writeln!(
+                    out,
+                    "  artifact: {} (+ .txt)  sha256 {}  {} bytes",
+                    a.html_key, a.sha256, a.bytes
+                );
+                if let Some(at) = deleted {
+                    let _ = writeln!(
+                        out,
+                        "    deleted by retention at {}: the ledger rows remain",
+                        rfc3339(at)
+                    );
+                }
+            }
+        }
+        for d in &self.deliveries {
+            let dl = &d.delivery;
+            let _ = writeln!(
+                out,
+                "  delivery {}  {}  attempts {}  redrives {}",
+                dl.key,
+                dl.state.as_str(),
+                dl.attempts,
+                dl.redrive_count
+            );
+            for a in &d.attempt_log {
+                let _ = writeln!(
+                    out,
+                    "    #{} {} → {}  {}{}{}{}",
+                    a.attempt,
+                    rfc3339(a.requested_at),
+                    rfc3339(a.finished_at),
+                    a.class.as_str(),
+                    a.code.map(|c| format!(" {c}")).unwrap_or_default(),
+                    a.retry_after_ms
+                        .map(|ms| format!(" retry-after {}s", ms / 1000))
+                        .unwrap_or_default(),
+                    a.next_ready_at
+                        .map(|t| format!("  next {}", rfc3339(t)))
+                        .unwrap_or_default(),
+                );
+                if let Some(r) = &a.reason {
+                    let _ = writeln!(out, "       {r}");
+                }
+            }
+        }
+        for r in &self.redrives {
+            let _ = writeln!(
+                out,
+                "  redrive {} by {}: {}{}",
+                rfc3339(r.at),
+                r.by,
+                r.reason,
+                r.delivery_key
+                    .as_deref()
+                    .map(|d| format!(" (delivery {d})"))
+                    .unwrap_or_default()
+            );
+        }
+        out
+    }
+}
+
+/// Quarantined work.
+#[derive(Debug, Clone, Serialize)]
+pub struct Dlq {
+    pub jobs: Vec<Job>,
+    pub deliveries: Vec<Delivery>,
+}
+
+impl Dlq {
+    pub async fn load(ledger: &Ledger) -> Result<Dlq, LedgerError> {
+        Ok(Dlq {
+            jobs: ledger
+                .job_list(&JobFilter {
+                    state: Some(JobState::Quarantined),
+                    report: None,
+                    limit: Some(1000),
+                })
+                .await?,
+            deliveries: ledger.delivery_list_quarantined(1000).await?,
+        })
+    }
+
+    pub fn render_text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{} quarantined job(s), {} quarantined deliver(ies)",
+            self.jobs.len(),
+            self.deliveries.len()
+        );
+        for j in &self.jobs {
+            let _ = writeln!(
+                out,
+                "job {}  attempts {}  {}",
+                j.key,
+                j.attempts,
+                j.last_error.as_deref().unwrap_or("")
+            );
+        }
+        for d in &self.deliveries {
+            let _ = writeln!(
+                out,
+                "delivery {}  attempts {}  {}  {}",
+                d.key,
+                d.attempts,
+                d.last_class.map(|c| c.as_str()).unwrap_or(""),
+                d.last_error.as_deref().unwrap_or("")
+            );
+        }
+        out
+    }
+}

@@ -1,0 +1,395 @@
+//! The worker pool: leases ready jobs and due deliveries and works them.
+//!
+//! Two separate limits: `concurrency` (in-flight work items, a semaphore over a `JoinSet`) and
+//! admission (new leases per second, adaptive — see [`throttle`]). The pool leases at most what it
+//! can admit and never holds more leases than it can work. Each lease is extended while its work
+//! runs; a lease lost to the rescuer stops the work. On cancel (SIGTERM/SIGINT) the pool stops
+//! leasing, lets in-flight work finish up to `drain_timeout`, and releases the rest without
+//! counting an attempt.
+
+pub mod rescuer;
+pub mod throttle;
+mod work;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::{Notify, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+pub use rescuer::Rescuer;
+use throttle::{Admission, HostThrottle};
+
+use crate::artifact::ArtifactStore;
+use crate::clock::SharedClock;
+use crate::config::{Config, Report};
+use crate::deliver::email::EmailSender;
+use crate::deliver::webhook::WebhookSender;
+use crate::ledger::{Lease, LeaseParams, Ledger};
+use crate::render::Templates;
+use crate::retry::RetryPolicy;
+
+/// Pool limits. Defaults as in `dawnpost.toml`'s `[pool]`.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// In-flight work items. Default 16.
+    pub concurrency: u32,
+    /// New leases per second. Default 50.
+    pub admission_per_second: u32,
+    /// Lease length; extended every third of it while work runs. Default 5m.
+    pub lease: chrono::Duration,
+    /// Time in-flight work gets to finish on shutdown. Default 30s.
+    pub drain_timeout: Duration,
+    /// How often an idle pool looks for due work. Default 200ms.
+    pub idle_poll: Duration,
+    /// This worker's name in lease rows.
+    pub owner: String,
+}
+
+impl PoolConfig {
+    pub fn from_config(config: &Config) -> PoolConfig {
+        let p = &config.settings.pool;
+        PoolConfig {
+            concurrency: p.concurrency,
+            admission_per_second: p.admission_per_second,
+            lease: p.lease.as_chrono(),
+            drain_timeout: p.drain_timeout.as_std(),
+            idle_poll: Duration::from_millis(200),
+            owner: default_owner(),
+        }
+    }
+}
+
+/// `hostname:pid`: who holds a lease.
+pub fn default_owner() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "dawnpost".into());
+    format!("{host}:{}", std::process::id())
+}
+
+/// Counters for progress displays and summaries.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub rendered: AtomicU64,
+    pub artifacts_written: AtomicU64,
+    pub sent: AtomicU64,
+    pub retrying: AtomicU64,
+    pub quarantined: AtomicU64,
+    pub rate_limited: AtomicU64,
+    pub deferred: AtomicU64,
+}
+
+/// A snapshot of [`Stats`].
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub rendered: u64,
+    pub artifacts_written: u64,
+    pub sent: u64,
+    pub retrying: u64,
+    pub quarantined: u64,
+    pub rate_limited: u64,
+    pub deferred: u64,
+}
+
+impl Stats {
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            rendered: g(&self.rendered),
+            artifacts_written: g(&self.artifacts_written),
+            sent: g(&self.sent),
+            retrying: g(&self.retrying),
+            quarantined: g(&self.quarantined),
+            rate_limited: g(&self.rate_limited),
+            deferred: g(&self.deferred),
+        }
+    }
+
+    fn bump(a: &AtomicU64) {
+        a.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Everything a work item needs, shared by all of them.
+#[derive(Debug)]
+pub struct Pipeline {
+    pub ledger: Ledger,
+    pub reports: HashMap<String, Report>,
+    pub templates: HashMap<String, Arc<Templates>>,
+    pub artifacts: ArtifactStore,
+    pub email: EmailSender,
+    pub email_from: lettre::message::Mailbox,
+    pub webhook: WebhookSender,
+    pub http: reqwest::Client,
+    pub policy: RetryPolicy,
+    pub clock: SharedClock,
+    pub throttle: HostThrottle,
+    pub admission: Admission,
+    pub stats: Stats,
+    pub config: PoolConfig,
+    wake: Notify,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LeaseKind {
+    Job,
+    Delivery,
+}
+
+impl Pipeline {
+    /// Wires the pipeline from validated configuration.
+    pub fn new(
+        config: &Config,
+        ledger: Ledger,
+        clock: SharedClock,
+        pool: PoolConfig,
+    ) -> anyhow::Result<Pipeline> {
+        let root: &Path = &config.root;
+        let mut templates = HashMap::new();
+        for r in &config.reports {
+            if !templates.contains_key(&r.template) {
+                let t = Templates::load(root, &r.template)
+                    .map_err(|e| anyhow::anyhow!("report {}: {e}", r.id))?;
+                templates.insert(r.template.clone(), Arc::new(t));
+            }
+        }
+        let artifacts = ArtifactStore::open(&config.settings.artifacts.url, root)?;
+        let email = EmailSender::from_settings(&config.settings.email, root, pool.concurrency)?;
+        Ok(Pipeline {
+            ledger,
+            reports: config
+                .reports
+                .iter()
+                .map(|r| (r.id.to_string(), r.clone()))
+                .collect(),
+            templates,
+            artifacts,
+            email,
+            email_from: config.settings.email.from.clone(),
+            webhook: WebhookSender::new(Duration::from_secs(30))?,
+            http: reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(10))
+                .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")))
+                .build()?,
+            policy: RetryPolicy::from(&config.settings.retry),
+            clock,
+            throttle: HostThrottle::default(),
+            admission: Admission::new(pool.admission_per_second),
+            stats: Stats::default(),
+            config: pool,
+            wake: Notify::new(),
+        })
+    }
+
+    fn lease_params(&self, limit: u32) -> LeaseParams {
+        LeaseParams {
+            owner: self.config.owner.clone(),
+            now: self.clock.now(),
+            lease_for: self.config.lease,
+            limit,
+        }
+    }
+
+    /// Runs the pool until `cancel`, then drains.
+    pub async fn run(self: Arc<Self>, cancel: CancellationToken) -> anyhow::Result<()> {
+        let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1) as usize));
+        let inflight: Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>> = Arc::default();
+        let mut tasks: JoinSet<()> = JoinSet::new();
+        while !cancel.is_cancelled() {
+            while let Some(done) = tasks.try_join_next() {
+                if let Err(e) = done {
+                    tracing::error!(error = %e, "a work item panicked; its lease will be rescued");
+                }
+            }
+            let free = slots.available_permits() as u32;
+            let mut leased = 0;
+            if free > 0 {
+                let n = free.min(self.admission.rate());
+                match self.lease_batch(n, &slots, &inflight, &mut tasks).await {
+                    Ok(k) => leased = k,
+                    Err(e) => tracing::error!(error = %e, "leasing failed; retrying shortly"),
+                }
+            }
+            if leased == 0 {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = self.wake.notified() => {}
+                    Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                        if let Err(e) = done {
+                            tracing::error!(error = %e, "a work item panicked; its lease will be rescued");
+                        }
+                    }
+                    _ = tokio::time::sleep(self.config.idle_poll) => {}
+                }
+            }
+        }
+        self.drain(tasks, inflight).await;
+        Ok(())
+    }
+
+    /// Leases up to `n` items, jobs first, waits for admission of what it leased, and spawns the
+    /// work. Returns how many it leased.
+    async fn lease_batch(
+        self: &Arc<Self>,
+        n: u32,
+        slots: &Arc<Semaphore>,
+        inflight: &Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>>,
+        tasks: &mut JoinSet<()>,
+    ) -> anyhow::Result<u32> {
+        let jobs = self.ledger.job_lease(&self.lease_params(n)).await?;
+        let mut count = jobs.len() as u32;
+        let deliveries = if count < n {
+            self.ledger
+                .delivery_lease(&self.lease_params(n - count))
+                .await?
+        } else {
+            Vec::new()
+        };
+        count += deliveries.len() as u32;
+        if count > 0 {
+            self.admission.admit(count).await;
+        }
+        for leased in jobs {
+            let permit = slots.clone().try_acquire_owned()?;
+            let me = self.clone();
+            let registry = inflight.clone();
+            let key = leased.lease.key.clone();
+            registry
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone(), (LeaseKind::Job, leased.lease.clone()));
+            tasks.spawn(async move {
+                me.clone()
+                    .with_lease(
+                        LeaseKind::Job,
+                        leased.lease.clone(),
+                        work::render_job(&me, leased),
+                    )
+                    .await;
+                registry
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&key);
+                me.wake.notify_one();
+                drop(permit);
+            });
+        }
+        {
+            for leased in deliveries {
+                let now = self.clock.now();
+                let host = work::host_of(&leased.delivery);
+                if let throttle::Gate::WaitUntil(until) = self.throttle.gate(&host, now) {
+                    Stats::bump(&self.stats.deferred);
+                    if let Err(e) = self.ledger.delivery_defer(&leased.lease, until, now).await {
+                        tracing::warn!(error = %e, "could not defer a delivery to a paused host");
+                    }
+                    continue;
+                }
+                let permit = slots.clone().try_acquire_owned()?;
+                let me = self.clone();
+                let registry = inflight.clone();
+                let key = leased.lease.key.clone();
+                registry
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key.clone(), (LeaseKind::Delivery, leased.lease.clone()));
+                tasks.spawn(async move {
+                    me.clone()
+                        .with_lease(
+                            LeaseKind::Delivery,
+                            leased.lease.clone(),
+                            work::deliver(&me, leased, host),
+                        )
+                        .await;
+                    registry
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&key);
+                    drop(permit);
+                });
+            }
+        }
+        Ok(count)
+    }
+
+    /// Runs `work` while extending its lease every third of the lease length; if the lease is
+    /// lost (rescued and maybe taken by another worker) the work is dropped.
+    async fn with_lease(
+        self: Arc<Self>,
+        kind: LeaseKind,
+        lease: Lease,
+        work: impl std::future::Future<Output = ()>,
+    ) {
+        let every = (self.config.lease / 3)
+            .to_std()
+            .unwrap_or(Duration::from_secs(1))
+            .max(Duration::from_millis(100));
+        let extender = async {
+            loop {
+                tokio::time::sleep(every).await;
+                let until = self.clock.now() + self.config.lease;
+                let r = match kind {
+                    LeaseKind::Job => self.ledger.job_extend_lease(&lease, until).await,
+                    LeaseKind::Delivery => self.ledger.delivery_extend_lease(&lease, until).await,
+                };
+                match r {
+                    Ok(()) => {}
+                    Err(crate::ledger::LedgerError::LeaseLost { .. }) => return,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not extend a lease; will try again")
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            _ = work => {}
+            _ = extender => tracing::warn!(
+                key = %crate::deliver::redact_delivery_key(&lease.key),
+                "lease lost to the rescuer: dropping this work item"
+            ),
+        }
+    }
+
+    async fn drain(
+        &self,
+        mut tasks: JoinSet<()>,
+        inflight: Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>>,
+    ) {
+        if !tasks.is_empty() {
+            tracing::info!(in_flight = tasks.len(), timeout = ?self.config.drain_timeout, "draining");
+        }
+        let deadline = tokio::time::sleep(self.config.drain_timeout);
+        tokio::pin!(deadline);
+        loop {
+            tokio::select! {
+                _ = &mut deadline => break,
+                next = tasks.join_next() => if next.is_none() { break },
+            }
+        }
+        tasks.abort_all();
+        while tasks.join_next().await.is_some() {}
+        let left: Vec<(LeaseKind, Lease)> = inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, v)| v)
+            .collect();
+        let now = self.clock.now();
+        for (kind, lease) in left {
+            let r = match kind {
+                LeaseKind::Job => self.ledger.job_release(&lease, now).await,
+                LeaseKind::Delivery => self.ledger.delivery_release(&lease, now).await,
+            };
+            match r {
+                Ok(()) => {
+                    tracing::info!(key = %crate::deliver::redact_delivery_key(&lease.key), "released at shutdown")
+                }
+                Err(e) => tracing::debug!(error = %e, "release at shutdown: already settled"),
+            }
+        }
+    }
+}

@@ -1,0 +1,64 @@
+//! The lease rescuer: returns work whose lease expired (its worker died or hung) to the queue.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::ledger::{Ledger, LedgerError, RescueCounts};
+
+/// Rescuer settings.
+#[derive(Debug, Clone)]
+pub struct RescuerConfig {
+    /// How often to look for expired leases. Default 15s.
+    pub every: Duration,
+}
+
+impl Default for RescuerConfig {
+    fn default() -> Self {
+        RescuerConfig {
+            every: Duration::from_secs(15),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Rescuer {
+    ledger: Ledger,
+    clock: SharedClock,
+    config: RescuerConfig,
+}
+
+impl Rescuer {
+    pub fn new(ledger: Ledger, clock: SharedClock, config: RescuerConfig) -> Rescuer {
+        Rescuer {
+            ledger,
+            clock,
+            config,
+        }
+    }
+
+    pub async fn run_once(&self) -> Result<RescueCounts, LedgerError> {
+        let counts = self.ledger.lease_rescue(self.clock.now()).await?;
+        if counts.jobs > 0 || counts.deliveries > 0 {
+            tracing::warn!(
+                jobs = counts.jobs,
+                deliveries = counts.deliveries,
+                "rescued expired leases"
+            );
+        }
+        Ok(counts)
+    }
+
+    pub async fn run(&self, cancel: CancellationToken) {
+        loop {
+            if let Err(e) = self.run_once().await {
+                tracing::error!(error = %e, "lease rescue failed; retrying");
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(self.config.every) => {}
+            }
+        }
+    }
+}

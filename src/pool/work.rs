@@ -1,0 +1,355 @@
+//! One work item each: render a job, or attempt a delivery. Plain functions over the shared
+//! [`Pipeline`], so the flow reads top-down.
+
+use std::sync::Arc;
+
+use rand::RngExt;
+
+use super::{Pipeline, Stats};
+use crate::deliver::webhook::{WebhookBody, WindowBody, host_of as url_host};
+use crate::deliver::{Outcome, redact_address, redact_delivery_key};
+use crate::keys::{DestinationKind, JobKey, delivery_key};
+use crate::ledger::{
+    ArtifactRef, Delivery, DeliveryNext, Job, LeasedDelivery, LeasedJob, LedgerError, NewAttempt,
+    NewDelivery, ResponseClass,
+};
+use crate::render::Rendered;
+use crate::retry::Decision;
+use crate::schedule::rfc3339;
+use crate::signing::Secret;
+use crate::source::SourceError;
+
+/// The throttling key of a delivery: the webhook's `host:port`, or the email relay.
+pub(super) fn host_of(d: &Delivery) -> String {
+    match d.kind {
+        DestinationKind::Webhook => url_host(&d.destination),
+        DestinationKind::Email => "email".into(),
+    }
+}
+
+fn jitter() -> f64 {
+    rand::rng().random()
+}
+
+/// Renders a leased job once and creates its deliveries, or reschedules / quarantines it.
+pub(super) async fn render_job(p: &Arc<Pipeline>, leased: LeasedJob) {
+    let LeasedJob { job, lease } = leased;
+    let now = p.clock.now();
+    match render_and_store(p, &job).await {
+        Ok((artifact, deliveries)) => match p
+            .ledger
+            .job_rendered(&lease, &artifact, &deliveries, p.clock.now())
+            .await
+        {
+            Ok(()) => {
+                Stats::bump(&p.stats.rendered);
+                tracing::info!(job = %job.key, deliveries = deliveries.len(), sha256 = %artifact.sha256, "rendered");
+            }
+            Err(e) => tracing::warn!(job = %job.key, error = %e, "could not record the render"),
+        },
+        Err(failure) => {
+            let (class, why) = match &failure {
+                RenderFailure::Transient(why) => (ResponseClass::Transient, why.clone()),
+                RenderFailure::Permanent(why) => (ResponseClass::Permanent, why.clone()),
+            };
+            let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
+            let result = match p
+                .policy
+                .decide(now, job.created_at, attempt, class, None, jitter())
+            {
+                Decision::Retry { at, .. } => {
+                    tracing::warn!(job = %job.key, error = %why, retry_at = %rfc3339(at), "render failed; will retry");
+                    p.ledger.job_retry(&lease, at, &why, p.clock.now()).await
+                }
+                Decision::Quarantine { why: budget } => {
+                    let why = if class == ResponseClass::Permanent {
+                        why
+                    } else {
+                        format!("{why} ({budget})")
+                    };
+                    tracing::error!(job = %job.key, error = %why, "render failed; quarantined");
+                    Stats::bump(&p.stats.quarantined);
+                    p.ledger.job_quarantine(&lease, &why, p.clock.now()).await
+                }
+                Decision::Sent => Ok(()),
+            };
+            if let Err(e) = result {
+                tracing::warn!(job = %job.key, error = %e, "could not record the render failure");
+            }
+        }
+    }
+}
+
+enum RenderFailure {
+    Transient(String),
+    Permanent(String),
+}
+
+async fn render_and_store(
+    p: &Pipeline,
+    job: &Job,
+) -> Result<(ArtifactRef, Vec<NewDelivery>), RenderFailure> {
+    let report = p.reports.get(&job.report).ok_or_else(|| {
+        RenderFailure::Permanent(format!("report {:?} is no longer configured", job.report))
+    })?;
+    let key: JobKey = job.key.parse().map_err(RenderFailure::Permanent)?;
+    let deliveries: Vec<NewDelivery> = report
+        .email
+        .iter()
+        .map(|a| (DestinationKind::Email, a.to_string()))
+        .chain(
+            report
+                .webhooks
+                .iter()
+                .map(|w| (DestinationKind::Webhook, w.url.to_string())),
+        )
+        .map(|(kind, destination)| NewDelivery {
+            key: delivery_key(&key, kind, &destination),
+            kind,
+            destination,
+        })
+        .collect();
+    // Render once: an artifact stored by an earlier attempt (say, before a crash) is reused.
+    let existing = p
+        .artifacts
+        .find(&job.report, &job.date)
+        .await
+        .map_err(|e| RenderFailure::Transient(e.to_string()))?;
+    if let Some(artifact) = existing {
+        return Ok((artifact, deliveries));
+    }
+    let data = crate::source::fetch(&report.source, &job.window, &p.http)
+        .await
+        .map_err(|e| match e {
+            SourceError::Transient(m) => RenderFailure::Transient(m),
+            SourceError::Permanent(m) => RenderFailure::Permanent(m),
+        })?;
+    let templates = p.templates.get(&report.template).ok_or_else(|| {
+        RenderFailure::Permanent(format!("template {:?} is not loaded", report.template))
+    })?;
+    let context = crate::render::context(report, key.date(), &job.window, data, p.clock.now());
+    let rendered = templates
+        .render(&context)
+        .map_err(|e| RenderFailure::Permanent(format!("render: {e}")))?;
+    let (artifact, wrote) = p
+        .artifacts
+        .write(&job.report, &job.date, &rendered)
+        .await
+        .map_err(|e| RenderFailure::Transient(e.to_string()))?;
+    if wrote {
+        Stats::bump(&p.stats.artifacts_written);
+    }
+    Ok((artifact, deliveries))
+}
+
+/// Attempts one leased delivery and records the attempt and what follows.
+pub(super) async fn deliver(p: &Arc<Pipeline>, leased: LeasedDelivery, host: String) {
+    let LeasedDelivery { delivery, lease } = leased;
+    let shown = redact_delivery_key(&delivery.key);
+    let requested_at = p.clock.now();
+    let outcome = attempt(p, &delivery, requested_at).await;
+    let finished_at = p.clock.now();
+    let attempt_no = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
+    let decision = p.policy.decide(
+        finished_at,
+        delivery.created_at,
+        attempt_no,
+        outcome.class,
+        outcome.retry_after,
+        jitter(),
+    );
+    match outcome.class {
+        ResponseClass::RateLimited => {
+            Stats::bump(&p.stats.rate_limited);
+            p.admission.on_rate_limited(finished_at);
+            let until = match &decision {
+                Decision::Retry { at, .. } => *at,
+                _ => finished_at + outcome.retry_after.unwrap_or(p.policy.base),
+            };
+            p.throttle.pause(
+                &host,
+                outcome
+                    .retry_after
+                    .map_or(until, |ra| finished_at + ra.min(p.policy.max_retry_after)),
+            );
+        }
+        ResponseClass::Accepted => {
+            p.admission.on_accepted(finished_at);
+            p.throttle.clear(&host);
+        }
+        _ => p.throttle.clear(&host),
+    }
+    let (next, reason) = match &decision {
+        Decision::Sent => (DeliveryNext::Sent, outcome.reason.clone()),
+        Decision::Retry { at, .. } => (
+            DeliveryNext::Retry { ready_at: *at },
+            outcome.reason.clone(),
+        ),
+        Decision::Quarantine { why } => {
+            let reason = if outcome.class == ResponseClass::Permanent {
+                outcome.reason.clone()
+            } else {
+                format!("{}; {why}", outcome.reason)
+            };
+            (DeliveryNext::Quarantine, reason)
+        }
+    };
+    let record = NewAttempt {
+        requested_at,
+        finished_at,
+        class: outcome.class,
+        code: outcome.code,
+        retry_after: outcome.retry_after,
+        reason: Some(reason.clone()),
+        diagnostics: outcome.diagnostics.clone(),
+    };
+    match p.ledger.delivery_finish(&lease, &record, next).await {
+        Ok(()) => {}
+        Err(LedgerError::LeaseLost { .. }) => {
+            tracing::warn!(delivery = %shown, "lease lost before the outcome was recorded; the rescuer's retry reuses the same key");
+            return;
+        }
+        Err(e) => {
+            tracing::error!(delivery = %shown, error = %e, "could not record the attempt; the lease will be rescued");
+            return;
+        }
+    }
+    match next {
+        DeliveryNext::Sent => {
+            Stats::bump(&p.stats.sent);
+            tracing::info!(delivery = %shown, attempt = attempt_no, "sent");
+        }
+        DeliveryNext::Retry { ready_at } => {
+            Stats::bump(&p.stats.retrying);
+            tracing::warn!(delivery = %shown, attempt = attempt_no, class = outcome.class.as_str(), reason = %reason, retry_at = %rfc3339(ready_at), "will retry");
+        }
+        DeliveryNext::Quarantine => {
+            Stats::bump(&p.stats.quarantined);
+            tracing::error!(delivery = %shown, attempt = attempt_no, class = outcome.class.as_str(), reason = %reason, "quarantined");
+        }
+    }
+    if !matches!(next, DeliveryNext::Retry { .. })
+        && let Err(e) = p.ledger.job_settle(&delivery.job_key, p.clock.now()).await
+    {
+        tracing::warn!(job = %delivery.job_key, error = %e, "could not settle the job");
+    }
+}
+
+async fn attempt(p: &Pipeline, delivery: &Delivery, now: chrono::DateTime<chrono::Utc>) -> Outcome {
+    let job = match p.ledger.job_get(&delivery.job_key).await {
+        Ok(Some(job)) => job,
+        Ok(None) => return Outcome::new(ResponseClass::Permanent, None, "the job row is gone"),
+        Err(e) => return Outcome::new(ResponseClass::Transient, None, format!("ledger: {e}")),
+    };
+    let Some(report) = p.reports.get(&job.report) else {
+        return Outcome::new(
+            ResponseClass::Permanent,
+            None,
+            format!("report {:?} is no longer configured", job.report),
+        );
+    };
+    let Some(artifact) = job.artifact.clone() else {
+        return Outcome::new(ResponseClass::Permanent, None, "the job has no artifact");
+    };
+    if job.artifact_deleted_at.is_some() {
+        return Outcome::new(
+            ResponseClass::Permanent,
+            None,
+            "the artifact was deleted by retention",
+        );
+    }
+    let rendered: Rendered = match p.artifacts.read_rendered(&artifact).await {
+        Ok(r) => r,
+        Err(e) => {
+            return Outcome::new(
+                ResponseClass::Transient,
+                None,
+                format!("reading the artifact: {e}"),
+            );
+        }
+    };
+    match delivery.kind {
+        DestinationKind::Email => {
+            let to: lettre::Address = match delivery.destination.parse() {
+                Ok(a) => a,
+                Err(_) => {
+                    return Outcome::new(
+                        ResponseClass::Permanent,
+                        None,
+                        format!("invalid address {}", redact_address(&delivery.destination)),
+                    );
+                }
+            };
+            let subject = format!("{} — {}", report.title, job.date);
+            let message = match crate::deliver::email::build_message(
+                &p.email_from,
+                &to,
+                &subject,
+                &delivery.key,
+                now.into(),
+                &rendered,
+            ) {
+                Ok(m) => m,
+                Err(e) => return Outcome::new(ResponseClass::Permanent, None, e),
+            };
+            p.email
+                .send(&message, &delivery.key, &delivery.destination)
+                .await
+        }
+        DestinationKind::Webhook => {
+            let hook = report
+                .webhooks
+                .iter()
+                .find(|w| w.url.as_str() == delivery.destination);
+            let secret = match hook.and_then(|w| w.secret_env.as_ref()) {
+                None => None,
+                Some(env) => match std::env::var(env).ok().map(|s| Secret::parse(&s)) {
+                    Some(Ok(secret)) => Some(secret),
+                    Some(Err(e)) => {
+                        return Outcome::new(ResponseClass::Permanent, None, format!("{env}: {e}"));
+                    }
+                    None => {
+                        return Outcome::new(
+                            ResponseClass::Permanent,
+                            None,
+                            format!("environment variable {env} is not set"),
+                        );
+                    }
+                },
+            };
+            let body = WebhookBody {
+                job: &job.key,
+                delivery: &delivery.key,
+                report: &job.report,
+                title: &report.title,
+                date: &job.date,
+                window: WindowBody {
+                    start: rfc3339(job.window.start),
+                    end: rfc3339(job.window.end),
+                },
+                artifact: &artifact,
+                html: &rendered.html,
+                text: &rendered.text,
+            };
+            let body = match serde_json::to_vec(&body) {
+                Ok(b) => b,
+                Err(e) => {
+                    return Outcome::new(
+                        ResponseClass::Permanent,
+                        None,
+                        format!("cannot encode the body: {e}"),
+                    );
+                }
+            };
+            p.webhook
+                .send(
+                    &delivery.destination,
+                    secret.as_ref(),
+                    &delivery.key,
+                    body,
+                    now,
+                )
+                .await
+        }
+    }
+}

@@ -1,0 +1,404 @@
+//! The retry policy: a small `Copy` value and one pure function from (now, attempt, outcome) to
+//! what happens next (DESIGN §4).
+//!
+//! - accepted → sent; permanent → quarantined at once;
+//! - rate limited with a Retry-After → retry at exactly that moment (clamped to
+//!   `max_retry_after`) plus a small jitter that is only ever *added*: never earlier than the
+//!   receiver asked;
+//! - any other retryable outcome → capped exponential backoff `min(base · 2^(attempt-1), cap)`,
+//!   jittered downwards by up to `jitter` of itself so retries never march on a fixed grid;
+//! - a retry that would be attempt `max_attempts + 1`, or would fall after `max_age` from the
+//!   delivery's creation, quarantines instead.
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::config::RetrySettings;
+use crate::ledger::ResponseClass;
+
+/// How deliveries retry. Defaults as in `dawnpost.toml`'s `[retry]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// First backoff step. Default 30s.
+    pub base: Duration,
+    /// Largest backoff step. Default 15m.
+    pub cap: Duration,
+    /// Largest Retry-After honoured; longer requests are clamped. Default 15m.
+    pub max_retry_after: Duration,
+    /// Attempts before quarantine. Default 8.
+    pub max_attempts: u32,
+    /// Age (from the delivery's creation) after which it is quarantined. Default 6h.
+    pub max_age: Duration,
+    /// Jitter as a fraction of the delay, in `[0, 1]`. Default 0.2.
+    pub jitter: f64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            base: Duration::seconds(30),
+            cap: Duration::minutes(15),
+            max_retry_after: Duration::minutes(15),
+            max_attempts: 8,
+            max_age: Duration::hours(6),
+            jitter: 0.2,
+        }
+    }
+}
+
+impl From<&RetrySettings> for RetryPolicy {
+    fn from(s: &RetrySettings) -> Self {
+        RetryPolicy {
+            base: s.base.as_chrono(),
+            cap: s.cap.as_chrono(),
+            max_retry_after: s.max_retry_after.as_chrono(),
+            max_attempts: s.max_attempts,
+            max_age: s.max_age.as_chrono(),
+            ..RetryPolicy::default()
+        }
+    }
+}
+
+/// What the policy decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    Sent,
+    Retry {
+        at: DateTime<Utc>,
+        /// The receiver's Retry-After, after clamping, when it was honoured.
+        honoured_retry_after: Option<Duration>,
+    },
+    Quarantine {
+        why: String,
+    },
+}
+
+impl RetryPolicy {
+    /// Decides what follows attempt number `attempt` (1-based) of a delivery created at
+    /// `created_at`. `jitter_sample` is a uniform sample in `[0, 1)`; passing it in keeps the
+    /// function pure.
+    pub fn decide(
+        &self,
+        now: DateTime<Utc>,
+        created_at: DateTime<Utc>,
+        attempt: u32,
+        class: ResponseClass,
+        retry_after: Option<Duration>,
+        jitter_sample: f64,
+    ) -> Decision {
+        match class {
+            ResponseClass::Accepted => return Decision::Sent,
+            ResponseClass::Permanent => {
+                return Decision::Quarantine {
+                    why: "permanent failure".into(),
+                };
+            }
+            ResponseClass::RateLimited
+            | ResponseClass::Transient
+            | ResponseClass::Ambiguous
+            | ResponseClass::Unknown => {}
+        }
+        if attempt >= self.max_attempts {
+            return Decision::Quarantine {
+                why: format!(
+                    "attempt budget exhausted ({attempt} of {})",
+                    self.max_attempts
+                ),
+            };
+        }
+        let u = jitter_sample.clamp(0.0, 1.0);
+        let (delay, honoured) = match (class, retry_after) {
+            (ResponseClass::RateLimited, Some(asked)) => {
+                let asked = asked.max(Duration::zero()).min(self.max_retry_after);
+                // Added on top only: at least 1s of spread so a herd does not return together.
+                let spread = scale(asked, self.jitter).max(Duration::seconds(1));
+                (asked + scale(spread, u), Some(asked))
+            }
+            _ => {
+                let backoff = self.backoff(attempt);
+                (backoff - scale(backoff, self.jitter * u), None)
+            }
+        };
+        let at = now + delay;
+        if at > created_at + self.max_age {
+            return Decision::Quarantine {
+                why: format!(
+                    "age budget exhausted: the next try would be {} after creation (max_age {})",
+                    human(at - created_at),
+                    human(self.max_age)
+                ),
+            };
+        }
+        Decision::Retry {
+            at,
+            honoured_retry_after: honoured,
+        }
+    }
+
+    /// `min(base · 2^(attempt-1), cap)`.
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        let shift = attempt.saturating_sub(1).min(30);
+        let ms = self.base.num_milliseconds().saturating_mul(1i64 << shift);
+        Duration::milliseconds(ms).min(self.cap)
+    }
+}
+
+fn scale(d: Duration, f: f64) -> Duration {
+    Duration::milliseconds((d.num_milliseconds() as f64 * f).round() as i64)
+}
+
+fn human(d: Duration) -> String {
+    let s = d.num_seconds();
+    if s % 3600 == 0 {
+        format!("{}h", s / 3600)
+    } else if s % 60 == 0 {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Parses a Retry-After value (RFC 9110 §10.2.3): delay-seconds or an HTTP-date. A date in the
+/// past means "now"; anything else is absent.
+pub fn parse_retry_after(value: &str, now: DateTime<Utc>) -> Option<Duration> {
+    let v = value.trim();
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        let secs: i64 = v.parse().ok()?;
+        return Some(Duration::seconds(secs.min(365 * 86_400)));
+    }
+    let when = httpdate::parse_http_date(v).ok()?;
+    let when: DateTime<Utc> = when.into();
+    Some((when - now).max(Duration::zero()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 10, 25, 6, 0, 0)
+            .single()
+            .expect("instant")
+    }
+
+    fn policy() -> RetryPolicy {
+        RetryPolicy::default()
+    }
+
+    #[test]
+    fn decision_table() {
+        let p = policy();
+        let created = now() - Duration::minutes(1);
+        let date = "Sun, 25 Oct 2026 06:02:00 GMT"; // 120 s after now
+        struct Row {
+            name: &'static str,
+            class: ResponseClass,
+            header: Option<&'static str>,
+            attempt: u32,
+            created: DateTime<Utc>,
+            expect_min: Option<Duration>,
+            expect_max: Option<Duration>,
+            honoured: Option<Duration>,
+        }
+        let rows = [
+            Row {
+                name: "429 with Retry-After: 30",
+                class: ResponseClass::RateLimited,
+                header: Some("30"),
+                attempt: 1,
+                created,
+                expect_min: Some(Duration::seconds(30)),
+                expect_max: Some(Duration::seconds(36)),
+                honoured: Some(Duration::seconds(30)),
+            },
+            Row {
+                name: "429 with an HTTP-date",
+                class: ResponseClass::RateLimited,
+                header: Some(date),
+                attempt: 1,
+                created,
+                expect_min: Some(Duration::seconds(120)),
+                expect_max: Some(Duration::seconds(144)),
+                honoured: Some(Duration::seconds(120)),
+            },
+            Row {
+                name: "429 with a huge Retry-After is clamped",
+                class: ResponseClass::RateLimited,
+                header: Some("86400"),
+                attempt: 1,
+                created,
+                expect_min: Some(Duration::minutes(15)),
+                expect_max: Some(Duration::minutes(18)),
+                honoured: Some(Duration::minutes(15)),
+            },
+            Row {
+                name: "429 with garbage falls back to backoff",
+                class: ResponseClass::RateLimited,
+                header: Some("soon, maybe"),
+                attempt: 2,
+                created,
+                expect_min: Some(Duration::seconds(48)),
+                expect_max: Some(Duration::seconds(60)),
+                honoured: None,
+            },
+            Row {
+                name: "503 without Retry-After backs off exponentially",
+                class: ResponseClass::Transient,
+                header: None,
+                attempt: 3,
+                created,
+                expect_min: Some(Duration::seconds(96)),
+                expect_max: Some(Duration::seconds(120)),
+                honoured: None,
+            },
+            Row {
+                name: "backoff is capped",
+                class: ResponseClass::Transient,
+                header: None,
+                attempt: 7,
+                created,
+                expect_min: Some(Duration::minutes(12)),
+                expect_max: Some(Duration::minutes(15)),
+                honoured: None,
+            },
+            Row {
+                name: "the last allowed transient attempt quarantines",
+                class: ResponseClass::Transient,
+                header: None,
+                attempt: 8,
+                created,
+                expect_min: None,
+                expect_max: None,
+                honoured: None,
+            },
+            Row {
+                name: "age budget exceeded quarantines",
+                class: ResponseClass::Transient,
+                header: None,
+                attempt: 2,
+                created: now() - Duration::hours(6),
+                expect_min: None,
+                expect_max: None,
+                honoured: None,
+            },
+            Row {
+                name: "ambiguous retries like transient",
+                class: ResponseClass::Ambiguous,
+                header: None,
+                attempt: 1,
+                created,
+                expect_min: Some(Duration::seconds(24)),
+                expect_max: Some(Duration::seconds(30)),
+                honoured: None,
+            },
+        ];
+        for row in rows {
+            let ra = row.header.and_then(|h| parse_retry_after(h, now()));
+            for u in [0.0, 0.5, 0.999] {
+                let d = p.decide(now(), row.created, row.attempt, row.class, ra, u);
+                match (row.expect_min, row.expect_max, d) {
+                    (
+                        Some(min),
+                        Some(max),
+                        Decision::Retry {
+                            at,
+                            honoured_retry_after,
+                        },
+                    ) => {
+                        let delay = at - now();
+                        assert!(
+                            delay >= min && delay <= max,
+                            "{}: delay {delay} not in [{min}, {max}]",
+                            row.name
+                        );
+                        assert_eq!(honoured_retry_after, row.honoured, "{}", row.name);
+                    }
+                    (None, None, Decision::Quarantine { .. }) => {}
+                    (_, _, other) => panic!("{}: unexpected {other:?}", row.name),
+                }
+            }
+        }
+        assert_eq!(
+            p.decide(now(), created, 1, ResponseClass::Accepted, None, 0.3),
+            Decision::Sent
+        );
+        assert!(matches!(
+            p.decide(now(), created, 1, ResponseClass::Permanent, None, 0.3),
+            Decision::Quarantine { .. }
+        ));
+    }
+
+    #[test]
+    fn jitter_stays_in_bounds_and_is_not_a_grid() {
+        use rand::RngExt;
+        let p = policy();
+        let mut rng = rand::rng();
+        let created = now();
+        let mut distinct = std::collections::BTreeSet::new();
+        for _ in 0..10_000 {
+            let u: f64 = rng.random();
+            let Decision::Retry { at, .. } = p.decide(
+                now(),
+                created,
+                1,
+                ResponseClass::RateLimited,
+                Some(Duration::seconds(30)),
+                u,
+            ) else {
+                panic!("should retry")
+            };
+            let delay = at - now();
+            assert!(
+                delay >= Duration::seconds(30),
+                "never earlier than Retry-After: {delay}"
+            );
+            assert!(delay <= Duration::seconds(36), "jitter is small: {delay}");
+            let Decision::Retry { at, .. } =
+                p.decide(now(), created, 4, ResponseClass::Transient, None, u)
+            else {
+                panic!("should retry")
+            };
+            let backoff = at - now();
+            assert!(
+                backoff <= Duration::seconds(240) && backoff >= Duration::seconds(192),
+                "{backoff}"
+            );
+            distinct.insert(backoff.num_milliseconds());
+        }
+        assert!(
+            distinct.len() > 1000,
+            "backoff must spread, got {} distinct delays",
+            distinct.len()
+        );
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        assert_eq!(
+            parse_retry_after("120", now()),
+            Some(Duration::seconds(120))
+        );
+        assert_eq!(parse_retry_after(" 0 ", now()), Some(Duration::zero()));
+        assert_eq!(
+            parse_retry_after("Sun, 25 Oct 2026 06:00:30 GMT", now()),
+            Some(Duration::seconds(30))
+        );
+        assert_eq!(
+            parse_retry_after("Sunday, 25-Oct-26 06:00:30 GMT", now()),
+            Some(Duration::seconds(30))
+        );
+        assert_eq!(
+            parse_retry_after("Sun Oct 25 06:00:30 2026", now()),
+            Some(Duration::seconds(30))
+        );
+        assert_eq!(
+            parse_retry_after("Sun, 25 Oct 2026 05:00:00 GMT", now()),
+            Some(Duration::zero()),
+            "past means now"
+        );
+        assert_eq!(parse_retry_after("-5", now()), None);
+        assert_eq!(parse_retry_after("1.5", now()), None);
+        assert_eq!(parse_retry_after("tomorrow", now()), None);
+        assert_eq!(parse_retry_after("", now()), None);
+    }
+}

@@ -1,0 +1,211 @@
+//! `run --once`: enqueue every report for a date, work until every job of that date is terminal
+//! (waiting for scheduled retries up to `max_wait`), and summarise.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::NaiveDate;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::ledger::{DeliveryState, JobOrigin, JobState, Ledger, NewJob, ResponseClass};
+use crate::pool::{Pipeline, PoolConfig, Rescuer, StatsSnapshot, rescuer::RescuerConfig};
+use crate::schedule::Fire;
+
+/// Exit codes of `run --once` (DESIGN §8).
+pub const EXIT_DELIVERED: u8 = 0;
+pub const EXIT_QUARANTINED: u8 = 3;
+pub const EXIT_PENDING: u8 = 4;
+
+#[derive(Debug, Clone)]
+pub struct RunOnceOptions {
+    /// The local date; default: today in each report's timezone.
+    pub date: Option<NaiveDate>,
+    /// How long to wait for scheduled retries. Default 10m.
+    pub max_wait: Duration,
+    /// Live progress on stderr.
+    pub progress: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeliverySummary {
+    pub key: String,
+    pub state: DeliveryState,
+    pub attempts: i64,
+    pub last_class: Option<ResponseClass>,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JobSummary {
+    pub key: String,
+    pub state: JobState,
+    pub attempts: i64,
+    pub enqueued: bool,
+    pub last_error: Option<String>,
+    pub deliveries: Vec<DeliverySummary>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunOnceSummary {
+    pub outcome: &'static str,
+    pub exit_code: u8,
+    pub jobs: Vec<JobSummary>,
+    pub stats: StatsSnapshot,
+}
+
+/// Enqueues and works the date's jobs; returns the summary.
+pub async fn run_once(
+    config: &Config,
+    ledger: Ledger,
+    clock: SharedClock,
+    opts: &RunOnceOptions,
+    cancel: CancellationToken,
+) -> anyhow::Result<RunOnceSummary> {
+    let now = clock.now();
+    let mut new_jobs = Vec::new();
+    for report in &config.reports {
+        let date = opts
+            .date
+            .unwrap_or_else(|| now.with_timezone(&report.timezone()).date_naive());
+        let fire = Fire::for_date(report, date).ok_or_else(|| {
+            anyhow::anyhow!(
+                "report {}: {date} has no window in {}",
+                report.id,
+                report.timezone().name()
+            )
+        })?;
+        new_jobs.push(NewJob {
+            key: fire.key,
+            fire_at: fire.fire_at,
+            window: fire.window,
+            ready_at: now,
+            origin: JobOrigin::Run,
+        });
+    }
+    let inserted = ledger.job_insert_many(&new_jobs, now).await?;
+    let keys: Vec<String> = new_jobs.iter().map(|j| j.key.to_string()).collect();
+    for k in &keys {
+        if !inserted.contains(k) {
+            tracing::info!(job = %k, "already in the ledger: not enqueued again");
+        }
+    }
+
+    let pool_config = PoolConfig::from_config(config);
+    let rescue_every = (pool_config.lease / 4)
+        .to_std()
+        .unwrap_or(Duration::from_secs(15))
+        .clamp(Duration::from_millis(200), Duration::from_secs(15));
+    let pipeline = Arc::new(Pipeline::new(
+        config,
+        ledger.clone(),
+        clock.clone(),
+        pool_config,
+    )?);
+    let work = cancel.child_token();
+    let pool = tokio::spawn(pipeline.clone().run(work.clone()));
+    let rescuer = Rescuer::new(
+        ledger.clone(),
+        clock.clone(),
+        RescuerConfig {
+            every: rescue_every,
+        },
+    );
+    let rescue = tokio::spawn({
+        let work = work.clone();
+        async move { rescuer.run(work).await }
+    });
+
+    let bar = opts.progress.then(|| {
+        let bar = indicatif::ProgressBar::new_spinner();
+        bar.enable_steady_tick(Duration::from_millis(120));
+        bar
+    });
+    let deadline = tokio::time::Instant::now() + opts.max_wait;
+    loop {
+        let states = job_states(&ledger, &keys).await?;
+        let done = states.values().filter(|s| s.is_terminal()).count();
+        if let Some(bar) = &bar {
+            let s = pipeline.stats.snapshot();
+            bar.set_message(format!(
+                "jobs {done}/{} finished · rendered {} · sent {} · retrying {} · quarantined {}",
+                keys.len(),
+                s.rendered,
+                s.sent,
+                s.retrying,
+                s.quarantined
+            ));
+        }
+        if done == keys.len() || cancel.is_cancelled() || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = cancel.cancelled() => {}
+        }
+    }
+    work.cancel();
+    pool.await??;
+    let _ = rescue.await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+
+    let mut jobs = Vec::new();
+    for key in &keys {
+        let Some(job) = ledger.job_get(key).await? else {
+            continue;
+        };
+        let deliveries = ledger
+            .delivery_list(key)
+            .await?
+            .into_iter()
+            .map(|d| DeliverySummary {
+                key: d.key,
+                state: d.state,
+                attempts: d.attempts,
+                last_class: d.last_class,
+                last_error: d.last_error,
+            })
+            .collect();
+        jobs.push(JobSummary {
+            enqueued: inserted.contains(key),
+            key: job.key,
+            state: job.state,
+            attempts: job.attempts,
+            last_error: job.last_error,
+            deliveries,
+        });
+    }
+    let quarantined = jobs.iter().any(|j| j.state == JobState::Quarantined);
+    let pending = jobs.iter().any(|j| !j.state.is_terminal());
+    let (outcome, exit_code) = if quarantined {
+        ("quarantined", EXIT_QUARANTINED)
+    } else if pending {
+        ("pending", EXIT_PENDING)
+    } else {
+        ("delivered", EXIT_DELIVERED)
+    };
+    Ok(RunOnceSummary {
+        outcome,
+        exit_code,
+        jobs,
+        stats: pipeline.stats.snapshot(),
+    })
+}
+
+async fn job_states(
+    ledger: &Ledger,
+    keys: &[String],
+) -> anyhow::Result<BTreeMap<String, JobState>> {
+    let mut out = BTreeMap::new();
+    for k in keys {
+        if let Some(j) = ledger.job_get(k).await? {
+            out.insert(k.clone(), j.state);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,231 @@
+//! Sources: where a report's data comes from. Each fetch returns the JSON the template sees as
+//! `data`, or a failure that says whether trying again can help.
+//!
+//! - `file`: a JSON file. Missing is transient (it may not be written yet); invalid is permanent.
+//! - `http`: a GET with `{{window.start}}` / `{{window.end}}` in the URL. 5xx, 408, 429 and
+//!   timeouts are transient; other 4xx and invalid JSON are permanent.
+//! - `sql`: a read-only query against the database named by `url_env` (SQLite or PostgreSQL),
+//!   with the window bound as `$1` (start) and `$2` (end), RFC 3339 text. Rows become an array
+//!   of objects; integers, reals, text, booleans and NULL map to JSON (cast other types in SQL).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use sqlx::{Column, Row, TypeInfo, ValueRef};
+
+use crate::config::SourceSpec;
+use crate::schedule::{Window, rfc3339};
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SourceError {
+    #[error("source failed (will retry): {0}")]
+    Transient(String),
+    #[error("source failed: {0}")]
+    Permanent(String),
+}
+
+/// Fetches a report's data for a window.
+pub async fn fetch(
+    spec: &SourceSpec,
+    window: &Window,
+    http: &reqwest::Client,
+) -> Result<Value, SourceError> {
+    match spec {
+        SourceSpec::File { path } => {
+            let text = tokio::fs::read_to_string(path).await.map_err(|e| {
+                SourceError::Transient(format!("cannot read {}: {e}", path.display()))
+            })?;
+            serde_json::from_str(&text).map_err(|e| {
+                SourceError::Permanent(format!("{} is not valid JSON: {e}", path.display()))
+            })
+        }
+        SourceSpec::Http { url, timeout } => fetch_http(url, window, *timeout, http).await,
+        SourceSpec::Sql { url_env, query } => {
+            let url = std::env::var(url_env).map_err(|_| {
+                SourceError::Permanent(format!("environment variable {url_env} is not set"))
+            })?;
+            let sql = tokio::fs::read_to_string(query).await.map_err(|e| {
+                SourceError::Permanent(format!("cannot read query {}: {e}", query.display()))
+            })?;
+            fetch_sql(&url, &sql, window).await
+        }
+    }
+}
+
+/// The source URL for a window.
+pub fn http_url(template: &str, window: &Window) -> String {
+    let enc = |t| url::form_urlencoded::byte_serialize(rfc3339(t).as_bytes()).collect::<String>();
+    template
+        .replace("{{window.start}}", &enc(window.start))
+        .replace("{{window.end}}", &enc(window.end))
+}
+
+async fn fetch_http(
+    template: &str,
+    window: &Window,
+    timeout: crate::Span,
+    http: &reqwest::Client,
+) -> Result<Value, SourceError> {
+    let url = http_url(template, window);
+    let shown = crate::ledger::redact_url(&url);
+    let resp = http
+        .get(&url)
+        .timeout(timeout.as_std())
+        .send()
+        .await
+        .map_err(|e| SourceError::Transient(format!("GET {shown}: {}", without_url(&e))))?;
+    let status = resp.status();
+    if status.is_server_error() || matches!(status.as_u16(), 408 | 425 | 429) {
+        return Err(SourceError::Transient(format!(
+            "GET {shown}: HTTP {status}"
+        )));
+    }
+    if !status.is_success() {
+        return Err(SourceError::Permanent(format!(
+            "GET {shown}: HTTP {status}"
+        )));
+    }
+    let body = resp.bytes().await.map_err(|e| {
+        SourceError::Transient(format!(
+            "GET {shown}: reading the body: {}",
+            without_url(&e)
+        ))
+    })?;
+    serde_json::from_slice(&body)
+        .map_err(|e| SourceError::Permanent(format!("GET {shown}: invalid JSON: {e}")))
+}
+
+fn without_url(e: &reqwest::Error) -> String {
+    let mut s = e.to_string();
+    if let Some(url) = e.url() {
+        s = s.replace(url.as_str(), "");
+    }
+    if e.is_timeout() {
+        s = format!("timed out ({s})");
+    }
+    s
+}
+
+async fn fetch_sql(url: &str, sql: &str, window: &Window) -> Result<Value, SourceError> {
+    let start = rfc3339(window.start);
+    let end = rfc3339(window.end);
+    let connect_err = |e: sqlx::Error| {
+        SourceError::Transient(format!("cannot connect to the source database: {e}"))
+    };
+    let query_err = |e: sqlx::Error| match e {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Protocol(_) => {
+            SourceError::Transient(format!("source query: {e}"))
+        }
+        other => SourceError::Permanent(format!("source query: {other}")),
+    };
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        use sqlx::Connection;
+        let opts = sqlx::postgres::PgConnectOptions::from_str(url)
+            .map_err(|e| SourceError::Permanent(e.to_string()))?;
+        let mut conn = tokio::time::timeout(
+            Duration::from_secs(30),
+            sqlx::PgConnection::connect_with(&opts),
+        )
+        .await
+        .map_err(|_| SourceError::Transient("connecting to the source database timed out".into()))?
+        .map_err(connect_err)?;
+        let mut tx = conn.begin().await.map_err(connect_err)?;
+        sqlx::query("SET TRANSACTION READ ONLY")
+            .execute(&mut *tx)
+            .await
+            .map_err(query_err)?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+            .bind(&start)
+            .bind(&end)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(query_err)?;
+        let out = rows.iter().map(pg_row).collect::<Result<Vec<_>, _>>()?;
+        tx.rollback().await.map_err(connect_err)?;
+        Ok(Value::Array(out))
+    } else if url.starts_with("sqlite:") {
+        use sqlx::Connection;
+        let opts = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+            .map_err(|e| SourceError::Permanent(e.to_string()))?
+            .read_only(true);
+        let mut conn = sqlx::SqliteConnection::connect_with(&opts)
+            .await
+            .map_err(connect_err)?;
+        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+            .bind(&start)
+            .bind(&end)
+            .fetch_all(&mut conn)
+            .await
+            .map_err(query_err)?;
+        let out = rows.iter().map(sqlite_row).collect::<Result<Vec<_>, _>>()?;
+        let _ = conn.close().await;
+        Ok(Value::Array(out))
+    } else {
+        Err(SourceError::Permanent(
+            "the source database URL is neither postgres:// nor sqlite:".into(),
+        ))
+    }
+}
+
+fn pg_row(row: &sqlx::postgres::PgRow) -> Result<Value, SourceError> {
+    let mut obj = Map::new();
+    for (i, col) in row.columns().iter().enumerate() {
+        let raw = row
+            .try_get_raw(i)
+            .map_err(|e| SourceError::Permanent(e.to_string()))?;
+        let v = if raw.is_null() {
+            Value::Null
+        } else {
+            match raw.type_info().name() {
+                "INT2" => row.try_get::<i16, _>(i).map(Value::from),
+                "INT4" => row.try_get::<i32, _>(i).map(Value::from),
+                "INT8" => row.try_get::<i64, _>(i).map(Value::from),
+                "FLOAT4" => row.try_get::<f32, _>(i).map(|f| Value::from(f64::from(f))),
+                "FLOAT8" => row.try_get::<f64, _>(i).map(Value::from),
+                "BOOL" => row.try_get::<bool, _>(i).map(Value::from),
+                "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" => {
+                    row.try_get::<String, _>(i).map(Value::from)
+                }
+                "JSON" | "JSONB" => row.try_get::<serde_json::Value, _>(i),
+                other => {
+                    return Err(SourceError::Permanent(format!(
+                        "column {:?} has type {other}: cast it to text or a number in the query",
+                        col.name()
+                    )));
+                }
+            }
+            .map_err(|e| SourceError::Permanent(format!("column {:?}: {e}", col.name())))?
+        };
+        obj.insert(col.name().to_string(), v);
+    }
+    Ok(Value::Object(obj))
+}
+
+fn sqlite_row(row: &sqlx::sqlite::SqliteRow) -> Result<Value, SourceError> {
+    let mut obj = Map::new();
+    for (i, col) in row.columns().iter().enumerate() {
+        let raw = row
+            .try_get_raw(i)
+            .map_err(|e| SourceError::Permanent(e.to_string()))?;
+        let v = if raw.is_null() {
+            Value::Null
+        } else {
+            match raw.type_info().name() {
+                "INTEGER" => row.try_get::<i64, _>(i).map(Value::from),
+                "REAL" => row.try_get::<f64, _>(i).map(Value::from),
+                "BOOLEAN" => row.try_get::<bool, _>(i).map(Value::from),
+                "TEXT" => row.try_get::<String, _>(i).map(Value::from),
+                other => {
+                    return Err(SourceError::Permanent(format!(
+                        "column {:?} has type {other}: cast it to text or a number in the query",
+                        col.name()
+                    )));
+                }
+            }
+            .map_err(|e| SourceError::Permanent(format!("column {:?}: {e}", col.name())))?
+        };
+        obj.insert(col.name().to_string(), v);
+    }
+    Ok(Value::Object(obj))
+}
