@@ -691,6 +691,12 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     );
     assert_eq!(audit[0].at, later);
 
+    // The retry budget starts afresh; attempt numbers keep counting.
+    assert_eq!(
+        (d.attempts, d.budget_attempts_used(), d.budget_since),
+        (1, 0, later)
+    );
+
     // The same key is leased again; a second redrive of pending work is refused.
     let again = l
         .delivery_lease(&params("w1", later, 10))
@@ -698,6 +704,22 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         .expect("lease");
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].delivery.key, leases[1].key);
+    assert_eq!(again[0].delivery.budget_attempts_used(), 1);
+    l.delivery_finish(
+        &again[0].lease,
+        &attempt(ResponseClass::Accepted, later),
+        DeliveryNext::Sent,
+    )
+    .await
+    .expect("the redriven delivery records its attempt");
+    let numbers: Vec<i64> = l
+        .attempt_list(&leases[1].key)
+        .await
+        .expect("attempts")
+        .iter()
+        .map(|a| a.attempt)
+        .collect();
+    assert_eq!(numbers, [1, 2]);
     assert!(matches!(
         l.delivery_redrive(&leases[1].key, "alice", "again", later)
             .await,

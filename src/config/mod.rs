@@ -18,7 +18,7 @@ pub use report::{Report, ReportId, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
 pub use settings::{
     ArtifactSettings, DatabaseSettings, EmailSettings, EmailTransport, PoolSettings, RetrySettings,
-    ScheduleSettings, ServerSettings, Settings,
+    ScheduleSettings, ServerSettings, Settings, WebhookSettings,
 };
 
 /// One problem in the configuration.

@@ -19,6 +19,13 @@ pub struct Settings {
     pub retry: RetrySettings,
     pub schedule: ScheduleSettings,
     pub server: ServerSettings,
+    pub webhook: WebhookSettings,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct WebhookSettings {
+    /// The bound of one whole webhook request, connect included. Default 30s.
+    pub timeout: Span,
 }
 
 #[derive(Debug, Clone)]
@@ -143,6 +150,9 @@ impl Default for Settings {
                 bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
                 ops_token_env: "DAWNPOST_OPS_TOKEN".into(),
                 ingest_secret_env: "DAWNPOST_INGEST_SECRET".into(),
+            },
+            webhook: WebhookSettings {
+                timeout: Span::from_secs(30),
             },
         }
     }
@@ -334,6 +344,12 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
                     );
                 }
             }
+        }
+        f.finish(errors);
+    }
+    if let Some(mut f) = section("webhook", errors) {
+        if let Some(t) = positive(&mut f, "timeout", errors) {
+            s.webhook.timeout = t;
         }
         f.finish(errors);
     }

@@ -466,7 +466,7 @@ impl Ledger {
                 None
             } else {
                 let deliveries = sqlx::query(
-                    "UPDATE deliveries SET state = 'pending', ready_at = $1, attempts = 0,
+                    "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts, budget_since = $1,
                             redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
                      WHERE job_key = $2 AND state = 'quarantined'",
                 )
@@ -728,7 +728,7 @@ impl Ledger {
         let job_key: Option<String> = on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
             let row: Option<(String,)> = sqlx::query_as(
-                "UPDATE deliveries SET state = 'pending', ready_at = $1, attempts = 0,
+                "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts, budget_since = $1,
                         redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
                  WHERE key = $2 AND state = 'quarantined' RETURNING job_key",
             )

@@ -293,9 +293,20 @@ pub struct Delivery {
     pub last_class: Option<ResponseClass>,
     pub last_error: Option<String>,
     pub redrive_count: i64,
+    /// Attempts made before the last redrive; the retry budget counts the ones after.
+    pub budget_attempts: i64,
+    /// When the current retry budget started: creation, or the last redrive.
+    pub budget_since: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub terminal_at: Option<DateTime<Utc>>,
+}
+
+impl Delivery {
+    /// Attempts counted against the retry budget (those since the last redrive).
+    pub fn budget_attempts_used(&self) -> i64 {
+        self.attempts - self.budget_attempts
+    }
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -316,6 +327,8 @@ pub(super) struct DeliveryRecord {
     created_at: i64,
     updated_at: i64,
     terminal_at: Option<i64>,
+    budget_attempts: i64,
+    budget_since: Option<i64>,
 }
 
 impl TryFrom<DeliveryRecord> for Delivery {
@@ -338,6 +351,8 @@ impl TryFrom<DeliveryRecord> for Delivery {
             last_class: r.last_class.as_deref().map(ResponseClass::parse),
             last_error: r.last_error,
             redrive_count: r.redrive_count,
+            budget_attempts: r.budget_attempts,
+            budget_since: from_millis(r.budget_since.unwrap_or(r.created_at)),
             created_at: from_millis(r.created_at),
             updated_at: from_millis(r.updated_at),
             terminal_at: r.terminal_at.map(from_millis),

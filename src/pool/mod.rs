@@ -170,7 +170,7 @@ impl Pipeline {
             artifacts,
             email,
             email_from: config.settings.email.from.clone(),
-            webhook: WebhookSender::new(Duration::from_secs(30))?,
+            webhook: WebhookSender::new(config.settings.webhook.timeout.as_std())?,
             http: reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(10))
                 .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")))

@@ -150,10 +150,11 @@ pub(super) async fn deliver(p: &Arc<Pipeline>, leased: LeasedDelivery, host: Str
     let outcome = attempt(p, &delivery, requested_at).await;
     let finished_at = p.clock.now();
     let attempt_no = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
+    // A redrive gives a fresh budget: count attempts and age from it.
     let decision = p.policy.decide(
         finished_at,
-        delivery.created_at,
-        attempt_no,
+        delivery.budget_since,
+        u32::try_from(delivery.budget_attempts_used()).unwrap_or(u32::MAX),
         outcome.class,
         outcome.retry_after,
         jitter(),

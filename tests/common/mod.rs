@@ -1,6 +1,8 @@
 //! Shared test helpers: config directories in temp folders, and ledgers on both backends.
 #![allow(dead_code)]
 
+pub mod peers;
+
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, TimeZone, Utc};
