@@ -1,0 +1,110 @@
+//! The email cases against a real SMTP server, aiosmtpd (installed by `.ci/run`): 250, 451 at
+//! RCPT (greylisting) and 550, one message per recipient.
+
+mod common;
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::NaiveDate;
+use common::{Project, TestLedger};
+use dawnpost::ledger::{DeliveryState, ResponseClass};
+use dawnpost::runner::{RunOnceOptions, run_once};
+use dawnpost::{Config, SystemClock};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio_util::sync::CancellationToken;
+
+fn aiosmtpd_available() -> bool {
+    std::process::Command::new("python3")
+        .args(["-c", "import aiosmtpd"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_smtp_server_gets_one_message_per_accepted_recipient() {
+    if !aiosmtpd_available() {
+        assert!(std::env::var_os("CI").is_none(), "CI must install aiosmtpd (see .ci/run)");
+        eprintln!("skipped: python3 cannot import aiosmtpd");
+        return;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let mail_dir = tempfile::tempdir().expect("tempdir");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/smtp_sink.py");
+    let mut server = tokio::process::Command::new("python3")
+        .arg(script)
+        .arg(port.to_string())
+        .arg(mail_dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start aiosmtpd");
+    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("aiosmtpd starts")
+        .expect("read");
+    assert_eq!(ready.as_deref(), Some("READY"));
+
+    let p = Project::new(&format!(
+        r#"
+[[report]]
+id = "relay"
+title = "Relay report"
+schedule = "0 30 6 * * *"
+timezone = "Europe/Berlin"
+template = "daily_ops"
+source = {{ kind = "file", path = "config/sample/warehouse-17.json" }}
+email = ["ok@example.com", "busy@example.com", "bad@example.com"]
+"#
+    ));
+    p.write(
+        "config/dawnpost.toml",
+        &format!(
+            "[email]\nfrom = \"Reports <reports@dawnpost.test>\"\ntransport = \"smtp\"\nsmtp_url = \"smtp://127.0.0.1:{port}\"\ntimeout = \"10s\"\n[retry]\nbase = \"100ms\"\ncap = \"500ms\"\nmax_attempts = 3\n"
+        ),
+    );
+    let t = TestLedger::sqlite().await;
+    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let opts = RunOnceOptions {
+        date: Some(NaiveDate::from_ymd_opt(2026, 11, 30).expect("date")),
+        max_wait: Duration::from_secs(60),
+        progress: false,
+    };
+    let summary = run_once(&config, t.ledger.clone(), Arc::new(SystemClock), &opts, CancellationToken::new())
+        .await
+        .expect("run");
+    assert_eq!(summary.exit_code, 3, "bad@ is quarantined: {summary:?}");
+
+    let mut files: Vec<String> = std::fs::read_dir(mail_dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let rcpts: Vec<&str> = files.iter().map(|f| f.split_once('-').expect("n-rcpt").1).collect();
+    assert_eq!(rcpts.len(), 2, "{files:?}");
+    assert!(rcpts.contains(&"ok@example.com.eml") && rcpts.contains(&"busy@example.com.eml"));
+    let busy = std::fs::read_to_string(mail_dir.path().join(files.iter().find(|f| f.contains("busy")).expect("busy")))
+        .expect("read");
+    assert!(busy.contains("X-Dawnpost-Delivery: relay:2026-11-30/email:busy@example.com"));
+    assert!(busy.contains("multipart/alternative"));
+
+    let l = &t.ledger;
+    let busy_attempts = l.attempt_list("relay:2026-11-30/email:busy@example.com").await.expect("attempts");
+    assert_eq!(
+        busy_attempts.iter().map(|a| (a.class, a.code)).collect::<Vec<_>>(),
+        [(ResponseClass::RateLimited, Some(451)), (ResponseClass::Accepted, Some(250))]
+    );
+    let bad = l.delivery_get("relay:2026-11-30/email:bad@example.com").await.expect("get").expect("delivery");
+    assert_eq!((bad.state, bad.attempts), (DeliveryState::Quarantined, 1));
+    assert_eq!(bad.last_class, Some(ResponseClass::Permanent));
+    assert!(!bad.last_error.unwrap_or_default().contains("bad@example.com"), "the reason is redacted");
+    drop(server.stdin.take());
+    let _ = server.wait().await;
+}
