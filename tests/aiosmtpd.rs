@@ -26,7 +26,10 @@ fn aiosmtpd_available() -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_smtp_server_gets_one_message_per_accepted_recipient() {
     if !aiosmtpd_available() {
-        assert!(std::env::var_os("CI").is_none(), "CI must install aiosmtpd (see .ci/run)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install aiosmtpd (see .ci/run)"
+        );
         eprintln!("skipped: python3 cannot import aiosmtpd");
         return;
     }
@@ -52,7 +55,7 @@ async fn real_smtp_server_gets_one_message_per_accepted_recipient() {
         .expect("read");
     assert_eq!(ready.as_deref(), Some("READY"));
 
-    let p = Project::new(&format!(
+    let p = Project::new(
         r#"
 [[report]]
 id = "relay"
@@ -60,10 +63,10 @@ title = "Relay report"
 schedule = "0 30 6 * * *"
 timezone = "Europe/Berlin"
 template = "daily_ops"
-source = {{ kind = "file", path = "config/sample/warehouse-17.json" }}
+source = { kind = "file", path = "config/sample/warehouse-17.json" }
 email = ["ok@example.com", "busy@example.com", "bad@example.com"]
-"#
-    ));
+"#,
+    );
     p.write(
         "config/dawnpost.toml",
         &format!(
@@ -77,9 +80,15 @@ email = ["ok@example.com", "busy@example.com", "bad@example.com"]
         max_wait: Duration::from_secs(60),
         progress: false,
     };
-    let summary = run_once(&config, t.ledger.clone(), Arc::new(SystemClock), &opts, CancellationToken::new())
-        .await
-        .expect("run");
+    let summary = run_once(
+        &config,
+        t.ledger.clone(),
+        Arc::new(SystemClock),
+        &opts,
+        CancellationToken::new(),
+    )
+    .await
+    .expect("run");
     assert_eq!(summary.exit_code, 3, "bad@ is quarantined: {summary:?}");
 
     let mut files: Vec<String> = std::fs::read_dir(mail_dir.path())
@@ -87,24 +96,49 @@ email = ["ok@example.com", "busy@example.com", "bad@example.com"]
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
     files.sort();
-    let rcpts: Vec<&str> = files.iter().map(|f| f.split_once('-').expect("n-rcpt").1).collect();
+    let rcpts: Vec<&str> = files
+        .iter()
+        .map(|f| f.split_once('-').expect("n-rcpt").1)
+        .collect();
     assert_eq!(rcpts.len(), 2, "{files:?}");
     assert!(rcpts.contains(&"ok@example.com.eml") && rcpts.contains(&"busy@example.com.eml"));
-    let busy = std::fs::read_to_string(mail_dir.path().join(files.iter().find(|f| f.contains("busy")).expect("busy")))
-        .expect("read");
+    let busy = std::fs::read_to_string(
+        mail_dir
+            .path()
+            .join(files.iter().find(|f| f.contains("busy")).expect("busy")),
+    )
+    .expect("read");
     assert!(busy.contains("X-Dawnpost-Delivery: relay:2026-11-30/email:busy@example.com"));
     assert!(busy.contains("multipart/alternative"));
 
     let l = &t.ledger;
-    let busy_attempts = l.attempt_list("relay:2026-11-30/email:busy@example.com").await.expect("attempts");
+    let busy_attempts = l
+        .attempt_list("relay:2026-11-30/email:busy@example.com")
+        .await
+        .expect("attempts");
     assert_eq!(
-        busy_attempts.iter().map(|a| (a.class, a.code)).collect::<Vec<_>>(),
-        [(ResponseClass::RateLimited, Some(451)), (ResponseClass::Accepted, Some(250))]
+        busy_attempts
+            .iter()
+            .map(|a| (a.class, a.code))
+            .collect::<Vec<_>>(),
+        [
+            (ResponseClass::RateLimited, Some(451)),
+            (ResponseClass::Accepted, Some(250))
+        ]
     );
-    let bad = l.delivery_get("relay:2026-11-30/email:bad@example.com").await.expect("get").expect("delivery");
+    let bad = l
+        .delivery_get("relay:2026-11-30/email:bad@example.com")
+        .await
+        .expect("get")
+        .expect("delivery");
     assert_eq!((bad.state, bad.attempts), (DeliveryState::Quarantined, 1));
     assert_eq!(bad.last_class, Some(ResponseClass::Permanent));
-    assert!(!bad.last_error.unwrap_or_default().contains("bad@example.com"), "the reason is redacted");
+    assert!(
+        !bad.last_error
+            .unwrap_or_default()
+            .contains("bad@example.com"),
+        "the reason is redacted"
+    );
     drop(server.stdin.take());
     let _ = server.wait().await;
 }

@@ -29,7 +29,10 @@ source = { kind = "file", path = "config/sample/warehouse-17.json" }
 "#,
     );
     for path in paths {
-        reports.push_str(&format!("[[report.webhook]]\nurl = \"{}\"\nsecret_env = \"{SECRET_ENV}\"\n", rx.url(path)));
+        reports.push_str(&format!(
+            "[[report.webhook]]\nurl = \"{}\"\nsecret_env = \"{SECRET_ENV}\"\n",
+            rx.url(path)
+        ));
     }
     let p = Project::new(&reports);
     p.write(
@@ -63,37 +66,62 @@ async fn sigkill_mid_run_loses_nothing_and_resends_at_most_once() {
     let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(400)));
     let rx = Receiver::start(rule).await;
     let paths: Vec<String> = (1..=12).map(|i| format!("h{i}")).collect();
-    let p = project(&rx, &paths, "[pool]\nconcurrency = 3\nlease = \"1s\"\nadmission_per_second = 100");
+    let p = project(
+        &rx,
+        &paths,
+        "[pool]\nconcurrency = 3\nlease = \"1s\"\nadmission_per_second = 100",
+    );
 
     let mut first = start(&p);
     rx.wait_for(5, Duration::from_secs(60)).await;
     first.start_kill().expect("SIGKILL");
     let _ = first.wait().await;
     let before_restart = rx.hits().len();
-    assert!(before_restart < 12, "killed mid-run ({before_restart} requests so far)");
+    assert!(
+        before_restart < 12,
+        "killed mid-run ({before_restart} requests so far)"
+    );
 
     let status = tokio::time::timeout(Duration::from_secs(90), start(&p).wait())
         .await
         .expect("the second run finishes")
         .expect("wait");
-    assert_eq!(status.code(), Some(0), "everything delivered after the restart");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "everything delivered after the restart"
+    );
 
     let mut by_path: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for hit in rx.hits() {
-        by_path.entry(hit.path.clone()).or_default().push(hit.header("idempotency-key").expect("key"));
+        by_path
+            .entry(hit.path.clone())
+            .or_default()
+            .push(hit.header("idempotency-key").expect("key"));
     }
     assert_eq!(by_path.len(), 12, "every destination received its report");
     for (path, keys) in &by_path {
         assert!(keys.len() <= 2, "{path} received {} times", keys.len());
-        assert!(keys.iter().all(|k| k == &keys[0]), "{path}: the same Idempotency-Key on every try");
-        assert_eq!(keys[0], format!("crash:2026-11-30/webhook:{}", rx.url(path)));
+        assert!(
+            keys.iter().all(|k| k == &keys[0]),
+            "{path}: the same Idempotency-Key on every try"
+        );
+        assert_eq!(
+            keys[0],
+            format!("crash:2026-11-30/webhook:{}", rx.url(path))
+        );
     }
     let l = ledger(&p).await;
     let deliveries = l.delivery_list("crash:2026-11-30").await.expect("list");
     assert_eq!(deliveries.len(), 12);
     assert!(deliveries.iter().all(|d| d.state == DeliveryState::Sent));
-    let store = dawnpost::artifact::ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
-    assert_eq!(store.count("crash", "2026-11-30").await.expect("count"), 2, "one artifact");
+    let store =
+        dawnpost::artifact::ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
+    assert_eq!(
+        store.count("crash", "2026-11-30").await.expect("count"),
+        2,
+        "one artifact"
+    );
     l.close().await;
 }
 
@@ -111,13 +139,20 @@ async fn sigterm_drains_within_its_bound_and_releases_unfinished_work() {
     rx.wait_for(2, Duration::from_secs(60)).await;
     let pid = child.id().expect("pid");
     let signalled = Instant::now();
-    let kill = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status().expect("kill");
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
     assert!(kill.success());
     let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
         .await
         .expect("exits within drain_timeout plus a few seconds")
         .expect("wait");
-    assert!(signalled.elapsed() < Duration::from_secs(5), "took {:?}", signalled.elapsed());
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        signalled.elapsed()
+    );
     assert_eq!(status.code(), Some(4), "work is still pending");
 
     let l = ledger(&p).await;
@@ -125,7 +160,11 @@ async fn sigterm_drains_within_its_bound_and_releases_unfinished_work() {
     assert_eq!(deliveries.len(), 4);
     for d in &deliveries {
         assert_eq!(d.state, DeliveryState::Pending, "{}", d.key);
-        assert_eq!(d.attempts, 0, "{}: released without counting an attempt", d.key);
+        assert_eq!(
+            d.attempts, 0,
+            "{}: released without counting an attempt",
+            d.key
+        );
         assert!(l.attempt_list(&d.key).await.expect("attempts").is_empty());
     }
     l.close().await;
