@@ -179,3 +179,199 @@ fn migrate_creates_the_sqlite_ledger_under_the_project_root() {
     let again = dawnpost(&p, &["migrate"]);
     assert!(again.status.success(), "migrations apply once");
 }
+
+/// A copy of the shipped config/, templates/ and sample data.
+fn shipped_copy() -> tempfile::TempDir {
+    fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for entry in std::fs::read_dir(from).expect("read dir") {
+            let p = entry.expect("entry").path();
+            let target = to.join(p.file_name().expect("name"));
+            if p.is_dir() {
+                copy_dir(&p, &target);
+            } else {
+                std::fs::copy(&p, &target).expect("copy");
+            }
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_dir(&shipped.join("config"), &dir.path().join("config"));
+    copy_dir(&shipped.join("templates"), &dir.path().join("templates"));
+    dir
+}
+
+fn run_in(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("DAWNPOST_DATABASE_URL")
+        .env_remove("DAWNPOST_CONFIG")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run dawnpost")
+}
+
+#[test]
+fn run_once_on_the_shipped_config_delivers_to_the_outbox_once() {
+    let dir = shipped_copy();
+    let first = run_in(dir.path(), &["run", "--once", "--date", "2026-11-30"]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&first),
+        stderr(&first)
+    );
+    assert!(
+        stdout(&first).contains("delivered: 3 job(s); rendered 3, sent 5"),
+        "{}",
+        stdout(&first)
+    );
+    let outbox: Vec<String> = std::fs::read_dir(dir.path().join("var/outbox"))
+        .expect("outbox")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".eml"))
+        .collect();
+    assert_eq!(outbox.len(), 5, "{outbox:?}");
+    let eml = std::fs::read_to_string(
+        dir.path()
+            .join("var/outbox/warehouse-17_2026-11-30_email_ops-17@example.com.eml"),
+    )
+    .expect("eml");
+    assert!(eml.contains("Subject: Warehouse 17 daily operations"));
+    assert!(eml.contains("X-Dawnpost-Delivery: warehouse-17:2026-11-30/email:ops-17@example.com"));
+
+    // Again: nothing is enqueued or sent twice.
+    let second = run_in(
+        dir.path(),
+        &["run", "--once", "--date", "2026-11-30", "--json"],
+    );
+    assert_eq!(second.status.code(), Some(0));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&second).trim()).expect("json");
+    assert_eq!(summary["outcome"], "delivered");
+    assert_eq!(summary["stats"]["sent"], 0);
+    assert!(
+        summary["jobs"]
+            .as_array()
+            .expect("jobs")
+            .iter()
+            .all(|j| j["enqueued"] == false)
+    );
+
+    let show = run_in(dir.path(), &["show", "warehouse-17:2026-11-30", "--json"]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    let history: serde_json::Value = serde_json::from_str(stdout(&show).trim()).expect("json");
+    assert_eq!(history["state"], "done");
+    assert_eq!(history["artifact_status"], "stored");
+    assert_eq!(history["deliveries"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        history["deliveries"][0]["attempt_log"][0]["class"],
+        "accepted"
+    );
+    let text = run_in(dir.path(), &["show", "warehouse-17:2026-11-30"]);
+    assert!(stdout(&text).contains("artifact: warehouse-17/2026-11-30/"));
+
+    let dlq = run_in(dir.path(), &["dlq", "--json"]);
+    let dlq: serde_json::Value = serde_json::from_str(stdout(&dlq).trim()).expect("json");
+    assert_eq!(dlq["jobs"].as_array().map(Vec::len), Some(0));
+
+    let refused = run_in(
+        dir.path(),
+        &[
+            "redrive",
+            "warehouse-17:2026-11-30",
+            "--by",
+            "ops",
+            "--reason",
+            "resend please",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused)
+            .contains("job warehouse-17:2026-11-30 is done; only quarantined work can be redriven"),
+        "{}",
+        stderr(&refused)
+    );
+    let missing = run_in(dir.path(), &["show", "warehouse-17:1999-01-01"]);
+    assert_eq!(missing.status.code(), Some(1));
+}
+
+#[test]
+fn run_once_reports_quarantine_with_exit_3_and_redrive_is_audited() {
+    let dir = shipped_copy();
+    // The live source lost a field the template needs; the sample `check` uses still has it.
+    let reports = std::fs::read_to_string(dir.path().join("config/reports.toml")).expect("read");
+    let reports = reports.replacen(
+        "source = { kind = \"file\", path = \"config/sample/warehouse-17.json\" }",
+        "source = { kind = \"file\", path = \"live/warehouse-17.json\" }\nsample = \"config/sample/warehouse-17.json\"",
+        1,
+    );
+    std::fs::write(dir.path().join("config/reports.toml"), reports).expect("write");
+    std::fs::create_dir_all(dir.path().join("live")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("live/warehouse-17.json"),
+        r#"{"site": "W17", "rows": []}"#,
+    )
+    .expect("write");
+    assert!(run_in(dir.path(), &["check"]).status.success());
+
+    let first = run_in(dir.path(), &["run", "--once", "--date", "2026-11-30"]);
+    assert_eq!(
+        first.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&first),
+        stderr(&first)
+    );
+    assert!(
+        stdout(&first).starts_with("warehouse-17:2026-11-30"),
+        "{}",
+        stdout(&first)
+    );
+    assert!(stdout(&first).contains("quarantined"));
+    let dlq = run_in(dir.path(), &["dlq"]);
+    assert!(
+        stdout(&dlq).contains("job warehouse-17:2026-11-30"),
+        "{}",
+        stdout(&dlq)
+    );
+    assert!(
+        stdout(&dlq).contains("data.summary"),
+        "the reason names the field: {}",
+        stdout(&dlq)
+    );
+
+    let sample =
+        std::fs::read_to_string(dir.path().join("config/sample/warehouse-17.json")).expect("read");
+    std::fs::write(dir.path().join("live/warehouse-17.json"), sample).expect("write");
+    let redrive = run_in(
+        dir.path(),
+        &[
+            "redrive",
+            "warehouse-17:2026-11-30",
+            "--by",
+            "alice",
+            "--reason",
+            "source fixed",
+        ],
+    );
+    assert!(redrive.status.success(), "{}", stderr(&redrive));
+    assert!(stdout(&redrive).contains("redriven warehouse-17:2026-11-30"));
+    let second = run_in(dir.path(), &["run", "--once", "--date", "2026-11-30"]);
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&second),
+        stderr(&second)
+    );
+    let show = run_in(dir.path(), &["show", "warehouse-17:2026-11-30"]);
+    assert!(
+        stdout(&show).contains("by alice: source fixed"),
+        "{}",
+        stdout(&show)
+    );
+    assert!(stdout(&show).contains("state done"));
+}

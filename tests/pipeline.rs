@@ -376,7 +376,141 @@ async fn a_throttled_host_sees_one_probe_per_retry_after(t: &TestLedger) {
     assert_eq!(hits.iter().filter(|h| h.status == 204).count(), 6);
 }
 
+async fn an_smtp_timeout_after_data_is_ambiguous_and_retried_with_the_same_message_id(
+    t: &TestLedger,
+) {
+    let rule: SmtpRule = Arc::new(|_: &str, n: usize| if n == 1 { (250, 0) } else { (250, 250) });
+    let peer = SmtpPeer::start(rule).await;
+    let p = Project::new(&report_block("slow", &["ops@example.com"], &[]));
+    p.write(
+        "config/dawnpost.toml",
+        &settings(peer.addr.port(), "").replace("timeout = \"5s\"", "timeout = \"1s\""),
+    );
+    let summary = run(&p, t).await;
+    assert_eq!(summary.exit_code, 0, "{summary:?}");
+    let seen = peer.seen();
+    assert_eq!(seen.len(), 2, "the relay saw the message twice");
+    assert_eq!(seen[0].header("Message-ID"), seen[1].header("Message-ID"));
+    let attempts = t
+        .ledger
+        .attempt_list("slow:2026-11-30/email:ops@example.com")
+        .await
+        .expect("attempts");
+    assert_eq!(
+        attempts.iter().map(|a| a.class).collect::<Vec<_>>(),
+        [ResponseClass::Ambiguous, ResponseClass::Accepted]
+    );
+}
+
+async fn render_is_once_escaped_and_strict(t: &TestLedger) {
+    let peer = SmtpPeer::start(Arc::new(|_: &str, _| (250, 250))).await;
+    let p = Project::new(&report_block("esc", &["ops@example.com"], &[]));
+    p.write("config/dawnpost.toml", &settings(peer.addr.port(), ""));
+    // An artifact left by an earlier attempt that died before recording it: reused, not redone.
+    let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
+    let earlier = dawnpost::render::Rendered {
+        html: "<p>rendered before the crash</p>".into(),
+        text: "rendered before the crash".into(),
+    };
+    let (stored, wrote) = store.write("esc", DATE, &earlier).await.expect("write");
+    assert!(wrote);
+    let (_, again) = store
+        .write("esc", DATE, &earlier)
+        .await
+        .expect("write again");
+    assert!(!again, "create-only: the second write finds the object");
+    let summary = run(&p, t).await;
+    assert_eq!(summary.exit_code, 0, "{summary:?}");
+    let job = t
+        .ledger
+        .job_get("esc:2026-11-30")
+        .await
+        .expect("get")
+        .expect("job");
+    assert_eq!(
+        job.artifact.as_ref().map(|a| a.sha256.clone()),
+        Some(stored.sha256.clone())
+    );
+    assert_eq!(artifact_objects(&p, "esc").await, 2);
+    assert!(
+        peer.accepted()[0]
+            .data
+            .contains("rendered before the crash")
+    );
+
+    // Escaping: `<EU-12>` in the data is escaped in the HTML part only.
+    let p2 = Project::new(&report_block("esc2", &["ops@example.com"], &[]));
+    p2.write("config/dawnpost.toml", &settings(peer.addr.port(), ""));
+    assert_eq!(run(&p2, t).await.exit_code, 0);
+    let job = t
+        .ledger
+        .job_get("esc2:2026-11-30")
+        .await
+        .expect("get")
+        .expect("job");
+    let artifact = job.artifact.expect("artifact");
+    let store2 = ArtifactStore::open("file://var/artifacts", p2.root()).expect("store");
+    let rendered = store2.read_rendered(&artifact).await.expect("read");
+    assert!(
+        rendered
+            .html
+            .contains("Missing customs papers &lt;EU-12&gt;"),
+        "HTML is escaped"
+    );
+    assert!(
+        rendered.text.contains("Missing customs papers <EU-12>"),
+        "text is not"
+    );
+    assert_eq!(
+        artifact.bytes as usize,
+        rendered.html.len() + rendered.text.len()
+    );
+
+    // Strict: data that lost a field the template uses is a permanent failure naming it.
+    let p3 = Project::new(&report_block("strict", &["ops@example.com"], &[]));
+    p3.write("config/dawnpost.toml", &settings(peer.addr.port(), ""));
+    assert!(Config::load(&p3.config_dir()).is_ok());
+    let config = Config::load(&p3.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    p3.write(
+        "config/sample/warehouse-17.json",
+        r#"{"site": "W17", "rows": [], "exceptions": []}"#,
+    );
+    let opts = RunOnceOptions {
+        date: Some(NaiveDate::parse_from_str(DATE, "%Y-%m-%d").expect("date")),
+        max_wait: Duration::from_secs(30),
+        progress: false,
+    };
+    let summary = run_once(
+        &config,
+        t.ledger.clone(),
+        Arc::new(SystemClock),
+        &opts,
+        CancellationToken::new(),
+    )
+    .await
+    .expect("run once");
+    assert_eq!(summary.exit_code, 3);
+    let job = t
+        .ledger
+        .job_get("strict:2026-11-30")
+        .await
+        .expect("get")
+        .expect("job");
+    assert_eq!(job.state, JobState::Quarantined);
+    assert_eq!(job.attempts, 1, "permanent: no retry");
+    assert!(
+        job.last_error
+            .as_deref()
+            .unwrap_or("")
+            .contains("data.summary"),
+        "{:?}",
+        job.last_error
+    );
+}
+
 on_both_backends!(
+    an_smtp_timeout_after_data_is_ambiguous_and_retried_with_the_same_message_id,
+    render_is_once_escaped_and_strict,
     email_one_per_recipient_classified_and_redriven,
     webhooks_honour_retry_after_keep_keys_and_sign,
     a_hanging_receiver_is_ambiguous_and_keeps_its_key,

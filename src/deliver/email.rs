@@ -7,14 +7,17 @@
 //! `transport = "file"` writes `<outbox_dir>/<delivery key>.eml`, replacing it on a retry.
 //!
 //! SMTP replies: 2xx accepted; 421/450/451/452 rate limited; other 4xx transient; 5xx
-//! permanent; connection and TLS failures transient; a timeout is ambiguous (the message may
-//! have been accepted after DATA), and its retry carries the same Message-ID.
+//! permanent; connection and TLS failures and a connect timeout transient; a send that outlives
+//! its bound is ambiguous (the relay may have accepted it after DATA), and its retry carries the
+//! same Message-ID.
 
 use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime};
 
 use lettre::message::header::{ContentType, HeaderName, HeaderValue};
 use lettre::message::{Mailbox, MultiPart, SinglePart};
+use lettre::transport::smtp::AsyncSmtpTransportBuilder;
 use lettre::transport::smtp::PoolConfig;
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
@@ -24,6 +27,10 @@ use super::{Outcome, scrub};
 use crate::config::{EmailSettings, EmailTransport};
 use crate::ledger::ResponseClass;
 use crate::render::Rendered;
+
+/// How much longer than `email.timeout` a whole send may take before it counts as ambiguous:
+/// room for lettre's own connect timeout to fire first.
+const CONNECT_SLACK: Duration = Duration::from_secs(2);
 
 /// The header that carries the delivery key.
 pub const DELIVERY_HEADER: &str = "X-Dawnpost-Delivery";
@@ -35,7 +42,10 @@ pub enum EmailSender {
         dir: PathBuf,
     },
     Smtp {
-        transport: AsyncSmtpTransport<Tokio1Executor>,
+        /// The pooled transport. Replaced after a send is cut off by the timeout: lettre would
+        /// otherwise put that connection, mid-transaction, back into its pool.
+        transport: Arc<RwLock<AsyncSmtpTransport<Tokio1Executor>>>,
+        builder: AsyncSmtpTransportBuilder,
         timeout: Duration,
     },
 }
@@ -65,6 +75,9 @@ impl EmailSender {
                 Ok(EmailSender::File { dir })
             }
             EmailTransport::Smtp => {
+                // lettre's own timeout covers the connect only: a connect that times out never
+                // reached DATA (transient). The whole send is bounded by `timeout` + CONNECT_SLACK
+                // in `send`; that bound firing may be after DATA (ambiguous).
                 let mut builder = AsyncSmtpTransport::<Tokio1Executor>::from_url(&s.smtp_url)
                     .map_err(|e| anyhow::anyhow!("email.smtp_url: {e}"))?
                     .timeout(Some(s.timeout.as_std()))
@@ -79,8 +92,9 @@ impl EmailSender {
                     builder = builder.credentials(Credentials::new(user, pass));
                 }
                 Ok(EmailSender::Smtp {
-                    transport: builder.build(),
-                    timeout: s.timeout.as_std(),
+                    transport: Arc::new(RwLock::new(builder.clone().build())),
+                    builder,
+                    timeout: s.timeout.as_std() + CONNECT_SLACK,
                 })
             }
         }
@@ -107,16 +121,27 @@ impl EmailSender {
                     ),
                 }
             }
-            EmailSender::Smtp { transport, timeout } => {
-                match tokio::time::timeout(*timeout, transport.send(message.clone())).await {
-                    Err(_) => Outcome::new(
-                        ResponseClass::Ambiguous,
-                        None,
-                        format!(
-                            "no reply within {}s; the relay may have accepted it",
-                            timeout.as_secs()
-                        ),
-                    ),
+            EmailSender::Smtp {
+                transport,
+                builder,
+                timeout,
+            } => {
+                let current = transport.read().unwrap_or_else(|e| e.into_inner()).clone();
+                match tokio::time::timeout(*timeout, current.send(message.clone())).await {
+                    Err(_) => {
+                        // The cut-off connection is out of step with the relay: start a fresh
+                        // pool so no later send reuses it. The old pool closes when unused.
+                        *transport.write().unwrap_or_else(|e| e.into_inner()) =
+                            builder.clone().build();
+                        Outcome::new(
+                            ResponseClass::Ambiguous,
+                            None,
+                            format!(
+                                "no reply within {}s; the relay may have accepted it",
+                                timeout.as_secs()
+                            ),
+                        )
+                    }
                     Ok(Ok(response)) => {
                         let code = i64::from(u16::from(response.code()));
                         let text = response.message().collect::<Vec<_>>().join(" ");
@@ -149,12 +174,9 @@ pub fn classify(e: &lettre::transport::smtp::Error, to: &str) -> Outcome {
             .with_diagnostics(detail);
     }
     if e.is_timeout() {
-        return Outcome::new(
-            ResponseClass::Ambiguous,
-            None,
-            "SMTP timeout; the relay may have accepted it",
-        )
-        .with_diagnostics(detail);
+        // lettre times out only the connect: nothing was sent.
+        return Outcome::new(ResponseClass::Transient, None, "SMTP connect timed out")
+            .with_diagnostics(detail);
     }
     if e.is_tls() {
         return Outcome::new(ResponseClass::Transient, None, "TLS failure")

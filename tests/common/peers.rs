@@ -33,7 +33,7 @@ impl Mail {
     }
 }
 
-/// What the SMTP peer answers for a recipient: at RCPT, and after the message data.
+/// What the SMTP peer answers for a recipient: at RCPT, and after the message data (0: never).
 pub type SmtpRule = Arc<dyn Fn(&str, usize) -> (u16, u16) + Send + Sync>;
 
 /// An SMTP server speaking just enough of RFC 5321 for lettre.
@@ -132,6 +132,10 @@ impl SmtpPeer {
                                     data,
                                 };
                                 seen.lock().expect("lock").push(mail.clone());
+                                if after_data == 0 {
+                                    // Never answer: the client cannot know whether we took it.
+                                    std::future::pending::<()>().await;
+                                }
                                 if after_data == 250 {
                                     let n = {
                                         let mut a = accepted.lock().expect("lock");
