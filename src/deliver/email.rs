@@ -45,7 +45,7 @@ pub enum EmailSender {
         /// The pooled transport. Replaced after a send is cut off by the timeout: lettre would
         /// otherwise put that connection, mid-transaction, back into its pool.
         transport: Arc<RwLock<AsyncSmtpTransport<Tokio1Executor>>>,
-        builder: AsyncSmtpTransportBuilder,
+        builder: Box<AsyncSmtpTransportBuilder>,
         timeout: Duration,
     },
 }
@@ -93,7 +93,7 @@ impl EmailSender {
                 }
                 Ok(EmailSender::Smtp {
                     transport: Arc::new(RwLock::new(builder.clone().build())),
-                    builder,
+                    builder: Box::new(builder),
                     timeout: s.timeout.as_std() + CONNECT_SLACK,
                 })
             }
