@@ -169,3 +169,76 @@ async fn sigterm_drains_within_its_bound_and_releases_unfinished_work() {
     }
     l.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_enqueues_delivers_and_stops_on_sigterm() {
+    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::ZERO));
+    let rx = Receiver::start(rule).await;
+    let p = project(&rx, &["daemon".to_string()], "[pool]\nlease = \"5s\"");
+    // Every second: the date's first fire (local midnight) is within catch_up, so the first
+    // tick enqueues today's job at start.
+    let reports = std::fs::read_to_string(p.root().join("config/reports.toml")).expect("read");
+    p.write(
+        "config/reports.toml",
+        &reports.replace("\"0 30 6 * * *\"", "\"* * * * * *\""),
+    );
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+        .arg("--config")
+        .arg(p.config_dir())
+        .arg("run")
+        .env(SECRET_ENV, SECRET)
+        .env_remove("DAWNPOST_DATABASE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start the daemon");
+    rx.wait_for(1, Duration::from_secs(60)).await;
+    let hit = &rx.hits()[0];
+    let key = hit.header("idempotency-key").expect("key");
+    assert!(
+        key.starts_with("crash:") && key.contains("/webhook:"),
+        "{key}"
+    );
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().expect("pid").to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let status = tokio::time::timeout(Duration::from_secs(40), child.wait())
+        .await
+        .expect("the daemon stops")
+        .expect("wait");
+    assert_eq!(status.code(), Some(0));
+    let l = ledger(&p).await;
+    let jobs = l
+        .job_list(&dawnpost::ledger::JobFilter::default())
+        .await
+        .expect("jobs");
+    assert_eq!(
+        jobs.len(),
+        1,
+        "one job per local date, however often the schedule fires"
+    );
+    assert_eq!(jobs[0].origin, "schedule");
+    l.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_send_keeps_its_lease_alive() {
+    // Each request takes 2.5 s against a 1 s lease: only lease extension keeps the rescuer from
+    // handing the delivery to another try while the first is still running.
+    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(2500)));
+    let rx = Receiver::start(rule).await;
+    let p = project(&rx, &["long".to_string()], "[pool]\nlease = \"1s\"");
+    let status = tokio::time::timeout(Duration::from_secs(60), start(&p).wait())
+        .await
+        .expect("finishes")
+        .expect("wait");
+    assert_eq!(status.code(), Some(0));
+    assert_eq!(rx.hits().len(), 1, "sent once");
+    let l = ledger(&p).await;
+    let d = &l.delivery_list("crash:2026-11-30").await.expect("list")[0];
+    assert_eq!((d.state, d.attempts), (DeliveryState::Sent, 1));
+    l.close().await;
+}
