@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use std::io::IsTerminal;
 
+use crate::artifact::ArtifactStore;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
 use crate::ledger::{JobFilter, JobOrigin, JobState, Ledger, NewJob};
@@ -19,6 +20,7 @@ use crate::pool::rescuer::RescuerConfig;
 use crate::pool::{Pipeline, PoolConfig, Rescuer};
 use crate::runner::{RunOnceOptions, RunOnceSummary, run_once};
 use crate::schedule::{Fire, FireLine, SchedulerTick, plan, rfc3339};
+use crate::sweeper::{SweepPlan, Sweeper, SweeperConfig};
 
 /// Exit code for invalid configuration or input.
 pub const EXIT_ERROR: u8 = 1;
@@ -111,6 +113,17 @@ pub enum Command {
     },
     /// Quarantined work: jobs and deliveries waiting for an operator.
     Dlq {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete finished work past its retention (config/retention.toml).
+    Sweep {
+        /// List what would be deleted, per class, with counts and bytes; delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Evaluate the policy as if now were T (RFC 3339 or YYYY-MM-DD).
+        #[arg(long)]
+        as_of: Option<String>,
         #[arg(long)]
         json: bool,
     },
@@ -404,10 +417,12 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 backend = ledger.backend_name(),
                 "dawnpost running"
             );
-            let (t, p, ()) = tokio::join!(
+            let sweeper = sweeper_for(&config, ledger.clone(), clock.clone())?;
+            let (t, p, (), ()) = tokio::join!(
                 tick.run(cancel.clone()),
                 pipeline.run(cancel.clone()),
-                rescuer.run(cancel.clone())
+                rescuer.run(cancel.clone()),
+                sweeper.run(cancel.clone())
             );
             t?;
             p?;
@@ -435,6 +450,47 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 println!("{}", serde_json::to_string(&dlq)?);
             } else {
                 print!("{}", dlq.render_text());
+            }
+            ledger.close().await;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sweep {
+            dry_run,
+            as_of,
+            json,
+        } => {
+            let as_of = as_of.map(|t| parse_instant(&t)).transpose()?;
+            let ledger = open_ledger(&config).await?;
+            let at = as_of.unwrap_or_else(|| clock.now());
+            let sweeper = sweeper_for(
+                &config,
+                ledger.clone(),
+                Arc::new(crate::ManualClock::new(at)),
+            )?;
+            if dry_run {
+                let plan = sweeper.plan(at).await?;
+                if json {
+                    println!("{}", serde_json::to_string(&plan)?);
+                } else {
+                    print_plan(&plan);
+                }
+            } else {
+                let counts = sweeper.run_once().await?;
+                if json {
+                    println!("{}", serde_json::to_string(&counts)?);
+                } else {
+                    println!(
+                        "swept as of {}: {} artifact(s) ({} bytes), diagnostics of {} job(s) ({} rows, {} bytes), {} job(s) with {} ledger rows",
+                        rfc3339(at),
+                        counts.artifacts_deleted,
+                        counts.artifact_bytes,
+                        counts.diagnostics_cleared,
+                        counts.diagnostics_rows,
+                        counts.diagnostics_bytes,
+                        counts.jobs_deleted,
+                        counts.ledger_rows
+                    );
+                }
             }
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
@@ -487,6 +543,51 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 }
                 Err(e) => Err(e.into()),
             }
+        }
+    }
+}
+
+/// The sweeper of this configuration.
+fn sweeper_for(config: &Config, ledger: Ledger, clock: SharedClock) -> anyhow::Result<Sweeper> {
+    let artifacts = ArtifactStore::open(&config.settings.artifacts.url, &config.root)?;
+    Ok(Sweeper::new(
+        ledger,
+        artifacts,
+        clock,
+        SweeperConfig::new(config.dir.join("retention.toml")),
+        config.retention.clone(),
+    ))
+}
+
+fn print_plan(plan: &SweepPlan) {
+    let c = &plan.counts;
+    println!("dry run as of {} — nothing deleted", plan.as_of);
+    println!(
+        "  artifact:    {} job(s), {} bytes",
+        plan.artifact.len(),
+        c.artifact_bytes
+    );
+    println!(
+        "  diagnostics: {} job(s), {} attempt rows, {} bytes",
+        plan.diagnostics.len(),
+        c.diagnostics_rows,
+        c.diagnostics_bytes
+    );
+    println!(
+        "  ledger:      {} job(s), {} rows",
+        plan.ledger.len(),
+        c.ledger_rows
+    );
+    for (class, items) in [
+        ("artifact", &plan.artifact),
+        ("diagnostics", &plan.diagnostics),
+        ("ledger", &plan.ledger),
+    ] {
+        for i in items {
+            println!(
+                "  {class:<12} {:<40} finished {}  {} bytes  {} rows",
+                i.job, i.terminal_at, i.bytes, i.rows
+            );
         }
     }
 }

@@ -30,6 +30,7 @@ pub mod runner;
 pub mod schedule;
 pub mod signing;
 pub mod source;
+pub mod sweeper;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::Config;

@@ -375,3 +375,71 @@ fn run_once_reports_quarantine_with_exit_3_and_redrive_is_audited() {
     );
     assert!(stdout(&show).contains("state done"));
 }
+
+#[test]
+fn sweep_previews_with_dry_run_then_deletes_and_show_says_so() {
+    let dir = shipped_copy();
+    assert!(
+        run_in(dir.path(), &["run", "--once", "--date", "2026-11-30"])
+            .status
+            .success()
+    );
+    let now = chrono::Utc::now();
+    let in_10_days = dawnpost::schedule::rfc3339(now + chrono::Duration::days(10));
+    let preview = run_in(
+        dir.path(),
+        &["sweep", "--dry-run", "--as-of", &in_10_days, "--json"],
+    );
+    assert!(preview.status.success(), "{}", stderr(&preview));
+    let plan: serde_json::Value = serde_json::from_str(stdout(&preview).trim()).expect("json");
+    let artifact_jobs: Vec<&str> = plan["artifact"]
+        .as_array()
+        .expect("artifact")
+        .iter()
+        .map(|i| i["job"].as_str().expect("job"))
+        .collect();
+    // warehouse-* keeps artifacts 30 days (the shipped override); the others 7.
+    assert_eq!(artifact_jobs.len(), 2, "{artifact_jobs:?}");
+    assert!(!artifact_jobs.contains(&"warehouse-17:2026-11-30"));
+    assert_eq!(plan["ledger"].as_array().map(Vec::len), Some(0));
+    let text = run_in(dir.path(), &["sweep", "--dry-run", "--as-of", &in_10_days]);
+    assert!(stdout(&text).contains("nothing deleted"));
+    let objects = |d: &std::path::Path| {
+        std::fs::read_dir(d.join("var/artifacts/sydney-dc/2026-11-30"))
+            .map(|r| r.count())
+            .unwrap_or(0)
+    };
+    assert_eq!(objects(dir.path()), 2, "the dry run deleted nothing");
+
+    let swept = run_in(dir.path(), &["sweep", "--as-of", &in_10_days, "--json"]);
+    assert!(swept.status.success(), "{}", stderr(&swept));
+    let counts: serde_json::Value = serde_json::from_str(stdout(&swept).trim()).expect("json");
+    assert_eq!(counts["artifacts_deleted"], 2);
+    assert_eq!(objects(dir.path()), 0);
+    let show = run_in(dir.path(), &["show", "sydney-dc:2026-11-30"]);
+    assert!(
+        stdout(&show).contains("deleted by retention at"),
+        "{}",
+        stdout(&show)
+    );
+    let json = run_in(dir.path(), &["show", "sydney-dc:2026-11-30", "--json"]);
+    let history: serde_json::Value = serde_json::from_str(stdout(&json).trim()).expect("json");
+    assert_eq!(history["artifact_status"], "deleted");
+}
+
+#[test]
+fn run_refuses_to_start_under_an_invalid_retention_policy() {
+    let dir = shipped_copy();
+    std::fs::write(
+        dir.path().join("config/retention.toml"),
+        "artifact = \"7d\"\nledger = \"1d\"\n",
+    )
+    .expect("write");
+    let out = run_in(dir.path(), &["run"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("retention.toml: ledger: ledger (1d) must be at least artifact (7d)"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -64,6 +64,20 @@ impl RetentionPolicy {
         }
     }
 
+    /// The shortest threshold of any class in the defaults or an override: nothing younger than
+    /// this can be due.
+    pub fn shortest(&self) -> Span {
+        let mut all = vec![
+            self.defaults.artifact,
+            self.defaults.diagnostics,
+            self.defaults.ledger,
+        ];
+        for o in &self.overrides {
+            all.extend([o.artifact, o.diagnostics, o.ledger].into_iter().flatten());
+        }
+        all.into_iter().min().unwrap_or_default()
+    }
+
     /// Reads and validates a policy file; every problem is reported together.
     pub fn load(file: &Path) -> Result<RetentionPolicy, ConfigErrors> {
         let mut errors = Vec::new();

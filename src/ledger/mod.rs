@@ -356,7 +356,7 @@ impl Ledger {
             let mut tx = p.begin_with(d::BEGIN).await?;
             let n = sqlx::query(
                 "UPDATE jobs SET state = $1, artifact_key = $2, artifact_text_key = $3, artifact_sha256 = $4,
-                        artifact_bytes = $5, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                        artifact_bytes = $5, artifact_deleted_at = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
                         updated_at = $6, terminal_at = CASE WHEN $1 = 'done' THEN $6 ELSE NULL END
                  WHERE key = $7 AND state = 'rendering' AND lease_token = $8",
             )
@@ -436,9 +436,9 @@ impl Ledger {
         Err(self.wrong_job_state(key, "ready or quarantined").await)
     }
 
-    /// Redrives a quarantined job with an audit row. A job quarantined at render goes back to
-    /// `ready`; a job with quarantined deliveries goes back to `delivering` and those deliveries
-    /// to `pending`. Keys stay the same; `redrive_count` grows by one.
+    /// Redrives a quarantined job with an audit row. A job quarantined at render, or whose
+    /// artifact retention already deleted, goes back to `ready` (to render); a job with quarantined
+    /// deliveries goes back to `delivering` (or `ready`) and those deliveries to `pending`. Keys stay the same; `redrive_count` grows by one.
     pub async fn job_redrive(
         &self,
         key: &str,
@@ -451,7 +451,8 @@ impl Ledger {
             let mut tx = p.begin_with(d::BEGIN).await?;
             let n = sqlx::query(
                 "UPDATE jobs SET
-                    state = CASE WHEN artifact_key IS NULL THEN 'ready' ELSE 'delivering' END,
+                    state = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL
+                                 THEN 'ready' ELSE 'delivering' END,
                     ready_at = $1, redrive_count = redrive_count + 1, attempts = 0, last_error = NULL,
                     updated_at = $1, terminal_at = NULL
                  WHERE key = $2 AND state = 'quarantined'",
@@ -512,21 +513,151 @@ impl Ledger {
     }
 
     /// Terminal jobs that became terminal before `before` and have no delivery in flight,
-    /// oldest first: what retention may consider.
-    pub async fn job_terminal_before(&self, before: DateTime<Utc>, limit: u32) -> Result<Vec<Job>> {
+    /// oldest first, after the cursor `(terminal_at, key)`: what retention may consider.
+    pub async fn job_terminal_page(
+        &self,
+        before: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, String)>,
+        limit: u32,
+    ) -> Result<Vec<Job>> {
+        let (cursor_at, cursor_key) = match after {
+            Some((at, key)) => (to_millis(at), key),
+            None => (i64::MIN, String::new()),
+        };
         let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
             sqlx::query_as(sqlx::AssertSqlSafe(format!(
                 "SELECT {JOB_COLUMNS} FROM jobs j
                  WHERE j.state IN {TERMINAL_JOB} AND j.terminal_at < $1
+                   AND (j.terminal_at > $2 OR (j.terminal_at = $2 AND j.key > $3))
                    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = j.key AND d.state IN ('pending', 'sending'))
-                 ORDER BY j.terminal_at, j.key LIMIT $2"
+                 ORDER BY j.terminal_at, j.key LIMIT $4"
             )))
             .bind(to_millis(before))
+            .bind(cursor_at)
+            .bind(&cursor_key)
             .bind(i64::from(limit))
             .fetch_all(p)
             .await?
         });
         recs.into_iter().map(Job::try_from).collect()
+    }
+
+    /// The first page of [`Ledger::job_terminal_page`].
+    pub async fn job_terminal_before(&self, before: DateTime<Utc>, limit: u32) -> Result<Vec<Job>> {
+        self.job_terminal_page(before, None, limit).await
+    }
+
+    /// Records that retention deleted a finished job's artifact objects. Refused (false) unless
+    /// the job is terminal with nothing in flight.
+    pub async fn job_mark_artifact_deleted(&self, key: &str, now: DateTime<Utc>) -> Result<bool> {
+        let n = on_backend!(self, |p, _d| {
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE jobs SET artifact_deleted_at = $1, updated_at = $1
+                 WHERE key = $2 AND state IN {TERMINAL_JOB} AND artifact_key IS NOT NULL AND artifact_deleted_at IS NULL
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))"
+            )))
+            .bind(to_millis(now))
+            .bind(key)
+            .execute(p)
+            .await?
+            .rows_affected()
+        });
+        Ok(n == 1)
+    }
+
+    /// Clears the verbose transport diagnostics of a finished job's attempts; returns how many
+    /// attempt rows were cleared, or None when the job is not terminal (or has work in flight).
+    pub async fn job_clear_diagnostics(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<u64>> {
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let n = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE jobs SET diagnostics_cleared_at = $1
+                 WHERE key = $2 AND state IN {TERMINAL_JOB}
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))"
+            )))
+            .bind(to_millis(now))
+            .bind(key)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if n == 0 {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let cleared = sqlx::query(
+                "UPDATE delivery_attempts SET diagnostics = NULL
+                 WHERE diagnostics IS NOT NULL AND delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
+            )
+            .bind(key)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            Ok(Some(cleared))
+        })
+    }
+
+    /// Deletes a finished job's ledger rows (attempts, deliveries, redrives, ingest records, the
+    /// job) in one transaction. Refused (None) unless the job is terminal, has nothing in flight,
+    /// and its artifact is gone (or never existed). Returns the number of rows deleted.
+    pub async fn job_delete(&self, key: &str) -> Result<Option<u64>> {
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let deletable: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT key FROM jobs
+                 WHERE key = $1 AND state IN {TERMINAL_JOB} AND (artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))"
+            )))
+            .bind(key)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if deletable.is_none() {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            let mut rows = 0;
+            for sql in [
+                "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
+                "DELETE FROM deliveries WHERE job_key = $1",
+                "DELETE FROM redrives WHERE job_key = $1",
+                "DELETE FROM ingest_events WHERE job_key = $1",
+                "DELETE FROM jobs WHERE key = $1",
+            ] {
+                rows += sqlx::query(sql)
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
+            tx.commit().await?;
+            Ok(Some(rows))
+        })
+    }
+
+    /// What retention would free for one job: diagnostics bytes and rows, and ledger rows.
+    pub async fn job_retention_sizes(&self, key: &str) -> Result<RetentionSizes> {
+        let row: (i64, i64, i64, i64, i64) = on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT
+                    CAST(COALESCE((SELECT SUM(LENGTH(a.diagnostics)) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1), 0) AS BIGINT),
+                    (SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1 AND a.diagnostics IS NOT NULL),
+                    (SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1),
+                    (SELECT COUNT(*) FROM deliveries WHERE job_key = $1),
+                    (SELECT COUNT(*) FROM redrives WHERE job_key = $1)",
+            )
+            .bind(key)
+            .fetch_one(p)
+            .await?
+        });
+        Ok(RetentionSizes {
+            diagnostics_bytes: row.0,
+            diagnostics_rows: row.1,
+            ledger_rows: row.2 + row.3 + row.4 + 1,
+        })
     }
 
     // ---------------------------------------------------------- deliveries

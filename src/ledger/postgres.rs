@@ -18,11 +18,15 @@ pub(super) const JOB_LEASE: &str = "UPDATE jobs
                   ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED)
     RETURNING *";
 
+/// Claims up to `$4` due deliveries of jobs that are delivering (a job sent back to render
+/// keeps its deliveries waiting).
 pub(super) const DELIVERY_LEASE: &str = "UPDATE deliveries
     SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
         lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
-    WHERE key IN (SELECT key FROM deliveries WHERE state = 'pending' AND ready_at <= $3
-                  ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED)
+    WHERE key IN (SELECT d.key FROM deliveries d
+                  WHERE d.state = 'pending' AND d.ready_at <= $3
+                    AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key AND j.state = 'delivering')
+                  ORDER BY d.ready_at, d.key LIMIT $4 FOR UPDATE SKIP LOCKED)
     RETURNING *";
 
 /// Connects, optionally inside `schema` (created if missing), and migrates.

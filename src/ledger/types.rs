@@ -190,6 +190,8 @@ pub struct Job {
     pub lease_expires_at: Option<DateTime<Utc>>,
     pub artifact: Option<ArtifactRef>,
     pub artifact_deleted_at: Option<DateTime<Utc>>,
+    /// When retention cleared the attempts' transport diagnostics.
+    pub diagnostics_cleared_at: Option<DateTime<Utc>>,
     pub last_error: Option<String>,
     pub redrive_count: i64,
     pub created_at: DateTime<Utc>,
@@ -222,6 +224,7 @@ pub(super) struct JobRecord {
     created_at: i64,
     updated_at: i64,
     terminal_at: Option<i64>,
+    diagnostics_cleared_at: Option<i64>,
 }
 
 impl TryFrom<JobRecord> for Job {
@@ -260,6 +263,7 @@ impl TryFrom<JobRecord> for Job {
             lease_expires_at: r.lease_expires_at.map(from_millis),
             artifact,
             artifact_deleted_at: r.artifact_deleted_at.map(from_millis),
+            diagnostics_cleared_at: r.diagnostics_cleared_at.map(from_millis),
             last_error: r.last_error,
             redrive_count: r.redrive_count,
             created_at: from_millis(r.created_at),
@@ -507,4 +511,12 @@ pub struct JobFilter {
     pub state: Option<JobState>,
     pub report: Option<String>,
     pub limit: Option<u32>,
+}
+
+/// What retention would free for one job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RetentionSizes {
+    pub diagnostics_bytes: i64,
+    pub diagnostics_rows: i64,
+    pub ledger_rows: i64,
 }

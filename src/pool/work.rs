@@ -261,6 +261,13 @@ async fn attempt(p: &Pipeline, delivery: &Delivery, now: chrono::DateTime<chrono
     }
     let rendered: Rendered = match p.artifacts.read_rendered(&artifact).await {
         Ok(r) => r,
+        Err(crate::artifact::ArtifactError::Store(object_store::Error::NotFound { .. })) => {
+            return Outcome::new(
+                ResponseClass::Permanent,
+                None,
+                "the artifact is missing from the store: redrive the job to render it again",
+            );
+        }
         Err(e) => {
             return Outcome::new(
                 ResponseClass::Transient,

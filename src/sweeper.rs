@@ -1,0 +1,348 @@
+//! The retention sweeper: deletes finished work only, under `retention.toml`, which it re-reads
+//! at every sweep (DESIGN §7).
+//!
+//! Only jobs in a terminal state (done, quarantined, cancelled) with no delivery pending or in
+//! flight are considered, aged from the moment they became terminal; the ledger itself refuses
+//! every retention write to any other job. Per job, in this order:
+//! 1. **artifact** — delete the objects, then record that the artifact is gone;
+//! 2. **diagnostics** — clear the attempts' verbose transport diagnostics;
+//! 3. **ledger** — delete attempts, deliveries, redrives and the job, in one transaction, and
+//!    only once the artifact is recorded gone.
+//!
+//! Each step is idempotent, so a sweep that dies between steps is finished by the next one.
+//! Work goes in batches of `batch_size` jobs; a batch that outruns `batch_time_limit` ends the
+//! sweep early and the next sweep carries on. An invalid policy file is reported (log and
+//! [`Sweeper::reload_failures`]) and the previous valid policy stays in force: nothing is ever
+//! deleted under a policy that did not validate.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::artifact::ArtifactStore;
+use crate::clock::SharedClock;
+use crate::config::{ConfigErrors, RetentionPolicy};
+use crate::ledger::{Job, Ledger, LedgerError};
+use crate::schedule::rfc3339;
+
+/// Sweeper settings.
+#[derive(Debug, Clone)]
+pub struct SweeperConfig {
+    /// The policy file, re-read at every sweep.
+    pub policy_file: PathBuf,
+    /// Jobs per batch. Default [`SweeperConfig::BATCH_SIZE`].
+    pub batch_size: u32,
+    /// Time one batch may take before the sweep stops early. Default [`SweeperConfig::BATCH_TIME_LIMIT`].
+    pub batch_time_limit: Duration,
+}
+
+impl SweeperConfig {
+    pub const BATCH_SIZE: u32 = 200;
+    pub const BATCH_TIME_LIMIT: Duration = Duration::from_secs(30);
+
+    pub fn new(policy_file: PathBuf) -> SweeperConfig {
+        SweeperConfig {
+            policy_file,
+            batch_size: Self::BATCH_SIZE,
+            batch_time_limit: Self::BATCH_TIME_LIMIT,
+        }
+    }
+}
+
+/// What one sweep did (or, dry, would do).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SweepCounts {
+    pub jobs_examined: u64,
+    pub artifacts_deleted: u64,
+    pub artifact_bytes: u64,
+    pub diagnostics_cleared: u64,
+    pub diagnostics_rows: u64,
+    pub diagnostics_bytes: u64,
+    pub jobs_deleted: u64,
+    pub ledger_rows: u64,
+    pub batches: u64,
+    /// A batch outran its time limit; the next sweep continues.
+    pub stopped_early: bool,
+}
+
+/// One item a dry run lists.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepItem {
+    pub job: String,
+    pub terminal_at: String,
+    pub bytes: u64,
+    pub rows: u64,
+}
+
+/// A dry run: what would go, per class.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SweepPlan {
+    pub as_of: String,
+    pub artifact: Vec<SweepItem>,
+    pub diagnostics: Vec<SweepItem>,
+    pub ledger: Vec<SweepItem>,
+    pub counts: SweepCounts,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+}
+
+/// The sweeper service.
+#[derive(Debug)]
+pub struct Sweeper {
+    ledger: Ledger,
+    artifacts: ArtifactStore,
+    clock: SharedClock,
+    config: SweeperConfig,
+    policy: Mutex<RetentionPolicy>,
+    /// Policy files that did not validate at a reload.
+    pub reload_failures: AtomicU64,
+    /// Items deleted since start, by class.
+    pub deleted_artifacts: AtomicU64,
+    pub deleted_diagnostics: AtomicU64,
+    pub deleted_jobs: AtomicU64,
+}
+
+impl Sweeper {
+    /// `policy` is the valid policy in force at start (`run` refuses to start without one).
+    pub fn new(
+        ledger: Ledger,
+        artifacts: ArtifactStore,
+        clock: SharedClock,
+        config: SweeperConfig,
+        policy: RetentionPolicy,
+    ) -> Sweeper {
+        Sweeper {
+            ledger,
+            artifacts,
+            clock,
+            config,
+            policy: Mutex::new(policy),
+            reload_failures: AtomicU64::new(0),
+            deleted_artifacts: AtomicU64::new(0),
+            deleted_diagnostics: AtomicU64::new(0),
+            deleted_jobs: AtomicU64::new(0),
+        }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> RetentionPolicy {
+        self.policy
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Re-reads the policy file. An invalid file is logged and counted, and the previous policy
+    /// stays in force.
+    pub fn reload(&self) -> Result<(), ConfigErrors> {
+        // No file at all means the documented defaults, as at start-up.
+        let loaded = if self.config.policy_file.exists() {
+            RetentionPolicy::load(&self.config.policy_file)
+        } else {
+            Ok(RetentionPolicy::default())
+        };
+        match loaded {
+            Ok(p) => {
+                *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = p;
+                Ok(())
+            }
+            Err(e) => {
+                self.reload_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(problems = %e.to_string().trim_end(), "retention policy invalid: the previous policy stays in force");
+                Err(e)
+            }
+        }
+    }
+
+    /// Re-reads the policy and sweeps at the clock's now.
+    pub async fn run_once(&self) -> Result<SweepCounts, SweepError> {
+        let _ = self.reload();
+        let mut plan = SweepPlan::default();
+        self.sweep(self.clock.now(), false, &mut plan).await?;
+        if plan.counts.artifacts_deleted
+            + plan.counts.diagnostics_cleared
+            + plan.counts.jobs_deleted
+            > 0
+        {
+            tracing::info!(
+                artifacts = plan.counts.artifacts_deleted,
+                diagnostics = plan.counts.diagnostics_cleared,
+                jobs = plan.counts.jobs_deleted,
+                "retention sweep"
+            );
+        }
+        Ok(plan.counts)
+    }
+
+    /// What a sweep at `as_of` would delete, per class; deletes nothing.
+    pub async fn plan(&self, as_of: DateTime<Utc>) -> Result<SweepPlan, SweepError> {
+        let mut plan = SweepPlan {
+            as_of: rfc3339(as_of),
+            ..SweepPlan::default()
+        };
+        self.sweep(as_of, true, &mut plan).await?;
+        Ok(plan)
+    }
+
+    /// Sweeps every `sweep_every` of the policy in force until `cancel`.
+    pub async fn run(&self, cancel: CancellationToken) {
+        loop {
+            if let Err(e) = self.run_once().await {
+                tracing::error!(error = %e, "retention sweep failed; the next sweep retries");
+            }
+            let every = self.policy().sweep_every.as_std();
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(every) => {}
+            }
+        }
+    }
+
+    async fn sweep(
+        &self,
+        now: DateTime<Utc>,
+        dry: bool,
+        plan: &mut SweepPlan,
+    ) -> Result<(), SweepError> {
+        let policy = self.policy();
+        let before = now - policy.shortest().as_chrono();
+        let mut cursor: Option<(DateTime<Utc>, String)> = None;
+        loop {
+            let started = tokio::time::Instant::now();
+            let page = self
+                .ledger
+                .job_terminal_page(before, cursor.clone(), self.config.batch_size)
+                .await?;
+            let Some(last) = page.last() else { break };
+            cursor = last.terminal_at.map(|t| (t, last.key.clone()));
+            plan.counts.batches += 1;
+            for job in &page {
+                if started.elapsed() > self.config.batch_time_limit {
+                    plan.counts.stopped_early = true;
+                    tracing::warn!(
+                        "retention batch outran its time limit; the next sweep continues"
+                    );
+                    return Ok(());
+                }
+                plan.counts.jobs_examined += 1;
+                self.sweep_job(job, &policy, now, dry, plan).await?;
+            }
+            if page.len() < self.config.batch_size as usize || cursor.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn sweep_job(
+        &self,
+        job: &Job,
+        policy: &RetentionPolicy,
+        now: DateTime<Utc>,
+        dry: bool,
+        plan: &mut SweepPlan,
+    ) -> Result<(), SweepError> {
+        let Some(terminal_at) = job.terminal_at else {
+            return Ok(());
+        };
+        let th = policy.for_report(&job.report);
+        let age = now - terminal_at;
+        let ledger_due = age > th.ledger.as_chrono();
+        let item = |bytes: u64, rows: u64| SweepItem {
+            job: job.key.clone(),
+            terminal_at: rfc3339(terminal_at),
+            bytes,
+            rows,
+        };
+
+        // 1. The artifact: objects first, then the record that they are gone.
+        let mut artifact_gone = job.artifact.is_none() || job.artifact_deleted_at.is_some();
+        if let Some(a) = job.artifact.as_ref().filter(|_| !artifact_gone)
+            && (age > th.artifact.as_chrono() || ledger_due)
+        {
+            let bytes = u64::try_from(a.bytes).unwrap_or(0);
+            if dry {
+                artifact_gone = true;
+            } else {
+                let deleted = async {
+                    self.artifacts.delete(&a.html_key).await?;
+                    self.artifacts.delete(&a.text_key).await
+                }
+                .await;
+                match deleted {
+                    Err(e) => {
+                        tracing::warn!(job = %job.key, error = %e, "could not delete the artifact; the next sweep retries");
+                        return Ok(());
+                    }
+                    Ok(()) => {
+                        artifact_gone = self.ledger.job_mark_artifact_deleted(&job.key, now).await?
+                    }
+                }
+                if artifact_gone {
+                    self.deleted_artifacts.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if artifact_gone {
+                plan.counts.artifacts_deleted += 1;
+                plan.counts.artifact_bytes += bytes;
+                plan.artifact.push(item(bytes, 2));
+            }
+        }
+
+        // 2. Verbose diagnostics.
+        if job.diagnostics_cleared_at.is_none() && age > th.diagnostics.as_chrono() {
+            let sizes = self.ledger.job_retention_sizes(&job.key).await?;
+            let (bytes, rows) = (
+                u64::try_from(sizes.diagnostics_bytes).unwrap_or(0),
+                u64::try_from(sizes.diagnostics_rows).unwrap_or(0),
+            );
+            let cleared = if dry {
+                Some(rows)
+            } else {
+                self.ledger.job_clear_diagnostics(&job.key, now).await?
+            };
+            if let Some(cleared) = cleared
+                && rows > 0
+            {
+                if !dry {
+                    self.deleted_diagnostics
+                        .fetch_add(cleared, Ordering::Relaxed);
+                }
+                plan.counts.diagnostics_cleared += 1;
+                plan.counts.diagnostics_rows += cleared;
+                plan.counts.diagnostics_bytes += bytes;
+                plan.diagnostics.push(item(bytes, cleared));
+            }
+        }
+
+        // 3. Ledger rows, last, and never while the artifact exists.
+        if ledger_due && artifact_gone {
+            let rows = if dry {
+                Some(
+                    u64::try_from(self.ledger.job_retention_sizes(&job.key).await?.ledger_rows)
+                        .unwrap_or(0),
+                )
+            } else {
+                self.ledger.job_delete(&job.key).await?
+            };
+            if let Some(rows) = rows {
+                if !dry {
+                    self.deleted_jobs.fetch_add(1, Ordering::Relaxed);
+                }
+                plan.counts.jobs_deleted += 1;
+                plan.counts.ledger_rows += rows;
+                plan.ledger.push(item(0, rows));
+            }
+        }
+        Ok(())
+    }
+}
