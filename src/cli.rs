@@ -16,10 +16,8 @@ use crate::artifact::ArtifactStore;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
 use crate::ledger::{JobFilter, JobOrigin, JobState, Ledger, NewJob};
-use crate::pool::rescuer::RescuerConfig;
-use crate::pool::{Pipeline, PoolConfig, Rescuer};
 use crate::runner::{RunOnceOptions, RunOnceSummary, run_once};
-use crate::schedule::{Fire, FireLine, SchedulerTick, plan, rfc3339};
+use crate::schedule::{Fire, FireLine, plan, rfc3339};
 use crate::sweeper::{SweepPlan, Sweeper, SweeperConfig};
 
 /// Exit code for invalid configuration or input.
@@ -365,6 +363,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 date,
                 max_wait: max_wait.as_std(),
                 progress: !json && std::io::stderr().is_terminal(),
+                metrics: None,
             };
             let summary = run_once(&config, ledger.clone(), clock, &opts, cancel).await?;
             if json {
@@ -381,30 +380,6 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             ..
         } => {
             let ledger = open_ledger(&config).await?;
-            let pool_config = PoolConfig::from_config(&config);
-            let lease = pool_config.lease;
-            let pipeline = Arc::new(Pipeline::new(
-                &config,
-                ledger.clone(),
-                clock.clone(),
-                pool_config,
-            )?);
-            let tick = SchedulerTick::new(
-                ledger.clone(),
-                Arc::new(config.reports.clone()),
-                clock.clone(),
-                config.settings.schedule.catch_up,
-            );
-            let rescuer = Rescuer::new(
-                ledger.clone(),
-                clock.clone(),
-                RescuerConfig {
-                    every: (lease / 4).to_std().unwrap_or_default().clamp(
-                        std::time::Duration::from_secs(1),
-                        std::time::Duration::from_secs(15),
-                    ),
-                },
-            );
             let cancel = CancellationToken::new();
             let on_signal = cancel.clone();
             tokio::spawn(async move {
@@ -412,20 +387,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 tracing::info!("shutdown requested: draining");
                 on_signal.cancel();
             });
-            tracing::info!(
-                reports = config.reports.len(),
-                backend = ledger.backend_name(),
-                "dawnpost running"
-            );
-            let sweeper = sweeper_for(&config, ledger.clone(), clock.clone())?;
-            let (t, p, (), ()) = tokio::join!(
-                tick.run(cancel.clone()),
-                pipeline.run(cancel.clone()),
-                rescuer.run(cancel.clone()),
-                sweeper.run(cancel.clone())
-            );
-            t?;
-            p?;
+            crate::daemon::run(&config, ledger.clone(), clock, cancel).await?;
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
         }
@@ -548,7 +510,11 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
 }
 
 /// The sweeper of this configuration.
-fn sweeper_for(config: &Config, ledger: Ledger, clock: SharedClock) -> anyhow::Result<Sweeper> {
+pub(crate) fn sweeper_for(
+    config: &Config,
+    ledger: Ledger,
+    clock: SharedClock,
+) -> anyhow::Result<Sweeper> {
     let artifacts = ArtifactStore::open(&config.settings.artifacts.url, &config.root)?;
     Ok(Sweeper::new(
         ledger,

@@ -28,6 +28,8 @@ pub struct RunOnceOptions {
     pub max_wait: Duration,
     /// Live progress on stderr.
     pub progress: bool,
+    /// Metrics to record into (the HTTP server's, say); private ones when None.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -99,12 +101,11 @@ pub async fn run_once(
         .to_std()
         .unwrap_or(Duration::from_secs(15))
         .clamp(Duration::from_millis(200), Duration::from_secs(15));
-    let pipeline = Arc::new(Pipeline::new(
-        config,
-        ledger.clone(),
-        clock.clone(),
-        pool_config,
-    )?);
+    let mut pipeline = Pipeline::new(config, ledger.clone(), clock.clone(), pool_config)?;
+    if let Some(m) = &opts.metrics {
+        pipeline = pipeline.with_metrics(m.clone());
+    }
+    let pipeline = Arc::new(pipeline);
     let work = cancel.child_token();
     let pool = tokio::spawn(pipeline.clone().run(work.clone()));
     let rescuer = Rescuer::new(

@@ -16,8 +16,8 @@
 //! deleted under a policy that did not validate.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -28,6 +28,7 @@ use crate::artifact::ArtifactStore;
 use crate::clock::SharedClock;
 use crate::config::{ConfigErrors, RetentionPolicy};
 use crate::ledger::{Job, Ledger, LedgerError};
+use crate::metrics::Metrics;
 use crate::schedule::rfc3339;
 
 /// Sweeper settings.
@@ -105,10 +106,7 @@ pub struct Sweeper {
     policy: Mutex<RetentionPolicy>,
     /// Policy files that did not validate at a reload.
     pub reload_failures: AtomicU64,
-    /// Items deleted since start, by class.
-    pub deleted_artifacts: AtomicU64,
-    pub deleted_diagnostics: AtomicU64,
-    pub deleted_jobs: AtomicU64,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Sweeper {
@@ -127,10 +125,13 @@ impl Sweeper {
             config,
             policy: Mutex::new(policy),
             reload_failures: AtomicU64::new(0),
-            deleted_artifacts: AtomicU64::new(0),
-            deleted_diagnostics: AtomicU64::new(0),
-            deleted_jobs: AtomicU64::new(0),
+            metrics: None,
         }
+    }
+
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Sweeper {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The policy in force.
@@ -157,6 +158,9 @@ impl Sweeper {
             }
             Err(e) => {
                 self.reload_failures.fetch_add(1, Ordering::Relaxed);
+                if let Some(m) = &self.metrics {
+                    m.policy_reload_failures.inc();
+                }
                 tracing::error!(problems = %e.to_string().trim_end(), "retention policy invalid: the previous policy stays in force");
                 Err(e)
             }
@@ -204,6 +208,12 @@ impl Sweeper {
                 _ = cancel.cancelled() => return,
                 _ = tokio::time::sleep(every) => {}
             }
+        }
+    }
+
+    fn count(&self, class: &str, n: u64) {
+        if let Some(m) = &self.metrics {
+            m.swept(class, n);
         }
     }
 
@@ -288,7 +298,7 @@ impl Sweeper {
                     }
                 }
                 if artifact_gone {
-                    self.deleted_artifacts.fetch_add(1, Ordering::Relaxed);
+                    self.count("artifact", 1);
                 }
             }
             if artifact_gone {
@@ -314,8 +324,7 @@ impl Sweeper {
                 && rows > 0
             {
                 if !dry {
-                    self.deleted_diagnostics
-                        .fetch_add(cleared, Ordering::Relaxed);
+                    self.count("diagnostics", cleared);
                 }
                 plan.counts.diagnostics_cleared += 1;
                 plan.counts.diagnostics_rows += cleared;
@@ -336,7 +345,7 @@ impl Sweeper {
             };
             if let Some(rows) = rows {
                 if !dry {
-                    self.deleted_jobs.fetch_add(1, Ordering::Relaxed);
+                    self.count("ledger", 1);
                 }
                 plan.counts.jobs_deleted += 1;
                 plan.counts.ledger_rows += rows;

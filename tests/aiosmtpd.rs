@@ -79,6 +79,7 @@ email = ["ok@example.com", "busy@example.com", "bad@example.com"]
         date: Some(NaiveDate::from_ymd_opt(2026, 11, 30).expect("date")),
         max_wait: Duration::from_secs(60),
         progress: false,
+        metrics: None,
     };
     let summary = run_once(
         &config,

@@ -443,3 +443,28 @@ fn run_refuses_to_start_under_an_invalid_retention_policy() {
         stderr(&out)
     );
 }
+
+#[test]
+fn run_refuses_a_public_bind_without_credentials() {
+    let dir = shipped_copy();
+    let settings = std::fs::read_to_string(dir.path().join("config/dawnpost.toml")).expect("read");
+    std::fs::write(
+        dir.path().join("config/dawnpost.toml"),
+        settings.replace("bind = \"127.0.0.1:8080\"", "bind = \"0.0.0.0:0\""),
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+        .current_dir(dir.path())
+        .arg("run")
+        .env_remove("DAWNPOST_OPS_TOKEN")
+        .env_remove("DAWNPOST_INGEST_SECRET")
+        .env_remove("DAWNPOST_DATABASE_URL")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not a loopback address"),
+        "{}",
+        stderr(&out)
+    );
+}

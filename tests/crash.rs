@@ -37,7 +37,7 @@ source = { kind = "file", path = "config/sample/warehouse-17.json" }
     let p = Project::new(&reports);
     p.write(
         "config/dawnpost.toml",
-        &format!("{pool}\n[retry]\nbase = \"100ms\"\ncap = \"500ms\"\nmax_attempts = 5\n[webhook]\ntimeout = \"10s\"\n"),
+        &format!("{pool}\n[retry]\nbase = \"100ms\"\ncap = \"500ms\"\nmax_attempts = 5\n[webhook]\ntimeout = \"10s\"\n[server]\nbind = \"127.0.0.1:0\"\n"),
     );
     p
 }
@@ -205,11 +205,17 @@ async fn the_daemon_enqueues_delivers_and_stops_on_sigterm() {
         .status()
         .expect("kill");
     assert!(kill.success());
+    let signalled = Instant::now();
     let status = tokio::time::timeout(Duration::from_secs(40), child.wait())
         .await
         .expect("the daemon stops")
         .expect("wait");
     assert_eq!(status.code(), Some(0));
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "stopped in {:?}",
+        signalled.elapsed()
+    );
     let l = ledger(&p).await;
     let jobs = l
         .job_list(&dawnpost::ledger::JobFilter::default())

@@ -79,6 +79,7 @@ async fn run(p: &Project, t: &TestLedger) -> RunOnceSummary {
         date: Some(NaiveDate::parse_from_str(DATE, "%Y-%m-%d").expect("date")),
         max_wait: Duration::from_secs(60),
         progress: false,
+        metrics: None,
     };
     run_once(
         &config,
@@ -479,6 +480,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
         date: Some(NaiveDate::parse_from_str(DATE, "%Y-%m-%d").expect("date")),
         max_wait: Duration::from_secs(30),
         progress: false,
+        metrics: None,
     };
     let summary = run_once(
         &config,

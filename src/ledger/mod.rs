@@ -222,6 +222,105 @@ impl Ledger {
             .collect()
     }
 
+    /// How many deliveries are in each state.
+    pub async fn delivery_count_by_state(&self) -> Result<Vec<(DeliveryState, i64)>> {
+        let rows: Vec<(String, i64)> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT state, COUNT(*) FROM deliveries GROUP BY state ORDER BY state")
+                .fetch_all(p)
+                .await?
+        });
+        rows.into_iter()
+            .map(|(s, n)| Ok((DeliveryState::parse(&s)?, n)))
+            .collect()
+    }
+
+    /// The `ready_at` of the oldest ready job that is due at `now`.
+    pub async fn job_oldest_ready(&self, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
+        let row: (Option<i64>,) = on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT MIN(ready_at) FROM jobs WHERE state = 'ready' AND ready_at <= $1",
+            )
+            .bind(to_millis(now))
+            .fetch_one(p)
+            .await?
+        });
+        Ok(row.0.map(crate::clock::from_millis))
+    }
+
+    /// True when the ledger answers and its tables exist (migrations applied).
+    pub async fn ready(&self) -> bool {
+        on_backend!(self, |p, _d| {
+            sqlx::query("SELECT COUNT(*) FROM jobs WHERE key = ''")
+                .execute(p)
+                .await
+                .is_ok()
+                && sqlx::query("SELECT COUNT(*) FROM ingest_events WHERE webhook_id = ''")
+                    .execute(p)
+                    .await
+                    .is_ok()
+        })
+    }
+
+    /// A signed run request: records its webhook-id and inserts its job in one transaction.
+    /// A webhook-id seen before returns the job it made; an existing job key is not inserted
+    /// again.
+    pub async fn ingest_run(
+        &self,
+        webhook_id: &str,
+        job: &NewJob,
+        now: DateTime<Utc>,
+    ) -> Result<IngestOutcome> {
+        let now_ms = to_millis(now);
+        let key = job.key.to_string();
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let claimed: Option<(String,)> = sqlx::query_as(
+                "INSERT INTO ingest_events (webhook_id, job_key, received_at) VALUES ($1, $2, $3)
+                 ON CONFLICT DO NOTHING RETURNING job_key",
+            )
+            .bind(webhook_id)
+            .bind(&key)
+            .bind(now_ms)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if claimed.is_none() {
+                tx.rollback().await?;
+                let (job_key,): (String,) =
+                    sqlx::query_as("SELECT job_key FROM ingest_events WHERE webhook_id = $1")
+                        .bind(webhook_id)
+                        .fetch_one(p)
+                        .await?;
+                return Ok(IngestOutcome {
+                    job_key,
+                    created: false,
+                    replayed: true,
+                });
+            }
+            let created: Option<(String,)> = sqlx::query_as(
+                "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at)
+                 VALUES ($1, $2, $3, 'ready', $4, $5, $6, $7, $8, $9, $9)
+                 ON CONFLICT DO NOTHING RETURNING key",
+            )
+            .bind(&key)
+            .bind(job.key.report().as_str())
+            .bind(job.key.date().format("%Y-%m-%d").to_string())
+            .bind(job.origin.as_str())
+            .bind(to_millis(job.fire_at))
+            .bind(to_millis(job.window.start))
+            .bind(to_millis(job.window.end))
+            .bind(to_millis(job.ready_at))
+            .bind(now_ms)
+            .fetch_optional(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(IngestOutcome {
+                job_key: key,
+                created: created.is_some(),
+                replayed: false,
+            })
+        })
+    }
+
     /// Leases up to `limit` ready jobs whose `ready_at` has come: `ready → rendering`.
     pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
         let (expires, now) = lease_binds(params);

@@ -520,3 +520,13 @@ pub struct RetentionSizes {
     pub diagnostics_rows: i64,
     pub ledger_rows: i64,
 }
+
+/// What a signed run request did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IngestOutcome {
+    pub job_key: String,
+    /// This request inserted the job.
+    pub created: bool,
+    /// The webhook-id was seen before.
+    pub replayed: bool,
+}

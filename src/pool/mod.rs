@@ -31,6 +31,7 @@ use crate::config::{Config, Report};
 use crate::deliver::email::EmailSender;
 use crate::deliver::webhook::WebhookSender;
 use crate::ledger::{Lease, LeaseParams, Ledger};
+use crate::metrics::Metrics;
 use crate::render::Templates;
 use crate::retry::RetryPolicy;
 
@@ -131,6 +132,7 @@ pub struct Pipeline {
     pub admission: Admission,
     pub stats: Stats,
     pub config: PoolConfig,
+    pub metrics: Arc<Metrics>,
     wake: Notify,
 }
 
@@ -181,8 +183,15 @@ impl Pipeline {
             admission: Admission::new(pool.admission_per_second),
             stats: Stats::default(),
             config: pool,
+            metrics: Arc::default(),
             wake: Notify::new(),
         })
+    }
+
+    /// Records into shared metrics (the HTTP server's) instead of private ones.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Pipeline {
+        self.metrics = metrics;
+        self
     }
 
     fn lease_params(&self, limit: u32) -> LeaseParams {
@@ -262,6 +271,7 @@ impl Pipeline {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(key.clone(), (LeaseKind::Job, leased.lease.clone()));
+            self.metrics.active_workers.inc();
             tasks.spawn(async move {
                 me.clone()
                     .with_lease(
@@ -270,6 +280,7 @@ impl Pipeline {
                         work::render_job(&me, leased),
                     )
                     .await;
+                me.metrics.active_workers.dec();
                 registry
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -297,6 +308,7 @@ impl Pipeline {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .insert(key.clone(), (LeaseKind::Delivery, leased.lease.clone()));
+                self.metrics.active_workers.inc();
                 tasks.spawn(async move {
                     me.clone()
                         .with_lease(
@@ -305,6 +317,7 @@ impl Pipeline {
                             work::deliver(&me, leased, host),
                         )
                         .await;
+                    me.metrics.active_workers.dec();
                     registry
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())

@@ -1,11 +1,13 @@
 //! The lease rescuer: returns work whose lease expired (its worker died or hung) to the queue.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::ledger::{Ledger, LedgerError, RescueCounts};
+use crate::metrics::Metrics;
 
 /// Rescuer settings.
 #[derive(Debug, Clone)]
@@ -27,6 +29,7 @@ pub struct Rescuer {
     ledger: Ledger,
     clock: SharedClock,
     config: RescuerConfig,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Rescuer {
@@ -35,11 +38,21 @@ impl Rescuer {
             ledger,
             clock,
             config,
+            metrics: None,
         }
+    }
+
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Rescuer {
+        self.metrics = Some(metrics);
+        self
     }
 
     pub async fn run_once(&self) -> Result<RescueCounts, LedgerError> {
         let counts = self.ledger.lease_rescue(self.clock.now()).await?;
+        if let Some(m) = &self.metrics {
+            m.rescued("job", counts.jobs);
+            m.rescued("delivery", counts.deliveries);
+        }
         if counts.jobs > 0 || counts.deliveries > 0 {
             tracing::warn!(
                 jobs = counts.jobs,

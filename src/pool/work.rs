@@ -35,7 +35,12 @@ fn jitter() -> f64 {
 pub(super) async fn render_job(p: &Arc<Pipeline>, leased: LeasedJob) {
     let LeasedJob { job, lease } = leased;
     let now = p.clock.now();
-    match render_and_store(p, &job).await {
+    let started = std::time::Instant::now();
+    let rendered = render_and_store(p, &job).await;
+    p.metrics
+        .render_duration
+        .observe(started.elapsed().as_secs_f64());
+    match rendered {
         Ok((artifact, deliveries)) => match p
             .ledger
             .job_rendered(&lease, &artifact, &deliveries, p.clock.now())
@@ -69,6 +74,7 @@ pub(super) async fn render_job(p: &Arc<Pipeline>, leased: LeasedJob) {
                     };
                     tracing::error!(job = %job.key, error = %why, "render failed; quarantined");
                     Stats::bump(&p.stats.quarantined);
+                    p.metrics.quarantined.inc();
                     p.ledger.job_quarantine(&lease, &why, p.clock.now()).await
                 }
                 Decision::Sent => Ok(()),
@@ -138,6 +144,9 @@ async fn render_and_store(
         .map_err(|e| RenderFailure::Transient(e.to_string()))?;
     if wrote {
         Stats::bump(&p.stats.artifacts_written);
+        p.metrics
+            .artifact_bytes
+            .inc_by(u64::try_from(artifact.bytes).unwrap_or(0));
     }
     Ok((artifact, deliveries))
 }
@@ -162,6 +171,7 @@ pub(super) async fn deliver(p: &Arc<Pipeline>, leased: LeasedDelivery, host: Str
     match outcome.class {
         ResponseClass::RateLimited => {
             Stats::bump(&p.stats.rate_limited);
+            p.metrics.rate_limited.inc();
             p.admission.on_rate_limited(finished_at);
             let until = match &decision {
                 Decision::Retry { at, .. } => *at,
@@ -204,6 +214,7 @@ pub(super) async fn deliver(p: &Arc<Pipeline>, leased: LeasedDelivery, host: Str
         reason: Some(reason.clone()),
         diagnostics: outcome.diagnostics.clone(),
     };
+    p.metrics.attempt(outcome.class.as_str());
     match p.ledger.delivery_finish(&lease, &record, next).await {
         Ok(()) => {}
         Err(LedgerError::LeaseLost { .. }) => {
@@ -222,10 +233,14 @@ pub(super) async fn deliver(p: &Arc<Pipeline>, leased: LeasedDelivery, host: Str
         }
         DeliveryNext::Retry { ready_at } => {
             Stats::bump(&p.stats.retrying);
+            p.metrics
+                .retry_delay
+                .observe((ready_at - finished_at).num_milliseconds().max(0) as f64 / 1000.0);
             tracing::warn!(delivery = %shown, attempt = attempt_no, class = outcome.class.as_str(), reason = %reason, retry_at = %rfc3339(ready_at), "will retry");
         }
         DeliveryNext::Quarantine => {
             Stats::bump(&p.stats.quarantined);
+            p.metrics.quarantined.inc();
             tracing::error!(delivery = %shown, attempt = attempt_no, class = outcome.class.as_str(), reason = %reason, "quarantined");
         }
     }

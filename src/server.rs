@@ -1,0 +1,468 @@
+//! The HTTP surface (DESIGN §8): signed run ingestion, the ops API, metrics and health.
+//!
+//! - `POST /v1/runs` — an upstream system asks for a report run, signed per Standard Webhooks
+//!   with the `whsec_` secret named by `server.ingest_secret_env`. The job insert and the record
+//!   of the webhook-id commit together; 202 comes only after the commit; a replayed webhook-id or
+//!   an existing job gets 200 with the same job key and `"duplicate": true`.
+//! - `/v1/jobs`, `/v1/jobs/{key}`, `/v1/dlq`, `/v1/jobs/{key}/redrive`,
+//!   `/v1/deliveries/{key}/redrive` — behind the bearer token named by `server.ops_token_env`.
+//! - `GET /metrics` (Prometheus text), `GET /healthz` (process up), `GET /readyz` (ledger
+//!   reachable and migrated).
+//!
+//! Every error has a JSON body `{"error": "…"}`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::NaiveDate;
+use serde::Deserialize;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::config::Report;
+use crate::history::{Dlq, JobHistory};
+use crate::ledger::{JobFilter, JobOrigin, JobState, Ledger, LedgerError, NewJob};
+use crate::metrics::Metrics;
+use crate::schedule::Fire;
+use crate::signing::Secret;
+
+/// The largest request body accepted.
+pub const BODY_LIMIT: usize = 64 * 1024;
+/// How far a `webhook-timestamp` may be from now.
+pub const TIMESTAMP_TOLERANCE_SECS: i64 = 5 * 60;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct ServerState {
+    pub ledger: Ledger,
+    pub reports: Arc<HashMap<String, Report>>,
+    pub clock: SharedClock,
+    pub ingest_secret: Option<Secret>,
+    pub ops_token: Option<String>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerState")
+            .field("ingest_secret", &self.ingest_secret.as_ref().map(|_| "***"))
+            .field("ops_token", &self.ops_token.as_ref().map(|_| "***"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The routes, for `run` and for tests that mount them on port 0.
+pub fn router(state: ServerState) -> Router {
+    Router::new()
+        .route("/v1/runs", post(ingest))
+        .route("/v1/jobs", get(list_jobs))
+        .route("/v1/jobs/{key}", get(show_job))
+        .route("/v1/jobs/{key}/redrive", post(redrive_job))
+        .route("/v1/deliveries/{key}/redrive", post(redrive_delivery))
+        .route("/v1/dlq", get(dlq))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+/// Refuses an exposed bind without credentials: off loopback both secrets must be set.
+pub fn check_exposure(
+    bind: SocketAddr,
+    ops_token_set: bool,
+    ingest_secret_set: bool,
+) -> Result<(), String> {
+    if bind.ip().is_loopback() || (ops_token_set && ingest_secret_set) {
+        Ok(())
+    } else {
+        Err(format!(
+            "refusing to serve on {bind}, which is not a loopback address, without both the ops token and the ingest secret set"
+        ))
+    }
+}
+
+/// Serves until `cancel`, then stops accepting and finishes the requests in flight.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    cancel: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(cancel.cancelled_owned())
+        .await
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> Response {
+    ApiError::new(status, message).into_response()
+}
+
+/// A refusal: its status and the message of its JSON body.
+#[derive(Debug)]
+struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(json!({ "error": self.message }))).into_response()
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunRequest {
+    report: String,
+    date: Option<String>,
+}
+
+async fn ingest(State(st): State<ServerState>, headers: HeaderMap, body: Body) -> Response {
+    let body = match axum::body::to_bytes(body, BODY_LIMIT).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the body is larger than {BODY_LIMIT} bytes"),
+            );
+        }
+    };
+    let Some(secret) = &st.ingest_secret else {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "ingestion is not configured: the ingest secret is unset",
+        );
+    };
+    let (Some(id), Some(ts), Some(sig)) = (
+        header_str(&headers, "webhook-id"),
+        header_str(&headers, "webhook-timestamp"),
+        header_str(&headers, "webhook-signature"),
+    ) else {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "missing webhook-id, webhook-timestamp or webhook-signature",
+        );
+    };
+    let Ok(ts) = ts.trim().parse::<i64>() else {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "webhook-timestamp is not Unix seconds",
+        );
+    };
+    let now = st.clock.now();
+    if (now.timestamp() - ts).abs() > TIMESTAMP_TOLERANCE_SECS {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "webhook-timestamp is more than 5 minutes off",
+        );
+    }
+    if secret.verify(id, ts, &body, sig).is_err() {
+        return error(StatusCode::UNAUTHORIZED, "invalid signature");
+    }
+    let req: RunRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("invalid body: {e}"),
+            );
+        }
+    };
+    let date = match &req.date {
+        None => None,
+        Some(d) => match NaiveDate::parse_from_str(d, "%Y-%m-%d") {
+            Ok(d) => Some(d),
+            Err(_) => {
+                return error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("date {d:?} is not YYYY-MM-DD"),
+                );
+            }
+        },
+    };
+    let Some(report) = st.reports.get(&req.report) else {
+        return error(StatusCode::NOT_FOUND, format!("no report {:?}", req.report));
+    };
+    let date = date.unwrap_or_else(|| now.with_timezone(&report.timezone()).date_naive());
+    let Some(fire) = Fire::for_date(report, date) else {
+        return error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("{date} has no window in {}", report.timezone().name()),
+        );
+    };
+    let job = NewJob {
+        key: fire.key,
+        fire_at: fire.fire_at,
+        window: fire.window,
+        ready_at: now,
+        origin: JobOrigin::Ingest,
+    };
+    match st.ledger.ingest_run(id, &job, now).await {
+        Ok(out) => {
+            let duplicate = !out.created;
+            st.metrics
+                .ingest(if duplicate { "duplicate" } else { "created" });
+            tracing::info!(job = %out.job_key, duplicate, "run requested");
+            let status = if duplicate {
+                StatusCode::OK
+            } else {
+                StatusCode::ACCEPTED
+            };
+            (
+                status,
+                axum::Json(json!({ "job": out.job_key, "duplicate": duplicate })),
+            )
+                .into_response()
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not record a run request");
+            error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the ledger is unavailable; retry later",
+            )
+        }
+    }
+}
+
+/// The bearer token check, in constant time.
+fn authorize(st: &ServerState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(expected) = &st.ops_token else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "the ops API is not configured: the ops token is unset",
+        ));
+    };
+    let given = header_str(headers, header::AUTHORIZATION.as_str())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token",
+        ))
+    }
+}
+
+fn ledger_error(e: LedgerError) -> Response {
+    match e {
+        LedgerError::NotFound { what, key } => {
+            error(StatusCode::NOT_FOUND, format!("no {what} {key}"))
+        }
+        LedgerError::WrongState {
+            what, key, actual, ..
+        } => error(
+            StatusCode::CONFLICT,
+            format!("{what} {key} is {actual}; only quarantined work can be redriven"),
+        ),
+        other => {
+            tracing::error!(error = %other, "ops API ledger error");
+            error(StatusCode::SERVICE_UNAVAILABLE, "the ledger is unavailable")
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct JobsQuery {
+    state: Option<String>,
+    report: Option<String>,
+    limit: Option<u32>,
+}
+
+async fn list_jobs(
+    State(st): State<ServerState>,
+    headers: HeaderMap,
+    Query(q): Query<JobsQuery>,
+) -> Response {
+    if let Err(e) = authorize(&st, &headers) {
+        return e.into_response();
+    }
+    let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => match JobState::parse(s) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                return error(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("{s:?} is not a job state"),
+                );
+            }
+        },
+    };
+    let filter = JobFilter {
+        state,
+        report: q.report.filter(|r| !r.is_empty()),
+        limit: Some(q.limit.unwrap_or(100).min(1000)),
+    };
+    match st.ledger.job_list(&filter).await {
+        Ok(jobs) => axum::Json(jobs).into_response(),
+        Err(e) => ledger_error(e),
+    }
+}
+
+async fn show_job(
+    State(st): State<ServerState>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+) -> Response {
+    if let Err(e) = authorize(&st, &headers) {
+        return e.into_response();
+    }
+    match JobHistory::load(&st.ledger, &key).await {
+        Ok(Some(h)) => axum::Json(h).into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, format!("no job {key}")),
+        Err(e) => ledger_error(e),
+    }
+}
+
+async fn dlq(State(st): State<ServerState>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize(&st, &headers) {
+        return e.into_response();
+    }
+    match Dlq::load(&st.ledger).await {
+        Ok(d) => axum::Json(d).into_response(),
+        Err(e) => ledger_error(e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RedriveRequest {
+    by: String,
+    reason: String,
+}
+
+fn redrive_request(body: &[u8]) -> Result<RedriveRequest, ApiError> {
+    let req: RedriveRequest = serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("invalid body: {e}"),
+        )
+    })?;
+    if req.by.trim().is_empty() || req.reason.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "by and reason must not be empty: redrives are audited",
+        ));
+    }
+    Ok(req)
+}
+
+async fn redrive_job(
+    State(st): State<ServerState>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(e) = authorize(&st, &headers) {
+        return e.into_response();
+    }
+    let req = match redrive_request(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    match st
+        .ledger
+        .job_redrive(&key, &req.by, &req.reason, st.clock.now())
+        .await
+    {
+        Ok(out) => {
+            axum::Json(json!({ "job": out.job_key, "deliveries": out.deliveries })).into_response()
+        }
+        Err(e) => ledger_error(e),
+    }
+}
+
+async fn redrive_delivery(
+    State(st): State<ServerState>,
+    headers: HeaderMap,
+    Path(key): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(e) = authorize(&st, &headers) {
+        return e.into_response();
+    }
+    let req = match redrive_request(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    match st
+        .ledger
+        .delivery_redrive(&key, &req.by, &req.reason, st.clock.now())
+        .await
+    {
+        Ok(out) => axum::Json(json!({ "job": out.job_key, "delivery": key })).into_response(),
+        Err(e) => ledger_error(e),
+    }
+}
+
+async fn metrics(State(st): State<ServerState>) -> Response {
+    let now = st.clock.now();
+    if let Ok(counts) = st.ledger.job_count_by_state().await {
+        for state in JobState::ALL {
+            let n = counts
+                .iter()
+                .find(|(s, _)| *s == state)
+                .map_or(0, |(_, n)| *n);
+            st.metrics.set_jobs(state.as_str(), n);
+        }
+    }
+    if let Ok(counts) = st.ledger.delivery_count_by_state().await {
+        for state in ["pending", "sending", "sent", "quarantined"] {
+            let n = counts
+                .iter()
+                .find(|(s, _)| s.as_str() == state)
+                .map_or(0, |(_, n)| *n);
+            st.metrics.set_deliveries(state, n);
+        }
+    }
+    if let Ok(oldest) = st.ledger.job_oldest_ready(now).await {
+        let age = oldest.map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
+        st.metrics.oldest_ready_age.set(age);
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        st.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn healthz() -> Response {
+    axum::Json(json!({ "status": "ok" })).into_response()
+}
+
+async fn readyz(State(st): State<ServerState>) -> Response {
+    if st.ledger.ready().await {
+        axum::Json(json!({ "status": "ready" })).into_response()
+    } else {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the ledger is unreachable or not migrated",
+        )
+    }
+}
