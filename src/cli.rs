@@ -163,7 +163,8 @@ fn init_tracing(cli: &Cli) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     if cli.log_json {
         builder.json().init();
     } else {
@@ -550,9 +551,14 @@ fn print_plan(plan: &SweepPlan) {
         ("ledger", &plan.ledger),
     ] {
         for i in items {
+            let size = match class {
+                "artifact" => format!("{} bytes in {} objects", i.bytes, i.rows),
+                "diagnostics" => format!("{} bytes in {} attempt rows", i.bytes, i.rows),
+                _ => format!("{} rows", i.rows),
+            };
             println!(
-                "  {class:<12} {:<40} finished {}  {} bytes  {} rows",
-                i.job, i.terminal_at, i.bytes, i.rows
+                "  {class:<12} {:<40} finished {}  {size}",
+                i.job, i.terminal_at
             );
         }
     }
