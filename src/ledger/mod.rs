@@ -1013,6 +1013,16 @@ impl Ledger {
         }
     }
 
+    /// Every attempt's duration from lease to result, in milliseconds (for benchmarks).
+    pub async fn attempt_latencies_ms(&self) -> Result<Vec<i64>> {
+        let rows: Vec<(i64,)> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT finished_at - requested_at FROM delivery_attempts")
+                .fetch_all(p)
+                .await?
+        });
+        Ok(rows.into_iter().map(|(ms,)| ms).collect())
+    }
+
     pub async fn attempt_list(&self, delivery_key: &str) -> Result<Vec<Attempt>> {
         let recs: Vec<AttemptRecord> = on_backend!(self, |p, _d| {
             sqlx::query_as(

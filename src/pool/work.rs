@@ -155,8 +155,9 @@ async fn render_and_store(
 pub(super) async fn deliver(p: &Arc<Pipeline>, leased: LeasedDelivery, host: String) {
     let LeasedDelivery { delivery, lease } = leased;
     let shown = redact_delivery_key(&delivery.key);
-    let requested_at = p.clock.now();
-    let outcome = attempt(p, &delivery, requested_at).await;
+    // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
+    let requested_at = lease.expires_at - p.config.lease;
+    let outcome = attempt(p, &delivery, p.clock.now()).await;
     let finished_at = p.clock.now();
     let attempt_no = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
     // A redrive gives a fresh budget: count attempts and age from it.

@@ -1,0 +1,242 @@
+//! `cargo bench --bench pipeline [-- --reports N --destinations K]`: the whole pipeline —
+//! enqueue, lease, render, artifact write, delivery, ledger — against local sinks, and the bare
+//! baseline (the same number of POSTs from one keep-alive client at the same concurrency).
+//! Prints one JSON line per backend: SQLite always, PostgreSQL when DAWNPOST_TEST_POSTGRES_URL
+//! is set. Jobs are `reports` report definitions (at most 100) times as many dates as needed.
+
+#[allow(dead_code)]
+#[path = "support/sinks.rs"]
+mod sinks;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::NaiveDate;
+use dawnpost::ledger::{JobOrigin, JobState, Ledger, NewJob};
+use dawnpost::pool::{Pipeline, PoolConfig};
+use dawnpost::schedule::Fire;
+use dawnpost::{Config, SystemClock};
+use tokio_util::sync::CancellationToken;
+
+const CONCURRENCY: u32 = 16;
+
+fn main() {
+    let jobs: usize = sinks::arg("--reports")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let destinations: usize = sinks::arg("--destinations")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let (http, http_seen) = sinks::http_sink().await;
+        let (smtp, smtp_seen) = sinks::smtp_sink().await;
+        let baseline = baseline(http, jobs * destinations).await;
+        http_seen.reset();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let report_defs = jobs.clamp(1, 100);
+        // One email and the rest webhooks: both sinks are exercised.
+        let (webhooks, emails) = if destinations >= 2 { (destinations - 1, 1) } else { (1, 0) };
+        sinks::project(
+            dir.path(),
+            report_defs,
+            webhooks,
+            emails,
+            http,
+            smtp,
+            &format!("[pool]\nconcurrency = {CONCURRENCY}\nadmission_per_second = 1000000\nlease = \"5m\"\n"),
+        );
+        let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
+
+        let sqlite_url = format!("sqlite://{}", dir.path().join("bench.db").display());
+        let ledger = Ledger::connect(&sqlite_url, dir.path()).await.expect("sqlite");
+        let artifacts = dir.path().join("var/artifacts");
+        let line = run("sqlite", &config, ledger, jobs, baseline, &artifacts).await;
+        println!("{line}");
+        http_seen.reset();
+        smtp_seen.reset();
+
+        if let Ok(url) = std::env::var("DAWNPOST_TEST_POSTGRES_URL") {
+            let schema = format!("dp_bench_{}", std::process::id());
+            let ledger = Ledger::connect_postgres_schema(&url, &schema).await.expect("postgres");
+            let _ = std::fs::remove_dir_all(&artifacts);
+            let line = run("postgres", &config, ledger.clone(), jobs, baseline, &artifacts).await;
+            println!("{line}");
+            let _ = ledger.drop_postgres_schema(&schema).await;
+        }
+    });
+}
+
+/// The same number of POSTs from one keep-alive client at the same concurrency, no queue.
+async fn baseline(http: std::net::SocketAddr, posts: usize) -> f64 {
+    let client = reqwest::Client::new();
+    let body = bytes::Bytes::from(vec![b'x'; 6 * 1024]);
+    let slots = Arc::new(tokio::sync::Semaphore::new(CONCURRENCY as usize));
+    let started = Instant::now();
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..posts {
+        let permit = slots.clone().acquire_owned().await.expect("permit");
+        let (client, body) = (client.clone(), body.clone());
+        let url = format!("http://{http}/baseline/{}", i % 100);
+        set.spawn(async move {
+            let resp = client
+                .post(url)
+                .header("idempotency-key", i.to_string())
+                .body(body)
+                .send()
+                .await;
+            drop(permit);
+            resp.map(|r| r.status().is_success()).unwrap_or(false)
+        });
+    }
+    let mut ok = 0usize;
+    while let Some(r) = set.join_next().await {
+        ok += usize::from(r.unwrap_or(false));
+    }
+    assert_eq!(ok, posts, "the baseline sink answered every POST");
+    posts as f64 / started.elapsed().as_secs_f64()
+}
+
+async fn run(
+    backend: &str,
+    config: &Config,
+    ledger: Ledger,
+    jobs: usize,
+    baseline: f64,
+    artifacts: &std::path::Path,
+) -> String {
+    let dates: Vec<NaiveDate> = (0..jobs.div_ceil(config.reports.len()))
+        .map(|d| {
+            NaiveDate::from_ymd_opt(2026, 1, 1).expect("date") + chrono::Duration::days(d as i64)
+        })
+        .collect();
+    let now = chrono::Utc::now();
+    let new_jobs: Vec<NewJob> = dates
+        .iter()
+        .flat_map(|d| config.reports.iter().map(move |r| (r, *d)))
+        .take(jobs)
+        .map(|(r, d)| {
+            let fire = Fire::for_date(r, d).expect("fire");
+            NewJob {
+                key: fire.key,
+                fire_at: fire.fire_at,
+                window: fire.window,
+                ready_at: now,
+                origin: JobOrigin::Backfill,
+            }
+        })
+        .collect();
+    let started = Instant::now();
+    let inserted = ledger
+        .job_insert_many(&new_jobs, now)
+        .await
+        .expect("enqueue");
+    let enqueue_s = started.elapsed().as_secs_f64();
+    assert_eq!(inserted.len(), jobs);
+
+    let pool = PoolConfig::from_config(config);
+    let pipeline = Arc::new(
+        Pipeline::new(config, ledger.clone(), Arc::new(SystemClock), pool).expect("pipeline"),
+    );
+    let cancel = CancellationToken::new();
+    let started = Instant::now();
+    let worker = tokio::spawn(pipeline.clone().run(cancel.clone()));
+    loop {
+        let counts = ledger.job_count_by_state().await.expect("counts");
+        let finished: i64 = counts
+            .iter()
+            .filter(|(s, _)| s.is_terminal())
+            .map(|(_, n)| n)
+            .sum();
+        if finished as usize >= jobs {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let drain_s = started.elapsed().as_secs_f64();
+    cancel.cancel();
+    worker.await.expect("join").expect("pool");
+    let counts = ledger.job_count_by_state().await.expect("counts");
+    let done = counts
+        .iter()
+        .find(|(s, _)| *s == JobState::Done)
+        .map_or(0, |(_, n)| *n);
+    assert_eq!(done as usize, jobs, "every job delivered: {counts:?}");
+
+    let deliveries = ledger
+        .delivery_count_by_state()
+        .await
+        .expect("counts")
+        .iter()
+        .map(|(_, n)| n)
+        .sum::<i64>();
+    let mut latencies = ledger.attempt_latencies_ms().await.expect("latencies");
+    latencies.sort_unstable();
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 - 1.0) * p).round() as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    let objects = walk(artifacts);
+    let rate = deliveries as f64 / drain_s;
+    ledger.close().await;
+    let line = Line {
+        backend,
+        reports: jobs,
+        deliveries,
+        enqueue_s: round3(enqueue_s),
+        drain_s: round3(drain_s),
+        deliveries_per_s: rate.round(),
+        baseline_per_s: baseline.round(),
+        ratio: round3(rate / baseline),
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        peak_rss_mb: sinks::peak_rss_mb().round(),
+        artifacts_written: objects / 2,
+    };
+    serde_json::to_string(&line).expect("json")
+}
+
+/// One result line, fields in the documented order.
+#[derive(serde::Serialize)]
+struct Line<'a> {
+    backend: &'a str,
+    reports: usize,
+    deliveries: i64,
+    enqueue_s: f64,
+    drain_s: f64,
+    deliveries_per_s: f64,
+    baseline_per_s: f64,
+    ratio: f64,
+    p50_ms: i64,
+    p99_ms: i64,
+    peak_rss_mb: f64,
+    artifacts_written: usize,
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| {
+                    let p = e.path();
+                    if p.is_dir() {
+                        walk(&p)
+                    } else {
+                        usize::from(p.extension().is_some_and(|x| x == "html" || x == "txt"))
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}

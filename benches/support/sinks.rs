@@ -1,0 +1,201 @@
+//! Local sinks for the benchmarks, on 127.0.0.1: an HTTP receiver answering 204 with
+//! keep-alive and an SMTP receiver answering 250. They count what they receive per key, so a
+//! benchmark can report duplicates, and keep nothing else.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+
+#[derive(Default)]
+pub struct Seen {
+    pub total: AtomicU64,
+    pub by_key: Mutex<HashMap<String, u32>>,
+}
+
+impl Seen {
+    fn record(&self, key: Option<String>) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        if let Some(k) = key {
+            *self.by_key.lock().expect("lock").entry(k).or_default() += 1;
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Receipts beyond the first, over all keys.
+    pub fn duplicates(&self) -> u64 {
+        self.by_key
+            .lock()
+            .expect("lock")
+            .values()
+            .map(|n| u64::from(n.saturating_sub(1)))
+            .sum()
+    }
+
+    pub fn reset(&self) {
+        self.total.store(0, Ordering::Relaxed);
+        self.by_key.lock().expect("lock").clear();
+    }
+}
+
+async fn accept(
+    State(seen): State<Arc<Seen>>,
+    headers: HeaderMap,
+    _body: axum::body::Bytes,
+) -> StatusCode {
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    seen.record(key);
+    StatusCode::NO_CONTENT
+}
+
+pub async fn http_sink() -> (SocketAddr, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let app = axum::Router::new()
+        .route("/{*path}", axum::routing::post(accept))
+        .with_state(seen.clone());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (addr, seen)
+}
+
+pub async fn smtp_sink() -> (SocketAddr, Arc<Seen>) {
+    let seen = Arc::new(Seen::default());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let s = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((sock, _)) = listener.accept().await else {
+                return;
+            };
+            let seen = s.clone();
+            tokio::spawn(async move {
+                let (r, mut w) = sock.into_split();
+                let mut r = BufReader::new(r);
+                let _ = w.write_all(b"220 sink ESMTP\r\n").await;
+                let mut line = String::new();
+                loop {
+                    line.clear();
+                    if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                        return;
+                    }
+                    let upper = line.trim_end().to_ascii_uppercase();
+                    let reply: &[u8] = if upper.starts_with("EHLO") {
+                        b"250-sink\r\n250 8BITMIME\r\n"
+                    } else if upper == "DATA" {
+                        let _ = w.write_all(b"354 go\r\n").await;
+                        let mut key = None;
+                        loop {
+                            line.clear();
+                            if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if line == ".\r\n" {
+                                break;
+                            }
+                            if let Some(k) = line.strip_prefix("X-Dawnpost-Delivery: ") {
+                                key = Some(k.trim().to_string());
+                            }
+                        }
+                        seen.record(key);
+                        b"250 2.0.0 queued\r\n"
+                    } else if upper == "QUIT" {
+                        let _ = w.write_all(b"221 bye\r\n").await;
+                        return;
+                    } else {
+                        b"250 ok\r\n"
+                    };
+                    if w.write_all(reply).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, seen)
+}
+
+/// Peak resident set size of this process, in MiB (VmHWM).
+pub fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .map(str::to_string)
+        })
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// `--name value` from the command line (cargo bench adds its own flags; they are ignored).
+pub fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// A project folder: config with `reports` reports, each with `webhooks` webhook destinations
+/// on the HTTP sink and `emails` addresses on the SMTP sink, and the shipped template.
+pub fn project(
+    dir: &std::path::Path,
+    reports: usize,
+    webhooks: usize,
+    emails: usize,
+    http: SocketAddr,
+    smtp: SocketAddr,
+    settings: &str,
+) {
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(dir.join("config/sample")).expect("mkdir");
+    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
+    for part in ["daily_ops.html.hbs", "daily_ops.txt.hbs"] {
+        std::fs::copy(
+            shipped.join("templates").join(part),
+            dir.join("templates").join(part),
+        )
+        .expect("copy");
+    }
+    std::fs::copy(
+        shipped.join("config/sample/warehouse-17.json"),
+        dir.join("config/sample/data.json"),
+    )
+    .expect("copy");
+    let mut toml = String::new();
+    for r in 0..reports {
+        toml.push_str(&format!(
+            "[[report]]\nid = \"bench-{r}\"\ntitle = \"Bench {r}\"\nschedule = \"0 0 0 29 2 *\"\ntimezone = \"Europe/Berlin\"\ntemplate = \"daily_ops\"\nsource = {{ kind = \"file\", path = \"config/sample/data.json\" }}\nemail = [{}]\n",
+            (0..emails).map(|e| format!("\"r{r}-{e}@bench.test\"")).collect::<Vec<_>>().join(", ")
+        ));
+        for w in 0..webhooks {
+            toml.push_str(&format!(
+                "[[report.webhook]]\nurl = \"http://{http}/r{r}/w{w}\"\n"
+            ));
+        }
+    }
+    std::fs::write(dir.join("config/reports.toml"), toml).expect("write");
+    std::fs::write(
+        dir.join("config/dawnpost.toml"),
+        format!("[email]\nfrom = \"Bench <bench@bench.test>\"\ntransport = \"smtp\"\nsmtp_url = \"smtp://{smtp}\"\n{settings}"),
+    )
+    .expect("write");
+}

@@ -1,0 +1,134 @@
+//! `cargo bench --bench workers [-- --reports N --destinations K]`: scale-out on one PostgreSQL
+//! database. For 1, 2 and 3 `dawnpost run` processes sharing one artifact folder, enqueue N jobs
+//! with K webhook destinations each, time the drain, and count the duplicate deliveries the sink
+//! saw (must be 0: nothing crashes here). Needs DAWNPOST_TEST_POSTGRES_URL.
+
+#[allow(dead_code)]
+#[path = "support/sinks.rs"]
+mod sinks;
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use chrono::NaiveDate;
+use dawnpost::Config;
+use dawnpost::ledger::{JobOrigin, Ledger, NewJob};
+use dawnpost::schedule::Fire;
+
+#[derive(serde::Serialize)]
+struct Line {
+    backend: &'static str,
+    processes: usize,
+    reports: usize,
+    deliveries: i64,
+    drain_s: f64,
+    deliveries_per_s: f64,
+    duplicates: u64,
+}
+
+fn main() {
+    let Ok(url) = std::env::var("DAWNPOST_TEST_POSTGRES_URL") else {
+        eprintln!("workers benchmark skipped: set DAWNPOST_TEST_POSTGRES_URL");
+        return;
+    };
+    let jobs: usize = sinks::arg("--reports")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let destinations: usize = sinks::arg("--destinations")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let (http, seen) = sinks::http_sink().await;
+        let (smtp, _) = sinks::smtp_sink().await;
+        for processes in 1..=3 {
+            seen.reset();
+            let schema = format!("dp_workers_{}_{processes}", std::process::id());
+            let ledger = Ledger::connect_postgres_schema(&url, &schema).await.expect("postgres");
+            let dir = tempfile::tempdir().expect("tempdir");
+            let sep = if url.contains('?') { '&' } else { '?' };
+            let db_url = format!("{url}{sep}options=-c%20search_path%3D{schema}");
+            sinks::project(
+                dir.path(),
+                jobs.clamp(1, 100),
+                destinations,
+                0,
+                http,
+                smtp,
+                &format!(
+                    "[database]\nurl = \"{db_url}\"\n[pool]\nconcurrency = 16\nadmission_per_second = 1000000\nlease = \"30s\"\n[server]\nbind = \"127.0.0.1:0\"\n"
+                ),
+            );
+            let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
+            let now = chrono::Utc::now();
+            let new_jobs: Vec<NewJob> = (0..jobs.div_ceil(config.reports.len()))
+                .flat_map(|d| config.reports.iter().map(move |r| (r, d)))
+                .take(jobs)
+                .map(|(r, d)| {
+                    let date = NaiveDate::from_ymd_opt(2026, 1, 1).expect("date") + chrono::Duration::days(d as i64);
+                    let fire = Fire::for_date(r, date).expect("fire");
+                    NewJob {
+                        key: fire.key,
+                        fire_at: fire.fire_at,
+                        window: fire.window,
+                        ready_at: now,
+                        origin: JobOrigin::Backfill,
+                    }
+                })
+                .collect();
+            ledger.job_insert_many(&new_jobs, now).await.expect("enqueue");
+
+            let started = Instant::now();
+            let mut children = Vec::new();
+            for _ in 0..processes {
+                children.push(
+                    tokio::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+                        .arg("--config")
+                        .arg(dir.path().join("config"))
+                        .arg("run")
+                        .env_remove("DAWNPOST_DATABASE_URL")
+                        .env("RUST_LOG", "error")
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .kill_on_drop(true)
+                        .spawn()
+                        .expect("start dawnpost run"),
+                );
+            }
+            loop {
+                let counts = ledger.job_count_by_state().await.expect("counts");
+                let finished: i64 = counts.iter().filter(|(s, _)| s.is_terminal()).map(|(_, n)| n).sum();
+                if finished as usize >= jobs {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let drain_s = started.elapsed().as_secs_f64();
+            for child in &children {
+                if let Some(pid) = child.id() {
+                    let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+                }
+            }
+            for mut child in children {
+                let _ = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
+            }
+            let deliveries: i64 = ledger.delivery_count_by_state().await.expect("counts").iter().map(|(_, n)| n).sum();
+            let line = Line {
+                backend: "postgres",
+                processes,
+                reports: jobs,
+                deliveries,
+                drain_s: (drain_s * 1000.0).round() / 1000.0,
+                deliveries_per_s: (deliveries as f64 / drain_s).round(),
+                duplicates: seen.duplicates(),
+            };
+            println!("{}", serde_json::to_string(&line).expect("json"));
+            let _ = ledger.drop_postgres_schema(&schema).await;
+            ledger.close().await;
+        }
+    });
+}
