@@ -157,8 +157,10 @@ impl Ledger {
     ) -> Result<Vec<String>> {
         let now = to_millis(now);
         let mut inserted = Vec::new();
-        for chunk in jobs.chunks(500) {
-            on_backend!(self, |p, _d| {
+        // One transaction for the whole batch: one commit (one WAL flush) however many rows.
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            for chunk in jobs.chunks(500) {
                 let mut qb = sqlx::QueryBuilder::new(
                     "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at) ",
                 );
@@ -176,10 +178,11 @@ impl Ledger {
                         .push_bind(now);
                 });
                 qb.push(" ON CONFLICT DO NOTHING RETURNING key");
-                let keys: Vec<(String,)> = qb.build_query_as().fetch_all(p).await?;
+                let keys: Vec<(String,)> = qb.build_query_as().fetch_all(&mut *tx).await?;
                 inserted.extend(keys.into_iter().map(|(k,)| k));
-            });
-        }
+            }
+            tx.commit().await?;
+        });
         Ok(inserted)
     }
 

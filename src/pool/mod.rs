@@ -263,70 +263,69 @@ impl Pipeline {
             self.admission.admit(count).await;
         }
         for leased in jobs {
-            let permit = slots.clone().try_acquire_owned()?;
+            let lease = leased.lease.clone();
             let me = self.clone();
-            let registry = inflight.clone();
-            let key = leased.lease.key.clone();
+            self.spawn_work(slots, inflight, tasks, LeaseKind::Job, lease, async move {
+                work::render_job(&me, leased).await;
+                // Its deliveries exist now: lease them without waiting for the idle poll.
+                me.wake.notify_one();
+            })?;
+        }
+        for leased in deliveries {
+            let now = self.clock.now();
+            let host = work::host_of(&leased.delivery);
+            if let throttle::Gate::WaitUntil(until) = self.throttle.gate(&host, now) {
+                Stats::bump(&self.stats.deferred);
+                if let Err(e) = self.ledger.delivery_defer(&leased.lease, until, now).await {
+                    tracing::warn!(error = %e, "could not defer a delivery to a paused host");
+                }
+                continue;
+            }
+            let lease = leased.lease.clone();
+            let me = self.clone();
+            self.spawn_work(
+                slots,
+                inflight,
+                tasks,
+                LeaseKind::Delivery,
+                lease,
+                async move {
+                    work::deliver(&me, leased, host).await;
+                },
+            )?;
+        }
+        Ok(count)
+    }
+
+    /// Spawns one work item in a slot, registered by its lease so a drain can release it.
+    fn spawn_work(
+        self: &Arc<Self>,
+        slots: &Arc<Semaphore>,
+        inflight: &Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>>,
+        tasks: &mut JoinSet<()>,
+        kind: LeaseKind,
+        lease: Lease,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let permit = slots.clone().try_acquire_owned()?;
+        let me = self.clone();
+        let registry = inflight.clone();
+        let key = lease.key.clone();
+        registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.clone(), (kind, lease.clone()));
+        self.metrics.active_workers.inc();
+        tasks.spawn(async move {
+            me.clone().with_lease(kind, lease, work).await;
+            me.metrics.active_workers.dec();
             registry
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(key.clone(), (LeaseKind::Job, leased.lease.clone()));
-            self.metrics.active_workers.inc();
-            tasks.spawn(async move {
-                me.clone()
-                    .with_lease(
-                        LeaseKind::Job,
-                        leased.lease.clone(),
-                        work::render_job(&me, leased),
-                    )
-                    .await;
-                me.metrics.active_workers.dec();
-                registry
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&key);
-                me.wake.notify_one();
-                drop(permit);
-            });
-        }
-        {
-            for leased in deliveries {
-                let now = self.clock.now();
-                let host = work::host_of(&leased.delivery);
-                if let throttle::Gate::WaitUntil(until) = self.throttle.gate(&host, now) {
-                    Stats::bump(&self.stats.deferred);
-                    if let Err(e) = self.ledger.delivery_defer(&leased.lease, until, now).await {
-                        tracing::warn!(error = %e, "could not defer a delivery to a paused host");
-                    }
-                    continue;
-                }
-                let permit = slots.clone().try_acquire_owned()?;
-                let me = self.clone();
-                let registry = inflight.clone();
-                let key = leased.lease.key.clone();
-                registry
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key.clone(), (LeaseKind::Delivery, leased.lease.clone()));
-                self.metrics.active_workers.inc();
-                tasks.spawn(async move {
-                    me.clone()
-                        .with_lease(
-                            LeaseKind::Delivery,
-                            leased.lease.clone(),
-                            work::deliver(&me, leased, host),
-                        )
-                        .await;
-                    me.metrics.active_workers.dec();
-                    registry
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&key);
-                    drop(permit);
-                });
-            }
-        }
-        Ok(count)
+                .remove(&key);
+            drop(permit);
+        });
+        Ok(())
     }
 
     /// Runs `work` while extending its lease every third of the lease length; if the lease is
