@@ -3,6 +3,7 @@
 //! baseline (the same number of POSTs from one keep-alive client at the same concurrency).
 //! Prints one JSON line per backend: SQLite always, PostgreSQL when DAWNPOST_TEST_POSTGRES_URL
 //! is set. Jobs are `reports` report definitions (at most 100) times as many dates as needed.
+//! `--enqueue-only` measures the enqueue alone (e.g. `-- --reports 100000 --enqueue-only`).
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
