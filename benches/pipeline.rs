@@ -12,10 +12,8 @@ mod sinks;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::NaiveDate;
-use dawnpost::ledger::{JobOrigin, JobState, Ledger, NewJob};
+use dawnpost::ledger::{JobState, Ledger};
 use dawnpost::pool::{Pipeline, PoolConfig};
-use dawnpost::schedule::Fire;
 use dawnpost::{Config, SystemClock};
 use tokio_util::sync::CancellationToken;
 
@@ -111,27 +109,8 @@ async fn run(
     baseline: f64,
     artifacts: &std::path::Path,
 ) -> String {
-    let dates: Vec<NaiveDate> = (0..jobs.div_ceil(config.reports.len()))
-        .map(|d| {
-            NaiveDate::from_ymd_opt(2026, 1, 1).expect("date") + chrono::Duration::days(d as i64)
-        })
-        .collect();
     let now = chrono::Utc::now();
-    let new_jobs: Vec<NewJob> = dates
-        .iter()
-        .flat_map(|d| config.reports.iter().map(move |r| (r, *d)))
-        .take(jobs)
-        .map(|(r, d)| {
-            let fire = Fire::for_date(r, d).expect("fire");
-            NewJob {
-                key: fire.key,
-                fire_at: fire.fire_at,
-                window: fire.window,
-                ready_at: now,
-                origin: JobOrigin::Backfill,
-            }
-        })
-        .collect();
+    let new_jobs = sinks::jobs(config, jobs, now);
     let started = Instant::now();
     let inserted = ledger
         .job_insert_many(&new_jobs, now)

@@ -10,10 +10,8 @@ mod sinks;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use chrono::NaiveDate;
 use dawnpost::Config;
-use dawnpost::ledger::{JobOrigin, Ledger, NewJob};
-use dawnpost::schedule::Fire;
+use dawnpost::ledger::Ledger;
 
 #[derive(serde::Serialize)]
 struct Line {
@@ -65,21 +63,7 @@ fn main() {
             );
             let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
             let now = chrono::Utc::now();
-            let new_jobs: Vec<NewJob> = (0..jobs.div_ceil(config.reports.len()))
-                .flat_map(|d| config.reports.iter().map(move |r| (r, d)))
-                .take(jobs)
-                .map(|(r, d)| {
-                    let date = NaiveDate::from_ymd_opt(2026, 1, 1).expect("date") + chrono::Duration::days(d as i64);
-                    let fire = Fire::for_date(r, date).expect("fire");
-                    NewJob {
-                        key: fire.key,
-                        fire_at: fire.fire_at,
-                        window: fire.window,
-                        ready_at: now,
-                        origin: JobOrigin::Backfill,
-                    }
-                })
-                .collect();
+            let new_jobs = sinks::jobs(&config, jobs, now);
             ledger.job_insert_many(&new_jobs, now).await.expect("enqueue");
 
             let started = Instant::now();

@@ -376,10 +376,7 @@ async fn redrive_job(
     Path(key): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(e) = authorize(&st, &headers) {
-        return e.into_response();
-    }
-    let req = match redrive_request(&body) {
+    let req = match authorize(&st, &headers).and_then(|()| redrive_request(&body)) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
@@ -401,10 +398,7 @@ async fn redrive_delivery(
     Path(key): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    if let Err(e) = authorize(&st, &headers) {
-        return e.into_response();
-    }
-    let req = match redrive_request(&body) {
+    let req = match authorize(&st, &headers).and_then(|()| redrive_request(&body)) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };

@@ -199,3 +199,27 @@ pub fn project(
     )
     .expect("write");
 }
+
+/// `n` jobs, ready at `now`: every report of `config` for 2026-01-01, then the next day, and so on.
+pub fn jobs(
+    config: &dawnpost::Config,
+    n: usize,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<dawnpost::ledger::NewJob> {
+    (0..n.div_ceil(config.reports.len()))
+        .flat_map(|d| config.reports.iter().map(move |r| (r, d)))
+        .take(n)
+        .map(|(r, d)| {
+            let date = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).expect("date")
+                + chrono::Duration::days(d as i64);
+            let fire = dawnpost::schedule::Fire::for_date(r, date).expect("fire");
+            dawnpost::ledger::NewJob {
+                key: fire.key,
+                fire_at: fire.fire_at,
+                window: fire.window,
+                ready_at: now,
+                origin: dawnpost::ledger::JobOrigin::Backfill,
+            }
+        })
+        .collect()
+}
