@@ -7,8 +7,8 @@ use chrono::{DateTime, Duration, NaiveDate, Utc};
 use common::{TestLedger, at};
 use dawnpost::keys::{DestinationKind, JobKey, ReportId, delivery_key};
 use dawnpost::ledger::{
-    ArtifactRef, DeliveryNext, DeliveryState, JobFilter, JobOrigin, JobState, Lease, LeaseParams,
-    LedgerError, NewAttempt, NewDelivery, NewJob, ResponseClass,
+    ArtifactRef, DeliveryNext, DeliveryState, Finish, JobFilter, JobOrigin, JobState, Lease,
+    LeaseParams, LedgerError, NewAttempt, NewDelivery, NewJob, ResponseClass,
 };
 use dawnpost::schedule::Window;
 
@@ -989,6 +989,142 @@ async fn schedule_tick_never_moves_backwards(t: &TestLedger) {
     );
 }
 
+async fn delivery_lease_carries_its_job(t: &TestLedger) {
+    let l = &t.ledger;
+    rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
+    let later = t0() + Duration::hours(1);
+    let rescued = l.lease_rescue(later).await.expect("rescue");
+    assert_eq!(rescued.deliveries, 2);
+    let leased = l
+        .delivery_lease(&params("w2", later, 10))
+        .await
+        .expect("lease");
+    assert_eq!(leased.len(), 2);
+    for d in &leased {
+        let job = d.job.as_deref().expect("the job comes with its delivery");
+        assert_eq!(job.key, "w:2026-10-25");
+        assert_eq!(job.artifact, Some(artifact()));
+        assert_eq!(job.date, "2026-10-25");
+    }
+    let (a, b) = (&leased[0].job, &leased[1].job);
+    assert!(
+        a.as_ref()
+            .zip(b.as_ref())
+            .is_some_and(|(a, b)| std::sync::Arc::ptr_eq(a, b)),
+        "deliveries of one job share one job value"
+    );
+}
+
+/// A batch records each finish as `delivery_finish` would, in one transaction: a lost lease
+/// in it is refused alone, and settling the batch's jobs afterwards finishes exactly those
+/// whose deliveries are all terminal.
+async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
+    let l = &t.ledger;
+    let w = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
+    let q = rendered_job(t, "q:2026-10-25", &["a@example.com"]).await;
+    let r = rendered_job(t, "r:2026-10-25", &["a@example.com", "b@example.com"]).await;
+    let retry_at = t0() + Duration::minutes(1);
+    let stale = Lease {
+        token: r[1].token - 1,
+        ..r[1].clone()
+    };
+    let finish = |lease: &Lease, class, next| Finish {
+        lease: lease.clone(),
+        attempt: attempt(class, t0()),
+        next,
+    };
+    let results = l
+        .delivery_finish_many(&[
+            finish(&w[0], ResponseClass::Accepted, DeliveryNext::Sent),
+            finish(&w[1], ResponseClass::Accepted, DeliveryNext::Sent),
+            finish(&q[0], ResponseClass::Permanent, DeliveryNext::Quarantine),
+            finish(
+                &r[0],
+                ResponseClass::Transient,
+                DeliveryNext::Retry { ready_at: retry_at },
+            ),
+            finish(&stale, ResponseClass::Accepted, DeliveryNext::Sent),
+        ])
+        .await
+        .expect("batch");
+    assert_eq!(results.len(), 5);
+    assert!(results[..4].iter().all(Result::is_ok), "{results:?}");
+    assert!(matches!(results[4], Err(LedgerError::LeaseLost { .. })));
+
+    let state = |key: &str| {
+        let key = key.to_string();
+        async move { l.delivery_get(&key).await.expect("get").expect("delivery") }
+    };
+    assert_eq!(state(&w[0].key).await.state, DeliveryState::Sent);
+    assert_eq!(state(&q[0].key).await.state, DeliveryState::Quarantined);
+    let retried = state(&r[0].key).await;
+    assert_eq!(
+        (retried.state, retried.ready_at),
+        (DeliveryState::Pending, retry_at)
+    );
+    assert_eq!(
+        state(&r[1].key).await.state,
+        DeliveryState::Sending,
+        "the stale lease changed nothing"
+    );
+    assert!(
+        l.attempt_list(&r[1].key)
+            .await
+            .expect("attempts")
+            .is_empty()
+    );
+    let attempts = l.attempt_list(&r[0].key).await.expect("attempts");
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        (attempts[0].attempt, attempts[0].next_ready_at),
+        (1, Some(retry_at))
+    );
+    assert_eq!(
+        attempts[0].diagnostics.as_deref(),
+        Some("<- 250 2.0.0 queued")
+    );
+
+    let settled = l
+        .job_settle_many(&["w:2026-10-25", "q:2026-10-25", "r:2026-10-25"], t0())
+        .await
+        .expect("settle");
+    assert_eq!(settled, 2, "r still has deliveries to send");
+    let job = |key: &'static str| async move { l.job_get(key).await.expect("get").expect("job") };
+    assert_eq!(job("w:2026-10-25").await.state, JobState::Done);
+    assert_eq!(job("q:2026-10-25").await.state, JobState::Quarantined);
+    assert_eq!(job("r:2026-10-25").await.state, JobState::Delivering);
+    assert!(l.delivery_finish_many(&[]).await.expect("empty").is_empty());
+}
+
+/// A worker that recorded a job's last delivery and stopped before settling the job leaves it
+/// delivering; the rescuer settles it.
+async fn rescue_settles_jobs_with_nothing_left_to_send(t: &TestLedger) {
+    let l = &t.ledger;
+    let leases = rendered_job(t, "w:2026-10-25", &["a@example.com"]).await;
+    l.delivery_finish(
+        &leases[0],
+        &attempt(ResponseClass::Accepted, t0()),
+        DeliveryNext::Sent,
+    )
+    .await
+    .expect("sent");
+    let job = l.job_get("w:2026-10-25").await.expect("get").expect("job");
+    assert_eq!(job.state, JobState::Delivering, "not settled yet");
+    let other = rendered_job(t, "x:2026-10-25", &["a@example.com"]).await;
+    assert_eq!(other.len(), 1);
+    let later = t0() + Duration::minutes(1);
+    let rescued = l.lease_rescue(later).await.expect("rescue");
+    assert_eq!(rescued.settled, 1, "{rescued:?}");
+    let job = l.job_get("w:2026-10-25").await.expect("get").expect("job");
+    assert_eq!((job.state, job.terminal_at), (JobState::Done, Some(later)));
+    let busy = l.job_get("x:2026-10-25").await.expect("get").expect("job");
+    assert_eq!(
+        busy.state,
+        JobState::Delivering,
+        "a job still sending stays"
+    );
+}
+
 on_both_backends!(
     duplicate_job_keys_insert_nothing,
     job_round_trips_instants_and_fields,
@@ -1009,4 +1145,7 @@ on_both_backends!(
     lists_filter_by_state_and_report,
     terminal_before_finds_only_finished_old_work,
     schedule_tick_never_moves_backwards,
+    delivery_lease_carries_its_job,
+    finish_many_records_each_and_refuses_lost_leases,
+    rescue_settles_jobs_with_nothing_left_to_send,
 );

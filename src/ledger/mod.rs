@@ -23,6 +23,7 @@ mod postgres;
 mod sqlite;
 mod types;
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use chrono::{DateTime, Duration, Utc};
@@ -158,31 +159,67 @@ impl Ledger {
         let now = to_millis(now);
         let mut inserted = Vec::new();
         // One transaction for the whole batch: one commit (one WAL flush) however many rows.
-        on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            for chunk in jobs.chunks(500) {
-                let mut qb = sqlx::QueryBuilder::new(
-                    "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at) ",
-                );
-                qb.push_values(chunk, |mut b, j| {
-                    b.push_bind(j.key.to_string())
-                        .push_bind(j.key.report().to_string())
-                        .push_bind(j.key.date().format("%Y-%m-%d").to_string())
-                        .push_bind("ready")
-                        .push_bind(j.origin.as_str())
-                        .push_bind(to_millis(j.fire_at))
-                        .push_bind(to_millis(j.window.start))
-                        .push_bind(to_millis(j.window.end))
-                        .push_bind(to_millis(j.ready_at))
-                        .push_bind(now)
-                        .push_bind(now);
-                });
-                qb.push(" ON CONFLICT DO NOTHING RETURNING key");
-                let keys: Vec<(String,)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                inserted.extend(keys.into_iter().map(|(k,)| k));
+        match &self.backend {
+            Backend::Postgres(p) => {
+                // Eight array binds a chunk, whatever its size: PostgreSQL plans it once.
+                let mut tx = p.begin_with(postgres::BEGIN).await?;
+                for chunk in jobs.chunks(10_000) {
+                    let (mut key, mut report, mut date, mut origin) =
+                        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    let (mut fire, mut start, mut end, mut ready) =
+                        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                    for j in chunk {
+                        key.push(j.key.to_string());
+                        report.push(j.key.report().to_string());
+                        date.push(j.key.date().format("%Y-%m-%d").to_string());
+                        origin.push(j.origin.as_str());
+                        fire.push(to_millis(j.fire_at));
+                        start.push(to_millis(j.window.start));
+                        end.push(to_millis(j.window.end));
+                        ready.push(to_millis(j.ready_at));
+                    }
+                    let keys: Vec<(String,)> = sqlx::query_as(postgres::JOB_INSERT_MANY)
+                        .bind(key)
+                        .bind(report)
+                        .bind(date)
+                        .bind(origin)
+                        .bind(fire)
+                        .bind(start)
+                        .bind(end)
+                        .bind(ready)
+                        .bind(now)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    inserted.extend(keys.into_iter().map(|(k,)| k));
+                }
+                tx.commit().await?;
             }
-            tx.commit().await?;
-        });
+            Backend::Sqlite(p) => {
+                let mut tx = p.begin_with(sqlite::BEGIN).await?;
+                for chunk in jobs.chunks(500) {
+                    let mut qb = sqlx::QueryBuilder::new(
+                        "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at) ",
+                    );
+                    qb.push_values(chunk, |mut b, j| {
+                        b.push_bind(j.key.to_string())
+                            .push_bind(j.key.report().to_string())
+                            .push_bind(j.key.date().format("%Y-%m-%d").to_string())
+                            .push_bind("ready")
+                            .push_bind(j.origin.as_str())
+                            .push_bind(to_millis(j.fire_at))
+                            .push_bind(to_millis(j.window.start))
+                            .push_bind(to_millis(j.window.end))
+                            .push_bind(to_millis(j.ready_at))
+                            .push_bind(now)
+                            .push_bind(now);
+                    });
+                    qb.push(" ON CONFLICT DO NOTHING RETURNING key");
+                    let keys: Vec<(String,)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                    inserted.extend(keys.into_iter().map(|(k,)| k));
+                }
+                tx.commit().await?;
+            }
+        }
         Ok(inserted)
     }
 
@@ -194,6 +231,23 @@ impl Ledger {
                 .await?
         });
         rec.map(Job::try_from).transpose()
+    }
+
+    /// The jobs with these keys, in no particular order; keys without a job are left out.
+    pub async fn job_get_many(&self, keys: &[&str]) -> Result<Vec<Job>> {
+        let mut recs: Vec<JobRecord> = Vec::with_capacity(keys.len());
+        on_backend!(self, |p, _d| {
+            for chunk in keys.chunks(500) {
+                let mut qb = sqlx::QueryBuilder::new("SELECT * FROM jobs WHERE key IN (");
+                let mut list = qb.separated(", ");
+                for key in chunk {
+                    list.push_bind(*key);
+                }
+                qb.push(")");
+                recs.extend(qb.build_query_as::<JobRecord>().fetch_all(p).await?);
+            }
+        });
+        recs.into_iter().map(Job::try_from).collect()
     }
 
     /// Jobs newest first, filtered by state and report.
@@ -474,18 +528,22 @@ impl Ledger {
             .await?
             .rows_affected();
             fenced(n, lease)?;
-            for dl in deliveries {
-                sqlx::query(
-                    "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at)
-                     VALUES ($1, $2, $3, $4, 'pending', $5, $5, $5) ON CONFLICT DO NOTHING",
-                )
-                .bind(&dl.key)
-                .bind(&lease.key)
-                .bind(dl.kind.as_str())
-                .bind(&dl.destination)
-                .bind(now_ms)
-                .execute(&mut *tx)
-                .await?;
+            for chunk in deliveries.chunks(500) {
+                let mut qb = sqlx::QueryBuilder::new(
+                    "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at) ",
+                );
+                qb.push_values(chunk, |mut b, dl| {
+                    b.push_bind(&dl.key)
+                        .push_bind(&lease.key)
+                        .push_bind(dl.kind.as_str())
+                        .push_bind(&dl.destination)
+                        .push_bind("pending")
+                        .push_bind(now_ms)
+                        .push_bind(now_ms)
+                        .push_bind(now_ms);
+                });
+                qb.push(" ON CONFLICT DO NOTHING");
+                qb.build().execute(&mut *tx).await?;
             }
             tx.commit().await?;
         });
@@ -495,21 +553,7 @@ impl Ledger {
     /// `delivering → done` when every delivery is sent, `delivering → quarantined` when every
     /// delivery is terminal and one is quarantined. Returns the job's state afterwards.
     pub async fn job_settle(&self, key: &str, now: DateTime<Utc>) -> Result<JobState> {
-        let now_ms = to_millis(now);
-        on_backend!(self, |p, _d| {
-            sqlx::query(
-                "UPDATE jobs SET
-                    state = CASE WHEN EXISTS (SELECT 1 FROM deliveries WHERE job_key = $1 AND state = 'quarantined')
-                                 THEN 'quarantined' ELSE 'done' END,
-                    updated_at = $2, terminal_at = $2
-                 WHERE key = $1 AND state = 'delivering'
-                   AND NOT EXISTS (SELECT 1 FROM deliveries WHERE job_key = $1 AND state IN ('pending', 'sending'))",
-            )
-            .bind(key)
-            .bind(now_ms)
-            .execute(p)
-            .await?;
-        });
+        self.job_settle_many(&[key], now).await?;
         self.job_get(key)
             .await?
             .map(|j| j.state)
@@ -517,6 +561,40 @@ impl Ledger {
                 what: "job",
                 key: key.to_string(),
             })
+    }
+
+    /// [`Ledger::job_settle`] for many jobs in one statement; returns how many it settled.
+    /// Run it after the finishes it follows have committed: a settle inside the same
+    /// transaction would not see another worker's concurrent last finish, and neither would
+    /// settle the job.
+    pub async fn job_settle_many(&self, keys: &[&str], now: DateTime<Utc>) -> Result<u64> {
+        let now_ms = to_millis(now);
+        let mut settled = 0;
+        on_backend!(self, |p, _d| {
+            for chunk in keys.chunks(500) {
+                let mut qb = sqlx::QueryBuilder::new(
+                    "UPDATE jobs SET
+                        state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state = 'quarantined')
+                                     THEN 'quarantined' ELSE 'done' END,
+                        updated_at = ",
+                );
+                qb.push_bind(now_ms)
+                    .push(", terminal_at = ")
+                    .push_bind(now_ms)
+                    .push(
+                        " WHERE state = 'delivering'
+                       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))
+                       AND key IN (",
+                    );
+                let mut list = qb.separated(", ");
+                for key in chunk {
+                    list.push_bind(*key);
+                }
+                qb.push(")");
+                settled += qb.build().execute(p).await?.rows_affected();
+            }
+        });
+        Ok(settled)
     }
 
     /// `ready | quarantined → cancelled`, by an operator.
@@ -808,21 +886,31 @@ impl Ledger {
                 .fetch_all(p)
                 .await?
         });
-        let mut out: Vec<LeasedDelivery> = recs
+        let deliveries: Vec<Delivery> = recs
             .into_iter()
-            .map(|r| {
-                let delivery = Delivery::try_from(r)?;
-                Ok(LeasedDelivery {
-                    lease: Lease {
-                        key: delivery.key.clone(),
-                        token: delivery.lease_token,
-                        owner: params.owner.clone(),
-                        expires_at: params.now + params.lease_for,
-                    },
-                    delivery,
-                })
-            })
+            .map(Delivery::try_from)
             .collect::<Result<_>>()?;
+        let job_keys: std::collections::BTreeSet<&str> =
+            deliveries.iter().map(|d| d.job_key.as_str()).collect();
+        let jobs: std::collections::HashMap<String, std::sync::Arc<Job>> = self
+            .job_get_many(&job_keys.into_iter().collect::<Vec<_>>())
+            .await?
+            .into_iter()
+            .map(|j| (j.key.clone(), std::sync::Arc::new(j)))
+            .collect();
+        let mut out: Vec<LeasedDelivery> = deliveries
+            .into_iter()
+            .map(|delivery| LeasedDelivery {
+                lease: Lease {
+                    key: delivery.key.clone(),
+                    token: delivery.lease_token,
+                    owner: params.owner.clone(),
+                    expires_at: params.now + params.lease_for,
+                },
+                job: jobs.get(&delivery.job_key).cloned(),
+                delivery,
+            })
+            .collect();
         out.sort_by(|a, b| {
             (a.delivery.ready_at, &a.delivery.key).cmp(&(b.delivery.ready_at, &b.delivery.key))
         });
@@ -852,58 +940,107 @@ impl Ledger {
         attempt: &NewAttempt,
         next: DeliveryNext,
     ) -> Result<()> {
-        let finished = to_millis(attempt.finished_at);
-        let (state, ready_at, terminal) = match next {
-            DeliveryNext::Sent => ("sent", None, Some(finished)),
-            DeliveryNext::Retry { ready_at } => ("pending", Some(to_millis(ready_at)), None),
-            DeliveryNext::Quarantine => ("quarantined", None, Some(finished)),
-        };
+        let one = [Finish {
+            lease: lease.clone(),
+            attempt: attempt.clone(),
+            next,
+        }];
+        self.delivery_finish_many(&one)
+            .await?
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    /// Records many attempts and their consequences in one transaction (one commit), each as
+    /// [`Ledger::delivery_finish`] would. Returns one result per finish, in order: `LeaseLost`
+    /// for a lease no longer held (that finish changes nothing; the others still record). An
+    /// `Err` of the whole call means nothing was recorded.
+    pub async fn delivery_finish_many(&self, finishes: &[Finish]) -> Result<Vec<Result<()>>> {
+        if finishes.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Attempt numbers by (key, token) of the finishes whose lease still held.
+        let mut numbers: HashMap<(String, i64), i64> = HashMap::with_capacity(finishes.len());
         on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
-            let row: Option<(i64,)> = sqlx::query_as(
-                "UPDATE deliveries SET state = $1, ready_at = COALESCE($2, ready_at), last_class = $3, last_error = $4,
-                        lease_owner = NULL, lease_expires_at = NULL, updated_at = $5, terminal_at = $6
-                 WHERE key = $7 AND state = 'sending' AND lease_token = $8
-                 RETURNING attempts",
-            )
-            .bind(state)
-            .bind(ready_at)
-            .bind(attempt.class.as_str())
-            // A delivery's last error is the reason of its last failed attempt.
-            .bind(attempt.reason.as_deref().filter(|_| next != DeliveryNext::Sent))
-            .bind(finished)
-            .bind(terminal)
-            .bind(&lease.key)
-            .bind(lease.token)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some((number,)) = row else {
-                tx.rollback().await?;
-                return Err(LedgerError::LeaseLost {
-                    key: lease.key.clone(),
-                    token: lease.token,
+            // 8 binds a row in the update, 10 in the insert: 200 rows stay far below both
+            // backends' bind limits.
+            for chunk in finishes.chunks(200) {
+                let mut qb = sqlx::QueryBuilder::new(
+                    "WITH v (key, token, state, ready_at, class, error, finished, terminal) AS (",
+                );
+                qb.push_values(chunk, |mut b, f| {
+                    let (state, ready_at, terminal) = finish_columns(f);
+                    b.push_bind(&f.lease.key)
+                        .push_bind(f.lease.token)
+                        .push_bind(state)
+                        .push_bind(ready_at)
+                        .push_bind(f.attempt.class.as_str())
+                        // A delivery's last error is the reason of its last failed attempt.
+                        .push_bind(
+                            f.attempt
+                                .reason
+                                .as_deref()
+                                .filter(|_| f.next != DeliveryNext::Sent),
+                        )
+                        .push_bind(to_millis(f.attempt.finished_at))
+                        .push_bind(terminal);
                 });
-            };
-            sqlx::query(
-                "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, code,
-                        retry_after_ms, next_ready_at, reason, diagnostics)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            )
-            .bind(&lease.key)
-            .bind(number)
-            .bind(to_millis(attempt.requested_at))
-            .bind(finished)
-            .bind(attempt.class.as_str())
-            .bind(attempt.code)
-            .bind(attempt.retry_after.map(|d| d.num_milliseconds()))
-            .bind(ready_at)
-            .bind(attempt.reason.as_deref())
-            .bind(attempt.diagnostics.as_deref())
-            .execute(&mut *tx)
-            .await?;
+                qb.push(
+                    ") UPDATE deliveries SET state = v.state, ready_at = COALESCE(v.ready_at, deliveries.ready_at),
+                            last_class = v.class, last_error = v.error, lease_owner = NULL, lease_expires_at = NULL,
+                            updated_at = v.finished, terminal_at = v.terminal
+                     FROM v
+                     WHERE deliveries.key = v.key AND deliveries.state = 'sending' AND deliveries.lease_token = v.token
+                     RETURNING deliveries.key, deliveries.lease_token, deliveries.attempts",
+                );
+                let rows: Vec<(String, i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                numbers.extend(rows.into_iter().map(|(k, t, n)| ((k, t), n)));
+                let recorded: Vec<(&Finish, i64)> = chunk
+                    .iter()
+                    .filter_map(|f| {
+                        numbers
+                            .get(&(f.lease.key.clone(), f.lease.token))
+                            .map(|n| (f, *n))
+                    })
+                    .collect();
+                if recorded.is_empty() {
+                    continue;
+                }
+                let mut qb = sqlx::QueryBuilder::new(
+                    "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, code,
+                            retry_after_ms, next_ready_at, reason, diagnostics) ",
+                );
+                qb.push_values(recorded, |mut b, (f, number)| {
+                    let (_, ready_at, _) = finish_columns(f);
+                    b.push_bind(&f.lease.key)
+                        .push_bind(number)
+                        .push_bind(to_millis(f.attempt.requested_at))
+                        .push_bind(to_millis(f.attempt.finished_at))
+                        .push_bind(f.attempt.class.as_str())
+                        .push_bind(f.attempt.code)
+                        .push_bind(f.attempt.retry_after.map(|d| d.num_milliseconds()))
+                        .push_bind(ready_at)
+                        .push_bind(f.attempt.reason.as_deref())
+                        .push_bind(f.attempt.diagnostics.as_deref());
+                });
+                qb.build().execute(&mut *tx).await?;
+            }
             tx.commit().await?;
         });
-        Ok(())
+        Ok(finishes
+            .iter()
+            .map(|f| {
+                if numbers.contains_key(&(f.lease.key.clone(), f.lease.token)) {
+                    Ok(())
+                } else {
+                    Err(LedgerError::LeaseLost {
+                        key: f.lease.key.clone(),
+                        token: f.lease.token,
+                    })
+                }
+            })
+            .collect())
     }
 
     /// `sending → pending` without counting an attempt: the worker is draining for shutdown.
@@ -1051,7 +1188,8 @@ impl Ledger {
     // -------------------------------------------------------------- leases
 
     /// Returns every expired lease: `rendering → ready`, `sending → pending`. A rescued delivery
-    /// keeps its attempt (the send may have happened) and gets an attempt row saying so.
+    /// keeps its attempt (the send may have happened) and gets an attempt row saying so. Also
+    /// settles delivering jobs whose deliveries are all terminal (see [`Ledger::job_settle`]).
     pub async fn lease_rescue(&self, now: DateTime<Utc>) -> Result<RescueCounts> {
         let now_ms = to_millis(now);
         on_backend!(self, |p, d| {
@@ -1083,8 +1221,26 @@ impl Ledger {
             .execute(&mut *tx)
             .await?
             .rows_affected();
+            // A worker that stopped between recording a job's last delivery and settling the
+            // job leaves it delivering with nothing left to send: settle it.
+            let settled = sqlx::query(
+                "UPDATE jobs SET
+                    state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state = 'quarantined')
+                                 THEN 'quarantined' ELSE 'done' END,
+                    updated_at = $1, terminal_at = $1
+                 WHERE state = 'delivering'
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))",
+            )
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
             tx.commit().await?;
-            Ok(RescueCounts { jobs, deliveries })
+            Ok(RescueCounts {
+                jobs,
+                deliveries,
+                settled,
+            })
         })
     }
 
@@ -1123,6 +1279,17 @@ fn lease_binds(params: &LeaseParams) -> (i64, i64) {
         to_millis(params.now + params.lease_for),
         to_millis(params.now),
     )
+}
+
+/// The delivery columns a finish sets: state, the next `ready_at` (retries only) and
+/// `terminal_at` (sent or quarantined), in milliseconds.
+fn finish_columns(f: &Finish) -> (&'static str, Option<i64>, Option<i64>) {
+    let finished = to_millis(f.attempt.finished_at);
+    match f.next {
+        DeliveryNext::Sent => ("sent", None, Some(finished)),
+        DeliveryNext::Retry { ready_at } => ("pending", Some(to_millis(ready_at)), None),
+        DeliveryNext::Quarantine => ("quarantined", None, Some(finished)),
+    }
 }
 
 fn fenced(rows: u64, lease: &Lease) -> Result<()> {

@@ -11,6 +11,16 @@ use super::LedgerError;
 
 pub(super) const BEGIN: &str = "BEGIN";
 
+/// Inserts jobs from parallel arrays (key, report, local date, origin, fire_at, window start
+/// and end, ready_at), created at `$9`; returns the keys it inserted.
+pub(super) const JOB_INSERT_MANY: &str = "INSERT INTO jobs
+        (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at)
+    SELECT k, r, d, 'ready', o, f, ws, we, ra, $9, $9
+    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[])
+        AS t(k, r, d, o, f, ws, we, ra)
+    ON CONFLICT DO NOTHING
+    RETURNING key";
+
 pub(super) const JOB_LEASE: &str = "UPDATE jobs
     SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
         lease_expires_at = $2, attempts = attempts + 1, updated_at = $3

@@ -489,6 +489,18 @@ pub struct LeasedJob {
 pub struct LeasedDelivery {
     pub delivery: Delivery,
     pub lease: Lease,
+    /// The delivery's job as it was when leased (its artifact, report, date and window), shared
+    /// by the deliveries of one job leased together; `None` only if the job row is gone.
+    pub job: Option<std::sync::Arc<Job>>,
+}
+
+/// One attempt to record under the lease it was made with (see
+/// [`Ledger::delivery_finish_many`](super::Ledger::delivery_finish_many)).
+#[derive(Debug, Clone)]
+pub struct Finish {
+    pub lease: Lease,
+    pub attempt: NewAttempt,
+    pub next: DeliveryNext,
 }
 
 /// What a rescue returned.
@@ -496,6 +508,8 @@ pub struct LeasedDelivery {
 pub struct RescueCounts {
     pub jobs: u64,
     pub deliveries: u64,
+    /// Delivering jobs with nothing left to send, settled.
+    pub settled: u64,
 }
 
 /// What a redrive moved.

@@ -7,6 +7,7 @@
 //! leasing, lets in-flight work finish up to `drain_timeout`, and releases the rest without
 //! counting an attempt.
 
+mod completer;
 pub mod rescuer;
 pub mod throttle;
 mod work;
@@ -18,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -205,50 +206,53 @@ impl Pipeline {
 
     /// Runs the pool until `cancel`, then drains.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) -> anyhow::Result<()> {
-        let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1) as usize));
-        let inflight: Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>> = Arc::default();
-        let mut tasks: JoinSet<()> = JoinSet::new();
+        let concurrency = self.config.concurrency.max(1) as usize;
+        let (completions, completed) = mpsc::channel(concurrency);
+        let completer = tokio::spawn(completer::run(
+            self.ledger.clone(),
+            self.clock.clone(),
+            completed,
+        ));
+        let mut running = Running {
+            slots: Arc::new(Semaphore::new(concurrency)),
+            inflight: Arc::default(),
+            tasks: JoinSet::new(),
+            completions,
+        };
+        // Lease when a quarter of the slots are free (or nothing runs): one lease query then
+        // serves several items instead of one query per freed slot.
+        let low_water = (concurrency / 4).max(1) as u32;
         while !cancel.is_cancelled() {
-            while let Some(done) = tasks.try_join_next() {
-                if let Err(e) = done {
-                    tracing::error!(error = %e, "a work item panicked; its lease will be rescued");
-                }
-            }
-            let free = slots.available_permits() as u32;
+            running.reap();
+            let free = running.slots.available_permits() as u32;
             let mut leased = 0;
-            if free > 0 {
+            if free >= low_water || running.tasks.is_empty() {
                 let n = free.min(self.admission.rate());
-                match self.lease_batch(n, &slots, &inflight, &mut tasks).await {
-                    Ok(k) => leased = k,
-                    Err(e) => tracing::error!(error = %e, "leasing failed; retrying shortly"),
+                if n > 0 {
+                    match self.lease_batch(n, &mut running).await {
+                        Ok(k) => leased = k,
+                        Err(e) => tracing::error!(error = %e, "leasing failed; retrying shortly"),
+                    }
                 }
             }
             if leased == 0 {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
                     _ = self.wake.notified() => {}
-                    Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                        if let Err(e) = done {
-                            tracing::error!(error = %e, "a work item panicked; its lease will be rescued");
-                        }
+                    Some(done) = running.tasks.join_next(), if !running.tasks.is_empty() => {
+                        Running::report(done);
                     }
                     _ = tokio::time::sleep(self.config.idle_poll) => {}
                 }
             }
         }
-        self.drain(tasks, inflight).await;
+        self.drain(running, completer).await;
         Ok(())
     }
 
     /// Leases up to `n` items, jobs first, waits for admission of what it leased, and spawns the
     /// work. Returns how many it leased.
-    async fn lease_batch(
-        self: &Arc<Self>,
-        n: u32,
-        slots: &Arc<Semaphore>,
-        inflight: &Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>>,
-        tasks: &mut JoinSet<()>,
-    ) -> anyhow::Result<u32> {
+    async fn lease_batch(self: &Arc<Self>, n: u32, running: &mut Running) -> anyhow::Result<u32> {
         let jobs = self.ledger.job_lease(&self.lease_params(n)).await?;
         let mut count = jobs.len() as u32;
         let deliveries = if count < n {
@@ -265,12 +269,14 @@ impl Pipeline {
         for leased in jobs {
             let lease = leased.lease.clone();
             let me = self.clone();
-            self.spawn_work(slots, inflight, tasks, LeaseKind::Job, lease, async move {
+            running.spawn(self, LeaseKind::Job, lease, async move {
                 work::render_job(&me, leased).await;
                 // Its deliveries exist now: lease them without waiting for the idle poll.
                 me.wake.notify_one();
             })?;
         }
+        // The deliveries of one job leased together read its artifact once.
+        let mut shared: HashMap<String, Arc<work::JobArtifact>> = HashMap::new();
         for leased in deliveries {
             let now = self.clock.now();
             let host = work::host_of(&leased.delivery);
@@ -281,51 +287,18 @@ impl Pipeline {
                 }
                 continue;
             }
+            let artifact = shared
+                .entry(leased.delivery.job_key.clone())
+                .or_insert_with(|| Arc::new(work::JobArtifact::new(leased.job.clone())))
+                .clone();
             let lease = leased.lease.clone();
             let me = self.clone();
-            self.spawn_work(
-                slots,
-                inflight,
-                tasks,
-                LeaseKind::Delivery,
-                lease,
-                async move {
-                    work::deliver(&me, leased, host).await;
-                },
-            )?;
+            let completions = running.completions.clone();
+            running.spawn(self, LeaseKind::Delivery, lease, async move {
+                work::deliver(&me, leased, artifact, host, completions).await;
+            })?;
         }
         Ok(count)
-    }
-
-    /// Spawns one work item in a slot, registered by its lease so a drain can release it.
-    fn spawn_work(
-        self: &Arc<Self>,
-        slots: &Arc<Semaphore>,
-        inflight: &Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>>,
-        tasks: &mut JoinSet<()>,
-        kind: LeaseKind,
-        lease: Lease,
-        work: impl std::future::Future<Output = ()> + Send + 'static,
-    ) -> anyhow::Result<()> {
-        let permit = slots.clone().try_acquire_owned()?;
-        let me = self.clone();
-        let registry = inflight.clone();
-        let key = lease.key.clone();
-        registry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.clone(), (kind, lease.clone()));
-        self.metrics.active_workers.inc();
-        tasks.spawn(async move {
-            me.clone().with_lease(kind, lease, work).await;
-            me.metrics.active_workers.dec();
-            registry
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&key);
-            drop(permit);
-        });
-        Ok(())
     }
 
     /// Runs `work` while extending its lease every third of the lease length; if the lease is
@@ -366,11 +339,13 @@ impl Pipeline {
         }
     }
 
-    async fn drain(
-        &self,
-        mut tasks: JoinSet<()>,
-        inflight: Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>>,
-    ) {
+    async fn drain(&self, running: Running, completer: tokio::task::JoinHandle<()>) {
+        let Running {
+            mut tasks,
+            inflight,
+            completions,
+            ..
+        } = running;
         if !tasks.is_empty() {
             tracing::info!(in_flight = tasks.len(), timeout = ?self.config.drain_timeout, "draining");
         }
@@ -384,6 +359,11 @@ impl Pipeline {
         }
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
+        // Every sender is gone now: the completer records what was handed to it and stops.
+        drop(completions);
+        if let Err(e) = completer.await {
+            tracing::error!(error = %e, "the completer panicked; unrecorded leases will be rescued");
+        }
         let left: Vec<(LeaseKind, Lease)> = inflight
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -402,6 +382,61 @@ impl Pipeline {
                 }
                 Err(e) => tracing::debug!(error = %e, "release at shutdown: already settled"),
             }
+        }
+    }
+}
+
+type Inflight = Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>>;
+
+/// The pool's running work: slots, the tasks in them by lease, and the way to the completer.
+struct Running {
+    slots: Arc<Semaphore>,
+    /// Held leases by key, so a drain can release what did not finish.
+    inflight: Inflight,
+    tasks: JoinSet<()>,
+    completions: mpsc::Sender<completer::Completion>,
+}
+
+impl Running {
+    /// Spawns one work item in a slot, registered by its lease so a drain can release it.
+    fn spawn(
+        &mut self,
+        pipeline: &Arc<Pipeline>,
+        kind: LeaseKind,
+        lease: Lease,
+        work: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let permit = self.slots.clone().try_acquire_owned()?;
+        let me = pipeline.clone();
+        let registry = self.inflight.clone();
+        let key = lease.key.clone();
+        registry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.clone(), (kind, lease.clone()));
+        pipeline.metrics.active_workers.inc();
+        self.tasks.spawn(async move {
+            me.clone().with_lease(kind, lease, work).await;
+            me.metrics.active_workers.dec();
+            registry
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&key);
+            drop(permit);
+        });
+        Ok(())
+    }
+
+    /// Collects finished tasks without waiting.
+    fn reap(&mut self) {
+        while let Some(done) = self.tasks.try_join_next() {
+            Running::report(done);
+        }
+    }
+
+    fn report(done: Result<(), tokio::task::JoinError>) {
+        if let Err(e) = done {
+            tracing::error!(error = %e, "a work item panicked; its lease will be rescued");
         }
     }
 }

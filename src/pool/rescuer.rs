@@ -60,6 +60,12 @@ impl Rescuer {
                 "rescued expired leases"
             );
         }
+        if counts.settled > 0 {
+            tracing::warn!(
+                jobs = counts.settled,
+                "settled jobs whose last delivery was recorded by a worker that then stopped"
+            );
+        }
         Ok(counts)
     }
 

@@ -5,13 +5,16 @@ use std::sync::Arc;
 
 use rand::RngExt;
 
+use tokio::sync::{mpsc, oneshot};
+
+use super::completer::Completion;
 use super::{Pipeline, Stats};
 use crate::deliver::webhook::{WebhookBody, WindowBody, host_of as url_host};
 use crate::deliver::{Outcome, redact_address, redact_delivery_key};
 use crate::keys::{DestinationKind, JobKey, delivery_key};
 use crate::ledger::{
-    ArtifactRef, Delivery, DeliveryNext, Job, LeasedDelivery, LeasedJob, LedgerError, NewAttempt,
-    NewDelivery, ResponseClass,
+    ArtifactRef, Delivery, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob, LedgerError,
+    NewAttempt, NewDelivery, ResponseClass,
 };
 use crate::render::Rendered;
 use crate::retry::Decision;
@@ -151,13 +154,36 @@ async fn render_and_store(
     Ok((artifact, deliveries))
 }
 
+/// A leased job's artifact, read at most once for all its deliveries leased together.
+pub(super) struct JobArtifact {
+    job: Option<Arc<Job>>,
+    rendered: tokio::sync::OnceCell<Rendered>,
+}
+
+impl JobArtifact {
+    pub(super) fn new(job: Option<Arc<Job>>) -> JobArtifact {
+        JobArtifact {
+            job,
+            rendered: tokio::sync::OnceCell::new(),
+        }
+    }
+}
+
 /// Attempts one leased delivery and records the attempt and what follows.
-pub(super) async fn deliver(p: &Arc<Pipeline>, leased: LeasedDelivery, host: String) {
-    let LeasedDelivery { delivery, lease } = leased;
+pub(super) async fn deliver(
+    p: &Arc<Pipeline>,
+    leased: LeasedDelivery,
+    artifact: Arc<JobArtifact>,
+    host: String,
+    completions: mpsc::Sender<Completion>,
+) {
+    let LeasedDelivery {
+        delivery, lease, ..
+    } = leased;
     let shown = redact_delivery_key(&delivery.key);
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = lease.expires_at - p.config.lease;
-    let outcome = attempt(p, &delivery, p.clock.now()).await;
+    let outcome = attempt(p, &delivery, &artifact, p.clock.now()).await;
     let finished_at = p.clock.now();
     let attempt_no = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
     // A redrive gives a fresh budget: count attempts and age from it.
@@ -216,14 +242,32 @@ pub(super) async fn deliver(p: &Arc<Pipeline>, leased: LeasedDelivery, host: Str
         diagnostics: outcome.diagnostics.clone(),
     };
     p.metrics.attempt(outcome.class.as_str());
-    match p.ledger.delivery_finish(&lease, &record, next).await {
-        Ok(()) => {}
-        Err(LedgerError::LeaseLost { .. }) => {
+    let (reply, recorded) = oneshot::channel();
+    let completion = Completion {
+        finish: Finish {
+            lease,
+            attempt: record,
+            next,
+        },
+        job_key: delivery.job_key.clone(),
+        reply,
+    };
+    let recorded = match completions.send(completion).await {
+        Ok(()) => recorded.await.ok(),
+        Err(_) => None,
+    };
+    match recorded {
+        Some(Ok(())) => {}
+        Some(Err(e)) if matches!(*e, LedgerError::LeaseLost { .. }) => {
             tracing::warn!(delivery = %shown, "lease lost before the outcome was recorded; the rescuer's retry reuses the same key");
             return;
         }
-        Err(e) => {
+        Some(Err(e)) => {
             tracing::error!(delivery = %shown, error = %e, "could not record the attempt; the lease will be rescued");
+            return;
+        }
+        None => {
+            tracing::error!(delivery = %shown, "the completer stopped before recording the attempt; the lease will be rescued");
             return;
         }
     }
@@ -245,18 +289,16 @@ pub(super) async fn deliver(p: &Arc<Pipeline>, leased: LeasedDelivery, host: Str
             tracing::error!(delivery = %shown, attempt = attempt_no, class = outcome.class.as_str(), reason = %reason, "quarantined");
         }
     }
-    if !matches!(next, DeliveryNext::Retry { .. })
-        && let Err(e) = p.ledger.job_settle(&delivery.job_key, p.clock.now()).await
-    {
-        tracing::warn!(job = %delivery.job_key, error = %e, "could not settle the job");
-    }
 }
 
-async fn attempt(p: &Pipeline, delivery: &Delivery, now: chrono::DateTime<chrono::Utc>) -> Outcome {
-    let job = match p.ledger.job_get(&delivery.job_key).await {
-        Ok(Some(job)) => job,
-        Ok(None) => return Outcome::new(ResponseClass::Permanent, None, "the job row is gone"),
-        Err(e) => return Outcome::new(ResponseClass::Transient, None, format!("ledger: {e}")),
+async fn attempt(
+    p: &Pipeline,
+    delivery: &Delivery,
+    shared: &JobArtifact,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Outcome {
+    let Some(job) = shared.job.as_deref() else {
+        return Outcome::new(ResponseClass::Permanent, None, "the job row is gone");
     };
     let Some(report) = p.reports.get(&job.report) else {
         return Outcome::new(
@@ -275,7 +317,11 @@ async fn attempt(p: &Pipeline, delivery: &Delivery, now: chrono::DateTime<chrono
             "the artifact was deleted by retention",
         );
     }
-    let rendered: Rendered = match p.artifacts.read_rendered(&artifact).await {
+    let read = shared
+        .rendered
+        .get_or_try_init(|| p.artifacts.read_rendered(&artifact))
+        .await;
+    let rendered: &Rendered = match read {
         Ok(r) => r,
         Err(crate::artifact::ArtifactError::Store(object_store::Error::NotFound { .. })) => {
             return Outcome::new(
@@ -311,7 +357,7 @@ async fn attempt(p: &Pipeline, delivery: &Delivery, now: chrono::DateTime<chrono
                 &subject,
                 &delivery.key,
                 now.into(),
-                &rendered,
+                rendered,
             ) {
                 Ok(m) => m,
                 Err(e) => return Outcome::new(ResponseClass::Permanent, None, e),
