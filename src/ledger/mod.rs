@@ -382,13 +382,21 @@ impl Ledger {
     pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
         let (expires, now) = lease_binds(params);
         let recs: Vec<JobRecord> = on_backend!(self, |p, d| {
-            sqlx::query_as(d::JOB_LEASE)
+            let lease = sqlx::query_as(d::JOB_LEASE)
                 .bind(&params.owner)
                 .bind(expires)
                 .bind(now)
-                .bind(i64::from(params.limit))
-                .fetch_all(p)
-                .await?
+                .bind(i64::from(params.limit));
+            match d::LEASE_PLAN {
+                None => lease.fetch_all(p).await?,
+                Some(plan) => {
+                    let mut tx = p.begin_with(d::BEGIN).await?;
+                    sqlx::query(plan).execute(&mut *tx).await?;
+                    let recs = lease.fetch_all(&mut *tx).await?;
+                    tx.commit().await?;
+                    recs
+                }
+            }
         });
         let mut out: Vec<LeasedJob> = recs
             .into_iter()
@@ -564,6 +572,10 @@ impl Ledger {
     }
 
     /// [`Ledger::job_settle`] for many jobs in one statement; returns how many it settled.
+    /// The state tests are written `(…) IS TRUE`, which no index serves, so the plan looks the
+    /// jobs up by key and their deliveries by job whatever the statistics say: right after a
+    /// burst of jobs PostgreSQL's statistics are stale, and it scanned every delivering job
+    /// and every pending delivery on each settle instead.
     /// Run it after the finishes it follows have committed: a settle inside the same
     /// transaction would not see another worker's concurrent last finish, and neither would
     /// settle the job.
@@ -574,7 +586,7 @@ impl Ledger {
             for chunk in keys.chunks(500) {
                 let mut qb = sqlx::QueryBuilder::new(
                     "UPDATE jobs SET
-                        state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state = 'quarantined')
+                        state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND (d.state = 'quarantined') IS TRUE)
                                      THEN 'quarantined' ELSE 'done' END,
                         updated_at = ",
                 );
@@ -582,8 +594,8 @@ impl Ledger {
                     .push(", terminal_at = ")
                     .push_bind(now_ms)
                     .push(
-                        " WHERE state = 'delivering'
-                       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))
+                        " WHERE (state = 'delivering') IS TRUE
+                       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND (d.state IN ('pending', 'sending')) IS TRUE)
                        AND key IN (",
                     );
                 let mut list = qb.separated(", ");
@@ -878,13 +890,21 @@ impl Ledger {
     pub async fn delivery_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
         let (expires, now) = lease_binds(params);
         let recs: Vec<DeliveryRecord> = on_backend!(self, |p, d| {
-            sqlx::query_as(d::DELIVERY_LEASE)
+            let lease = sqlx::query_as(d::DELIVERY_LEASE)
                 .bind(&params.owner)
                 .bind(expires)
                 .bind(now)
-                .bind(i64::from(params.limit))
-                .fetch_all(p)
-                .await?
+                .bind(i64::from(params.limit));
+            match d::LEASE_PLAN {
+                None => lease.fetch_all(p).await?,
+                Some(plan) => {
+                    let mut tx = p.begin_with(d::BEGIN).await?;
+                    sqlx::query(plan).execute(&mut *tx).await?;
+                    let recs = lease.fetch_all(&mut *tx).await?;
+                    tx.commit().await?;
+                    recs
+                }
+            }
         });
         let deliveries: Vec<Delivery> = recs
             .into_iter()

@@ -21,6 +21,14 @@ pub(super) const JOB_INSERT_MANY: &str = "INSERT INTO jobs
     ON CONFLICT DO NOTHING
     RETURNING key";
 
+/// Runs before a lease, in its transaction. Leases walk the queue index (state, ready_at, key)
+/// in order and stop at their limit. Right after a burst of new work the statistics are stale
+/// (autovacuum has not analysed yet), PostgreSQL believes the queue holds a handful of rows,
+/// and it sorted the whole queue on every lease instead; with sorting off it always walks the
+/// index. The job test in the delivery lease is `(…) IS TRUE` for the same reason: a probe by
+/// key per delivery, not a scan of every delivering job.
+pub(super) const LEASE_PLAN: Option<&str> = Some("SET LOCAL enable_sort = off");
+
 pub(super) const JOB_LEASE: &str = "UPDATE jobs
     SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
         lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
@@ -35,7 +43,7 @@ pub(super) const DELIVERY_LEASE: &str = "UPDATE deliveries
         lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
     WHERE key IN (SELECT d.key FROM deliveries d
                   WHERE d.state = 'pending' AND d.ready_at <= $3
-                    AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key AND j.state = 'delivering')
+                    AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key AND (j.state = 'delivering') IS TRUE)
                   ORDER BY d.ready_at, d.key LIMIT $4 FOR UPDATE SKIP LOCKED)
     RETURNING *";
 

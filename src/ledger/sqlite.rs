@@ -14,6 +14,9 @@ pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
 
 /// Claims up to `$4` ready jobs. SQLite has one writer at a time, so the inner select cannot
 /// race another claim.
+/// Runs before a lease; SQLite walks the queue index in order without being told.
+pub(super) const LEASE_PLAN: Option<&str> = None;
+
 pub(super) const JOB_LEASE: &str = "UPDATE jobs
     SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
         lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
@@ -28,7 +31,7 @@ pub(super) const DELIVERY_LEASE: &str = "UPDATE deliveries
         lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
     WHERE key IN (SELECT d.key FROM deliveries d
                   WHERE d.state = 'pending' AND d.ready_at <= $3
-                    AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key AND j.state = 'delivering')
+                    AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key AND (j.state = 'delivering') IS TRUE)
                   ORDER BY d.ready_at, d.key LIMIT $4)
     RETURNING *";
 
