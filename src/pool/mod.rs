@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -215,6 +215,7 @@ impl Pipeline {
         ));
         let mut running = Running {
             slots: Arc::new(Semaphore::new(concurrency)),
+            freed: Arc::new(Notify::new()),
             inflight: Arc::default(),
             tasks: JoinSet::new(),
             completions,
@@ -239,6 +240,7 @@ impl Pipeline {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
                     _ = self.wake.notified() => {}
+                    _ = running.freed.notified() => {}
                     Some(done) = running.tasks.join_next(), if !running.tasks.is_empty() => {
                         Running::report(done);
                     }
@@ -269,8 +271,9 @@ impl Pipeline {
         for leased in jobs {
             let lease = leased.lease.clone();
             let me = self.clone();
-            running.spawn(self, LeaseKind::Job, lease, async move {
+            running.spawn(self, LeaseKind::Job, lease, |slot| async move {
                 work::render_job(&me, leased).await;
+                drop(slot);
                 // Its deliveries exist now: lease them without waiting for the idle poll.
                 me.wake.notify_one();
             })?;
@@ -294,8 +297,8 @@ impl Pipeline {
             let lease = leased.lease.clone();
             let me = self.clone();
             let completions = running.completions.clone();
-            running.spawn(self, LeaseKind::Delivery, lease, async move {
-                work::deliver(&me, leased, artifact, host, completions).await;
+            running.spawn(self, LeaseKind::Delivery, lease, |slot| async move {
+                work::deliver(&me, leased, artifact, host, completions, slot).await;
             })?;
         }
         Ok(count)
@@ -388,9 +391,34 @@ impl Pipeline {
 
 type Inflight = Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>>;
 
-/// The pool's running work: slots, the tasks in them by lease, and the way to the completer.
+/// A work item's place among the `concurrency` slots, freed when dropped or by
+/// [`Slot::free`]: a delivery frees it once its outcome is handed to the completer, so new work
+/// starts while the outcome waits for its commit.
+pub(super) struct Slot {
+    permit: Option<OwnedSemaphorePermit>,
+    freed: Arc<Notify>,
+}
+
+impl Slot {
+    pub(super) fn free(&mut self) {
+        if self.permit.take().is_some() {
+            self.freed.notify_one();
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.free();
+    }
+}
+
+/// The pool's running work: slots, the tasks by lease, and the way to the completer. A task
+/// may outlive its slot (see [`Slot`]); its lease stays registered until the task ends.
 struct Running {
     slots: Arc<Semaphore>,
+    /// Told whenever a slot frees.
+    freed: Arc<Notify>,
     /// Held leases by key, so a drain can release what did not finish.
     inflight: Inflight,
     tasks: JoinSet<()>,
@@ -399,14 +427,18 @@ struct Running {
 
 impl Running {
     /// Spawns one work item in a slot, registered by its lease so a drain can release it.
-    fn spawn(
+    fn spawn<F: std::future::Future<Output = ()> + Send + 'static>(
         &mut self,
         pipeline: &Arc<Pipeline>,
         kind: LeaseKind,
         lease: Lease,
-        work: impl std::future::Future<Output = ()> + Send + 'static,
+        work: impl FnOnce(Slot) -> F,
     ) -> anyhow::Result<()> {
-        let permit = self.slots.clone().try_acquire_owned()?;
+        let slot = Slot {
+            permit: Some(self.slots.clone().try_acquire_owned()?),
+            freed: self.freed.clone(),
+        };
+        let work = work(slot);
         let me = pipeline.clone();
         let registry = self.inflight.clone();
         let key = lease.key.clone();
@@ -422,7 +454,6 @@ impl Running {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&key);
-            drop(permit);
         });
         Ok(())
     }

@@ -8,7 +8,7 @@ use rand::RngExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::completer::Completion;
-use super::{Pipeline, Stats};
+use super::{Pipeline, Slot, Stats};
 use crate::deliver::webhook::{WebhookBody, WindowBody, host_of as url_host};
 use crate::deliver::{Outcome, redact_address, redact_delivery_key};
 use crate::keys::{DestinationKind, JobKey, delivery_key};
@@ -176,6 +176,7 @@ pub(super) async fn deliver(
     artifact: Arc<JobArtifact>,
     host: String,
     completions: mpsc::Sender<Completion>,
+    mut slot: Slot,
 ) {
     let LeasedDelivery {
         delivery, lease, ..
@@ -253,7 +254,12 @@ pub(super) async fn deliver(
         reply,
     };
     let recorded = match completions.send(completion).await {
-        Ok(()) => recorded.await.ok(),
+        Ok(()) => {
+            // The attempt is over: the slot takes new work while the outcome waits for its
+            // commit (the lease stays registered until it is recorded).
+            slot.free();
+            recorded.await.ok()
+        }
         Err(_) => None,
     };
     match recorded {
