@@ -8,7 +8,7 @@ use common::{TestLedger, at};
 use dawnpost::keys::{DestinationKind, JobKey, ReportId, delivery_key};
 use dawnpost::ledger::{
     ArtifactRef, DeliveryNext, DeliveryState, Finish, JobFilter, JobOrigin, JobState, Lease,
-    LeaseParams, LedgerError, NewAttempt, NewDelivery, NewJob, ResponseClass,
+    LeaseParams, LedgerError, NewAttempt, NewDelivery, NewJob, Render, ResponseClass,
 };
 use dawnpost::schedule::Window;
 
@@ -1125,6 +1125,94 @@ async fn rescue_settles_jobs_with_nothing_left_to_send(t: &TestLedger) {
     );
 }
 
+/// A batch of renders records each as `job_rendered` would, in one transaction: a lost lease
+/// in it is refused alone and creates no deliveries.
+async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
+    let l = &t.ledger;
+    l.job_insert_many(
+        &[
+            new_job("a", "2026-10-25", t0()),
+            new_job("b", "2026-10-25", t0()),
+            new_job("c", "2026-10-25", t0()),
+        ],
+        t0(),
+    )
+    .await
+    .expect("insert");
+    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    assert_eq!(leased.len(), 3);
+    let lease = |key: &str| {
+        leased
+            .iter()
+            .find(|j| j.job.key == key)
+            .expect("leased")
+            .lease
+            .clone()
+    };
+    let stale = Lease {
+        token: lease("c:2026-10-25").token - 1,
+        ..lease("c:2026-10-25")
+    };
+    let results = l
+        .job_rendered_many(
+            &[
+                Render {
+                    lease: lease("a:2026-10-25"),
+                    artifact: artifact(),
+                    deliveries: destinations("a:2026-10-25", &["x@example.com", "y@example.com"]),
+                },
+                Render {
+                    lease: lease("b:2026-10-25"),
+                    artifact: artifact(),
+                    deliveries: Vec::new(),
+                },
+                Render {
+                    lease: stale,
+                    artifact: artifact(),
+                    deliveries: destinations("c:2026-10-25", &["x@example.com"]),
+                },
+            ],
+            t0(),
+        )
+        .await
+        .expect("batch");
+    assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
+    assert!(matches!(results[2], Err(LedgerError::LeaseLost { .. })));
+    let job = |key: &'static str| async move { l.job_get(key).await.expect("get").expect("job") };
+    let a = job("a:2026-10-25").await;
+    assert_eq!(
+        (a.state, a.artifact),
+        (JobState::Delivering, Some(artifact()))
+    );
+    assert_eq!(
+        l.delivery_list("a:2026-10-25").await.expect("list").len(),
+        2
+    );
+    assert_eq!(
+        job("b:2026-10-25").await.state,
+        JobState::Done,
+        "no destinations: done at once"
+    );
+    let c = job("c:2026-10-25").await;
+    assert_eq!(
+        (c.state, c.artifact),
+        (JobState::Rendering, None),
+        "the stale lease changed nothing"
+    );
+    assert!(
+        l.delivery_list("c:2026-10-25")
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    assert!(
+        l.job_rendered_many(&[], t0())
+            .await
+            .expect("empty")
+            .is_empty()
+    );
+}
+
 on_both_backends!(
     duplicate_job_keys_insert_nothing,
     job_round_trips_instants_and_fields,
@@ -1148,4 +1236,5 @@ on_both_backends!(
     delivery_lease_carries_its_job,
     finish_many_records_each_and_refuses_lost_leases,
     rescue_settles_jobs_with_nothing_left_to_send,
+    rendered_many_records_each_and_refuses_lost_leases,
 );

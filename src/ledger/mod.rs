@@ -510,39 +510,71 @@ impl Ledger {
         deliveries: &[NewDelivery],
         now: DateTime<Utc>,
     ) -> Result<()> {
+        let one = [Render {
+            lease: lease.clone(),
+            artifact: artifact.clone(),
+            deliveries: deliveries.to_vec(),
+        }];
+        self.job_rendered_many(&one, now)
+            .await?
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    /// Records many renders in one transaction (one commit), each as [`Ledger::job_rendered`]
+    /// would. Returns one result per render, in order: `LeaseLost` for a lease no longer held
+    /// (that render changes nothing; the others still record). An `Err` of the whole call means
+    /// nothing was recorded.
+    pub async fn job_rendered_many(
+        &self,
+        renders: &[Render],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<()>>> {
+        if renders.is_empty() {
+            return Ok(Vec::new());
+        }
         let now_ms = to_millis(now);
-        let next_state = if deliveries.is_empty() {
-            "done"
-        } else {
-            "delivering"
-        };
+        let mut held = Vec::with_capacity(renders.len());
         on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
-            let n = sqlx::query(
-                "UPDATE jobs SET state = $1, artifact_key = $2, artifact_text_key = $3, artifact_sha256 = $4,
-                        artifact_bytes = $5, artifact_deleted_at = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                        updated_at = $6, terminal_at = CASE WHEN $1 = 'done' THEN $6 ELSE NULL END
-                 WHERE key = $7 AND state = 'rendering' AND lease_token = $8",
-            )
-            .bind(next_state)
-            .bind(&artifact.html_key)
-            .bind(&artifact.text_key)
-            .bind(&artifact.sha256)
-            .bind(artifact.bytes)
-            .bind(now_ms)
-            .bind(&lease.key)
-            .bind(lease.token)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            fenced(n, lease)?;
-            for chunk in deliveries.chunks(500) {
+            for r in renders {
+                let next_state = if r.deliveries.is_empty() {
+                    "done"
+                } else {
+                    "delivering"
+                };
+                let n = sqlx::query(
+                    "UPDATE jobs SET state = $1, artifact_key = $2, artifact_text_key = $3, artifact_sha256 = $4,
+                            artifact_bytes = $5, artifact_deleted_at = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                            updated_at = $6, terminal_at = CASE WHEN $1 = 'done' THEN $6 ELSE NULL END
+                     WHERE key = $7 AND state = 'rendering' AND lease_token = $8",
+                )
+                .bind(next_state)
+                .bind(&r.artifact.html_key)
+                .bind(&r.artifact.text_key)
+                .bind(&r.artifact.sha256)
+                .bind(r.artifact.bytes)
+                .bind(now_ms)
+                .bind(&r.lease.key)
+                .bind(r.lease.token)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                held.push(fenced(n, &r.lease));
+            }
+            let new: Vec<(&str, &NewDelivery)> = renders
+                .iter()
+                .zip(&held)
+                .filter(|(_, h)| h.is_ok())
+                .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key.as_str(), dl)))
+                .collect();
+            for chunk in new.chunks(500) {
                 let mut qb = sqlx::QueryBuilder::new(
                     "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at) ",
                 );
-                qb.push_values(chunk, |mut b, dl| {
+                qb.push_values(chunk, |mut b, (job, dl)| {
                     b.push_bind(&dl.key)
-                        .push_bind(&lease.key)
+                        .push_bind(*job)
                         .push_bind(dl.kind.as_str())
                         .push_bind(&dl.destination)
                         .push_bind("pending")
@@ -555,7 +587,7 @@ impl Ledger {
             }
             tx.commit().await?;
         });
-        Ok(())
+        Ok(held)
     }
 
     /// `delivering → done` when every delivery is sent, `delivering → quarantined` when every

@@ -494,6 +494,15 @@ pub struct LeasedDelivery {
     pub job: Option<std::sync::Arc<Job>>,
 }
 
+/// One render to record under the lease it was made with (see
+/// [`Ledger::job_rendered_many`](super::Ledger::job_rendered_many)).
+#[derive(Debug, Clone)]
+pub struct Render {
+    pub lease: Lease,
+    pub artifact: ArtifactRef,
+    pub deliveries: Vec<NewDelivery>,
+}
+
 /// One attempt to record under the lease it was made with (see
 /// [`Ledger::delivery_finish_many`](super::Ledger::delivery_finish_many)).
 #[derive(Debug, Clone)]

@@ -1,8 +1,9 @@
-//! Group commit of delivery outcomes. Work items hand their finished attempt to one task that
-//! records everything queued since its last commit in one transaction, answers each item, then
-//! settles the jobs those attempts finished in one statement. Alone, an attempt is recorded at
-//! once; under load one commit carries as many attempts as are waiting, so the ledger's cost
-//! per delivery falls as the load rises instead of capping it.
+//! Group commit of work outcomes. Work items hand their finished render or delivery attempt to
+//! one task that records everything queued since its last commit — renders in one transaction,
+//! attempts in another — answers each item, then settles the jobs those attempts finished in
+//! one statement. Alone, an outcome is recorded at once; under load one commit carries as many
+//! outcomes as are waiting, so the ledger's cost per item falls as the load rises instead of
+//! capping it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -10,51 +11,105 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::clock::SharedClock;
-use crate::ledger::{DeliveryNext, Finish, Ledger, LedgerError};
+use crate::ledger::{DeliveryNext, Finish, Ledger, LedgerError, Render};
 
-/// The most attempts one commit records.
+/// The most outcomes one commit records.
 pub(super) const MAX_BATCH: usize = 256;
 
-/// How a finish was recorded: `LeaseLost` when the lease was no longer held, another error
-/// when the whole batch failed (nothing of it was recorded).
+/// How an outcome was recorded: `LeaseLost` when the lease was no longer held, another error
+/// when its whole batch failed (nothing of that batch was recorded).
 pub(super) type Recorded = Result<(), Arc<LedgerError>>;
 
-/// One finished attempt waiting to be recorded.
-pub(super) struct Completion {
-    pub finish: Finish,
-    pub job_key: String,
-    pub reply: oneshot::Sender<Recorded>,
+/// One finished work item waiting to be recorded.
+pub(super) enum Completion {
+    /// A render: the job's artifact and the deliveries it creates.
+    Rendered {
+        render: Render,
+        reply: oneshot::Sender<Recorded>,
+    },
+    /// A delivery attempt and what follows it.
+    Finished {
+        finish: Finish,
+        job_key: String,
+        reply: oneshot::Sender<Recorded>,
+    },
 }
 
 /// Records completions until every sender is gone, then returns.
 pub(super) async fn run(ledger: Ledger, clock: SharedClock, mut rx: mpsc::Receiver<Completion>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        record(&ledger, &clock, std::mem::take(&mut batch)).await;
+        let mut renders = Vec::new();
+        let mut finishes = Vec::new();
+        for completion in batch.drain(..) {
+            match completion {
+                Completion::Rendered { render, reply } => renders.push((render, reply)),
+                Completion::Finished {
+                    finish,
+                    job_key,
+                    reply,
+                } => finishes.push((finish, (job_key, reply))),
+            }
+        }
+        if !renders.is_empty() {
+            record_renders(&ledger, &clock, renders).await;
+        }
+        if !finishes.is_empty() {
+            record_finishes(&ledger, &clock, finishes).await;
+        }
     }
 }
 
-async fn record(ledger: &Ledger, clock: &SharedClock, batch: Vec<Completion>) {
-    let (finishes, waiting): (Vec<Finish>, Vec<_>) = batch
-        .into_iter()
-        .map(|c| (c.finish, (c.job_key, c.reply)))
-        .unzip();
-    let results = match ledger.delivery_finish_many(&finishes).await {
-        Ok(results) => results.into_iter().map(|r| r.map_err(Arc::new)).collect(),
-        Err(e) => vec![Err(Arc::new(e)); finishes.len()],
-    };
-    let mut settle = BTreeSet::new();
-    for ((finish, (job_key, reply)), result) in finishes.iter().zip(waiting).zip(results) {
-        if result.is_ok() && !matches!(finish.next, DeliveryNext::Retry { .. }) {
-            settle.insert(job_key);
-        }
-        // The item may have been dropped (its lease was lost meanwhile): nothing to tell.
+/// Sends each waiting item its result; an item that went away (its lease was lost meanwhile)
+/// needs no answer.
+fn answer(replies: Vec<oneshot::Sender<Recorded>>, results: Vec<Recorded>) {
+    for (reply, result) in replies.into_iter().zip(results) {
         let _ = reply.send(result);
     }
+}
+
+fn shared(
+    results: crate::ledger::Result<Vec<crate::ledger::Result<()>>>,
+    n: usize,
+) -> Vec<Recorded> {
+    match results {
+        Ok(results) => results.into_iter().map(|r| r.map_err(Arc::new)).collect(),
+        Err(e) => vec![Err(Arc::new(e)); n],
+    }
+}
+
+async fn record_renders(
+    ledger: &Ledger,
+    clock: &SharedClock,
+    renders: Vec<(Render, oneshot::Sender<Recorded>)>,
+) {
+    let (renders, replies): (Vec<Render>, Vec<_>) = renders.into_iter().unzip();
+    let results = ledger.job_rendered_many(&renders, clock.now()).await;
+    answer(replies, shared(results, renders.len()));
+}
+
+async fn record_finishes(
+    ledger: &Ledger,
+    clock: &SharedClock,
+    finishes: Vec<(Finish, (String, oneshot::Sender<Recorded>))>,
+) {
+    let (finishes, waiting): (Vec<Finish>, Vec<_>) = finishes.into_iter().unzip();
+    let (job_keys, replies): (Vec<String>, Vec<_>) = waiting.into_iter().unzip();
+    let results = shared(ledger.delivery_finish_many(&finishes).await, finishes.len());
+    // Settle only after the commit: a settle inside the transaction would not see another
+    // worker's concurrent last finish (see `Ledger::job_settle_many`).
+    let settle: BTreeSet<&str> = finishes
+        .iter()
+        .zip(&job_keys)
+        .zip(&results)
+        .filter(|((f, _), r)| r.is_ok() && !matches!(f.next, DeliveryNext::Retry { .. }))
+        .map(|((_, job), _)| job.as_str())
+        .collect();
+    answer(replies, results);
     if settle.is_empty() {
         return;
     }
-    let keys: Vec<&str> = settle.iter().map(String::as_str).collect();
+    let keys: Vec<&str> = settle.into_iter().collect();
     if let Err(e) = ledger.job_settle_many(&keys, clock.now()).await {
         tracing::warn!(jobs = keys.len(), error = %e, "could not settle jobs; the rescuer settles them later");
     }

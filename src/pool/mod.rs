@@ -271,9 +271,9 @@ impl Pipeline {
         for leased in jobs {
             let lease = leased.lease.clone();
             let me = self.clone();
+            let completions = running.completions.clone();
             running.spawn(self, LeaseKind::Job, lease, |slot| async move {
-                work::render_job(&me, leased).await;
-                drop(slot);
+                work::render_job(&me, leased, completions, slot).await;
                 // Its deliveries exist now: lease them without waiting for the idle poll.
                 me.wake.notify_one();
             })?;

@@ -7,14 +7,14 @@ use rand::RngExt;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::completer::Completion;
+use super::completer::{Completion, Recorded};
 use super::{Pipeline, Slot, Stats};
 use crate::deliver::webhook::{WebhookBody, WindowBody, host_of as url_host};
 use crate::deliver::{Outcome, redact_address, redact_delivery_key};
 use crate::keys::{DestinationKind, JobKey, delivery_key};
 use crate::ledger::{
     ArtifactRef, Delivery, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob, LedgerError,
-    NewAttempt, NewDelivery, ResponseClass,
+    NewAttempt, NewDelivery, Render, ResponseClass,
 };
 use crate::render::Rendered;
 use crate::retry::Decision;
@@ -35,7 +35,12 @@ fn jitter() -> f64 {
 }
 
 /// Renders a leased job once and creates its deliveries, or reschedules / quarantines it.
-pub(super) async fn render_job(p: &Arc<Pipeline>, leased: LeasedJob) {
+pub(super) async fn render_job(
+    p: &Arc<Pipeline>,
+    leased: LeasedJob,
+    completions: mpsc::Sender<Completion>,
+    mut slot: Slot,
+) {
     let LeasedJob { job, lease } = leased;
     let now = p.clock.now();
     let started = std::time::Instant::now();
@@ -44,17 +49,28 @@ pub(super) async fn render_job(p: &Arc<Pipeline>, leased: LeasedJob) {
         .render_duration
         .observe(started.elapsed().as_secs_f64());
     match rendered {
-        Ok((artifact, deliveries)) => match p
-            .ledger
-            .job_rendered(&lease, &artifact, &deliveries, p.clock.now())
-            .await
-        {
-            Ok(()) => {
-                Stats::bump(&p.stats.rendered);
-                tracing::info!(job = %job.key, deliveries = deliveries.len(), sha256 = %artifact.sha256, "rendered");
+        Ok((artifact, deliveries)) => {
+            let (count, sha256) = (deliveries.len(), artifact.sha256.clone());
+            let (reply, recorded) = oneshot::channel();
+            let render = Render {
+                lease,
+                artifact,
+                deliveries,
+            };
+            let completion = Completion::Rendered { render, reply };
+            match hand_off(&completions, completion, recorded, &mut slot).await {
+                Some(Ok(())) => {
+                    Stats::bump(&p.stats.rendered);
+                    tracing::info!(job = %job.key, deliveries = count, sha256 = %sha256, "rendered");
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(job = %job.key, error = %e, "could not record the render; the lease will be rescued")
+                }
+                None => {
+                    tracing::warn!(job = %job.key, "the pool stopped before the render was recorded; the lease will be rescued")
+                }
             }
-            Err(e) => tracing::warn!(job = %job.key, error = %e, "could not record the render"),
-        },
+        }
         Err(failure) => {
             let (class, why) = match &failure {
                 RenderFailure::Transient(why) => (ResponseClass::Transient, why.clone()),
@@ -154,6 +170,20 @@ async fn render_and_store(
     Ok((artifact, deliveries))
 }
 
+/// Hands an outcome to the completer, frees the slot (the work is over; new work starts while
+/// the outcome waits for its commit, its lease still registered), and waits for the commit.
+/// `None` when the completer is gone.
+async fn hand_off(
+    completions: &mpsc::Sender<Completion>,
+    completion: Completion,
+    recorded: oneshot::Receiver<Recorded>,
+    slot: &mut Slot,
+) -> Option<Recorded> {
+    completions.send(completion).await.ok()?;
+    slot.free();
+    recorded.await.ok()
+}
+
 /// A leased job's artifact, read at most once for all its deliveries leased together.
 pub(super) struct JobArtifact {
     job: Option<Arc<Job>>,
@@ -244,7 +274,7 @@ pub(super) async fn deliver(
     };
     p.metrics.attempt(outcome.class.as_str());
     let (reply, recorded) = oneshot::channel();
-    let completion = Completion {
+    let completion = Completion::Finished {
         finish: Finish {
             lease,
             attempt: record,
@@ -253,16 +283,7 @@ pub(super) async fn deliver(
         job_key: delivery.job_key.clone(),
         reply,
     };
-    let recorded = match completions.send(completion).await {
-        Ok(()) => {
-            // The attempt is over: the slot takes new work while the outcome waits for its
-            // commit (the lease stays registered until it is recorded).
-            slot.free();
-            recorded.await.ok()
-        }
-        Err(_) => None,
-    };
-    match recorded {
+    match hand_off(&completions, completion, recorded, &mut slot).await {
         Some(Ok(())) => {}
         Some(Err(e)) if matches!(*e, LedgerError::LeaseLost { .. }) => {
             tracing::warn!(delivery = %shown, "lease lost before the outcome was recorded; the rescuer's retry reuses the same key");
@@ -273,7 +294,7 @@ pub(super) async fn deliver(
             return;
         }
         None => {
-            tracing::error!(delivery = %shown, "the completer stopped before recording the attempt; the lease will be rescued");
+            tracing::error!(delivery = %shown, "the pool stopped before the attempt was recorded; the lease will be rescued");
             return;
         }
     }
