@@ -37,36 +37,46 @@ fn main() {
         let enqueue_only = std::env::args().any(|a| a == "--enqueue-only");
         let baseline = if enqueue_only { 0.0 } else { baseline(http, jobs * destinations).await };
         http_seen.reset();
-        let dir = tempfile::tempdir().expect("tempdir");
         let report_defs = jobs.clamp(1, 100);
         // One email and the rest webhooks: both sinks are exercised.
         let (webhooks, emails) = if destinations >= 2 { (destinations - 1, 1) } else { (1, 0) };
-        sinks::project(
-            dir.path(),
-            report_defs,
-            webhooks,
-            emails,
-            http,
-            smtp,
-            &format!("[pool]\nconcurrency = {CONCURRENCY}\nadmission_per_second = 1000000\nlease = \"5m\"\n"),
-        );
-        let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
+        // A project folder per backend, all kept until the end: deleting the first backend's
+        // artifacts before the second runs would make the second pay for the file system
+        // reclaiming them.
+        let setup = |dir: &std::path::Path| {
+            sinks::project(
+                dir,
+                report_defs,
+                webhooks,
+                emails,
+                http,
+                smtp,
+                &format!("[pool]\nconcurrency = {CONCURRENCY}\nadmission_per_second = 1000000\nlease = \"5m\"\n"),
+            );
+            Config::load(&dir.join("config")).unwrap_or_else(|e| panic!("{e}"))
+        };
 
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = setup(dir.path());
         let sqlite_url = format!("sqlite://{}", dir.path().join("bench.db").display());
         let ledger = Ledger::connect(&sqlite_url, dir.path()).await.expect("sqlite");
         let artifacts = dir.path().join("var/artifacts");
-        let line = run("sqlite", &config, ledger, jobs, baseline, &artifacts).await;
+        let line = run("sqlite", &config, ledger.clone(), jobs, baseline, &artifacts).await;
         println!("{line}");
+        ledger.close().await;
         http_seen.reset();
         smtp_seen.reset();
 
         if let Ok(url) = std::env::var("DAWNPOST_TEST_POSTGRES_URL") {
+            let pg_dir = tempfile::tempdir().expect("tempdir");
+            let config = setup(pg_dir.path());
             let schema = format!("dp_bench_{}", std::process::id());
             let ledger = Ledger::connect_postgres_schema(&url, &schema).await.expect("postgres");
-            let _ = std::fs::remove_dir_all(&artifacts);
+            let artifacts = pg_dir.path().join("var/artifacts");
             let line = run("postgres", &config, ledger.clone(), jobs, baseline, &artifacts).await;
             println!("{line}");
             let _ = ledger.drop_postgres_schema(&schema).await;
+            ledger.close().await;
         }
     });
 }
@@ -119,7 +129,6 @@ async fn run(
     let enqueue_s = started.elapsed().as_secs_f64();
     assert_eq!(inserted.len(), jobs);
     if std::env::args().any(|a| a == "--enqueue-only") {
-        ledger.close().await;
         return serde_json::json!({"backend": backend, "reports": jobs, "enqueue_s": round3(enqueue_s)})
             .to_string();
     }
@@ -170,7 +179,6 @@ async fn run(
     };
     let objects = walk(artifacts);
     let rate = deliveries as f64 / drain_s;
-    ledger.close().await;
     let line = Line {
         backend,
         reports: jobs,
