@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::extract::State;
@@ -16,14 +16,20 @@ use tokio::net::TcpListener;
 pub struct Seen {
     pub total: AtomicU64,
     pub by_key: Mutex<HashMap<String, u32>>,
+    /// Count receipts without keeping their keys (no duplicate counts).
+    only_count: AtomicBool,
 }
 
 impl Seen {
     fn record(&self, key: Option<String>) {
         self.total.fetch_add(1, Ordering::Relaxed);
-        if let Some(k) = key {
+        if let Some(k) = key.filter(|_| !self.only_count.load(Ordering::Relaxed)) {
             *self.by_key.lock().expect("lock").entry(k).or_default() += 1;
         }
+    }
+
+    pub fn count_only(&self) {
+        self.only_count.store(true, Ordering::Relaxed);
     }
 
     pub fn count(&self) -> u64 {
@@ -127,6 +133,25 @@ pub async fn smtp_sink() -> (SocketAddr, Arc<Seen>) {
         }
     });
     (addr, seen)
+}
+
+/// CPU time (user + system) this process has used so far, in seconds.
+pub fn cpu_seconds() -> f64 {
+    // /proc/self/stat: the fields after the parenthesised command; utime and stime are the
+    // 12th and 13th of them, in clock ticks (100 a second on Linux).
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1.to_string();
+            let f: Vec<f64> = rest
+                .split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|v| v.parse().ok())
+                .collect();
+            (f.len() == 2).then(|| (f[0] + f[1]) / 100.0)
+        })
+        .unwrap_or(0.0)
 }
 
 /// Peak resident set size of this process, in MiB (VmHWM).
