@@ -43,6 +43,9 @@ fn main() {
     rt.block_on(async move {
         let (http, seen) = sinks::http_sink().await;
         let (smtp, _) = sinks::smtp_sink().await;
+        // Every run's folder is kept to the end: deleting one run's artifacts just before the
+        // next would make the next pay for the file system reclaiming them.
+        let mut dirs = Vec::new();
         for processes in 1..=3 {
             seen.reset();
             let schema = format!("dp_workers_{}_{processes}", std::process::id());
@@ -113,6 +116,7 @@ fn main() {
             println!("{}", serde_json::to_string(&line).expect("json"));
             let _ = ledger.drop_postgres_schema(&schema).await;
             ledger.close().await;
+            dirs.push(dir);
         }
     });
 }
