@@ -380,24 +380,7 @@ impl Ledger {
 
     /// Leases up to `limit` ready jobs whose `ready_at` has come: `ready → rendering`.
     pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
-        let (expires, now) = lease_binds(params);
-        let recs: Vec<JobRecord> = on_backend!(self, |p, d| {
-            let lease = sqlx::query_as(d::JOB_LEASE)
-                .bind(&params.owner)
-                .bind(expires)
-                .bind(now)
-                .bind(i64::from(params.limit));
-            match d::LEASE_PLAN {
-                None => lease.fetch_all(p).await?,
-                Some(plan) => {
-                    let mut tx = p.begin_with(d::BEGIN).await?;
-                    sqlx::query(plan).execute(&mut *tx).await?;
-                    let recs = lease.fetch_all(&mut *tx).await?;
-                    tx.commit().await?;
-                    recs
-                }
-            }
-        });
+        let recs: Vec<JobRecord> = self.claim(Queue::Jobs, params).await?;
         let mut out: Vec<LeasedJob> = recs
             .into_iter()
             .map(|r| {
@@ -920,24 +903,7 @@ impl Ledger {
     /// Leases up to `limit` pending deliveries whose `ready_at` has come: `pending → sending`.
     /// The lease counts as an attempt; [`Ledger::delivery_release`] gives it back.
     pub async fn delivery_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
-        let (expires, now) = lease_binds(params);
-        let recs: Vec<DeliveryRecord> = on_backend!(self, |p, d| {
-            let lease = sqlx::query_as(d::DELIVERY_LEASE)
-                .bind(&params.owner)
-                .bind(expires)
-                .bind(now)
-                .bind(i64::from(params.limit));
-            match d::LEASE_PLAN {
-                None => lease.fetch_all(p).await?,
-                Some(plan) => {
-                    let mut tx = p.begin_with(d::BEGIN).await?;
-                    sqlx::query(plan).execute(&mut *tx).await?;
-                    let recs = lease.fetch_all(&mut *tx).await?;
-                    tx.commit().await?;
-                    recs
-                }
-            }
-        });
+        let recs: Vec<DeliveryRecord> = self.claim(Queue::Deliveries, params).await?;
         let deliveries: Vec<Delivery> = recs
             .into_iter()
             .map(Delivery::try_from)
@@ -1239,6 +1205,38 @@ impl Ledger {
 
     // -------------------------------------------------------------- leases
 
+    /// Runs the lease statement of `queue`, after the dialect's `LEASE_PLAN` if it has one.
+    async fn claim<R>(&self, queue: Queue, params: &LeaseParams) -> Result<Vec<R>>
+    where
+        R: Send
+            + Unpin
+            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    {
+        let (expires, now) = lease_binds(params);
+        Ok(on_backend!(self, |p, d| {
+            let sql = match queue {
+                Queue::Jobs => d::JOB_LEASE,
+                Queue::Deliveries => d::DELIVERY_LEASE,
+            };
+            let lease = sqlx::query_as(sql)
+                .bind(&params.owner)
+                .bind(expires)
+                .bind(now)
+                .bind(i64::from(params.limit));
+            match d::LEASE_PLAN {
+                None => lease.fetch_all(p).await?,
+                Some(plan) => {
+                    let mut tx = p.begin_with(d::BEGIN).await?;
+                    sqlx::query(plan).execute(&mut *tx).await?;
+                    let recs = lease.fetch_all(&mut *tx).await?;
+                    tx.commit().await?;
+                    recs
+                }
+            }
+        }))
+    }
+
     /// Returns every expired lease: `rendering → ready`, `sending → pending`. A rescued delivery
     /// keeps its attempt (the send may have happened) and gets an attempt row saying so. Also
     /// settles delivering jobs whose deliveries are all terminal (see [`Ledger::job_settle`]).
@@ -1324,6 +1322,13 @@ impl Ledger {
         });
         Ok(())
     }
+}
+
+/// What a lease claims.
+#[derive(Debug, Clone, Copy)]
+enum Queue {
+    Jobs,
+    Deliveries,
 }
 
 fn lease_binds(params: &LeaseParams) -> (i64, i64) {

@@ -2,9 +2,11 @@
 //!
 //! Two separate limits: `concurrency` (in-flight work items, a semaphore over a `JoinSet`) and
 //! admission (new leases per second, adaptive — see [`throttle`]). The pool leases at most what it
-//! can admit and never holds more leases than it can work. Each lease is extended while its work
-//! runs; a lease lost to the rescuer stops the work. On cancel (SIGTERM/SIGINT) the pool stops
-//! leasing, lets in-flight work finish up to `drain_timeout`, and releases the rest without
+//! can admit and no more than it has free slots for. Each lease is extended while its work
+//! runs; a lease lost to the rescuer stops the work. Outcomes are recorded by one `completer`
+//! task in group commits; a work item frees its slot when it hands its outcome
+//! over. On cancel (SIGTERM/SIGINT) the pool stops leasing, lets in-flight work finish up to
+//! `drain_timeout`, lets the completer record what it was handed, and releases the rest without
 //! counting an attempt.
 
 mod completer;
