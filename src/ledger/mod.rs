@@ -910,7 +910,7 @@ impl Ledger {
             .collect::<Result<_>>()?;
         let job_keys: std::collections::BTreeSet<&str> =
             deliveries.iter().map(|d| d.job_key.as_str()).collect();
-        let jobs: std::collections::HashMap<String, std::sync::Arc<Job>> = self
+        let jobs: HashMap<String, std::sync::Arc<Job>> = self
             .job_get_many(&job_keys.into_iter().collect::<Vec<_>>())
             .await?
             .into_iter()
