@@ -226,6 +226,12 @@ impl Pipeline {
         // serves several items instead of one query per freed slot.
         let low_water = (concurrency / 4).max(1) as u32;
         while !cancel.is_cancelled() {
+            if completer.is_finished() {
+                // Nothing could be recorded any more: work leased now would be sent and then
+                // rescued and sent again. Stop, and let the leases held be rescued.
+                self.drain(running, completer).await;
+                anyhow::bail!("the completer stopped: no outcome can be recorded");
+            }
             running.reap();
             let free = running.slots.available_permits() as u32;
             let mut leased = 0;
