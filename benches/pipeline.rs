@@ -21,18 +21,8 @@ use tokio_util::sync::CancellationToken;
 const CONCURRENCY: u32 = 16;
 
 fn main() {
-    let jobs: usize = sinks::arg("--reports")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
-    let destinations: usize = sinks::arg("--destinations")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
-        .max(1);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async move {
+    let (jobs, destinations) = sinks::size();
+    sinks::runtime().block_on(async move {
         let (http, http_seen) = sinks::http_sink().await;
         let (smtp, smtp_seen) = sinks::smtp_sink().await;
         // Nothing here reports duplicates (the workers bench does): the sinks only count, so

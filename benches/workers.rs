@@ -29,18 +29,8 @@ fn main() {
         eprintln!("workers benchmark skipped: set DAWNPOST_TEST_POSTGRES_URL");
         return;
     };
-    let jobs: usize = sinks::arg("--reports")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
-    let destinations: usize = sinks::arg("--destinations")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3)
-        .max(1);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async move {
+    let (jobs, destinations) = sinks::size();
+    sinks::runtime().block_on(async move {
         let (http, seen) = sinks::http_sink().await;
         let (smtp, _) = sinks::smtp_sink().await;
         // Every run's folder is kept to the end: deleting one run's artifacts just before the

@@ -171,6 +171,26 @@ pub fn peak_rss_mb() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// `--reports N --destinations K` from the command line: 10,000 and 3 unless given.
+pub fn size() -> (usize, usize) {
+    let jobs = arg("--reports")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let destinations = arg("--destinations")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+        .max(1);
+    (jobs, destinations)
+}
+
+/// The benchmarks' runtime: multi-threaded, with I/O and timers.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 /// `--name value` from the command line (cargo bench adds its own flags; they are ignored).
 pub fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
