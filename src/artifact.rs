@@ -3,7 +3,7 @@
 //! after a crash finds the complete artifact already stored and reuses it, so a job has exactly
 //! one artifact whatever its attempts.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -28,6 +28,9 @@ pub enum ArtifactError {
 pub struct ArtifactStore {
     store: Arc<dyn ObjectStore>,
     url: String,
+    /// The folder of a `file://` store: what a purge removes beyond the listed objects (the
+    /// staging files `<key>#<n>` a crash mid-write leaves, which listings hide).
+    local_dir: Option<PathBuf>,
 }
 
 impl ArtifactStore {
@@ -38,8 +41,10 @@ impl ArtifactStore {
             url: url.to_string(),
             reason,
         };
+        let mut local_dir = None;
         let store: Arc<dyn ObjectStore> = if let Some(path) = url.strip_prefix("file://") {
             let dir = crate::config::resolve(root, Path::new(path));
+            local_dir = Some(dir.clone());
             std::fs::create_dir_all(&dir)
                 .map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
             Arc::new(
@@ -57,6 +62,7 @@ impl ArtifactStore {
         Ok(ArtifactStore {
             store,
             url: url.to_string(),
+            local_dir,
         })
     }
 
@@ -168,6 +174,59 @@ impl ArtifactStore {
         match self.store.delete(&ObjectPath::from(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes everything under a job's prefix `report/date/`: its artifact, any artifact a
+    /// crash left beside it, and (on `file://`) staging files of interrupted writes. Idempotent.
+    pub async fn purge(&self, report: &str, date: &str) -> Result<u64, ArtifactError> {
+        use futures_util::TryStreamExt;
+        let prefix = ObjectPath::from(format!("{report}/{date}"));
+        let listed: Vec<object_store::ObjectMeta> =
+            self.store.list(Some(&prefix)).try_collect().await?;
+        let mut deleted = 0;
+        for meta in &listed {
+            self.delete(meta.location.as_ref()).await?;
+            deleted += 1;
+        }
+        if let Some(dir) = self.job_dir(report, date) {
+            match tokio::fs::remove_dir_all(&dir).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(ArtifactError::Open {
+                        url: self.url.clone(),
+                        reason: format!("cannot remove {}: {e}", dir.display()),
+                    });
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// The folder of a job's objects on a `file://` store. Report ids and dates are checked
+    /// names (no `/`, no `..`), so this stays inside the store.
+    fn job_dir(&self, report: &str, date: &str) -> Option<PathBuf> {
+        let safe = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains(['/', '\\']);
+        match &self.local_dir {
+            Some(root) if safe(report) && safe(date) => Some(root.join(report).join(date)),
+            _ => None,
+        }
+    }
+
+    /// Every file under a job's prefix, staging files included (`file://`; other stores: the
+    /// listed objects). What the chaos benchmark and the tests count as orphans.
+    pub async fn count_files(&self, report: &str, date: &str) -> Result<usize, ArtifactError> {
+        match self.job_dir(report, date) {
+            Some(dir) => match std::fs::read_dir(&dir) {
+                Ok(entries) => Ok(entries.filter_map(|e| e.ok()).count()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+                Err(e) => Err(ArtifactError::Open {
+                    url: self.url.clone(),
+                    reason: format!("cannot list {}: {e}", dir.display()),
+                }),
+            },
+            None => self.count(report, date).await,
         }
     }
 

@@ -20,6 +20,30 @@ use crate::runner::{RunOnceOptions, RunOnceSummary, run_once};
 use crate::schedule::{Fire, FireLine, plan, rfc3339};
 use crate::sweeper::{SweepPlan, Sweeper, SweeperConfig};
 
+/// `println!` that never panics: a closed stdout (`dawnpost jobs | head -1`) ends the output,
+/// not the process.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that never panics.
+macro_rules! out_raw {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// A line on stderr, through the log queue (in order with the logs); never panics or blocks.
+macro_rules! errln {
+    ($($t:tt)*) => {
+        crate::logging::eprint_line(&format!($($t)*))
+    };
+}
+
 /// Exit code for invalid configuration or input.
 pub const EXIT_ERROR: u8 = 1;
 
@@ -148,7 +172,7 @@ pub async fn main() -> ExitCode {
     match run(cli, Arc::new(SystemClock)).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            errln!("error: {e:#}");
             ExitCode::from(EXIT_ERROR)
         }
     }
@@ -163,7 +187,8 @@ fn init_tracing(cli: &Cli) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(crate::logging::NonBlocking)
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal());
     if cli.log_json {
         builder.json().init();
@@ -177,13 +202,13 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     let config = match Config::load(&cli.config) {
         Ok(c) => c,
         Err(errors) => {
-            eprint!("{errors}");
+            errln!("{errors}");
             return Ok(ExitCode::from(EXIT_ERROR));
         }
     };
     for w in &config.warnings {
         if matches!(cli.command, Command::Check) {
-            println!("warning: {w}");
+            out!("warning: {w}");
         } else {
             tracing::warn!("{w}");
         }
@@ -202,7 +227,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         }
         Command::Migrate => {
             let ledger = open_ledger(&config).await?;
-            println!("ledger migrated ({})", ledger.backend_name());
+            out!("ledger migrated ({})", ledger.backend_name());
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
         }
@@ -228,7 +253,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 print_fire(fire, json, Some(inserted.contains(&fire.key.to_string())))?;
             }
             if !json {
-                println!("{} of {} jobs inserted", inserted.len(), fires.len());
+                out!("{} of {} jobs inserted", inserted.len(), fires.len());
             }
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
@@ -268,7 +293,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                     window_start: &'a str,
                     window_end: &'a str,
                 }
-                println!(
+                out!(
                     "{}",
                     serde_json::to_string(&Line {
                         key: fire.key.to_string(),
@@ -279,14 +304,14 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                     })?
                 );
             } else if inserted {
-                println!(
+                out!(
                     "enqueued {} (window {} .. {})",
                     fire.key,
                     rfc3339(fire.window.start),
                     rfc3339(fire.window.end)
                 );
             } else {
-                println!(
+                out!(
                     "{} already exists ({}); nothing inserted",
                     fire.key,
                     state.map_or("unknown", JobState::as_str)
@@ -318,15 +343,18 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 .await?;
             if json {
                 for job in &jobs {
-                    println!("{}", serde_json::to_string(job)?);
+                    out!("{}", serde_json::to_string(job)?);
                 }
             } else {
-                println!(
+                out!(
                     "{:<40} {:<12} {:>8}  {:<20}  LAST ERROR",
-                    "KEY", "STATE", "ATTEMPTS", "READY AT"
+                    "KEY",
+                    "STATE",
+                    "ATTEMPTS",
+                    "READY AT"
                 );
                 for job in &jobs {
-                    println!(
+                    out!(
                         "{:<40} {:<12} {:>8}  {:<20}  {}",
                         job.key,
                         job.state.as_str(),
@@ -335,7 +363,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                         job.last_error.as_deref().unwrap_or("")
                     );
                 }
-                println!("{} job(s)", jobs.len());
+                out!("{} job(s)", jobs.len());
             }
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
@@ -368,7 +396,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             };
             let summary = run_once(&config, ledger.clone(), clock, &opts, cancel).await?;
             if json {
-                println!("{}", serde_json::to_string(&summary)?);
+                out!("{}", serde_json::to_string(&summary)?);
             } else {
                 print_summary(&summary);
             }
@@ -385,8 +413,10 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             let on_signal = cancel.clone();
             tokio::spawn(async move {
                 shutdown_signal().await;
-                tracing::info!("shutdown requested: draining");
+                // Cancel first: nothing, not even a log line, may stand between a signal and
+                // the drain.
                 on_signal.cancel();
+                tracing::info!("shutdown requested: draining");
             });
             crate::daemon::run(&config, ledger.clone(), clock, cancel).await?;
             ledger.close().await;
@@ -395,13 +425,13 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Command::Show { key, json } => {
             let ledger = open_ledger(&config).await?;
             let Some(history) = crate::history::JobHistory::load(&ledger, &key).await? else {
-                eprintln!("no job {key:?}");
+                errln!("no job {key:?}");
                 return Ok(ExitCode::from(EXIT_ERROR));
             };
             if json {
-                println!("{}", serde_json::to_string(&history)?);
+                out!("{}", serde_json::to_string(&history)?);
             } else {
-                print!("{}", history.render_text());
+                out_raw!("{}", history.render_text());
             }
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
@@ -410,9 +440,9 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             let ledger = open_ledger(&config).await?;
             let dlq = crate::history::Dlq::load(&ledger).await?;
             if json {
-                println!("{}", serde_json::to_string(&dlq)?);
+                out!("{}", serde_json::to_string(&dlq)?);
             } else {
-                print!("{}", dlq.render_text());
+                out_raw!("{}", dlq.render_text());
             }
             ledger.close().await;
             Ok(ExitCode::SUCCESS)
@@ -433,16 +463,16 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             if dry_run {
                 let plan = sweeper.plan(at).await?;
                 if json {
-                    println!("{}", serde_json::to_string(&plan)?);
+                    out!("{}", serde_json::to_string(&plan)?);
                 } else {
                     print_plan(&plan);
                 }
             } else {
                 let counts = sweeper.run_once().await?;
                 if json {
-                    println!("{}", serde_json::to_string(&counts)?);
+                    out!("{}", serde_json::to_string(&counts)?);
                 } else {
-                    println!(
+                    out!(
                         "swept as of {}: {} artifact(s) ({} bytes), diagnostics of {} job(s) ({} rows, {} bytes), {} job(s) with {} ledger rows",
                         rfc3339(at),
                         counts.artifacts_deleted,
@@ -484,7 +514,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             ledger.close().await;
             match result {
                 Ok(out) => {
-                    println!(
+                    out!(
                         "redriven {} ({} deliver{} back to pending) by {by}: {reason}",
                         delivery.as_deref().unwrap_or(&out.job_key),
                         out.deliveries,
@@ -495,13 +525,13 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
                 Err(crate::ledger::LedgerError::WrongState {
                     what, key, actual, ..
                 }) => {
-                    eprintln!(
+                    errln!(
                         "refused: {what} {key} is {actual}; only quarantined work can be redriven"
                     );
                     Ok(ExitCode::from(EXIT_ERROR))
                 }
                 Err(crate::ledger::LedgerError::NotFound { what, key }) => {
-                    eprintln!("refused: no {what} {key}");
+                    errln!("refused: no {what} {key}");
                     Ok(ExitCode::from(EXIT_ERROR))
                 }
                 Err(e) => Err(e.into()),
@@ -528,19 +558,19 @@ pub(crate) fn sweeper_for(
 
 fn print_plan(plan: &SweepPlan) {
     let c = &plan.counts;
-    println!("dry run as of {} — nothing deleted", plan.as_of);
-    println!(
+    out!("dry run as of {} — nothing deleted", plan.as_of);
+    out!(
         "  artifact:    {} job(s), {} bytes",
         plan.artifact.len(),
         c.artifact_bytes
     );
-    println!(
+    out!(
         "  diagnostics: {} job(s), {} attempt rows, {} bytes",
         plan.diagnostics.len(),
         c.diagnostics_rows,
         c.diagnostics_bytes
     );
-    println!(
+    out!(
         "  ledger:      {} job(s), {} rows",
         plan.ledger.len(),
         c.ledger_rows
@@ -556,9 +586,10 @@ fn print_plan(plan: &SweepPlan) {
                 "diagnostics" => format!("{} bytes in {} attempt rows", i.bytes, i.rows),
                 _ => format!("{} rows", i.rows),
             };
-            println!(
+            out!(
                 "  {class:<12} {:<40} finished {}  {size}",
-                i.job, i.terminal_at
+                i.job,
+                i.terminal_at
             );
         }
     }
@@ -566,7 +597,7 @@ fn print_plan(plan: &SweepPlan) {
 
 fn print_summary(s: &RunOnceSummary) {
     for job in &s.jobs {
-        println!(
+        out!(
             "{:<40} {:<12}{}{}",
             job.key,
             job.state.as_str(),
@@ -581,7 +612,7 @@ fn print_summary(s: &RunOnceSummary) {
                 .unwrap_or_default()
         );
         for d in &job.deliveries {
-            println!(
+            out!(
                 "  {:<60} {:<12} attempts {}{}",
                 d.key,
                 d.state.as_str(),
@@ -594,7 +625,7 @@ fn print_summary(s: &RunOnceSummary) {
         }
     }
     let st = &s.stats;
-    println!(
+    out!(
         "{}: {} job(s); rendered {}, sent {}, retried {}, quarantined {}",
         s.outcome,
         s.jobs.len(),
@@ -648,9 +679,9 @@ fn print_fire(fire: &Fire, json: bool, inserted: Option<bool>) -> anyhow::Result
             inserted,
             ..FireLine::from(fire)
         };
-        println!("{}", serde_json::to_string(&line)?);
+        out!("{}", serde_json::to_string(&line)?);
     } else {
-        println!(
+        out!(
             "{:<40} fire {}  window {} .. {} ({}h){}",
             fire.key.to_string(),
             rfc3339(fire.fire_at),
@@ -684,7 +715,7 @@ pub fn parse_instant(s: &str) -> anyhow::Result<DateTime<Utc>> {
 
 fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {
     let r = &config.retention.defaults;
-    println!(
+    out!(
         "{}: configuration valid — {} report(s); ledger {}; retention artifact {}, diagnostics {}, ledger {} ({} override(s))",
         config.dir.display(),
         config.reports.len(),
@@ -696,7 +727,7 @@ fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {
     );
     for report in &config.reports {
         let tz = report.timezone();
-        println!(
+        out!(
             "\n{}  \"{}\"  schedule \"{}\" in {}  template {}  destinations: {} email, {} webhook",
             report.id,
             report.title,
@@ -708,7 +739,7 @@ fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {
         );
         for fire in report.schedule.next_fires(now, 3) {
             let local = fire.with_timezone(&tz);
-            println!(
+            out!(
                 "  next {}:{}  {}  = {}",
                 report.id,
                 local.format("%Y-%m-%d"),

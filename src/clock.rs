@@ -61,3 +61,21 @@ pub fn to_millis(t: DateTime<Utc>) -> i64 {
 pub fn from_millis(ms: i64) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
+
+/// `t + d`, saturating at chrono's largest (or smallest) instant instead of panicking.
+pub fn add(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    t.checked_add_signed(d).unwrap_or(if d < Duration::zero() {
+        DateTime::<Utc>::MIN_UTC
+    } else {
+        DateTime::<Utc>::MAX_UTC
+    })
+}
+
+/// `t - d`, saturating like [`add`].
+pub fn sub(t: DateTime<Utc>, d: Duration) -> DateTime<Utc> {
+    t.checked_sub_signed(d).unwrap_or(if d < Duration::zero() {
+        DateTime::<Utc>::MAX_UTC
+    } else {
+        DateTime::<Utc>::MIN_UTC
+    })
+}

@@ -1,6 +1,7 @@
 //! `run`: the daemon. The scheduler tick, the worker pool, the lease rescuer, the retention
-//! sweeper and the HTTP server, side by side until `cancel`; then the server stops accepting,
-//! the pool drains (up to `drain_timeout`) and everything returns.
+//! sweeper and the HTTP server, side by side under a [`crate::supervisor`] until `cancel`; then
+//! the server stops accepting, the pool drains (up to `drain_timeout`) and everything returns.
+//! A failed service is restarted with backoff, or ends the daemon with an error.
 
 use std::sync::Arc;
 
@@ -16,6 +17,10 @@ use crate::pool::{Pipeline, PoolConfig, Rescuer};
 use crate::schedule::SchedulerTick;
 use crate::server::{self, ServerState};
 use crate::signing::Secret;
+use crate::supervisor::{Health, OnFailure, Service, SupervisorConfig, supervise};
+
+/// The services the daemon supervises, by name (as in `/readyz` and `/metrics`).
+pub const SERVICES: [&str; 5] = ["tick", "pool", "rescuer", "sweeper", "server"];
 
 /// Runs every service until `cancel`.
 pub async fn run(
@@ -47,10 +52,6 @@ pub async fn run(
 
     let metrics = Arc::new(Metrics::default());
     let pool_config = PoolConfig::from_config(config);
-    let rescue_every = (pool_config.lease / 4).to_std().unwrap_or_default().clamp(
-        std::time::Duration::from_millis(250),
-        std::time::Duration::from_secs(15),
-    );
     let pipeline = Arc::new(
         Pipeline::new(config, ledger.clone(), clock.clone(), pool_config)?
             .with_metrics(metrics.clone()),
@@ -64,13 +65,12 @@ pub async fn run(
     let rescuer = Rescuer::new(
         ledger.clone(),
         clock.clone(),
-        RescuerConfig {
-            every: rescue_every,
-        },
+        RescuerConfig::from_config(config),
     )
     .with_metrics(metrics.clone());
     let sweeper = crate::cli::sweeper_for(config, ledger.clone(), clock.clone())?
         .with_metrics(metrics.clone());
+    let health = Arc::new(Health::default());
     let state = ServerState {
         ledger: ledger.clone(),
         reports: Arc::new(
@@ -83,7 +83,8 @@ pub async fn run(
         clock: clock.clone(),
         ingest_secret,
         ops_token,
-        metrics,
+        metrics: metrics.clone(),
+        health: health.clone(),
     };
     tracing::info!(
         reports = config.reports.len(),
@@ -91,15 +92,48 @@ pub async fn run(
         listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         "dawnpost running"
     );
-    let (t, p, (), (), s) = tokio::join!(
-        tick.run(cancel.clone()),
-        pipeline.run(cancel.clone()),
-        rescuer.run(cancel.clone()),
-        sweeper.run(cancel.clone()),
-        server::serve(listener, server::router(state), cancel.clone()),
-    );
-    t?;
-    p?;
-    s?;
-    Ok(())
+    let (tick, rescuer, sweeper) = (Arc::new(tick), Arc::new(rescuer), Arc::new(sweeper));
+    // The listener cannot be rebuilt in place: if the server fails, the daemon stops.
+    let server = std::sync::Mutex::new(Some((listener, server::router(state))));
+    let services = vec![
+        Service::new("tick", OnFailure::Restart, move |cancel| {
+            let tick = tick.clone();
+            Box::pin(async move { tick.run(cancel).await })
+        }),
+        Service::new("pool", OnFailure::Restart, move |cancel| {
+            let pipeline = pipeline.clone();
+            Box::pin(async move { pipeline.run(cancel).await })
+        }),
+        Service::new("rescuer", OnFailure::Restart, move |cancel| {
+            let rescuer = rescuer.clone();
+            Box::pin(async move {
+                rescuer.run(cancel).await;
+                Ok(())
+            })
+        }),
+        Service::new("sweeper", OnFailure::Restart, move |cancel| {
+            let sweeper = sweeper.clone();
+            Box::pin(async move {
+                sweeper.run(cancel).await;
+                Ok(())
+            })
+        }),
+        Service::new("server", OnFailure::Exit, move |cancel| {
+            let taken = server.lock().unwrap_or_else(|e| e.into_inner()).take();
+            Box::pin(async move {
+                let (listener, router) =
+                    taken.ok_or_else(|| anyhow::anyhow!("the listener is gone"))?;
+                server::serve(listener, router, cancel).await?;
+                Ok(())
+            })
+        }),
+    ];
+    supervise(
+        services,
+        health,
+        metrics,
+        SupervisorConfig::default(),
+        cancel,
+    )
+    .await
 }

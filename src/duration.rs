@@ -15,6 +15,10 @@ impl Span {
         Span(Duration::from_secs(secs))
     }
 
+    pub const fn from_millis(ms: u64) -> Self {
+        Span(Duration::from_millis(ms))
+    }
+
     pub const fn as_std(self) -> Duration {
         self.0
     }

@@ -24,6 +24,7 @@ pub mod duration;
 pub mod history;
 pub mod keys;
 pub mod ledger;
+pub mod logging;
 pub mod metrics;
 pub mod pool;
 pub mod render;
@@ -33,6 +34,7 @@ pub mod schedule;
 pub mod server;
 pub mod signing;
 pub mod source;
+pub mod supervisor;
 pub mod sweeper;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};

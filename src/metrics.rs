@@ -35,6 +35,9 @@ pub struct Metrics {
     pub sweeper_deleted: Family<Labels, Counter>,
     pub policy_reload_failures: Counter,
     pub ingested: Family<Labels, Counter>,
+    /// Log lines dropped because stderr was full or broken (shared with [`crate::logging`]).
+    pub log_lines_dropped: Counter,
+    pub service_failures: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -55,6 +58,8 @@ impl Default for Metrics {
             sweeper_deleted: Family::default(),
             policy_reload_failures: Counter::default(),
             ingested: Family::default(),
+            log_lines_dropped: crate::logging::dropped_lines(),
+            service_failures: Family::default(),
             registry: Registry::default(),
         };
         registry.register("jobs", "Jobs by state", m.jobs.clone());
@@ -119,6 +124,16 @@ impl Default for Metrics {
             "Signed run requests accepted, by result",
             m.ingested.clone(),
         );
+        registry.register(
+            "log_lines_dropped",
+            "Log lines dropped because the log sink was full or broken",
+            m.log_lines_dropped.clone(),
+        );
+        registry.register(
+            "service_failures",
+            "Daemon services that failed (error, panic or early return), by service",
+            m.service_failures.clone(),
+        );
         // Every series exists from the start, so dashboards and alerts see zeros, not gaps.
         for class in [
             "accepted",
@@ -135,6 +150,9 @@ impl Default for Metrics {
         }
         for class in ["artifact", "diagnostics", "ledger"] {
             let _ = m.sweeper_deleted.get_or_create(&label("class", class));
+        }
+        for service in crate::daemon::SERVICES {
+            let _ = m.service_failures.get_or_create(&label("service", service));
         }
         for result in ["created", "duplicate"] {
             let _ = m.ingested.get_or_create(&label("result", result));
@@ -159,6 +177,8 @@ pub const NAMES: &[&str] = &[
     "dawnpost_sweeper_deleted_total",
     "dawnpost_policy_reload_failures_total",
     "dawnpost_ingested_runs_total",
+    "dawnpost_log_lines_dropped_total",
+    "dawnpost_service_failures_total",
 ];
 
 impl Metrics {
@@ -176,6 +196,12 @@ impl Metrics {
         self.sweeper_deleted
             .get_or_create(&label("class", class))
             .inc_by(n);
+    }
+
+    pub fn service_failed(&self, service: &str) {
+        self.service_failures
+            .get_or_create(&label("service", service))
+            .inc();
     }
 
     pub fn ingest(&self, result: &str) {

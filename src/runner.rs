@@ -97,10 +97,6 @@ pub async fn run_once(
     }
 
     let pool_config = PoolConfig::from_config(config);
-    let rescue_every = (pool_config.lease / 4)
-        .to_std()
-        .unwrap_or(Duration::from_secs(15))
-        .clamp(Duration::from_millis(200), Duration::from_secs(15));
     let mut pipeline = Pipeline::new(config, ledger.clone(), clock.clone(), pool_config)?;
     if let Some(m) = &opts.metrics {
         pipeline = pipeline.with_metrics(m.clone());
@@ -111,9 +107,7 @@ pub async fn run_once(
     let rescuer = Rescuer::new(
         ledger.clone(),
         clock.clone(),
-        RescuerConfig {
-            every: rescue_every,
-        },
+        RescuerConfig::from_config(config),
     );
     let rescue = tokio::spawn({
         let work = work.clone();

@@ -34,6 +34,7 @@ use crate::ledger::{JobFilter, JobOrigin, JobState, Ledger, LedgerError, NewJob}
 use crate::metrics::Metrics;
 use crate::schedule::Fire;
 use crate::signing::Secret;
+use crate::supervisor::Health;
 
 /// The largest request body accepted.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -49,6 +50,8 @@ pub struct ServerState {
     pub ingest_secret: Option<Secret>,
     pub ops_token: Option<String>,
     pub metrics: Arc<Metrics>,
+    /// The daemon's services, for `/readyz`.
+    pub health: Arc<Health>,
 }
 
 impl std::fmt::Debug for ServerState {
@@ -450,13 +453,25 @@ async fn healthz() -> Response {
     axum::Json(json!({ "status": "ok" })).into_response()
 }
 
+/// Ready when the ledger answers and is migrated and every service runs; otherwise 503 with
+/// what is wrong.
 async fn readyz(State(st): State<ServerState>) -> Response {
-    if st.ledger.ready().await {
-        axum::Json(json!({ "status": "ready" })).into_response()
+    let mut problems = st.health.down();
+    // A ledger that does not answer within a second is not ready: a probe must not hang.
+    let ledger_ready = tokio::time::timeout(std::time::Duration::from_secs(1), st.ledger.ready())
+        .await
+        .unwrap_or(false);
+    if !ledger_ready {
+        problems.insert(0, "the ledger is unreachable or not migrated".to_string());
+    }
+    let services = st.health.snapshot();
+    if problems.is_empty() {
+        axum::Json(json!({ "status": "ready", "services": services })).into_response()
     } else {
-        error(
+        (
             StatusCode::SERVICE_UNAVAILABLE,
-            "the ledger is unreachable or not migrated",
+            axum::Json(json!({ "error": problems.join("; "), "services": services })),
         )
+            .into_response()
     }
 }

@@ -31,6 +31,40 @@ pub async fn fetch(
     window: &Window,
     http: &reqwest::Client,
 ) -> Result<Value, SourceError> {
+    fetch_within(spec, window, http, spec.timeout().as_std()).await
+}
+
+/// [`fetch`], cut at `deadline` or the source's own timeout, whichever comes first: a hung
+/// source is a transient failure, never a worker held forever.
+pub async fn fetch_within(
+    spec: &SourceSpec,
+    window: &Window,
+    http: &reqwest::Client,
+    deadline: Duration,
+) -> Result<Value, SourceError> {
+    let limit = deadline.min(spec.timeout().as_std());
+    match tokio::time::timeout(limit, fetch_unbounded(spec, window, http)).await {
+        Ok(result) => result,
+        Err(_) => Err(SourceError::Transient(format!(
+            "no data within {}: the fetch was cut at its deadline",
+            humanize(limit)
+        ))),
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+async fn fetch_unbounded(
+    spec: &SourceSpec,
+    window: &Window,
+    http: &reqwest::Client,
+) -> Result<Value, SourceError> {
     match spec {
         SourceSpec::File { path } => {
             let text = tokio::fs::read_to_string(path).await.map_err(|e| {
@@ -41,14 +75,18 @@ pub async fn fetch(
             })
         }
         SourceSpec::Http { url, timeout } => fetch_http(url, window, *timeout, http).await,
-        SourceSpec::Sql { url_env, query } => {
+        SourceSpec::Sql {
+            url_env,
+            query,
+            timeout,
+        } => {
             let url = std::env::var(url_env).map_err(|_| {
                 SourceError::Permanent(format!("environment variable {url_env} is not set"))
             })?;
             let sql = tokio::fs::read_to_string(query).await.map_err(|e| {
                 SourceError::Permanent(format!("cannot read query {}: {e}", query.display()))
             })?;
-            fetch_sql(&url, &sql, window).await
+            fetch_sql(&url, &sql, window, *timeout).await
         }
     }
 }
@@ -107,7 +145,12 @@ fn without_url(e: &reqwest::Error) -> String {
     s
 }
 
-async fn fetch_sql(url: &str, sql: &str, window: &Window) -> Result<Value, SourceError> {
+async fn fetch_sql(
+    url: &str,
+    sql: &str,
+    window: &Window,
+    timeout: crate::Span,
+) -> Result<Value, SourceError> {
     let start = rfc3339(window.start);
     let end = rfc3339(window.end);
     let connect_err = |e: sqlx::Error| {
@@ -115,6 +158,10 @@ async fn fetch_sql(url: &str, sql: &str, window: &Window) -> Result<Value, Sourc
     };
     let query_err = |e: sqlx::Error| match e {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Protocol(_) => {
+            SourceError::Transient(format!("source query: {e}"))
+        }
+        // 57014 query_canceled: the statement timeout cut it; a later try may be faster.
+        sqlx::Error::Database(ref db) if db.code().as_deref() == Some("57014") => {
             SourceError::Transient(format!("source query: {e}"))
         }
         other => SourceError::Permanent(format!("source query: {other}")),
@@ -135,6 +182,14 @@ async fn fetch_sql(url: &str, sql: &str, window: &Window) -> Result<Value, Sourc
             .execute(&mut *tx)
             .await
             .map_err(query_err)?;
+        // The server stops the query too, not only this side's wait for it.
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SET LOCAL statement_timeout = {}",
+            timeout.as_std().as_millis().max(1)
+        )))
+        .execute(&mut *tx)
+        .await
+        .map_err(query_err)?;
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
             .bind(&start)
             .bind(&end)

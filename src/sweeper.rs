@@ -4,10 +4,13 @@
 //! Only jobs in a terminal state (done, quarantined, cancelled) with no delivery pending or in
 //! flight are considered, aged from the moment they became terminal; the ledger itself refuses
 //! every retention write to any other job. Per job, in this order:
-//! 1. **artifact** — delete the objects, then record that the artifact is gone;
+//! 1. **artifact** — delete everything under the job's prefix `<report>/<date>/` and record the
+//!    artifact gone, in one step during which the ledger holds the job's row (a redrive waits,
+//!    then renders again);
 //! 2. **diagnostics** — clear the attempts' verbose transport diagnostics;
-//! 3. **ledger** — delete attempts, deliveries, redrives and the job, in one transaction, and
-//!    only once the artifact is recorded gone.
+//! 3. **ledger** — purge the prefix again (what a crash left), then delete attempts,
+//!    deliveries, redrives and the job, in one transaction, and only once the artifact is
+//!    recorded gone.
 //!
 //! Each step is idempotent, so a sweep that dies between steps is finished by the next one.
 //! Work goes in batches of `batch_size` jobs; a batch that outruns `batch_time_limit` ends the
@@ -274,7 +277,9 @@ impl Sweeper {
             rows,
         };
 
-        // 1. The artifact: objects first, then the record that they are gone.
+        // 1. The artifact: everything under the job's prefix (a crash may have left a staging
+        //    file or a second render beside the recorded pair), deleted and recorded gone in
+        //    one step that holds the job's row, so a redrive cannot slip in between.
         let mut artifact_gone = job.artifact.is_none() || job.artifact_deleted_at.is_some();
         if let Some(a) = job.artifact.as_ref().filter(|_| !artifact_gone)
             && (age > th.artifact.as_chrono() || ledger_due)
@@ -283,19 +288,22 @@ impl Sweeper {
             if dry {
                 artifact_gone = true;
             } else {
-                let deleted = async {
-                    self.artifacts.delete(&a.html_key).await?;
-                    self.artifacts.delete(&a.text_key).await
-                }
-                .await;
-                match deleted {
-                    Err(e) => {
+                let retired = self
+                    .ledger
+                    .job_retire_artifact(&job.key, now, || async {
+                        self.artifacts
+                            .purge(&job.report, &job.date)
+                            .await
+                            .map(|_| ())
+                    })
+                    .await?;
+                match retired {
+                    Some(Err(e)) => {
                         tracing::warn!(job = %job.key, error = %e, "could not delete the artifact; the next sweep retries");
                         return Ok(());
                     }
-                    Ok(()) => {
-                        artifact_gone = self.ledger.job_mark_artifact_deleted(&job.key, now).await?
-                    }
+                    Some(Ok(())) => artifact_gone = true,
+                    None => {}
                 }
                 if artifact_gone {
                     self.count("artifact", 1);
@@ -341,7 +349,24 @@ impl Sweeper {
                         .unwrap_or(0),
                 )
             } else {
-                self.ledger.job_delete(&job.key).await?
+                // Whatever is still under the job's prefix goes with its rows.
+                let deleted = self
+                    .ledger
+                    .job_delete_with(&job.key, || async {
+                        self.artifacts
+                            .purge(&job.report, &job.date)
+                            .await
+                            .map(|_| ())
+                    })
+                    .await?;
+                match deleted {
+                    Some(Err(e)) => {
+                        tracing::warn!(job = %job.key, error = %e, "could not purge the artifact prefix; the next sweep retries");
+                        return Ok(());
+                    }
+                    Some(Ok(rows)) => Some(rows),
+                    None => None,
+                }
             };
             if let Some(rows) = rows {
                 if !dry {

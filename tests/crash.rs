@@ -1,5 +1,6 @@
 //! The binary under real signals: SIGKILL mid-run loses nothing and sends in-flight work at most
-//! twice with the same key; SIGTERM drains and releases unfinished work without counting it.
+//! twice with the same key; SIGTERM drains, and a send cut at `drain_timeout` is recorded as an
+//! `unknown` attempt whose retry keeps the key.
 
 mod common;
 
@@ -126,7 +127,7 @@ async fn sigkill_mid_run_loses_nothing_and_resends_at_most_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_drains_within_its_bound_and_releases_unfinished_work() {
+async fn sigterm_drains_within_its_bound_and_records_cut_sends_as_unknown() {
     let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_secs(20)));
     let rx = Receiver::start(rule).await;
     let paths: Vec<String> = (1..=4).map(|i| format!("s{i}")).collect();
@@ -158,15 +159,25 @@ async fn sigterm_drains_within_its_bound_and_releases_unfinished_work() {
     let l = ledger(&p).await;
     let deliveries = l.delivery_list("crash:2026-11-30").await.expect("list");
     assert_eq!(deliveries.len(), 4);
+    // Two sends were cut at drain_timeout: they may have reached the receiver, so each counts
+    // as an `unknown` attempt and its retry keeps the key. The two never leased are untouched.
+    let mut cut = 0;
     for d in &deliveries {
         assert_eq!(d.state, DeliveryState::Pending, "{}", d.key);
-        assert_eq!(
-            d.attempts, 0,
-            "{}: released without counting an attempt",
-            d.key
-        );
-        assert!(l.attempt_list(&d.key).await.expect("attempts").is_empty());
+        let attempts = l.attempt_list(&d.key).await.expect("attempts");
+        match d.attempts {
+            0 => assert!(attempts.is_empty(), "{}", d.key),
+            1 => {
+                cut += 1;
+                assert_eq!(attempts.len(), 1, "{}", d.key);
+                assert_eq!(attempts[0].class, dawnpost::ledger::ResponseClass::Unknown);
+                let reason = attempts[0].reason.as_deref().unwrap_or_default();
+                assert!(reason.contains("shutdown"), "{reason}");
+            }
+            n => panic!("{}: {n} attempts", d.key),
+        }
     }
+    assert_eq!(cut, rx.hits().len(), "every send that started is recorded");
     l.close().await;
 }
 
@@ -231,10 +242,18 @@ async fn the_daemon_enqueues_delivers_and_stops_on_sigterm() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_long_send_keeps_its_lease_alive() {
-    // Each request takes 2.5 s against a 1 s lease: only lease extension keeps the rescuer from
-    // handing the delivery to another try while the first is still running.
-    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(2500)));
+async fn a_send_outliving_its_lease_is_cut_recorded_and_retried_with_its_key() {
+    // The first request hangs for 2.5 s against a 1 s lease: the send is cut at the lease (a
+    // work item never runs past it), recorded by its own worker as ambiguous — the lease
+    // extension keeps the rescuer away until then — and retried with the same key.
+    let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let rule: HttpRule = Arc::new(move |_: &str, _, _| {
+        if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            (204, None, Duration::from_millis(2500))
+        } else {
+            (204, None, Duration::ZERO)
+        }
+    });
     let rx = Receiver::start(rule).await;
     let p = project(&rx, &["long".to_string()], "[pool]\nlease = \"1s\"");
     let status = tokio::time::timeout(Duration::from_secs(60), start(&p).wait())
@@ -242,9 +261,28 @@ async fn a_long_send_keeps_its_lease_alive() {
         .expect("finishes")
         .expect("wait");
     assert_eq!(status.code(), Some(0));
-    assert_eq!(rx.hits().len(), 1, "sent once");
+    let keys: Vec<String> = rx
+        .hits()
+        .iter()
+        .map(|h| h.header("idempotency-key").expect("key"))
+        .collect();
+    assert_eq!(keys.len(), 2, "cut once, then sent");
+    assert_eq!(keys[0], keys[1], "the retry keeps the key");
     let l = ledger(&p).await;
     let d = &l.delivery_list("crash:2026-11-30").await.expect("list")[0];
-    assert_eq!((d.state, d.attempts), (DeliveryState::Sent, 1));
+    assert_eq!((d.state, d.attempts), (DeliveryState::Sent, 2));
+    let attempts = l.attempt_list(&d.key).await.expect("attempts");
+    assert_eq!(
+        attempts[0].class,
+        dawnpost::ledger::ResponseClass::Ambiguous,
+        "recorded by its worker, not rescued: {attempts:?}"
+    );
+    assert!(
+        attempts[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains("deadline")),
+        "{attempts:?}"
+    );
     l.close().await;
 }

@@ -8,7 +8,7 @@ use common::{TestLedger, at};
 use dawnpost::keys::{DestinationKind, JobKey, ReportId, delivery_key};
 use dawnpost::ledger::{
     ArtifactRef, DeliveryNext, DeliveryState, Finish, JobFilter, JobOrigin, JobState, Lease,
-    LeaseParams, LedgerError, NewAttempt, NewDelivery, NewJob, Render, ResponseClass,
+    LeaseParams, LedgerError, NewAttempt, NewDelivery, NewJob, Render, RescueBudget, ResponseClass,
 };
 use dawnpost::schedule::Window;
 
@@ -258,7 +258,10 @@ async fn fenced_out_lease_cannot_write(t: &TestLedger) {
         .lease;
     // The lease expires and the rescuer returns the job.
     let later = t0() + Duration::minutes(6);
-    let rescued = l.lease_rescue(later).await.expect("rescue");
+    let rescued = l
+        .lease_rescue(later, &RescueBudget::default())
+        .await
+        .expect("rescue");
     assert_eq!(rescued.jobs, 1);
     let job = l
         .job_get("a:2026-10-25")
@@ -329,7 +332,7 @@ async fn extended_lease_is_not_rescued(t: &TestLedger) {
         .await
         .expect("extend");
     assert_eq!(
-        l.lease_rescue(t0() + Duration::minutes(10))
+        l.lease_rescue(t0() + Duration::minutes(10), &RescueBudget::default())
             .await
             .expect("rescue")
             .jobs,
@@ -344,7 +347,7 @@ async fn extended_lease_is_not_rescued(t: &TestLedger) {
         JobState::Rendering
     );
     assert_eq!(
-        l.lease_rescue(t0() + Duration::minutes(21))
+        l.lease_rescue(t0() + Duration::minutes(21), &RescueBudget::default())
             .await
             .expect("rescue")
             .jobs,
@@ -515,7 +518,13 @@ async fn sent_is_final(t: &TestLedger) {
         .await
     ));
     assert!(lost(l.delivery_release(lease, later).await));
-    assert_eq!(l.lease_rescue(later).await.expect("rescue").deliveries, 0);
+    assert_eq!(
+        l.lease_rescue(later, &RescueBudget::default())
+            .await
+            .expect("rescue")
+            .deliveries,
+        0
+    );
     assert!(matches!(
         l.delivery_redrive(&lease.key, "ops", "why not", later)
             .await,
@@ -810,13 +819,19 @@ async fn rescue_returns_expired_deliveries_and_explains(t: &TestLedger) {
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com"]).await;
     let later = t0() + Duration::minutes(10);
     assert_eq!(
-        l.lease_rescue(t0() + Duration::minutes(4))
+        l.lease_rescue(t0() + Duration::minutes(4), &RescueBudget::default())
             .await
             .expect("rescue")
             .deliveries,
         0
     );
-    assert_eq!(l.lease_rescue(later).await.expect("rescue").deliveries, 1);
+    assert_eq!(
+        l.lease_rescue(later, &RescueBudget::default())
+            .await
+            .expect("rescue")
+            .deliveries,
+        1
+    );
     let d = l
         .delivery_get(&leases[0].key)
         .await
@@ -993,7 +1008,10 @@ async fn delivery_lease_carries_its_job(t: &TestLedger) {
     let l = &t.ledger;
     rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
     let later = t0() + Duration::hours(1);
-    let rescued = l.lease_rescue(later).await.expect("rescue");
+    let rescued = l
+        .lease_rescue(later, &RescueBudget::default())
+        .await
+        .expect("rescue");
     assert_eq!(rescued.deliveries, 2);
     let leased = l
         .delivery_lease(&params("w2", later, 10))
@@ -1113,7 +1131,10 @@ async fn rescue_settles_jobs_with_nothing_left_to_send(t: &TestLedger) {
     let other = rendered_job(t, "x:2026-10-25", &["a@example.com"]).await;
     assert_eq!(other.len(), 1);
     let later = t0() + Duration::minutes(1);
-    let rescued = l.lease_rescue(later).await.expect("rescue");
+    let rescued = l
+        .lease_rescue(later, &RescueBudget::default())
+        .await
+        .expect("rescue");
     assert_eq!(rescued.settled, 1, "{rescued:?}");
     let job = l.job_get("w:2026-10-25").await.expect("get").expect("job");
     assert_eq!((job.state, job.terminal_at), (JobState::Done, Some(later)));

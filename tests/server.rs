@@ -15,6 +15,7 @@ use dawnpost::ledger::{
 use dawnpost::metrics::Metrics;
 use dawnpost::server::{ServerState, check_exposure, router};
 use dawnpost::signing::Secret;
+use dawnpost::supervisor::{Health, OnFailure, Service, SupervisorConfig, supervise};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -30,6 +31,7 @@ struct Server {
     cancel: CancellationToken,
     handle: tokio::task::JoinHandle<std::io::Result<()>>,
     metrics: Arc<Metrics>,
+    health: Arc<Health>,
     project: Project,
 }
 
@@ -38,6 +40,7 @@ async fn start(t: &TestLedger) -> Server {
     let config = p.load();
     let clock = ManualClock::new(at(2026, 11, 30, 9, 0));
     let metrics = Arc::new(Metrics::default());
+    let health = Arc::new(Health::default());
     let state = ServerState {
         ledger: t.ledger.clone(),
         reports: Arc::new(
@@ -51,6 +54,7 @@ async fn start(t: &TestLedger) -> Server {
         ingest_secret: Some(Secret::parse(SECRET).expect("secret")),
         ops_token: Some(TOKEN.into()),
         metrics: metrics.clone(),
+        health: health.clone(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -69,6 +73,7 @@ async fn start(t: &TestLedger) -> Server {
         cancel,
         handle,
         metrics,
+        health,
         project: p,
     }
 }
@@ -503,6 +508,60 @@ async fn metrics_and_health(t: &TestLedger) {
         .await
         .expect("readyz");
     assert_eq!(ready.status(), StatusCode::OK);
+
+    // A service that failed and waits for its restart: not ready, and the body says which.
+    let stop = CancellationToken::new();
+    let failing = Service::new("pool", OnFailure::Restart, |_| {
+        Box::pin(async { anyhow::bail!("the completer stopped") })
+    });
+    let config = SupervisorConfig {
+        backoff_base: Duration::from_secs(3600),
+        ..SupervisorConfig::default()
+    };
+    let supervisor = tokio::spawn(supervise(
+        vec![failing],
+        s.health.clone(),
+        s.metrics.clone(),
+        config,
+        stop.clone(),
+    ));
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while s.health.down().is_empty() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the failure is recorded");
+    let ready = s
+        .http
+        .get(format!("{}/readyz", s.base))
+        .send()
+        .await
+        .expect("readyz");
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = serde_json::from_str(&ready.text().await.expect("body")).expect("json");
+    let why = body["error"].as_str().expect("an error");
+    assert!(
+        why.contains("pool is down") && why.contains("the completer stopped"),
+        "{why}"
+    );
+    assert_eq!(body["services"]["pool"]["state"], "down");
+    let metrics = s
+        .http
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("dawnpost_service_failures_total{service=\"pool\"} 1"),
+        "{metrics}"
+    );
+    stop.cancel();
+    supervisor.await.expect("join").expect("stopped cleanly");
+
     t.ledger.close().await;
     let ready = s
         .http

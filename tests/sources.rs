@@ -153,6 +153,7 @@ async fn sql_source_on_sqlite_reads_the_window_as_objects() {
     let spec = SourceSpec::Sql {
         url_env: env.into(),
         query: query.clone(),
+        timeout: Span::from_secs(30),
     };
     let data = fetch(&spec, &window(), &reqwest::Client::new())
         .await
@@ -172,11 +173,31 @@ async fn sql_source_on_sqlite_reads_the_window_as_objects() {
     ));
     let unset = SourceSpec::Sql {
         url_env: "DAWNPOST_TEST_SURELY_UNSET".into(),
-        query,
+        query: query.clone(),
+        timeout: Span::from_secs(30),
     };
     assert!(
         matches!(fetch(&unset, &window(), &reqwest::Client::new()).await, Err(SourceError::Permanent(m)) if m.contains("DAWNPOST_TEST_SURELY_UNSET"))
     );
+    // A query that would run for minutes is cut at the source's timeout: a transient failure
+    // that the retry policy handles, not a worker held forever.
+    std::fs::write(
+        &query,
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000000) SELECT MAX(i) AS m FROM n WHERE $1 < $2",
+    )
+    .expect("write");
+    let slow = SourceSpec::Sql {
+        url_env: env.into(),
+        query,
+        timeout: Span::from_millis(300),
+    };
+    let started = std::time::Instant::now();
+    let cut = fetch(&slow, &window(), &reqwest::Client::new()).await;
+    assert!(
+        matches!(&cut, Err(SourceError::Transient(m)) if m.contains("deadline")),
+        "{cut:?}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
 }
 
 #[tokio::test]
@@ -219,10 +240,21 @@ async fn sql_source_on_postgres_binds_the_window() {
     let spec = SourceSpec::Sql {
         url_env: env.into(),
         query: query.clone(),
+        timeout: Span::from_secs(30),
     };
     let result = fetch(&spec, &window(), &reqwest::Client::new()).await;
     std::fs::write(&query, format!("DELETE FROM {table} RETURNING id")).expect("write");
     let write_attempt = fetch(&spec, &window(), &reqwest::Client::new()).await;
+    // The server's statement timeout cuts a hung query: transient, so the policy retries it.
+    std::fs::write(&query, "SELECT pg_sleep(30) AS s WHERE $1::text < $2::text").expect("write");
+    let slow = SourceSpec::Sql {
+        url_env: env.into(),
+        query: query.clone(),
+        timeout: Span::from_millis(300),
+    };
+    let started = std::time::Instant::now();
+    let cut = fetch(&slow, &window(), &reqwest::Client::new()).await;
+    let cut_after = started.elapsed();
     sqlx::query(sqlx::AssertSqlSafe(format!("DROP TABLE {table}")))
         .execute(&mut conn)
         .await
@@ -242,5 +274,10 @@ async fn sql_source_on_postgres_binds_the_window() {
     assert!(
         matches!(write_attempt, Err(SourceError::Permanent(m)) if m.contains("read-only")),
         "a read-only transaction"
+    );
+    assert!(matches!(&cut, Err(SourceError::Transient(_))), "{cut:?}");
+    assert!(
+        cut_after < std::time::Duration::from_secs(10),
+        "{cut_after:?}"
     );
 }

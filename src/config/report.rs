@@ -42,8 +42,23 @@ pub enum SourceSpec {
     File { path: PathBuf },
     /// A GET whose URL may use `{{window.start}}` and `{{window.end}}`.
     Http { url: String, timeout: Span },
-    /// A read-only query (in a file) against the database named by the variable `url_env`.
-    Sql { url_env: String, query: PathBuf },
+    /// A read-only query (in a file) against the database named by the variable `url_env`,
+    /// cut after `timeout` (default 60s; PostgreSQL also gets it as `statement_timeout`).
+    Sql {
+        url_env: String,
+        query: PathBuf,
+        timeout: Span,
+    },
+}
+
+impl SourceSpec {
+    /// The longest a fetch may take: the source's own timeout (a file: 60s).
+    pub fn timeout(&self) -> Span {
+        match self {
+            SourceSpec::File { .. } => Span::from_secs(60),
+            SourceSpec::Http { timeout, .. } | SourceSpec::Sql { timeout, .. } => *timeout,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -345,6 +360,9 @@ fn load_source(
             })
         }
         Some("sql") => {
+            let timeout = f
+                .opt::<Span>("timeout", errors)
+                .unwrap_or(Span::from_secs(60));
             let url_env = f.req::<String>("url_env", errors).and_then(|env| {
                 if super::valid_env_name(&env) {
                     Some(env)
@@ -369,7 +387,11 @@ fn load_source(
                 }
             });
             match (url_env, query) {
-                (Some(url_env), Some(query)) => Some(SourceSpec::Sql { url_env, query }),
+                (Some(url_env), Some(query)) => Some(SourceSpec::Sql {
+                    url_env,
+                    query,
+                    timeout,
+                }),
                 _ => None,
             }
         }

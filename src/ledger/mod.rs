@@ -79,19 +79,24 @@ pub struct Ledger {
 macro_rules! on_backend {
     ($self:expr, |$p:ident, $d:ident| $body:expr) => {
         match &$self.backend {
-            Backend::Sqlite($p) => {
+            crate::ledger::Backend::Sqlite($p) => {
                 #[allow(unused_imports)]
-                use self::sqlite as $d;
+                use crate::ledger::sqlite as $d;
                 $body
             }
-            Backend::Postgres($p) => {
+            crate::ledger::Backend::Postgres($p) => {
                 #[allow(unused_imports)]
-                use self::postgres as $d;
+                use crate::ledger::postgres as $d;
                 $body
             }
         }
     };
 }
+
+mod rescue;
+mod retention;
+
+pub use rescue::RescueBudget;
 
 const JOB_COLUMNS: &str = "*";
 const TERMINAL_JOB: &str = "('done', 'quarantined', 'cancelled')";
@@ -719,154 +724,6 @@ impl Ledger {
         }
     }
 
-    /// Terminal jobs that became terminal before `before` and have no delivery in flight,
-    /// oldest first, after the cursor `(terminal_at, key)`: what retention may consider.
-    pub async fn job_terminal_page(
-        &self,
-        before: DateTime<Utc>,
-        after: Option<(DateTime<Utc>, String)>,
-        limit: u32,
-    ) -> Result<Vec<Job>> {
-        let (cursor_at, cursor_key) = match after {
-            Some((at, key)) => (to_millis(at), key),
-            None => (i64::MIN, String::new()),
-        };
-        let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {JOB_COLUMNS} FROM jobs j
-                 WHERE j.state IN {TERMINAL_JOB} AND j.terminal_at < $1
-                   AND (j.terminal_at > $2 OR (j.terminal_at = $2 AND j.key > $3))
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = j.key AND d.state IN ('pending', 'sending'))
-                 ORDER BY j.terminal_at, j.key LIMIT $4"
-            )))
-            .bind(to_millis(before))
-            .bind(cursor_at)
-            .bind(&cursor_key)
-            .bind(i64::from(limit))
-            .fetch_all(p)
-            .await?
-        });
-        recs.into_iter().map(Job::try_from).collect()
-    }
-
-    /// The first page of [`Ledger::job_terminal_page`].
-    pub async fn job_terminal_before(&self, before: DateTime<Utc>, limit: u32) -> Result<Vec<Job>> {
-        self.job_terminal_page(before, None, limit).await
-    }
-
-    /// Records that retention deleted a finished job's artifact objects. Refused (false) unless
-    /// the job is terminal with nothing in flight.
-    pub async fn job_mark_artifact_deleted(&self, key: &str, now: DateTime<Utc>) -> Result<bool> {
-        let n = on_backend!(self, |p, _d| {
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE jobs SET artifact_deleted_at = $1, updated_at = $1
-                 WHERE key = $2 AND state IN {TERMINAL_JOB} AND artifact_key IS NOT NULL AND artifact_deleted_at IS NULL
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))"
-            )))
-            .bind(to_millis(now))
-            .bind(key)
-            .execute(p)
-            .await?
-            .rows_affected()
-        });
-        Ok(n == 1)
-    }
-
-    /// Clears the verbose transport diagnostics of a finished job's attempts; returns how many
-    /// attempt rows were cleared, or None when the job is not terminal (or has work in flight).
-    pub async fn job_clear_diagnostics(
-        &self,
-        key: &str,
-        now: DateTime<Utc>,
-    ) -> Result<Option<u64>> {
-        on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            let n = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE jobs SET diagnostics_cleared_at = $1
-                 WHERE key = $2 AND state IN {TERMINAL_JOB}
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))"
-            )))
-            .bind(to_millis(now))
-            .bind(key)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            if n == 0 {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-            let cleared = sqlx::query(
-                "UPDATE delivery_attempts SET diagnostics = NULL
-                 WHERE diagnostics IS NOT NULL AND delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
-            )
-            .bind(key)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            tx.commit().await?;
-            Ok(Some(cleared))
-        })
-    }
-
-    /// Deletes a finished job's ledger rows (attempts, deliveries, redrives, ingest records, the
-    /// job) in one transaction. Refused (None) unless the job is terminal, has nothing in flight,
-    /// and its artifact is gone (or never existed). Returns the number of rows deleted.
-    pub async fn job_delete(&self, key: &str) -> Result<Option<u64>> {
-        on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            let deletable: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT key FROM jobs
-                 WHERE key = $1 AND state IN {TERMINAL_JOB} AND (artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))"
-            )))
-            .bind(key)
-            .fetch_optional(&mut *tx)
-            .await?;
-            if deletable.is_none() {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-            let mut rows = 0;
-            for sql in [
-                "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
-                "DELETE FROM deliveries WHERE job_key = $1",
-                "DELETE FROM redrives WHERE job_key = $1",
-                "DELETE FROM ingest_events WHERE job_key = $1",
-                "DELETE FROM jobs WHERE key = $1",
-            ] {
-                rows += sqlx::query(sql)
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-            }
-            tx.commit().await?;
-            Ok(Some(rows))
-        })
-    }
-
-    /// What retention would free for one job: diagnostics bytes and rows, and ledger rows.
-    pub async fn job_retention_sizes(&self, key: &str) -> Result<RetentionSizes> {
-        let row: (i64, i64, i64, i64, i64) = on_backend!(self, |p, _d| {
-            sqlx::query_as(
-                "SELECT
-                    CAST(COALESCE((SELECT SUM(LENGTH(a.diagnostics)) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1), 0) AS BIGINT),
-                    (SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1 AND a.diagnostics IS NOT NULL),
-                    (SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1),
-                    (SELECT COUNT(*) FROM deliveries WHERE job_key = $1),
-                    (SELECT COUNT(*) FROM redrives WHERE job_key = $1)",
-            )
-            .bind(key)
-            .fetch_one(p)
-            .await?
-        });
-        Ok(RetentionSizes {
-            diagnostics_bytes: row.0,
-            diagnostics_rows: row.1,
-            ledger_rows: row.2 + row.3 + row.4 + 1,
-        })
-    }
-
     // ---------------------------------------------------------- deliveries
 
     pub async fn delivery_get(&self, key: &str) -> Result<Option<Delivery>> {
@@ -1115,6 +972,11 @@ impl Ledger {
         let now_ms = to_millis(now);
         let job_key: Option<String> = on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
+            // The job's row first, as retention takes it: the two never wait on each other
+            // in opposite orders.
+            if let (Some(lock), Some(job)) = (d::LOCK_JOB, key.split('/').next()) {
+                sqlx::query(lock).bind(job).execute(&mut *tx).await?;
+            }
             let row: Option<(String,)> = sqlx::query_as(
                 "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts, budget_since = $1,
                         redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
@@ -1235,63 +1097,6 @@ impl Ledger {
                 }
             }
         }))
-    }
-
-    /// Returns every expired lease: `rendering → ready`, `sending → pending`. A rescued delivery
-    /// keeps its attempt (the send may have happened) and gets an attempt row saying so. Also
-    /// settles delivering jobs whose deliveries are all terminal (see [`Ledger::job_settle`]).
-    pub async fn lease_rescue(&self, now: DateTime<Utc>) -> Result<RescueCounts> {
-        let now_ms = to_millis(now);
-        on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            let jobs = sqlx::query(
-                "UPDATE jobs SET state = 'ready', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
-                        last_error = 'lease expired: the worker stopped reporting', updated_at = $1
-                 WHERE state = 'rendering' AND lease_expires_at < $1",
-            )
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            sqlx::query(
-                "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
-                 SELECT key, attempts, updated_at, $1, 'unknown', 'lease expired: the worker stopped reporting; outcome unknown', $1
-                 FROM deliveries WHERE state = 'sending' AND lease_expires_at < $1
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
-            let deliveries = sqlx::query(
-                "UPDATE deliveries SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
-                        last_class = 'unknown', last_error = 'lease expired', updated_at = $1
-                 WHERE state = 'sending' AND lease_expires_at < $1",
-            )
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            // A worker that stopped between recording a job's last delivery and settling the
-            // job leaves it delivering with nothing left to send: settle it.
-            let settled = sqlx::query(
-                "UPDATE jobs SET
-                    state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state = 'quarantined')
-                                 THEN 'quarantined' ELSE 'done' END,
-                    updated_at = $1, terminal_at = $1
-                 WHERE state = 'delivering'
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))",
-            )
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            tx.commit().await?;
-            Ok(RescueCounts {
-                jobs,
-                deliveries,
-                settled,
-            })
-        })
     }
 
     // ------------------------------------------------------------ schedule

@@ -9,6 +9,11 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::LedgerError;
 
+/// Locks one job's row (`$1`) for the rest of the transaction before a retention write or a
+/// delivery redrive checks its state: under READ COMMITTED the check that follows then sees
+/// every transaction that changed the row before, and later ones wait for the commit.
+pub(super) const LOCK_JOB: Option<&str> = Some("SELECT key FROM jobs WHERE key = $1 FOR UPDATE");
+
 pub(super) const BEGIN: &str = "BEGIN";
 
 /// Inserts jobs from parallel arrays (key, report, local date, origin, fire_at, window start
@@ -31,7 +36,8 @@ pub(super) const LEASE_PLAN: Option<&str> = Some("SET LOCAL enable_sort = off");
 
 pub(super) const JOB_LEASE: &str = "UPDATE jobs
     SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
-        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
+        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
+        generated_at = COALESCE(generated_at, $3)
     WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
                   ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED)
     RETURNING *";

@@ -10,6 +10,11 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 
 use super::LedgerError;
 
+/// Locks one job's row (`$1`) for the rest of the transaction before a retention write or a
+/// delivery redrive checks its state. SQLite needs none: `BEGIN IMMEDIATE` holds the only
+/// write lock.
+pub(super) const LOCK_JOB: Option<&str> = None;
+
 pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
 
 /// Claims up to `$4` ready jobs. SQLite has one writer at a time, so the inner select cannot
@@ -19,7 +24,8 @@ pub(super) const LEASE_PLAN: Option<&str> = None;
 
 pub(super) const JOB_LEASE: &str = "UPDATE jobs
     SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
-        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
+        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
+        generated_at = COALESCE(generated_at, $3)
     WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
                   ORDER BY ready_at, key LIMIT $4)
     RETURNING *";

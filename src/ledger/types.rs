@@ -197,6 +197,11 @@ pub struct Job {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub terminal_at: Option<DateTime<Utc>>,
+    /// The instant of the first render lease: what every render of this job prints as its
+    /// generation time, so repeated renders write the same bytes.
+    pub generated_at: Option<DateTime<Utc>>,
+    /// Leases that expired and were rescued; they count against the budget.
+    pub lease_losses: i64,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -225,6 +230,8 @@ pub(super) struct JobRecord {
     updated_at: i64,
     terminal_at: Option<i64>,
     diagnostics_cleared_at: Option<i64>,
+    generated_at: Option<i64>,
+    lease_losses: i64,
 }
 
 impl TryFrom<JobRecord> for Job {
@@ -269,6 +276,8 @@ impl TryFrom<JobRecord> for Job {
             created_at: from_millis(r.created_at),
             updated_at: from_millis(r.updated_at),
             terminal_at: r.terminal_at.map(from_millis),
+            generated_at: r.generated_at.map(from_millis),
+            lease_losses: r.lease_losses,
         })
     }
 }
@@ -304,6 +313,8 @@ pub struct Delivery {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub terminal_at: Option<DateTime<Utc>>,
+    /// Leases that expired and were rescued; they count against the budget.
+    pub lease_losses: i64,
 }
 
 impl Delivery {
@@ -333,6 +344,7 @@ pub(super) struct DeliveryRecord {
     terminal_at: Option<i64>,
     budget_attempts: i64,
     budget_since: Option<i64>,
+    lease_losses: i64,
 }
 
 impl TryFrom<DeliveryRecord> for Delivery {
@@ -360,6 +372,7 @@ impl TryFrom<DeliveryRecord> for Delivery {
             created_at: from_millis(r.created_at),
             updated_at: from_millis(r.updated_at),
             terminal_at: r.terminal_at.map(from_millis),
+            lease_losses: r.lease_losses,
         })
     }
 }
@@ -519,6 +532,8 @@ pub struct RescueCounts {
     pub deliveries: u64,
     /// Delivering jobs with nothing left to send, settled.
     pub settled: u64,
+    /// Jobs and deliveries whose lost leases spent their budget: quarantined.
+    pub quarantined: u64,
 }
 
 /// What a redrive moved.

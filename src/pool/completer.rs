@@ -3,12 +3,18 @@
 //! attempts in another — answers each item, then settles the jobs those attempts finished in
 //! one statement. Alone, an outcome is recorded at once; under load one commit carries as many
 //! outcomes as are waiting, so the ledger's cost per item falls as the load rises instead of
-//! capping it.
+//! capping it. A commit that fails is tried again until it goes through (see
+//! [`until_committed`]): one lost connection must not turn a batch of finished sends into
+//! expired leases that the rescuer would send again.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use std::future::Future;
+use std::time::Duration;
+
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::ledger::{DeliveryNext, Finish, Ledger, LedgerError, Render};
@@ -35,8 +41,55 @@ pub(super) enum Completion {
     },
 }
 
+/// The first pause before a failed commit is tried again; it doubles up to [`RETRY_CAP`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_CAP: Duration = Duration::from_secs(2);
+
+/// Runs one batch's write until it commits. A failed commit (connection cut, server restart)
+/// is tried again with backoff: the writes are fenced, so a retry of a batch that did commit
+/// records nothing twice (its leases answer `LeaseLost`), and a lease really lost meanwhile
+/// answers `LeaseLost` too. Gives up only once `abandon` fires (the drain's deadline passed):
+/// then the leases are left to the rescuer.
+async fn until_committed<T, F, Fut>(
+    what: &str,
+    abandon: &CancellationToken,
+    write: F,
+) -> crate::ledger::Result<T>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = crate::ledger::Result<T>>,
+{
+    let mut pause = RETRY_FIRST;
+    let mut failures = 0u32;
+    loop {
+        match write().await {
+            Ok(v) => {
+                if failures > 0 {
+                    tracing::info!(what, failures, "commit went through after retries");
+                }
+                return Ok(v);
+            }
+            Err(e) if abandon.is_cancelled() => return Err(e),
+            Err(e) => {
+                failures += 1;
+                tracing::warn!(what, failures, error = %e, retry_in = ?pause, "commit failed; trying again");
+                tokio::select! {
+                    _ = abandon.cancelled() => {}
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                pause = pause.saturating_mul(2).min(RETRY_CAP);
+            }
+        }
+    }
+}
+
 /// Records completions until every sender is gone, then returns.
-pub(super) async fn run(ledger: Ledger, clock: SharedClock, mut rx: mpsc::Receiver<Completion>) {
+pub(super) async fn run(
+    ledger: Ledger,
+    clock: SharedClock,
+    mut rx: mpsc::Receiver<Completion>,
+    abandon: CancellationToken,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let mut renders = Vec::new();
@@ -52,10 +105,10 @@ pub(super) async fn run(ledger: Ledger, clock: SharedClock, mut rx: mpsc::Receiv
             }
         }
         if !renders.is_empty() {
-            record_renders(&ledger, &clock, renders).await;
+            record_renders(&ledger, &clock, renders, &abandon).await;
         }
         if !finishes.is_empty() {
-            record_finishes(&ledger, &clock, finishes).await;
+            record_finishes(&ledger, &clock, finishes, &abandon).await;
         }
     }
 }
@@ -82,9 +135,13 @@ async fn record_renders(
     ledger: &Ledger,
     clock: &SharedClock,
     renders: Vec<(Render, oneshot::Sender<Recorded>)>,
+    abandon: &CancellationToken,
 ) {
     let (renders, replies): (Vec<Render>, Vec<_>) = renders.into_iter().unzip();
-    let results = ledger.job_rendered_many(&renders, clock.now()).await;
+    let results = until_committed("renders", abandon, || {
+        ledger.job_rendered_many(&renders, clock.now())
+    })
+    .await;
     answer(replies, shared(results, renders.len()));
 }
 
@@ -92,10 +149,15 @@ async fn record_finishes(
     ledger: &Ledger,
     clock: &SharedClock,
     finishes: Vec<(Finish, (String, oneshot::Sender<Recorded>))>,
+    abandon: &CancellationToken,
 ) {
     let (finishes, waiting): (Vec<Finish>, Vec<_>) = finishes.into_iter().unzip();
     let (job_keys, replies): (Vec<String>, Vec<_>) = waiting.into_iter().unzip();
-    let results = shared(ledger.delivery_finish_many(&finishes).await, finishes.len());
+    let written = until_committed("attempts", abandon, || {
+        ledger.delivery_finish_many(&finishes)
+    })
+    .await;
+    let results = shared(written, finishes.len());
     // Settle only after the commit: a settle inside the transaction would not see another
     // worker's concurrent last finish (see `Ledger::job_settle_many`).
     let settle: BTreeSet<&str> = finishes

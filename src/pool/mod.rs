@@ -6,8 +6,9 @@
 //! runs; a lease lost to the rescuer stops the work. Outcomes are recorded by one `completer`
 //! task in group commits; a work item frees its slot when it hands its outcome
 //! over. On cancel (SIGTERM/SIGINT) the pool stops leasing, lets in-flight work finish up to
-//! `drain_timeout`, lets the completer record what it was handed, and releases the rest without
-//! counting an attempt.
+//! `drain_timeout`, lets the completer record what it was handed, and returns the rest to the
+//! queue: a render without counting it, a send as an `unknown` attempt (it may have reached the
+//! receiver; the retry keeps the same key).
 
 mod completer;
 pub mod rescuer;
@@ -136,6 +137,8 @@ pub struct Pipeline {
     pub stats: Stats,
     pub config: PoolConfig,
     pub metrics: Arc<Metrics>,
+    /// The email and webhook timeouts.
+    send_timeouts: (Duration, Duration),
     wake: Notify,
 }
 
@@ -164,6 +167,10 @@ impl Pipeline {
         }
         let artifacts = ArtifactStore::open(&config.settings.artifacts.url, root)?;
         let email = EmailSender::from_settings(&config.settings.email, root, pool.concurrency)?;
+        let send_timeouts = (
+            config.settings.email.timeout.as_std(),
+            config.settings.webhook.timeout.as_std(),
+        );
         Ok(Pipeline {
             ledger,
             reports: config
@@ -182,11 +189,18 @@ impl Pipeline {
                 .build()?,
             policy: RetryPolicy::from(&config.settings.retry),
             clock,
-            throttle: HostThrottle::default(),
+            // A probe that never answers expires after the longest a send may take.
+            throttle: HostThrottle::new(
+                chrono::Duration::from_std(send_timeouts.0.max(send_timeouts.1))
+                    .ok()
+                    .and_then(|d| d.checked_add(&chrono::Duration::seconds(5)))
+                    .unwrap_or(throttle::DEFAULT_PROBE_TTL),
+            ),
             admission: Admission::new(pool.admission_per_second),
             stats: Stats::default(),
             config: pool,
             metrics: Arc::default(),
+            send_timeouts,
             wake: Notify::new(),
         })
     }
@@ -195,6 +209,26 @@ impl Pipeline {
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Pipeline {
         self.metrics = metrics;
         self
+    }
+
+    /// The longest one work item may run: never past its lease (the lease is extended while
+    /// it runs, but a hung item must still end and be recorded).
+    pub(crate) fn work_deadline(&self) -> Duration {
+        self.config
+            .lease
+            .to_std()
+            .unwrap_or(Duration::from_secs(300))
+    }
+
+    /// The longest one send may take: its transport's own timeout plus a little for the
+    /// artifact read and the handshake, and never past [`Pipeline::work_deadline`].
+    pub(crate) fn send_deadline(&self, kind: crate::keys::DestinationKind) -> Duration {
+        let own = match kind {
+            crate::keys::DestinationKind::Email => self.send_timeouts.0,
+            crate::keys::DestinationKind::Webhook => self.send_timeouts.1,
+        };
+        own.saturating_add(Duration::from_secs(5))
+            .min(self.work_deadline())
     }
 
     fn lease_params(&self, limit: u32) -> LeaseParams {
@@ -210,10 +244,12 @@ impl Pipeline {
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) -> anyhow::Result<()> {
         let concurrency = self.config.concurrency.max(1) as usize;
         let (completions, completed) = mpsc::channel(concurrency);
+        let abandon = CancellationToken::new();
         let completer = tokio::spawn(completer::run(
             self.ledger.clone(),
             self.clock.clone(),
             completed,
+            abandon.clone(),
         ));
         let mut running = Running {
             slots: Arc::new(Semaphore::new(concurrency)),
@@ -229,7 +265,7 @@ impl Pipeline {
             if completer.is_finished() {
                 // Nothing could be recorded any more: work leased now would be sent and then
                 // rescued and sent again. Stop, and let the leases held be rescued.
-                self.drain(running, completer).await;
+                self.drain(running, completer, abandon).await;
                 anyhow::bail!("the completer stopped: no outcome can be recorded");
             }
             running.reap();
@@ -256,7 +292,7 @@ impl Pipeline {
                 }
             }
         }
-        self.drain(running, completer).await;
+        self.drain(running, completer, abandon).await;
         Ok(())
     }
 
@@ -350,7 +386,12 @@ impl Pipeline {
         }
     }
 
-    async fn drain(&self, running: Running, completer: tokio::task::JoinHandle<()>) {
+    async fn drain(
+        &self,
+        running: Running,
+        completer: tokio::task::JoinHandle<()>,
+        abandon: CancellationToken,
+    ) {
         let Running {
             mut tasks,
             inflight,
@@ -370,9 +411,22 @@ impl Pipeline {
         }
         tasks.abort_all();
         while tasks.join_next().await.is_some() {}
-        // Every sender is gone now: the completer records what was handed to it and stops.
+        // Every sender is gone now: the completer records what was handed to it and stops. If
+        // the ledger is down it keeps trying only until the drain's deadline; what it could
+        // not record is left to the rescuer.
         drop(completions);
-        if let Err(e) = completer.await {
+        if deadline.is_elapsed() {
+            abandon.cancel();
+        }
+        tokio::pin!(completer);
+        let recorded = tokio::select! {
+            done = &mut completer => done,
+            _ = &mut deadline => {
+                abandon.cancel();
+                completer.await
+            }
+        };
+        if let Err(e) = recorded {
             tracing::error!(error = %e, "the completer panicked; unrecorded leases will be rescued");
         }
         let left: Vec<(LeaseKind, Lease)> = inflight
@@ -383,15 +437,18 @@ impl Pipeline {
             .collect();
         let now = self.clock.now();
         for (kind, lease) in left {
+            // A render cut short has sent nothing: it goes back without counting. A send cut
+            // short may have reached its receiver: it counts, as `unknown`, and its retry
+            // keeps the same key.
             let r = match kind {
                 LeaseKind::Job => self.ledger.job_release(&lease, now).await,
-                LeaseKind::Delivery => self.ledger.delivery_release(&lease, now).await,
+                LeaseKind::Delivery => self.ledger.delivery_abandon(&lease, now).await,
             };
             match r {
                 Ok(()) => {
-                    tracing::info!(key = %crate::deliver::redact_delivery_key(&lease.key), "released at shutdown")
+                    tracing::info!(key = %crate::deliver::redact_delivery_key(&lease.key), "cut at shutdown: returned to the queue")
                 }
-                Err(e) => tracing::debug!(error = %e, "release at shutdown: already settled"),
+                Err(e) => tracing::debug!(error = %e, "return at shutdown: already settled"),
             }
         }
     }

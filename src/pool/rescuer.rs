@@ -6,7 +6,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
-use crate::ledger::{Ledger, LedgerError, RescueCounts};
+use crate::config::Config;
+use crate::ledger::{Ledger, LedgerError, RescueBudget, RescueCounts};
 use crate::metrics::Metrics;
 
 /// Rescuer settings.
@@ -14,12 +15,30 @@ use crate::metrics::Metrics;
 pub struct RescuerConfig {
     /// How often to look for expired leases. Default 15s.
     pub every: Duration,
+    /// What lost leases count against: `[retry]`'s `max_attempts` and `max_age`.
+    pub budget: RescueBudget,
 }
 
 impl Default for RescuerConfig {
     fn default() -> Self {
         RescuerConfig {
             every: Duration::from_secs(15),
+            budget: RescueBudget::default(),
+        }
+    }
+}
+
+impl RescuerConfig {
+    /// Every quarter lease (between 250 ms and 15 s), with the `[retry]` budget.
+    pub fn from_config(config: &Config) -> RescuerConfig {
+        let lease = config.settings.pool.lease.as_std();
+        let retry = &config.settings.retry;
+        RescuerConfig {
+            every: (lease / 4).clamp(Duration::from_millis(250), Duration::from_secs(15)),
+            budget: RescueBudget {
+                max_attempts: retry.max_attempts,
+                max_age: retry.max_age.as_chrono(),
+            },
         }
     }
 }
@@ -48,10 +67,20 @@ impl Rescuer {
     }
 
     pub async fn run_once(&self) -> Result<RescueCounts, LedgerError> {
-        let counts = self.ledger.lease_rescue(self.clock.now()).await?;
+        let counts = self
+            .ledger
+            .lease_rescue(self.clock.now(), &self.config.budget)
+            .await?;
         if let Some(m) = &self.metrics {
             m.rescued("job", counts.jobs);
             m.rescued("delivery", counts.deliveries);
+            m.quarantined.inc_by(counts.quarantined);
+        }
+        if counts.quarantined > 0 {
+            tracing::error!(
+                quarantined = counts.quarantined,
+                "quarantined work whose lost leases spent its budget (it kills or hangs its worker)"
+            );
         }
         if counts.jobs > 0 || counts.deliveries > 0 {
             tracing::warn!(

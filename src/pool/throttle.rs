@@ -21,10 +21,15 @@ pub const RECOVERY_QUIET: Duration = Duration::seconds(10);
 /// How long a delivery waits while another one probes its host.
 pub const PROBE_WAIT: Duration = Duration::seconds(1);
 
+/// How long a probe may stay unanswered by default before another delivery may probe.
+pub const DEFAULT_PROBE_TTL: Duration = Duration::seconds(90);
+
 #[derive(Debug, Clone, Copy)]
 struct HostState {
     paused_until: DateTime<Utc>,
-    probe_in_flight: bool,
+    /// When the current probe started. A probe that never reports (cancelled, its lease lost,
+    /// its worker gone) expires after the throttle's probe TTL, so no host waits forever.
+    probe_since: Option<DateTime<Utc>>,
 }
 
 /// Whether a delivery to a host may go now.
@@ -34,21 +39,44 @@ pub enum Gate {
     WaitUntil(DateTime<Utc>),
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct HostThrottle {
     hosts: Mutex<HashMap<String, HostState>>,
+    probe_ttl: Duration,
+}
+
+impl Default for HostThrottle {
+    fn default() -> Self {
+        HostThrottle::new(DEFAULT_PROBE_TTL)
+    }
 }
 
 impl HostThrottle {
+    /// A throttle whose probes expire after `probe_ttl` without an answer (the longest a send
+    /// may take).
+    pub fn new(probe_ttl: Duration) -> HostThrottle {
+        HostThrottle {
+            hosts: Mutex::default(),
+            probe_ttl: probe_ttl.max(Duration::zero()),
+        }
+    }
+
     /// Asks to send to `host` now.
     pub fn gate(&self, host: &str, now: DateTime<Utc>) -> Gate {
         let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let ttl = self.probe_ttl;
         match hosts.get_mut(host) {
             None => Gate::Go,
             Some(st) if now < st.paused_until => Gate::WaitUntil(st.paused_until),
-            Some(st) if st.probe_in_flight => Gate::WaitUntil(now + PROBE_WAIT),
+            Some(st)
+                if st
+                    .probe_since
+                    .is_some_and(|since| crate::clock::add(since, ttl) > now) =>
+            {
+                Gate::WaitUntil(crate::clock::add(now, PROBE_WAIT))
+            }
             Some(st) => {
-                st.probe_in_flight = true;
+                st.probe_since = Some(now);
                 Gate::Go
             }
         }
@@ -59,10 +87,10 @@ impl HostThrottle {
         let mut hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
         let st = hosts.entry(host.to_string()).or_insert(HostState {
             paused_until: until,
-            probe_in_flight: false,
+            probe_since: None,
         });
         st.paused_until = st.paused_until.max(until);
-        st.probe_in_flight = false;
+        st.probe_since = None;
     }
 
     /// Any other reply: the host answers normally again.
@@ -204,6 +232,23 @@ mod tests {
         h.clear("a:443");
         assert_eq!(h.gate("a:443", t(60)), Gate::Go);
         assert_eq!(h.gate("a:443", t(60)), Gate::Go, "recovered: no probing");
+    }
+
+    #[test]
+    fn a_probe_that_never_answers_expires() {
+        let h = HostThrottle::new(Duration::seconds(20));
+        h.pause("a:443", t(30));
+        assert_eq!(h.gate("a:443", t(30)), Gate::Go, "the probe");
+        // The probe's worker is gone: no pause, no clear ever comes.
+        assert_eq!(h.gate("a:443", t(49)), Gate::WaitUntil(t(49) + PROBE_WAIT));
+        assert_eq!(
+            h.gate("a:443", t(50)),
+            Gate::Go,
+            "a new probe once the old one expired"
+        );
+        assert_eq!(h.gate("a:443", t(51)), Gate::WaitUntil(t(51) + PROBE_WAIT));
+        h.clear("a:443");
+        assert_eq!(h.gate("a:443", t(52)), Gate::Go);
     }
 
     #[test]

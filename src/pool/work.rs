@@ -42,7 +42,6 @@ pub(super) async fn render_job(
     mut slot: Slot,
 ) {
     let LeasedJob { job, lease } = leased;
-    let now = p.clock.now();
     let started = std::time::Instant::now();
     let rendered = render_and_store(p, &job).await;
     p.metrics
@@ -77,10 +76,17 @@ pub(super) async fn render_job(
                 RenderFailure::Permanent(why) => (ResponseClass::Permanent, why.clone()),
             };
             let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
-            let result = match p
-                .policy
-                .decide(now, job.created_at, attempt, class, None, jitter())
-            {
+            // The retry delay counts from the failure, not from the start of the render: a
+            // source that took its whole timeout to fail still gets its full backoff.
+            let failed_at = p.clock.now();
+            let result = match p.policy.decide(
+                failed_at,
+                job.created_at,
+                attempt,
+                class,
+                None,
+                jitter(),
+            ) {
                 Decision::Retry { at, .. } => {
                     tracing::warn!(job = %job.key, error = %why, retry_at = %rfc3339(at), "render failed; will retry");
                     p.ledger.job_retry(&lease, at, &why, p.clock.now()).await
@@ -143,7 +149,7 @@ async fn render_and_store(
     if let Some(artifact) = existing {
         return Ok((artifact, deliveries));
     }
-    let data = crate::source::fetch(&report.source, &job.window, &p.http)
+    let data = crate::source::fetch_within(&report.source, &job.window, &p.http, p.work_deadline())
         .await
         .map_err(|e| match e {
             SourceError::Transient(m) => RenderFailure::Transient(m),
@@ -152,7 +158,10 @@ async fn render_and_store(
     let templates = p.templates.get(&report.template).ok_or_else(|| {
         RenderFailure::Permanent(format!("template {:?} is not loaded", report.template))
     })?;
-    let context = crate::render::context(report, key.date(), &job.window, data, p.clock.now());
+    // The generation time is the job's first render lease, recorded in the ledger: a render
+    // repeated after a crash or a redrive writes the same bytes, so never a second artifact.
+    let generated_at = job.generated_at.unwrap_or(job.created_at);
+    let context = crate::render::context(report, key.date(), &job.window, data, generated_at);
     let rendered = templates
         .render(&context)
         .map_err(|e| RenderFailure::Permanent(format!("render: {e}")))?;
@@ -214,7 +223,22 @@ pub(super) async fn deliver(
     let shown = redact_delivery_key(&delivery.key);
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = lease.expires_at - p.config.lease;
-    let outcome = attempt(p, &delivery, &artifact, p.clock.now()).await;
+    let deadline = p.send_deadline(delivery.kind);
+    let outcome =
+        match tokio::time::timeout(deadline, attempt(p, &delivery, &artifact, p.clock.now())).await
+        {
+            Ok(outcome) => outcome,
+            // A send that outlives its own timeout (or its lease) is cut: it may have reached the
+            // receiver, so the retry keeps the same key.
+            Err(_) => Outcome::new(
+                ResponseClass::Ambiguous,
+                None,
+                format!(
+                    "no answer within {} ms: the send was cut at its deadline",
+                    deadline.as_millis()
+                ),
+            ),
+        };
     let finished_at = p.clock.now();
     let attempt_no = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
     // A redrive gives a fresh budget: count attempts and age from it.

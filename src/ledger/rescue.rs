@@ -1,0 +1,173 @@
+//! Work whose worker went away: the rescuer's expired leases, and sends cut at shutdown.
+//!
+//! A lost lease counts against the same budget as a failed attempt (`max_attempts` of the
+//! lease's work, `max_age` of a delivery's budget): work that kills or hangs its worker every
+//! time is quarantined with a reason that says so, not retried forever.
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::{Lease, Ledger, RescueCounts, Result, fenced};
+use crate::clock::to_millis;
+use crate::schedule::rfc3339;
+
+/// The budget lost leases count against (`[retry]`'s `max_attempts` and `max_age`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RescueBudget {
+    pub max_attempts: u32,
+    pub max_age: Duration,
+}
+
+impl Default for RescueBudget {
+    /// The defaults of `[retry]`: 8 attempts, 6 hours.
+    fn default() -> Self {
+        RescueBudget {
+            max_attempts: 8,
+            max_age: Duration::hours(6),
+        }
+    }
+}
+
+/// Deliveries whose lease expired.
+const EXPIRED_SENDING: &str = "state = 'sending' AND lease_expires_at < $1";
+/// ... and whose budget is spent: `$2` attempts, or a budget that started at or before `$3`.
+const SPENT: &str =
+    "(attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)";
+
+impl Ledger {
+    /// Returns every expired lease: `rendering → ready`, `sending → pending`, or, once the
+    /// lost leases have spent the work's budget, `→ quarantined` with "worker lost N times".
+    /// A rescued delivery keeps its attempt (the send may have happened) and gets an attempt
+    /// row saying so. Also settles delivering jobs whose deliveries are all terminal (a worker
+    /// stopped between recording a job's last delivery and settling the job).
+    pub async fn lease_rescue(
+        &self,
+        now: DateTime<Utc>,
+        budget: &RescueBudget,
+    ) -> Result<RescueCounts> {
+        let now_ms = to_millis(now);
+        let max_attempts = i64::from(budget.max_attempts);
+        let age_cutoff = to_millis(crate::clock::sub(now, budget.max_age));
+        let lost = format!(" times, last at {}", rfc3339(now));
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let jobs_quarantined = sqlx::query(
+                "UPDATE jobs SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
+                        lease_losses = lease_losses + 1,
+                        last_error = 'worker lost ' || CAST(lease_losses + 1 AS TEXT) || $3 || ': the render kills or hangs its worker',
+                        updated_at = $1, terminal_at = $1
+                 WHERE state = 'rendering' AND lease_expires_at < $1 AND attempts >= $2",
+            )
+            .bind(now_ms)
+            .bind(max_attempts)
+            .bind(&lost)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            let jobs = sqlx::query(
+                "UPDATE jobs SET state = 'ready', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
+                        lease_losses = lease_losses + 1,
+                        last_error = 'lease expired: the worker stopped reporting', updated_at = $1
+                 WHERE state = 'rendering' AND lease_expires_at < $1",
+            )
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
+                 SELECT key, attempts, updated_at, $1, 'unknown',
+                        CASE WHEN {SPENT}
+                             THEN 'lease expired: the worker stopped reporting; outcome unknown; budget spent'
+                             ELSE 'lease expired: the worker stopped reporting; outcome unknown' END,
+                        CASE WHEN {SPENT} THEN NULL ELSE $1 END
+                 FROM deliveries WHERE {EXPIRED_SENDING}
+                 ON CONFLICT DO NOTHING"
+            )))
+            .bind(now_ms)
+            .bind(max_attempts)
+            .bind(age_cutoff)
+            .execute(&mut *tx)
+            .await?;
+            let deliveries_quarantined = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE deliveries SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
+                        lease_losses = lease_losses + 1, last_class = 'unknown',
+                        last_error = 'worker lost ' || CAST(lease_losses + 1 AS TEXT) || $4 || ': the send kills or hangs its worker',
+                        updated_at = $1, terminal_at = $1
+                 WHERE {EXPIRED_SENDING} AND {SPENT}"
+            )))
+            .bind(now_ms)
+            .bind(max_attempts)
+            .bind(age_cutoff)
+            .bind(&lost)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            let deliveries = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE deliveries SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
+                        lease_losses = lease_losses + 1,
+                        last_class = 'unknown', last_error = 'lease expired', updated_at = $1
+                 WHERE {EXPIRED_SENDING}"
+            )))
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            let settled = sqlx::query(
+                "UPDATE jobs SET
+                    state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state = 'quarantined')
+                                 THEN 'quarantined' ELSE 'done' END,
+                    updated_at = $1, terminal_at = $1
+                 WHERE state = 'delivering'
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))",
+            )
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            Ok(RescueCounts {
+                jobs,
+                deliveries,
+                settled,
+                quarantined: jobs_quarantined + deliveries_quarantined,
+            })
+        })
+    }
+
+    /// `sending → pending` at `now`, keeping the attempt and recording it as `unknown`: a send
+    /// cut at shutdown (`drain_timeout`) may have reached the receiver, so it counts, and its
+    /// retry reuses the same key — as the rescuer does with a lost lease.
+    pub async fn delivery_abandon(&self, lease: &Lease, now: DateTime<Utc>) -> Result<()> {
+        let now_ms = to_millis(now);
+        let n = on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            // First the attempt row, while `updated_at` still says when the lease was taken.
+            sqlx::query(
+                "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
+                 SELECT key, attempts, updated_at, $1, 'unknown',
+                        'cut at shutdown (drain_timeout): the send may have reached the receiver; outcome unknown', $1
+                 FROM deliveries WHERE key = $2 AND state = 'sending' AND lease_token = $3
+                 ON CONFLICT DO NOTHING",
+            )
+            .bind(now_ms)
+            .bind(&lease.key)
+            .bind(lease.token)
+            .execute(&mut *tx)
+            .await?;
+            let n = sqlx::query(
+                "UPDATE deliveries SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
+                        last_class = 'unknown', last_error = 'cut at shutdown', updated_at = $1
+                 WHERE key = $2 AND state = 'sending' AND lease_token = $3",
+            )
+            .bind(now_ms)
+            .bind(&lease.key)
+            .bind(lease.token)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            n
+        });
+        fenced(n, lease)
+    }
+}

@@ -1,0 +1,236 @@
+//! Retention's reads and writes (DESIGN §7). Every write re-checks, atomically with the write,
+//! that its job is terminal with nothing pending or in flight: the job's row is locked first
+//! (PostgreSQL `FOR UPDATE`; SQLite's `BEGIN IMMEDIATE` already holds the only write lock), the
+//! check runs after the lock is held, and the write commits before the lock is let go. A redrive
+//! changes the job's row, so it either commits before the check (and the check refuses) or
+//! waits for the write to commit (and then finds the artifact recorded gone, or no job).
+
+use std::future::Future;
+
+/// Locks the job's row (where the backend needs it), then tells whether it may be retired:
+/// [`retirable_sql`] run after the lock is held, so it sees every redrive committed before.
+macro_rules! retirable {
+    ($tx:ident, $d:ident, $key:expr, $extra:expr) => {{
+        if let Some(lock) = $d::LOCK_JOB {
+            sqlx::query(lock).bind($key).execute(&mut *$tx).await?;
+        }
+        let found: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(retirable_sql($extra)))
+            .bind($key)
+            .fetch_optional(&mut *$tx)
+            .await?;
+        found.is_some()
+    }};
+}
+
+use chrono::{DateTime, Utc};
+
+use super::{JOB_COLUMNS, Job, JobRecord, Ledger, Result, RetentionSizes, TERMINAL_JOB};
+use crate::clock::to_millis;
+
+impl Ledger {
+    /// Terminal jobs that became terminal before `before` and have no delivery in flight,
+    /// oldest first, after the cursor `(terminal_at, key)`: what retention may consider.
+    pub async fn job_terminal_page(
+        &self,
+        before: DateTime<Utc>,
+        after: Option<(DateTime<Utc>, String)>,
+        limit: u32,
+    ) -> Result<Vec<Job>> {
+        let (cursor_at, cursor_key) = match after {
+            Some((at, key)) => (to_millis(at), key),
+            None => (i64::MIN, String::new()),
+        };
+        let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT {JOB_COLUMNS} FROM jobs j
+                 WHERE j.state IN {TERMINAL_JOB} AND j.terminal_at < $1
+                   AND (j.terminal_at > $2 OR (j.terminal_at = $2 AND j.key > $3))
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = j.key AND d.state IN ('pending', 'sending'))
+                 ORDER BY j.terminal_at, j.key LIMIT $4"
+            )))
+            .bind(to_millis(before))
+            .bind(cursor_at)
+            .bind(&cursor_key)
+            .bind(i64::from(limit))
+            .fetch_all(p)
+            .await?
+        });
+        recs.into_iter().map(Job::try_from).collect()
+    }
+
+    /// The first page of [`Ledger::job_terminal_page`].
+    pub async fn job_terminal_before(&self, before: DateTime<Utc>, limit: u32) -> Result<Vec<Job>> {
+        self.job_terminal_page(before, None, limit).await
+    }
+
+    /// Deletes a finished job's artifact objects with `delete` and records them gone, as one
+    /// step: the job's row stays locked from the check to the commit, so a redrive waits for
+    /// the step to end and then sees the artifact gone (and renders again). Refused
+    /// (`Ok(None)`, `delete` not called) unless the job is terminal with nothing in flight and
+    /// an artifact not yet recorded gone. `Ok(Some(Err(e)))`: `delete` failed and nothing was
+    /// recorded.
+    pub async fn job_retire_artifact<F, Fut, E>(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+        delete: F,
+    ) -> Result<Option<std::result::Result<(), E>>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = std::result::Result<(), E>>,
+    {
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            if !retirable!(
+                tx,
+                d,
+                key,
+                "artifact_key IS NOT NULL AND artifact_deleted_at IS NULL"
+            ) {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            if let Err(e) = delete().await {
+                tx.rollback().await?;
+                return Ok(Some(Err(e)));
+            }
+            sqlx::query("UPDATE jobs SET artifact_deleted_at = $1, updated_at = $1 WHERE key = $2")
+                .bind(to_millis(now))
+                .bind(key)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Some(Ok(())))
+        })
+    }
+
+    /// Records that a finished job's artifact is gone, without deleting anything (for tests
+    /// and tools; the sweeper uses [`Ledger::job_retire_artifact`]). Refused (false) unless the
+    /// job is terminal with nothing in flight.
+    pub async fn job_mark_artifact_deleted(&self, key: &str, now: DateTime<Utc>) -> Result<bool> {
+        let done = self
+            .job_retire_artifact(key, now, || async {
+                Ok::<(), std::convert::Infallible>(())
+            })
+            .await?;
+        Ok(done.is_some())
+    }
+
+    /// Clears the verbose transport diagnostics of a finished job's attempts; returns how many
+    /// attempt rows were cleared, or None when the job is not terminal (or has work in flight).
+    pub async fn job_clear_diagnostics(
+        &self,
+        key: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<u64>> {
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            if !retirable!(tx, d, key, "TRUE") {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            sqlx::query("UPDATE jobs SET diagnostics_cleared_at = $1 WHERE key = $2")
+                .bind(to_millis(now))
+                .bind(key)
+                .execute(&mut *tx)
+                .await?;
+            let cleared = sqlx::query(
+                "UPDATE delivery_attempts SET diagnostics = NULL
+                 WHERE diagnostics IS NOT NULL AND delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
+            )
+            .bind(key)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tx.commit().await?;
+            Ok(Some(cleared))
+        })
+    }
+
+    /// Deletes a finished job's ledger rows (attempts, deliveries, redrives, ingest records, the
+    /// job) in one transaction. Refused (None) unless the job is terminal, has nothing in flight,
+    /// and its artifact is gone (or never existed). Returns the number of rows deleted.
+    pub async fn job_delete(&self, key: &str) -> Result<Option<u64>> {
+        let deleted = self
+            .job_delete_with(key, || async { Ok::<(), std::convert::Infallible>(()) })
+            .await?;
+        Ok(deleted.and_then(|r| r.ok()))
+    }
+
+    /// [`Ledger::job_delete`], running `purge` (say, deleting whatever is left under the job's
+    /// artifact prefix) after the check and before the rows go, with the job's row locked
+    /// throughout. `Ok(Some(Err(e)))`: `purge` failed and nothing was deleted.
+    pub async fn job_delete_with<F, Fut, E>(
+        &self,
+        key: &str,
+        purge: F,
+    ) -> Result<Option<std::result::Result<u64, E>>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = std::result::Result<(), E>>,
+    {
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            if !retirable!(
+                tx,
+                d,
+                key,
+                "(artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)"
+            ) {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            if let Err(e) = purge().await {
+                tx.rollback().await?;
+                return Ok(Some(Err(e)));
+            }
+            let mut rows = 0;
+            for sql in [
+                "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
+                "DELETE FROM deliveries WHERE job_key = $1",
+                "DELETE FROM redrives WHERE job_key = $1",
+                "DELETE FROM ingest_events WHERE job_key = $1",
+                "DELETE FROM jobs WHERE key = $1",
+            ] {
+                rows += sqlx::query(sql)
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+            }
+            tx.commit().await?;
+            Ok(Some(Ok(rows)))
+        })
+    }
+
+    /// What retention would free for one job: diagnostics bytes and rows, and ledger rows.
+    pub async fn job_retention_sizes(&self, key: &str) -> Result<RetentionSizes> {
+        let row: (i64, i64, i64, i64, i64) = on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT
+                    CAST(COALESCE((SELECT SUM(LENGTH(a.diagnostics)) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1), 0) AS BIGINT),
+                    (SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1 AND a.diagnostics IS NOT NULL),
+                    (SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1),
+                    (SELECT COUNT(*) FROM deliveries WHERE job_key = $1),
+                    (SELECT COUNT(*) FROM redrives WHERE job_key = $1)",
+            )
+            .bind(key)
+            .fetch_one(p)
+            .await?
+        });
+        Ok(RetentionSizes {
+            diagnostics_bytes: row.0,
+            diagnostics_rows: row.1,
+            ledger_rows: row.2 + row.3 + row.4 + 1,
+        })
+    }
+}
+
+/// The retention check of one job (`$1`): terminal, nothing pending or in flight, and `extra`.
+fn retirable_sql(extra: &str) -> String {
+    format!(
+        "SELECT key FROM jobs
+         WHERE key = $1 AND state IN {TERMINAL_JOB} AND {extra}
+           AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))"
+    )
+}
