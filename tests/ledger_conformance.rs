@@ -3,98 +3,14 @@
 
 mod common;
 
-use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono::Duration;
+use common::fixtures::*;
 use common::{TestLedger, at};
-use dawnpost::keys::{DestinationKind, JobKey, ReportId, delivery_key};
 use dawnpost::ledger::{
-    ArtifactRef, DeliveryNext, DeliveryState, Finish, JobFilter, JobOrigin, JobState, Lease,
-    LeaseParams, LedgerError, NewAttempt, NewDelivery, NewJob, Render, RescueBudget, ResponseClass,
+    DeliveryNext, DeliveryState, Finish, JobFilter, JobState, Lease, LedgerError, NewJob, Render,
+    RescueBudget, ResponseClass,
 };
 use dawnpost::schedule::Window;
-
-fn t0() -> DateTime<Utc> {
-    at(2026, 10, 25, 5, 30)
-}
-
-fn new_job(report: &str, date: &str, ready_at: DateTime<Utc>) -> NewJob {
-    let date = NaiveDate::parse_from_str(date, "%Y-%m-%d").expect("date");
-    NewJob {
-        key: JobKey::new(ReportId::parse(report).expect("id"), date),
-        fire_at: ready_at,
-        window: Window {
-            start: ready_at - Duration::hours(30),
-            end: ready_at - Duration::hours(6),
-        },
-        ready_at,
-        origin: JobOrigin::Schedule,
-    }
-}
-
-fn params(owner: &str, now: DateTime<Utc>, limit: u32) -> LeaseParams {
-    LeaseParams {
-        owner: owner.into(),
-        now,
-        lease_for: Duration::minutes(5),
-        limit,
-    }
-}
-
-fn artifact() -> ArtifactRef {
-    ArtifactRef {
-        html_key: "artifacts/r/2026-10-25/abc.html".into(),
-        text_key: "artifacts/r/2026-10-25/abc.txt".into(),
-        sha256: "abc".into(),
-        bytes: 1234,
-    }
-}
-
-fn destinations(job: &str, emails: &[&str]) -> Vec<NewDelivery> {
-    let key: JobKey = job.parse().expect("job key");
-    emails
-        .iter()
-        .map(|e| NewDelivery {
-            key: delivery_key(&key, DestinationKind::Email, e),
-            kind: DestinationKind::Email,
-            destination: (*e).into(),
-        })
-        .collect()
-}
-
-fn attempt(class: ResponseClass, now: DateTime<Utc>) -> NewAttempt {
-    NewAttempt {
-        requested_at: now,
-        finished_at: now + Duration::milliseconds(120),
-        class,
-        code: Some(250),
-        retry_after: None,
-        reason: Some("250 ok".into()),
-        diagnostics: Some("<- 250 2.0.0 queued".into()),
-    }
-}
-
-/// Inserts one job, renders it with the given destinations, and returns the delivery leases.
-async fn rendered_job(t: &TestLedger, key: &str, emails: &[&str]) -> Vec<Lease> {
-    let l = &t.ledger;
-    let (report, date) = key.split_once(':').expect("key");
-    l.job_insert_many(&[new_job(report, date, t0())], t0())
-        .await
-        .expect("insert");
-    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
-    let lease = &leased
-        .iter()
-        .find(|j| j.job.key == key)
-        .expect("leased")
-        .lease;
-    l.job_rendered(lease, &artifact(), &destinations(key, emails), t0())
-        .await
-        .expect("rendered");
-    l.delivery_lease(&params("w1", t0(), 100))
-        .await
-        .expect("lease deliveries")
-        .into_iter()
-        .map(|d| d.lease)
-        .collect()
-}
 
 async fn duplicate_job_keys_insert_nothing(t: &TestLedger) {
     let l = &t.ledger;
