@@ -115,8 +115,15 @@ async fn lost_leases_spend_the_budget_and_quarantine_with_a_reason(t: &TestLedge
     let first = t0() + Duration::minutes(6);
     let rescued = l.lease_rescue(first, &b).await.expect("rescue");
     assert_eq!((rescued.deliveries, rescued.quarantined), (1, 0));
-    let d = l.delivery_get(&leases[0].key).await.expect("get").expect("d");
-    assert_eq!((d.state, d.attempts, d.lease_losses), (DeliveryState::Pending, 1, 1));
+    let d = l
+        .delivery_get(&leases[0].key)
+        .await
+        .expect("get")
+        .expect("d");
+    assert_eq!(
+        (d.state, d.attempts, d.lease_losses),
+        (DeliveryState::Pending, 1, 1)
+    );
     // The second lease is lost too: the budget of 2 is spent.
     let again = l
         .delivery_lease(&params("w2", first, 10))
@@ -126,8 +133,15 @@ async fn lost_leases_spend_the_budget_and_quarantine_with_a_reason(t: &TestLedge
     let second = first + Duration::minutes(6);
     let rescued = l.lease_rescue(second, &b).await.expect("rescue");
     assert_eq!((rescued.deliveries, rescued.quarantined), (0, 1));
-    let d = l.delivery_get(&leases[0].key).await.expect("get").expect("d");
-    assert_eq!((d.state, d.attempts, d.lease_losses), (DeliveryState::Quarantined, 2, 2));
+    let d = l
+        .delivery_get(&leases[0].key)
+        .await
+        .expect("get")
+        .expect("d");
+    assert_eq!(
+        (d.state, d.attempts, d.lease_losses),
+        (DeliveryState::Quarantined, 2, 2)
+    );
     let why = d.last_error.unwrap_or_default();
     assert!(
         why.contains(&format!("worker lost 2 times, last at {}", rfc3339(second))),
@@ -139,18 +153,31 @@ async fn lost_leases_spend_the_budget_and_quarantine_with_a_reason(t: &TestLedge
     assert_eq!(rescued.settled, 1, "its job is settled");
     let job = l.job_get(key).await.expect("get").expect("job");
     assert_eq!(job.state, JobState::Quarantined);
-    assert_eq!(l.lease_rescue(second, &b).await.expect("rescue").quarantined, 0);
+    assert_eq!(
+        l.lease_rescue(second, &b)
+            .await
+            .expect("rescue")
+            .quarantined,
+        0
+    );
 }
 
 async fn a_lost_lease_past_max_age_quarantines(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "old:2026-10-25", &["ops@example.com"]).await;
     let rescued = l
-        .lease_rescue(t0() + Duration::minutes(11), &budget(8, Duration::minutes(10)))
+        .lease_rescue(
+            t0() + Duration::minutes(11),
+            &budget(8, Duration::minutes(10)),
+        )
         .await
         .expect("rescue");
     assert_eq!(rescued.quarantined, 1);
-    let d = l.delivery_get(&leases[0].key).await.expect("get").expect("d");
+    let d = l
+        .delivery_get(&leases[0].key)
+        .await
+        .expect("get")
+        .expect("d");
     assert_eq!(d.state, DeliveryState::Quarantined);
 }
 
@@ -185,8 +212,16 @@ async fn a_send_cut_at_shutdown_is_an_unknown_attempt(t: &TestLedger) {
     let leases = rendered_job(t, "cut:2026-10-25", &["a@example.com", "b@example.com"]).await;
     let at = t0() + Duration::seconds(40);
     l.delivery_abandon(&leases[0], at).await.expect("abandon");
-    let d = l.delivery_get(&leases[0].key).await.expect("get").expect("d");
-    assert_eq!((d.state, d.attempts), (DeliveryState::Pending, 1), "it counts");
+    let d = l
+        .delivery_get(&leases[0].key)
+        .await
+        .expect("get")
+        .expect("d");
+    assert_eq!(
+        (d.state, d.attempts),
+        (DeliveryState::Pending, 1),
+        "it counts"
+    );
     assert_eq!(d.ready_at, at, "retried at once, with the same key");
     let attempts = l.attempt_list(&d.key).await.expect("attempts");
     assert_eq!(attempts.len(), 1);
@@ -237,7 +272,11 @@ async fn the_first_render_lease_fixes_generated_at(t: &TestLedger) {
         "a later render prints the same instant"
     );
     assert_eq!(
-        l.job_get(key).await.expect("get").expect("job").generated_at,
+        l.job_get(key)
+            .await
+            .expect("get")
+            .expect("job")
+            .generated_at,
         Some(first)
     );
 }

@@ -93,4 +93,3 @@ pub async fn rendered_job(t: &TestLedger, key: &str, emails: &[&str]) -> Vec<Lea
         .map(|d| d.lease)
         .collect()
 }
-

@@ -153,6 +153,11 @@ impl TestLedger {
         }
     }
 
+    /// The PostgreSQL schema of this ledger (None on SQLite).
+    pub fn schema(&self) -> Option<&str> {
+        self.schema.as_deref()
+    }
+
     pub async fn cleanup(self) {
         if let Some(schema) = &self.schema {
             let _ = self.ledger.drop_postgres_schema(schema).await;
