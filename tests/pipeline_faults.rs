@@ -11,8 +11,10 @@ use std::time::Duration;
 use chrono::NaiveDate;
 use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger};
+use dawnpost::artifact::ArtifactStore;
 use dawnpost::ledger::{DeliveryState, JobState, ResponseClass};
 use dawnpost::runner::{RunOnceOptions, RunOnceSummary, run_once};
+use dawnpost::sweeper::{Sweeper, SweeperConfig};
 use dawnpost::{Config, SystemClock};
 use tokio_util::sync::CancellationToken;
 
@@ -188,4 +190,74 @@ async fn a_failed_render_waits_its_backoff_from_the_failure(t: &TestLedger) {
     );
 }
 
-on_both_backends!(a_failed_render_waits_its_backoff_from_the_failure);
+fn sweeper(p: &Project, t: &TestLedger, as_of: chrono::DateTime<chrono::Utc>) -> Sweeper {
+    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
+    Sweeper::new(
+        t.ledger.clone(),
+        store,
+        Arc::new(dawnpost::ManualClock::new(as_of)),
+        SweeperConfig::new(config.dir.join("retention.toml")),
+        config.retention.clone(),
+    )
+}
+
+async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives(t: &TestLedger) {
+    // The receiver is gone (410) on the first day, then back.
+    let rule: HttpRule =
+        Arc::new(|_: &str, nth, _| (if nth == 1 { 410 } else { 204 }, None, Duration::ZERO));
+    let rx = Receiver::start(rule).await;
+    let p = project(&report("again", FILE_SOURCE, &[rx.url("gone")]), "");
+    let first = run(&p, t, Duration::from_secs(30)).await;
+    assert_eq!(first.exit_code, 3, "quarantined: {first:?}");
+    let key = format!("again:{DATE}");
+    let job = t.ledger.job_get(&key).await.expect("get").expect("job");
+    let sha = job.artifact.clone().expect("artifact").sha256;
+    let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
+    assert_eq!(store.count_files("again", DATE).await.expect("count"), 2);
+
+    // A crash left a staging file and a stray render beside the recorded pair.
+    let dir = p.root().join("var/artifacts/again").join(DATE);
+    std::fs::write(dir.join(format!("{sha}.txt#1")), "partial").expect("staging");
+    std::fs::write(dir.join("0000.txt"), "stray").expect("stray");
+    assert_eq!(store.count_files("again", DATE).await.expect("count"), 4);
+
+    // Ten days on the artifact class is due (7d): everything under the job's prefix goes.
+    let terminal = job.terminal_at.expect("terminal");
+    let counts = sweeper(&p, t, terminal + chrono::Duration::days(10))
+        .run_once()
+        .await
+        .expect("sweep");
+    assert_eq!(counts.artifacts_deleted, 1);
+    assert_eq!(
+        store.count_files("again", DATE).await.expect("count"),
+        0,
+        "no orphan left"
+    );
+
+    // Redriven, the job renders again from the same data: the same bytes, the same sha256.
+    t.ledger
+        .job_redrive(&key, "ops", "receiver is back", chrono::Utc::now())
+        .await
+        .expect("redrive");
+    let second = run(&p, t, Duration::from_secs(30)).await;
+    assert_eq!(second.exit_code, 0, "{second:?}");
+    let again = t.ledger.job_get(&key).await.expect("get").expect("job");
+    assert_eq!(
+        again.artifact.expect("artifact").sha256,
+        sha,
+        "byte-identical"
+    );
+    assert_eq!(store.count_files("again", DATE).await.expect("count"), 2);
+    let hits = rx.hits_for("gone");
+    assert_eq!(hits.len(), 2);
+    assert_eq!(
+        hits[0].body, hits[1].body,
+        "the receiver got the same report twice"
+    );
+}
+
+on_both_backends!(
+    a_failed_render_waits_its_backoff_from_the_failure,
+    a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives,
+);
