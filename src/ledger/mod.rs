@@ -961,7 +961,8 @@ impl Ledger {
         fenced(n, lease)
     }
 
-    /// Redrives one quarantined delivery with an audit row; its job returns to `delivering`.
+    /// Redrives one quarantined delivery with an audit row; its job returns to `delivering`, or
+    /// to `ready` to render again when retention deleted its artifact.
     pub async fn delivery_redrive(
         &self,
         key: &str,
@@ -992,8 +993,15 @@ impl Ledger {
                     None
                 }
                 Some((job_key,)) => {
+                    // A job whose artifact retention deleted renders again first (the same
+                    // bytes: see `generated_at`); its redriven delivery waits for that.
                     sqlx::query(
-                        "UPDATE jobs SET state = 'delivering', redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
+                        "UPDATE jobs SET
+                            state = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL
+                                         THEN 'ready' ELSE 'delivering' END,
+                            ready_at = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL
+                                            THEN $1 ELSE ready_at END,
+                            redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
                          WHERE key = $2 AND state IN ('quarantined', 'done', 'delivering')",
                     )
                     .bind(now_ms)

@@ -3,6 +3,7 @@
 
 pub mod fixtures;
 pub mod peers;
+pub mod world;
 
 use std::path::{Path, PathBuf};
 
@@ -125,6 +126,11 @@ impl TestLedger {
     /// None when `DAWNPOST_TEST_POSTGRES_URL` is unset.
     pub async fn postgres() -> Option<TestLedger> {
         let url = std::env::var(POSTGRES_ENV).ok()?;
+        Self::postgres_at(&url).await
+    }
+
+    async fn postgres_at(url: &str) -> Option<TestLedger> {
+        let url = url.to_string();
         let schema = format!("dp_test_{}", unique_suffix());
         let ledger = Ledger::connect_postgres_schema(&url, &schema)
             .await
@@ -150,6 +156,14 @@ impl TestLedger {
                 Ledger::connect(&url, dir.path()).await.expect("reopen")
             }
             _ => unreachable!("a test ledger is sqlite or postgres"),
+        }
+    }
+
+    /// The SQLite file of this ledger (None on PostgreSQL).
+    pub fn sqlite_path(&self) -> Option<PathBuf> {
+        match (&self.schema, &self._dir) {
+            (None, Some(dir)) => Some(dir.path().join("ledger.db")),
+            _ => None,
         }
     }
 
