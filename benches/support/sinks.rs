@@ -16,16 +16,33 @@ use tokio::net::TcpListener;
 pub struct Seen {
     pub total: AtomicU64,
     pub by_key: Mutex<HashMap<String, u32>>,
+    /// The keys each destination (HTTP path, SMTP recipient) received, in order; kept only
+    /// when [`Seen::keep_destinations`] was called.
+    pub by_destination: Mutex<HashMap<String, Vec<String>>>,
     /// Count receipts without keeping their keys (no duplicate counts).
     only_count: AtomicBool,
+    destinations: AtomicBool,
 }
 
 impl Seen {
-    fn record(&self, key: Option<String>) {
+    fn record(&self, destination: &str, key: Option<String>) {
         self.total.fetch_add(1, Ordering::Relaxed);
         if let Some(k) = key.filter(|_| !self.only_count.load(Ordering::Relaxed)) {
+            if self.destinations.load(Ordering::Relaxed) {
+                self.by_destination
+                    .lock()
+                    .expect("lock")
+                    .entry(destination.to_string())
+                    .or_default()
+                    .push(k.clone());
+            }
             *self.by_key.lock().expect("lock").entry(k).or_default() += 1;
         }
+    }
+
+    /// Also keep which keys each destination received (for the chaos benchmark).
+    pub fn keep_destinations(&self) {
+        self.destinations.store(true, Ordering::Relaxed);
     }
 
     pub fn count_only(&self) {
@@ -54,6 +71,7 @@ impl Seen {
 
 async fn accept(
     State(seen): State<Arc<Seen>>,
+    uri: axum::http::Uri,
     headers: HeaderMap,
     _body: axum::body::Bytes,
 ) -> StatusCode {
@@ -61,7 +79,7 @@ async fn accept(
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    seen.record(key);
+    seen.record(uri.path(), key);
     StatusCode::NO_CONTENT
 }
 
@@ -94,12 +112,16 @@ pub async fn smtp_sink() -> (SocketAddr, Arc<Seen>) {
                 let mut r = BufReader::new(r);
                 let _ = w.write_all(b"220 sink ESMTP\r\n").await;
                 let mut line = String::new();
+                let mut rcpt = String::new();
                 loop {
                     line.clear();
                     if r.read_line(&mut line).await.unwrap_or(0) == 0 {
                         return;
                     }
                     let upper = line.trim_end().to_ascii_uppercase();
+                    if upper.starts_with("RCPT TO:") {
+                        rcpt = line.trim_end()[8..].trim().to_string();
+                    }
                     let reply: &[u8] = if upper.starts_with("EHLO") {
                         b"250-sink\r\n250 8BITMIME\r\n"
                     } else if upper == "DATA" {
@@ -117,7 +139,7 @@ pub async fn smtp_sink() -> (SocketAddr, Arc<Seen>) {
                                 key = Some(k.trim().to_string());
                             }
                         }
-                        seen.record(key);
+                        seen.record(&rcpt, key);
                         b"250 2.0.0 queued\r\n"
                     } else if upper == "QUIT" {
                         let _ = w.write_all(b"221 bye\r\n").await;
