@@ -491,3 +491,32 @@ fn the_shipped_config_is_valid() {
         "7d"
     );
 }
+
+#[test]
+fn a_timeout_longer_than_the_lease_is_flagged() {
+    let p = base();
+    p.write(
+        "config/dawnpost.toml",
+        "[pool]\nlease = \"30s\"\n[email]\ntimeout = \"2m\"\n",
+    );
+    let config = p.load();
+    let flagged: Vec<&String> = config
+        .warnings
+        .iter()
+        .filter(|w| w.contains("pool.lease"))
+        .collect();
+    assert_eq!(flagged.len(), 2, "{:?}", config.warnings);
+    assert!(
+        flagged[0].contains("dawnpost.toml") && flagged[0].contains("email.timeout (2m)"),
+        "{}",
+        flagged[0]
+    );
+    // A file source is read within 60s; here that is past the lease too.
+    assert!(
+        flagged[1].contains("reports.toml")
+            && flagged[1].contains("\"warehouse-17\"")
+            && flagged[1].contains("source.timeout"),
+        "{}",
+        flagged[1]
+    );
+}

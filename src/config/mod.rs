@@ -146,6 +146,34 @@ impl Config {
             RetentionPolicy::default()
         };
 
+        // A work item never runs past its lease: a longer timeout is cut there.
+        let lease = settings.pool.lease;
+        let cut_at_lease = [
+            (
+                settings_file.clone(),
+                "email.timeout".to_string(),
+                settings.email.timeout,
+            ),
+            (
+                settings_file.clone(),
+                "webhook.timeout".to_string(),
+                settings.webhook.timeout,
+            ),
+        ]
+        .into_iter()
+        .chain(reports.iter().map(|(file, r)| {
+            let field = format!("report {:?}: source.timeout", r.id.as_str());
+            (file.clone(), field, r.source.timeout())
+        }));
+        for (file, field, timeout) in cut_at_lease {
+            if timeout > lease {
+                warnings.push(format!(
+                    "{}: {field} ({timeout}) is longer than pool.lease ({lease}): the work is cut at the lease",
+                    file.display()
+                ));
+            }
+        }
+
         for env in settings.secret_envs() {
             if std::env::var_os(env).is_none() {
                 warnings.push(format!(
