@@ -22,6 +22,25 @@ macro_rules! retirable {
     }};
 }
 
+/// Opens a retention write on `$key`: a transaction holding the job's row, refused
+/// (`return Ok(None)`) unless the job is retirable with `$extra`, then `$before` (deleting
+/// objects), whose failure rolls back (`return Ok(Some(Err(e)))`). Evaluates to the open
+/// transaction.
+macro_rules! begin_retirement {
+    ($p:ident, $d:ident, $key:expr, $extra:expr, $before:expr) => {{
+        let mut tx = $p.begin_with($d::BEGIN).await?;
+        if !retirable!(tx, $d, $key, $extra) {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        if let Err(e) = ($before)().await {
+            tx.rollback().await?;
+            return Ok(Some(Err(e)));
+        }
+        tx
+    }};
+}
+
 use chrono::{DateTime, Utc};
 
 use super::{JOB_COLUMNS, Job, JobRecord, Ledger, Result, RetentionSizes, TERMINAL_JOB};
@@ -80,20 +99,8 @@ impl Ledger {
         Fut: Future<Output = std::result::Result<(), E>>,
     {
         on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            if !retirable!(
-                tx,
-                d,
-                key,
-                "artifact_key IS NOT NULL AND artifact_deleted_at IS NULL"
-            ) {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-            if let Err(e) = delete().await {
-                tx.rollback().await?;
-                return Ok(Some(Err(e)));
-            }
+            let retired = "artifact_key IS NOT NULL AND artifact_deleted_at IS NULL";
+            let mut tx = begin_retirement!(p, d, key, retired, delete);
             sqlx::query("UPDATE jobs SET artifact_deleted_at = $1, updated_at = $1 WHERE key = $2")
                 .bind(to_millis(now))
                 .bind(key)
@@ -170,20 +177,8 @@ impl Ledger {
         Fut: Future<Output = std::result::Result<(), E>>,
     {
         on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            if !retirable!(
-                tx,
-                d,
-                key,
-                "(artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)"
-            ) {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-            if let Err(e) = purge().await {
-                tx.rollback().await?;
-                return Ok(Some(Err(e)));
-            }
+            let gone = "(artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)";
+            let mut tx = begin_retirement!(p, d, key, gone, purge);
             let mut rows = 0;
             for sql in [
                 "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
