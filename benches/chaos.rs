@@ -1,5 +1,5 @@
 //! `cargo bench --bench chaos -- [--kills 20] [--deliveries 3000] [--backend sqlite|postgres]
-//! [--seed 1]`: the release daemon against an SMTP sink and a webhook sink, SIGKILLed at random
+//! [--seed 1] [--reply-ms 20]`: the release daemon against an SMTP sink and a webhook sink, SIGKILLed at random
 //! moments (seeded) and restarted until every job is finished; the last run logs into a pipe
 //! whose reader is gone and is stopped with SIGTERM; then `sweep --as-of` a year later. Prints
 //! one JSON line per backend: kills, deliveries, lost, duplicates (and those without the same
@@ -35,6 +35,8 @@ struct Line {
     jobs: usize,
     deliveries: usize,
     lost: usize,
+    /// Sends a kill cut mid-flight: `unknown` attempts the rescuer recorded.
+    sends_cut_by_kills: i64,
     duplicates: u64,
     duplicates_without_same_key: usize,
     artifacts_per_job: (usize, usize),
@@ -210,6 +212,14 @@ async fn run(
     let last_exit_code = status.ok().and_then(Result::ok).and_then(|s| s.code());
     let seconds = started.elapsed().as_secs_f64();
     let (_, final_states) = finished(&ledger).await;
+    // Read before the sweep, which deletes the attempts.
+    let sends_cut_by_kills = ledger
+        .attempt_count_by_class()
+        .await
+        .expect("attempts")
+        .into_iter()
+        .find(|(class, _)| class == "unknown")
+        .map_or(0, |(_, n)| n);
 
     let artifacts = dir.path().join("var/artifacts");
     let artifacts_per_job = artifacts_per_job(&artifacts);
@@ -244,6 +254,7 @@ async fn run(
         jobs,
         deliveries: expected,
         lost: expected.saturating_sub(received.len()),
+        sends_cut_by_kills,
         duplicates: web_seen.duplicates() + mail_seen.duplicates(),
         duplicates_without_same_key: received
             .values()

@@ -12,6 +12,21 @@ use axum::http::{HeaderMap, StatusCode};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
+/// How long the sinks wait before answering, in milliseconds (0 unless a benchmark sets it).
+static REPLY_DELAY_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Makes both sinks answer `ms` milliseconds late, so sends are in flight long enough to be cut.
+pub fn set_reply_delay_ms(ms: u64) {
+    REPLY_DELAY_MS.store(ms, Ordering::Relaxed);
+}
+
+async fn reply_delay() {
+    let ms = REPLY_DELAY_MS.load(Ordering::Relaxed);
+    if ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
 #[derive(Default)]
 pub struct Seen {
     pub total: AtomicU64,
@@ -80,6 +95,7 @@ async fn accept(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     seen.record(uri.path(), key);
+    reply_delay().await;
     StatusCode::NO_CONTENT
 }
 
@@ -140,6 +156,7 @@ pub async fn smtp_sink() -> (SocketAddr, Arc<Seen>) {
                             }
                         }
                         seen.record(&rcpt, key);
+                        reply_delay().await;
                         b"250 2.0.0 queued\r\n"
                     } else if upper == "QUIT" {
                         let _ = w.write_all(b"221 bye\r\n").await;

@@ -1051,6 +1051,17 @@ impl Ledger {
         Ok(rows.into_iter().map(|(ms,)| ms).collect())
     }
 
+    /// Attempts by response class (for benchmarks and diagnostics).
+    pub async fn attempt_count_by_class(&self) -> Result<Vec<(String, i64)>> {
+        Ok(on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT class, COUNT(*) FROM delivery_attempts GROUP BY class ORDER BY class",
+            )
+            .fetch_all(p)
+            .await?
+        }))
+    }
+
     pub async fn attempt_list(&self, delivery_key: &str) -> Result<Vec<Attempt>> {
         let recs: Vec<AttemptRecord> = on_backend!(self, |p, _d| {
             sqlx::query_as(
