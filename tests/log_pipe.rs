@@ -92,14 +92,15 @@ fn broken_pipe() -> Stdio {
     Stdio::from(writer)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_log_reader_neither_kills_work_nor_the_signal() {
+/// The daemon with `stderr` as its log sink: it delivers today's job, then stops on SIGTERM
+/// within `drain_timeout` (1 s) + 5 s, exit 0.
+async fn daemon_delivers_and_stops(stderr: Stdio) {
     let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::ZERO));
     let rx = Receiver::start(rule).await;
     let hooks = 20;
     // Fires every second: the first tick enqueues today's job.
     let p = project(&rx, hooks, "* * * * * *");
-    let mut child = command(&p, &["run"], broken_pipe())
+    let mut child = command(&p, &["run"], stderr)
         .spawn()
         .expect("start the daemon");
     rx.wait_for(hooks, Duration::from_secs(60)).await;
@@ -112,7 +113,7 @@ async fn a_dead_log_reader_neither_kills_work_nor_the_signal() {
     assert!(kill.success());
     let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await
-        .expect("the daemon stops on SIGTERM although its log reader is gone")
+        .expect("the daemon stops on SIGTERM whatever its log sink does")
         .expect("wait");
     assert_eq!(status.code(), Some(0));
     assert!(
@@ -132,6 +133,18 @@ async fn a_dead_log_reader_neither_kills_work_nor_the_signal() {
     assert_eq!(deliveries.len(), hooks);
     assert!(deliveries.iter().all(|d| d.state == DeliveryState::Sent));
     l.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_log_reader_neither_kills_work_nor_the_signal() {
+    daemon_delivers_and_stops(broken_pipe()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_pipe_nobody_reads_does_not_hold_the_shutdown() {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    daemon_delivers_and_stops(Stdio::from(writer)).await;
+    drop(reader);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
