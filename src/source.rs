@@ -43,11 +43,14 @@ pub async fn fetch_within(
     deadline: Duration,
 ) -> Result<Value, SourceError> {
     let limit = deadline.min(spec.timeout().as_std());
-    match tokio::time::timeout(limit, fetch_unbounded(spec, window, http)).await {
+    // The source's own means cut it at `limit` with its own error (reqwest's timeout,
+    // PostgreSQL's statement_timeout, SQLite's interrupt); this is the backstop.
+    let backstop = limit.saturating_add(Duration::from_secs(1));
+    match tokio::time::timeout(backstop, fetch_limited(spec, window, http, limit)).await {
         Ok(result) => result,
         Err(_) => Err(SourceError::Transient(format!(
             "no data within {}: the fetch was cut at its deadline",
-            humanize(limit)
+            humanize(backstop)
         ))),
     }
 }
@@ -60,11 +63,13 @@ fn humanize(d: Duration) -> String {
     }
 }
 
-async fn fetch_unbounded(
+async fn fetch_limited(
     spec: &SourceSpec,
     window: &Window,
     http: &reqwest::Client,
+    limit: Duration,
 ) -> Result<Value, SourceError> {
+    let limit = crate::Span::from_millis(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX));
     match spec {
         SourceSpec::File { path } => {
             let text = tokio::fs::read_to_string(path).await.map_err(|e| {
@@ -74,19 +79,15 @@ async fn fetch_unbounded(
                 SourceError::Permanent(format!("{} is not valid JSON: {e}", path.display()))
             })
         }
-        SourceSpec::Http { url, timeout } => fetch_http(url, window, *timeout, http).await,
-        SourceSpec::Sql {
-            url_env,
-            query,
-            timeout,
-        } => {
+        SourceSpec::Http { url, .. } => fetch_http(url, window, limit, http).await,
+        SourceSpec::Sql { url_env, query, .. } => {
             let url = std::env::var(url_env).map_err(|_| {
                 SourceError::Permanent(format!("environment variable {url_env} is not set"))
             })?;
             let sql = tokio::fs::read_to_string(query).await.map_err(|e| {
                 SourceError::Permanent(format!("cannot read query {}: {e}", query.display()))
             })?;
-            fetch_sql(&url, &sql, window, *timeout).await
+            fetch_sql(&url, &sql, window, limit).await
         }
     }
 }
@@ -160,8 +161,9 @@ async fn fetch_sql(
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Protocol(_) => {
             SourceError::Transient(format!("source query: {e}"))
         }
-        // 57014 query_canceled: the statement timeout cut it; a later try may be faster.
-        sqlx::Error::Database(ref db) if db.code().as_deref() == Some("57014") => {
+        // PostgreSQL 57014 query_canceled (the statement timeout cut it), SQLite 9 interrupted
+        // (the deadline's progress handler did): a later try may be faster.
+        sqlx::Error::Database(ref db) if matches!(db.code().as_deref(), Some("57014" | "9")) => {
             SourceError::Transient(format!("source query: {e}"))
         }
         other => SourceError::Permanent(format!("source query: {other}")),
@@ -207,6 +209,13 @@ async fn fetch_sql(
         let mut conn = sqlx::SqliteConnection::connect_with(&opts)
             .await
             .map_err(connect_err)?;
+        // SQLite has no statement timeout: interrupt the statement at the deadline, or its
+        // thread would run on after the fetch was cut.
+        let deadline = std::time::Instant::now() + timeout.as_std();
+        conn.lock_handle()
+            .await
+            .map_err(connect_err)?
+            .set_progress_handler(10_000, move || std::time::Instant::now() < deadline);
         let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
             .bind(&start)
             .bind(&end)

@@ -193,8 +193,10 @@ async fn sql_source_on_sqlite_reads_the_window_as_objects() {
     };
     let started = std::time::Instant::now();
     let cut = fetch(&slow, &window(), &reqwest::Client::new()).await;
+    // SQLite has no statement timeout: the deadline interrupts the statement itself, so no
+    // thread runs on after the fetch was cut.
     assert!(
-        matches!(&cut, Err(SourceError::Transient(m)) if m.contains("deadline")),
+        matches!(&cut, Err(SourceError::Transient(m)) if m.contains("interrupted")),
         "{cut:?}"
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
@@ -275,7 +277,10 @@ async fn sql_source_on_postgres_binds_the_window() {
         matches!(write_attempt, Err(SourceError::Permanent(m)) if m.contains("read-only")),
         "a read-only transaction"
     );
-    assert!(matches!(&cut, Err(SourceError::Transient(_))), "{cut:?}");
+    assert!(
+        matches!(&cut, Err(SourceError::Transient(m)) if m.contains("statement timeout")),
+        "{cut:?}"
+    );
     assert!(
         cut_after < std::time::Duration::from_secs(10),
         "{cut_after:?}"
