@@ -1,6 +1,6 @@
 //! `cargo bench --bench chaos -- [--kills 20] [--deliveries 3000] [--backend sqlite|postgres]
-//! [--seed 1] [--reply-ms 20]`: the release daemon against an SMTP sink and a webhook sink, SIGKILLed at random
-//! moments (seeded) and restarted until every job is finished; the last run logs into a pipe
+//! [--seed 1] [--reply-ms 20]`: the release daemon (150 leases a second, so the run spans the
+//! kills) against an SMTP sink and a webhook sink, SIGKILLed 0.3-3 s after each start (seeded) and restarted until every job is finished; the last run logs into a pipe
 //! whose reader is gone and is stopped with SIGTERM; then `sweep --as-of` a year later. Prints
 //! one JSON line per backend: kills, deliveries, lost, duplicates (and those without the same
 //! key), artifacts per job, orphan files after the sweep, final states, seconds.
@@ -49,7 +49,7 @@ struct Line {
 
 fn settings(db_url: &str) -> String {
     format!(
-        "[database]\nurl = \"{db_url}\"\n[pool]\nconcurrency = 16\nadmission_per_second = 400\nlease = \"3s\"\ndrain_timeout = \"{DRAIN_TIMEOUT_S}s\"\n[retry]\nbase = \"200ms\"\ncap = \"1s\"\nmax_attempts = 50\n[server]\nbind = \"127.0.0.1:0\"\n"
+        "[database]\nurl = \"{db_url}\"\n[pool]\nconcurrency = 16\nadmission_per_second = 150\nlease = \"3s\"\ndrain_timeout = \"{DRAIN_TIMEOUT_S}s\"\n[retry]\nbase = \"200ms\"\ncap = \"1s\"\nmax_attempts = 50\n[server]\nbind = \"127.0.0.1:0\"\n"
     )
 }
 
@@ -185,7 +185,7 @@ async fn run(
     let mut done_kills = 0;
     while done_kills < kills {
         let mut child = daemon(dir.path(), Stdio::null());
-        tokio::time::sleep(Duration::from_millis(rng.random_range(150..900))).await;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(300..3000))).await;
         let _ = child.start_kill();
         let _ = child.wait().await;
         done_kills += 1;
@@ -232,6 +232,7 @@ async fn run(
         .args(["sweep", "--as-of", &as_of])
         .env_remove("DAWNPOST_DATABASE_URL")
         .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .status()
         .await
         .expect("sweep");

@@ -31,7 +31,11 @@ pub async fn fetch(
     window: &Window,
     http: &reqwest::Client,
 ) -> Result<Value, SourceError> {
-    fetch_within(spec, window, http, spec.timeout().as_std()).await
+    // A file has no timeout of its own: a minute, as a bound for a hung file system.
+    let own = spec
+        .timeout()
+        .map_or(Duration::from_secs(60), |t| t.as_std());
+    fetch_within(spec, window, http, own).await
 }
 
 /// [`fetch`], cut at `deadline` or the source's own timeout, whichever comes first: a hung
@@ -42,7 +46,9 @@ pub async fn fetch_within(
     http: &reqwest::Client,
     deadline: Duration,
 ) -> Result<Value, SourceError> {
-    let limit = deadline.min(spec.timeout().as_std());
+    let limit = spec
+        .timeout()
+        .map_or(deadline, |own| deadline.min(own.as_std()));
     // The source's own means cut it at `limit` with its own error (reqwest's timeout,
     // PostgreSQL's statement_timeout, SQLite's interrupt); this is the backstop.
     let backstop = limit.saturating_add(Duration::from_secs(1));

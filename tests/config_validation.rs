@@ -499,6 +499,13 @@ fn a_timeout_longer_than_the_lease_is_flagged() {
         "config/dawnpost.toml",
         "[pool]\nlease = \"30s\"\n[email]\ntimeout = \"2m\"\n",
     );
+    p.write(
+        "config/reports.toml",
+        &report("warehouse-17", "0 30 6 * * *", "Europe/Berlin").replace(
+            "source = { kind = \"file\", path = \"config/sample/warehouse-17.json\" }",
+            "source = { kind = \"http\", url = \"http://127.0.0.1:9/data\", timeout = \"45s\" }\nsample = \"config/sample/warehouse-17.json\"",
+        ),
+    );
     let config = p.load();
     let flagged: Vec<&String> = config
         .warnings
@@ -511,12 +518,21 @@ fn a_timeout_longer_than_the_lease_is_flagged() {
         "{}",
         flagged[0]
     );
-    // A file source is read within 60s; here that is past the lease too.
     assert!(
         flagged[1].contains("reports.toml")
             && flagged[1].contains("\"warehouse-17\"")
-            && flagged[1].contains("source.timeout"),
+            && flagged[1].contains("source.timeout (45s)"),
         "{}",
         flagged[1]
+    );
+}
+
+#[test]
+fn timeouts_within_the_lease_are_not_flagged() {
+    let config = base().load();
+    assert!(
+        config.warnings.iter().all(|w| !w.contains("pool.lease")),
+        "{:?}",
+        config.warnings
     );
 }

@@ -161,9 +161,9 @@ impl Config {
             ),
         ]
         .into_iter()
-        .chain(reports.iter().map(|(file, r)| {
+        .chain(reports.iter().filter_map(|(file, r)| {
             let field = format!("report {:?}: source.timeout", r.id.as_str());
-            (file.clone(), field, r.source.timeout())
+            Some((file.clone(), field, r.source.timeout()?))
         }));
         for (file, field, timeout) in cut_at_lease {
             if timeout > lease {

@@ -52,11 +52,12 @@ pub enum SourceSpec {
 }
 
 impl SourceSpec {
-    /// The longest a fetch may take: the source's own timeout (a file: 60s).
-    pub fn timeout(&self) -> Span {
+    /// The longest a fetch may take by the source's own setting; a file has none (the lease
+    /// bounds it).
+    pub fn timeout(&self) -> Option<Span> {
         match self {
-            SourceSpec::File { .. } => Span::from_secs(60),
-            SourceSpec::Http { timeout, .. } | SourceSpec::Sql { timeout, .. } => *timeout,
+            SourceSpec::File { .. } => None,
+            SourceSpec::Http { timeout, .. } | SourceSpec::Sql { timeout, .. } => Some(*timeout),
         }
     }
 }
