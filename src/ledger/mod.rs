@@ -395,7 +395,7 @@ impl Ledger {
                         key: job.key.clone(),
                         token: job.lease_token,
                         owner: params.owner.clone(),
-                        expires_at: params.now + params.lease_for,
+                        expires_at: crate::clock::add(params.now, params.lease_for),
                     },
                     job,
                 })
@@ -780,7 +780,7 @@ impl Ledger {
                     key: delivery.key.clone(),
                     token: delivery.lease_token,
                     owner: params.owner.clone(),
-                    expires_at: params.now + params.lease_for,
+                    expires_at: crate::clock::add(params.now, params.lease_for),
                 },
                 job: jobs.get(&delivery.job_key).cloned(),
                 delivery,
@@ -1157,7 +1157,7 @@ enum Queue {
 
 fn lease_binds(params: &LeaseParams) -> (i64, i64) {
     (
-        to_millis(params.now + params.lease_for),
+        to_millis(crate::clock::add(params.now, params.lease_for)),
         to_millis(params.now),
     )
 }

@@ -363,7 +363,7 @@ impl Pipeline {
         let extender = async {
             loop {
                 tokio::time::sleep(every).await;
-                let until = self.clock.now() + self.config.lease;
+                let until = crate::clock::add(self.clock.now(), self.config.lease);
                 let r = match kind {
                     LeaseKind::Job => self.ledger.job_extend_lease(&lease, until).await,
                     LeaseKind::Delivery => self.ledger.delivery_extend_lease(&lease, until).await,

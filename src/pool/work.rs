@@ -222,7 +222,7 @@ pub(super) async fn deliver(
     } = leased;
     let shown = redact_delivery_key(&delivery.key);
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
-    let requested_at = lease.expires_at - p.config.lease;
+    let requested_at = crate::clock::sub(lease.expires_at, p.config.lease);
     let deadline = p.send_deadline(delivery.kind);
     let outcome =
         match tokio::time::timeout(deadline, attempt(p, &delivery, &artifact, p.clock.now())).await
@@ -257,13 +257,13 @@ pub(super) async fn deliver(
             p.admission.on_rate_limited(finished_at);
             let until = match &decision {
                 Decision::Retry { at, .. } => *at,
-                _ => finished_at + outcome.retry_after.unwrap_or(p.policy.base),
+                _ => crate::clock::add(finished_at, outcome.retry_after.unwrap_or(p.policy.base)),
             };
             p.throttle.pause(
                 &host,
-                outcome
-                    .retry_after
-                    .map_or(until, |ra| finished_at + ra.min(p.policy.max_retry_after)),
+                outcome.retry_after.map_or(until, |ra| {
+                    crate::clock::add(finished_at, ra.min(p.policy.max_retry_after))
+                }),
             );
         }
         ResponseClass::Accepted => {
