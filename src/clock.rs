@@ -87,8 +87,14 @@ mod tests {
     #[test]
     fn instant_arithmetic_saturates_instead_of_panicking() {
         let now = from_millis(1_800_000_000_000);
-        assert_eq!(add(now, Duration::seconds(5)), from_millis(1_800_000_005_000));
-        assert_eq!(sub(now, Duration::seconds(5)), from_millis(1_799_999_995_000));
+        assert_eq!(
+            add(now, Duration::seconds(5)),
+            from_millis(1_800_000_005_000)
+        );
+        assert_eq!(
+            sub(now, Duration::seconds(5)),
+            from_millis(1_799_999_995_000)
+        );
         assert_eq!(add(now, Duration::MAX), DateTime::<Utc>::MAX_UTC);
         assert_eq!(sub(now, Duration::MAX), DateTime::<Utc>::MIN_UTC);
         assert_eq!(add(now, Duration::MIN), DateTime::<Utc>::MIN_UTC);

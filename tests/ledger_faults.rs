@@ -281,7 +281,43 @@ async fn the_first_render_lease_fixes_generated_at(t: &TestLedger) {
     );
 }
 
+async fn cancelling_a_job_closes_its_waiting_deliveries(t: &TestLedger) {
+    let l = &t.ledger;
+    let key = "cancel:2026-10-25";
+    let delivery = quarantined_job(t, key).await;
+    let later = t0() + Duration::days(9);
+    // Redriven after retention deleted its artifact: the job renders again, the delivery waits.
+    l.job_redrive(key, "ops", "again", later)
+        .await
+        .expect("redrive");
+    let d = l.delivery_get(&delivery).await.expect("get").expect("d");
+    assert_eq!(d.state, DeliveryState::Pending);
+    l.job_cancel(key, later).await.expect("cancel");
+    let d = l.delivery_get(&delivery).await.expect("get").expect("d");
+    assert_eq!(d.state, DeliveryState::Quarantined);
+    assert_eq!(d.last_error.as_deref(), Some("the job was cancelled"));
+    let page = l
+        .job_terminal_before(later + Duration::days(1), 10)
+        .await
+        .expect("page");
+    assert_eq!(page.len(), 1, "retention can consider it");
+    // A refused cancel touches no delivery.
+    let leases = rendered_job(t, "busy:2026-10-25", &["ops@example.com"]).await;
+    l.delivery_release(&leases[0], t0()).await.expect("release");
+    assert!(matches!(
+        l.job_cancel("busy:2026-10-25", later).await,
+        Err(LedgerError::WrongState { .. })
+    ));
+    let d = l
+        .delivery_get(&leases[0].key)
+        .await
+        .expect("get")
+        .expect("d");
+    assert_eq!(d.state, DeliveryState::Pending);
+}
+
 on_both_backends!(
+    cancelling_a_job_closes_its_waiting_deliveries,
     a_redrive_between_the_check_and_the_delete_is_not_deleted,
     redrives_racing_deletes_are_never_lost,
     lost_leases_spend_the_budget_and_quarantine_with_a_reason,

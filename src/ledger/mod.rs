@@ -629,18 +629,38 @@ impl Ledger {
         Ok(settled)
     }
 
-    /// `ready | quarantined → cancelled`, by an operator.
+    /// `ready | quarantined → cancelled`, by an operator; deliveries still waiting (a job
+    /// redriven to render again) are closed as quarantined "the job was cancelled".
     pub async fn job_cancel(&self, key: &str, now: DateTime<Utc>) -> Result<()> {
-        let n = on_backend!(self, |p, _d| {
-            sqlx::query(
+        let now_ms = to_millis(now);
+        let n = on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let n = sqlx::query(
                 "UPDATE jobs SET state = 'cancelled', updated_at = $1, terminal_at = $1
                  WHERE key = $2 AND state IN ('ready', 'quarantined')",
             )
-            .bind(to_millis(now))
+            .bind(now_ms)
             .bind(key)
-            .execute(p)
+            .execute(&mut *tx)
             .await?
-            .rows_affected()
+            .rows_affected();
+            if n == 0 {
+                tx.rollback().await?;
+                return Err(self.wrong_job_state(key, "ready or quarantined").await);
+            }
+            // A job redriven to render again has its deliveries waiting: they close with it,
+            // or they would wait forever (and keep the job from retention).
+            sqlx::query(
+                "UPDATE deliveries SET state = 'quarantined', last_error = 'the job was cancelled',
+                        updated_at = $1, terminal_at = $1
+                 WHERE job_key = $2 AND state = 'pending'",
+            )
+            .bind(now_ms)
+            .bind(key)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            n
         });
         if n == 1 {
             return Ok(());
