@@ -12,13 +12,12 @@ use tokio_util::sync::CancellationToken;
 
 use std::io::IsTerminal;
 
-use crate::artifact::ArtifactStore;
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
 use crate::ledger::{JobFilter, JobOrigin, JobState, Ledger, NewJob};
 use crate::runner::{RunOnceOptions, RunOnceSummary, run_once};
 use crate::schedule::{Fire, FireLine, plan, rfc3339};
-use crate::sweeper::{SweepPlan, Sweeper, SweeperConfig};
+use crate::sweeper::{SweepPlan, Sweeper};
 
 /// `println!` that never panics: a closed stdout (`dawnpost jobs | head -1`) ends the output,
 /// not the process.
@@ -455,7 +454,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             let as_of = as_of.map(|t| parse_instant(&t)).transpose()?;
             let ledger = open_ledger(&config).await?;
             let at = as_of.unwrap_or_else(|| clock.now());
-            let sweeper = sweeper_for(
+            let sweeper = Sweeper::from_config(
                 &config,
                 ledger.clone(),
                 Arc::new(crate::ManualClock::new(at)),
@@ -538,22 +537,6 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             }
         }
     }
-}
-
-/// The sweeper of this configuration.
-pub(crate) fn sweeper_for(
-    config: &Config,
-    ledger: Ledger,
-    clock: SharedClock,
-) -> anyhow::Result<Sweeper> {
-    let artifacts = ArtifactStore::open(&config.settings.artifacts.url, &config.root)?;
-    Ok(Sweeper::new(
-        ledger,
-        artifacts,
-        clock,
-        SweeperConfig::new(config.dir.join("retention.toml")),
-        config.retention.clone(),
-    ))
 }
 
 fn print_plan(plan: &SweepPlan) {
@@ -719,7 +702,7 @@ fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {
         "{}: configuration valid — {} report(s); ledger {}; retention artifact {}, diagnostics {}, ledger {} ({} override(s))",
         config.dir.display(),
         config.reports.len(),
-        crate::ledger::redact_url(&config.settings.database.url),
+        crate::redact::redact_url(&config.settings.database.url),
         r.artifact,
         r.diagnostics,
         r.ledger,

@@ -18,6 +18,7 @@ use crate::schedule::SchedulerTick;
 use crate::server::{self, ServerState};
 use crate::signing::Secret;
 use crate::supervisor::{Health, OnFailure, Service, SupervisorConfig, supervise};
+use crate::sweeper::Sweeper;
 
 /// The services the daemon supervises, by name (as in `/readyz` and `/metrics`).
 pub const SERVICES: [&str; 5] = ["tick", "pool", "rescuer", "sweeper", "server"];
@@ -68,8 +69,8 @@ pub async fn run(
         RescuerConfig::from_config(config),
     )
     .with_metrics(metrics.clone());
-    let sweeper = crate::cli::sweeper_for(config, ledger.clone(), clock.clone())?
-        .with_metrics(metrics.clone());
+    let sweeper =
+        Sweeper::from_config(config, ledger.clone(), clock.clone())?.with_metrics(metrics.clone());
     let health = Arc::new(Health::default());
     let state = ServerState {
         ledger: ledger.clone(),

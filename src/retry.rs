@@ -13,7 +13,7 @@
 use chrono::{DateTime, Duration, Utc};
 
 use crate::config::RetrySettings;
-use crate::ledger::ResponseClass;
+use crate::outcome::ResponseClass;
 
 /// How deliveries retry. Defaults as in `dawnpost.toml`'s `[retry]`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -113,7 +113,7 @@ async fn fetch_http(
     http: &reqwest::Client,
 ) -> Result<Value, SourceError> {
     let url = http_url(template, window);
-    let shown = crate::ledger::redact_url(&url);
+    let shown = crate::redact::redact_url(&url);
     let resp = http
         .get(&url)
         .timeout(timeout.as_std())

@@ -114,6 +114,22 @@ pub struct Sweeper {
 
 impl Sweeper {
     /// `policy` is the valid policy in force at start (`run` refuses to start without one).
+    /// The sweeper of a configuration: its artifact store and `retention.toml`.
+    pub fn from_config(
+        config: &crate::config::Config,
+        ledger: Ledger,
+        clock: SharedClock,
+    ) -> Result<Sweeper, crate::artifact::ArtifactError> {
+        let artifacts = ArtifactStore::open(&config.settings.artifacts.url, &config.root)?;
+        Ok(Sweeper::new(
+            ledger,
+            artifacts,
+            clock,
+            SweeperConfig::new(config.dir.join("retention.toml")),
+            config.retention.clone(),
+        ))
+    }
+
     pub fn new(
         ledger: Ledger,
         artifacts: ArtifactStore,

@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Outcome, scrub};
 use crate::config::{EmailSettings, EmailTransport};
-use crate::ledger::ResponseClass;
+use crate::outcome::ResponseClass;
 use crate::render::Rendered;
 
 /// How much longer than `email.timeout` a whole send may take before it counts as ambiguous:

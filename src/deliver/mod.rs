@@ -6,7 +6,7 @@ pub mod webhook;
 
 use chrono::Duration;
 
-use crate::ledger::ResponseClass;
+use crate::outcome::ResponseClass;
 
 /// How one attempt ended, as the ledger records it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,8 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{Outcome, bounded};
-use crate::ledger::{ArtifactRef, ResponseClass};
+use crate::ledger::ArtifactRef;
+use crate::outcome::ResponseClass;
 use crate::retry::parse_retry_after;
 use crate::signing::Secret;
 

@@ -29,7 +29,8 @@ use std::path::Path;
 use chrono::{DateTime, Duration, Utc};
 use sqlx::{PgPool, SqlitePool};
 
-pub use postgres::redact_url;
+pub use crate::outcome::ResponseClass;
+pub use crate::redact::redact_url;
 pub use types::*;
 
 use crate::clock::to_millis;

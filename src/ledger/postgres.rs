@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::LedgerError;
+use crate::redact::redact_url;
 
 /// Locks one job's row (`$1`) for the rest of the transaction before a retention write or a
 /// delivery redrive checks its state: under READ COMMITTED the check that follows then sees
@@ -106,15 +107,4 @@ pub(super) async fn drop_schema(pool: &PgPool, schema: &str) -> Result<(), Ledge
         .await?;
     }
     Ok(())
-}
-
-/// A URL safe to print: the password replaced.
-pub fn redact_url(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => url.to_string(),
-    }
 }

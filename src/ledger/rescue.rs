@@ -8,7 +8,6 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::{Lease, Ledger, RescueCounts, Result, fenced};
 use crate::clock::to_millis;
-use crate::schedule::rfc3339;
 
 /// The budget lost leases count against (`[retry]`'s `max_attempts` and `max_age`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +46,10 @@ impl Ledger {
         let now_ms = to_millis(now);
         let max_attempts = i64::from(budget.max_attempts);
         let age_cutoff = to_millis(crate::clock::sub(now, budget.max_age));
-        let lost = format!(" times, last at {}", rfc3339(now));
+        let lost = format!(
+            " times, last at {}",
+            now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        );
         on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
             let jobs_quarantined = sqlx::query(

@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::LedgerError;
 use crate::clock::from_millis;
 use crate::keys::{DestinationKind, JobKey};
+use crate::outcome::ResponseClass;
 use crate::schedule::Window;
 
 /// The state of a job. `done`, `quarantined` and `cancelled` are terminal.
@@ -91,42 +92,6 @@ impl DeliveryState {
             _ => Err(LedgerError::Corrupt(format!(
                 "unknown delivery state {s:?}"
             ))),
-        }
-    }
-}
-
-/// How one attempt ended (DESIGN §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ResponseClass {
-    Accepted,
-    RateLimited,
-    Transient,
-    Ambiguous,
-    Permanent,
-    Unknown,
-}
-
-impl ResponseClass {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResponseClass::Accepted => "accepted",
-            ResponseClass::RateLimited => "rate_limited",
-            ResponseClass::Transient => "transient",
-            ResponseClass::Ambiguous => "ambiguous",
-            ResponseClass::Permanent => "permanent",
-            ResponseClass::Unknown => "unknown",
-        }
-    }
-
-    pub fn parse(s: &str) -> ResponseClass {
-        match s {
-            "accepted" => ResponseClass::Accepted,
-            "rate_limited" => ResponseClass::RateLimited,
-            "transient" => ResponseClass::Transient,
-            "ambiguous" => ResponseClass::Ambiguous,
-            "permanent" => ResponseClass::Permanent,
-            _ => ResponseClass::Unknown,
         }
     }
 }

@@ -1,0 +1,40 @@
+//! How one attempt ended: the failure classes of DESIGN §4, which the transports assign, the
+//! retry policy acts on and the ledger records.
+
+use serde::Serialize;
+
+/// How one attempt ended (DESIGN §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseClass {
+    Accepted,
+    RateLimited,
+    Transient,
+    Ambiguous,
+    Permanent,
+    Unknown,
+}
+
+impl ResponseClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResponseClass::Accepted => "accepted",
+            ResponseClass::RateLimited => "rate_limited",
+            ResponseClass::Transient => "transient",
+            ResponseClass::Ambiguous => "ambiguous",
+            ResponseClass::Permanent => "permanent",
+            ResponseClass::Unknown => "unknown",
+        }
+    }
+
+    pub fn parse(s: &str) -> ResponseClass {
+        match s {
+            "accepted" => ResponseClass::Accepted,
+            "rate_limited" => ResponseClass::RateLimited,
+            "transient" => ResponseClass::Transient,
+            "ambiguous" => ResponseClass::Ambiguous,
+            "permanent" => ResponseClass::Permanent,
+            _ => ResponseClass::Unknown,
+        }
+    }
+}
