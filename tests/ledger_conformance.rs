@@ -107,7 +107,7 @@ async fn lease_takes_only_due_ready_jobs_up_to_limit(t: &TestLedger) {
     for j in &leased {
         assert_eq!(j.job.state, JobState::Rendering);
         assert_eq!(j.job.attempts, 1);
-        assert_eq!(j.lease.token, 1);
+        assert_eq!(j.lease.token(), 1);
         assert_eq!(j.job.lease_owner.as_deref(), Some("w1"));
         assert_eq!(j.job.lease_expires_at, Some(t0() + Duration::minutes(5)));
     }
@@ -210,7 +210,7 @@ async fn fenced_out_lease_cannot_write(t: &TestLedger) {
         .expect("lease")
         .remove(0)
         .lease;
-    assert_eq!(new.token, old.token + 1);
+    assert_eq!(new.token(), old.token() + 1);
     assert!(lost(l.job_rendered(&old, &artifact(), &[], later).await));
     l.job_rendered(
         &new,
@@ -339,7 +339,7 @@ async fn release_does_not_count_an_attempt(t: &TestLedger) {
     let leases = rendered_job(t, "b:2026-10-25", &["x@example.com"]).await;
     l.delivery_release(&leases[0], t0()).await.expect("release");
     let d = l
-        .delivery_get(&leases[0].key)
+        .delivery_get(leases[0].key())
         .await
         .expect("get")
         .expect("delivery");
@@ -415,7 +415,7 @@ async fn sent_is_final(t: &TestLedger) {
     .await
     .expect("sent");
     let d = l
-        .delivery_get(&lease.key)
+        .delivery_get(lease.key())
         .await
         .expect("get")
         .expect("delivery");
@@ -442,7 +442,7 @@ async fn sent_is_final(t: &TestLedger) {
         0
     );
     assert!(matches!(
-        l.delivery_redrive(&lease.key, "ops", "why not", later)
+        l.delivery_redrive(lease.key(), "ops", "why not", later)
             .await,
         Err(LedgerError::WrongState {
             expected: "quarantined",
@@ -456,12 +456,15 @@ async fn sent_is_final(t: &TestLedger) {
             .is_empty()
     );
     let d = l
-        .delivery_get(&lease.key)
+        .delivery_get(lease.key())
         .await
         .expect("get")
         .expect("delivery");
     assert_eq!(d.state, DeliveryState::Sent);
-    assert_eq!(l.attempt_list(&lease.key).await.expect("attempts").len(), 1);
+    assert_eq!(
+        l.attempt_list(lease.key()).await.expect("attempts").len(),
+        1
+    );
 }
 
 async fn retry_waits_for_ready_at_and_numbers_attempts(t: &TestLedger) {
@@ -489,7 +492,7 @@ async fn retry_waits_for_ready_at_and_numbers_attempts(t: &TestLedger) {
         .await
         .expect("lease");
     assert_eq!(again.len(), 1);
-    assert_eq!(again[0].lease.token, leases[0].token + 1);
+    assert_eq!(again[0].lease.token(), leases[0].token() + 1);
     l.delivery_finish(
         &again[0].lease,
         &attempt(ResponseClass::Accepted, retry_at),
@@ -497,7 +500,7 @@ async fn retry_waits_for_ready_at_and_numbers_attempts(t: &TestLedger) {
     )
     .await
     .expect("sent");
-    let attempts = l.attempt_list(&leases[0].key).await.expect("attempts");
+    let attempts = l.attempt_list(leases[0].key()).await.expect("attempts");
     assert_eq!(
         attempts.iter().map(|a| a.attempt).collect::<Vec<_>>(),
         [1, 2]
@@ -585,12 +588,12 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
 
     let later = t0() + Duration::hours(2);
     let out = l
-        .delivery_redrive(&leases[1].key, "alice", "mailbox fixed by carrier", later)
+        .delivery_redrive(leases[1].key(), "alice", "mailbox fixed by carrier", later)
         .await
         .expect("redrive");
     assert_eq!(out.job_key, "w:2026-10-25");
     let d = l
-        .delivery_get(&leases[1].key)
+        .delivery_get(leases[1].key())
         .await
         .expect("get")
         .expect("delivery");
@@ -610,10 +613,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0].by, "alice");
     assert_eq!(audit[0].reason, "mailbox fixed by carrier");
-    assert_eq!(
-        audit[0].delivery_key.as_deref(),
-        Some(leases[1].key.as_str())
-    );
+    assert_eq!(audit[0].delivery_key.as_deref(), Some(leases[1].key()));
     assert_eq!(audit[0].at, later);
 
     // The retry budget starts afresh; attempt numbers keep counting.
@@ -628,7 +628,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         .await
         .expect("lease");
     assert_eq!(again.len(), 1);
-    assert_eq!(again[0].delivery.key, leases[1].key);
+    assert_eq!(again[0].delivery.key, leases[1].key());
     assert_eq!(again[0].delivery.budget_attempts_used(), 1);
     l.delivery_finish(
         &again[0].lease,
@@ -638,7 +638,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     .await
     .expect("the redriven delivery records its attempt");
     let numbers: Vec<i64> = l
-        .attempt_list(&leases[1].key)
+        .attempt_list(leases[1].key())
         .await
         .expect("attempts")
         .iter()
@@ -646,7 +646,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         .collect();
     assert_eq!(numbers, [1, 2]);
     assert!(matches!(
-        l.delivery_redrive(&leases[1].key, "alice", "again", later)
+        l.delivery_redrive(leases[1].key(), "alice", "again", later)
             .await,
         Err(LedgerError::WrongState { .. })
     ));
@@ -749,7 +749,7 @@ async fn rescue_returns_expired_deliveries_and_explains(t: &TestLedger) {
         1
     );
     let d = l
-        .delivery_get(&leases[0].key)
+        .delivery_get(leases[0].key())
         .await
         .expect("get")
         .expect("delivery");
@@ -758,7 +758,7 @@ async fn rescue_returns_expired_deliveries_and_explains(t: &TestLedger) {
         (DeliveryState::Pending, 1),
         "the lost attempt still counts"
     );
-    let attempts = l.attempt_list(&leases[0].key).await.expect("attempts");
+    let attempts = l.attempt_list(leases[0].key()).await.expect("attempts");
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].class, ResponseClass::Unknown);
     assert!(
@@ -791,7 +791,7 @@ async fn rescue_returns_expired_deliveries_and_explains(t: &TestLedger) {
     .await
     .expect("new owner records");
     let numbers: Vec<i64> = l
-        .attempt_list(&leases[0].key)
+        .attempt_list(leases[0].key())
         .await
         .expect("attempts")
         .iter()
@@ -958,10 +958,14 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
     let q = rendered_job(t, "q:2026-10-25", &["a@example.com"]).await;
     let r = rendered_job(t, "r:2026-10-25", &["a@example.com", "b@example.com"]).await;
     let retry_at = t0() + Duration::minutes(1);
-    let stale = Lease {
-        token: r[1].token - 1,
-        ..r[1].clone()
-    };
+    // A lease no longer held: r[1] released, then leased again by another worker.
+    let stale = r[1].clone();
+    l.delivery_release(&stale, t0()).await.expect("release");
+    let relet = l
+        .delivery_lease(&params("w2", t0(), 10))
+        .await
+        .expect("lease again");
+    assert_eq!(relet.len(), 1);
     let finish = |lease: &Lease, class, next| Finish {
         lease: lease.clone(),
         attempt: attempt(class, t0()),
@@ -989,25 +993,25 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
         let key = key.to_string();
         async move { l.delivery_get(&key).await.expect("get").expect("delivery") }
     };
-    assert_eq!(state(&w[0].key).await.state, DeliveryState::Sent);
-    assert_eq!(state(&q[0].key).await.state, DeliveryState::Quarantined);
-    let retried = state(&r[0].key).await;
+    assert_eq!(state(w[0].key()).await.state, DeliveryState::Sent);
+    assert_eq!(state(q[0].key()).await.state, DeliveryState::Quarantined);
+    let retried = state(r[0].key()).await;
     assert_eq!(
         (retried.state, retried.ready_at),
         (DeliveryState::Pending, retry_at)
     );
     assert_eq!(
-        state(&r[1].key).await.state,
+        state(r[1].key()).await.state,
         DeliveryState::Sending,
         "the stale lease changed nothing"
     );
     assert!(
-        l.attempt_list(&r[1].key)
+        l.attempt_list(r[1].key())
             .await
             .expect("attempts")
             .is_empty()
     );
-    let attempts = l.attempt_list(&r[0].key).await.expect("attempts");
+    let attempts = l.attempt_list(r[0].key()).await.expect("attempts");
     assert_eq!(attempts.len(), 1);
     assert_eq!(
         (attempts[0].attempt, attempts[0].next_ready_at),
@@ -1086,10 +1090,14 @@ async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
             .lease
             .clone()
     };
-    let stale = Lease {
-        token: lease("c:2026-10-25").token - 1,
-        ..lease("c:2026-10-25")
-    };
+    // A lease no longer held: c released, then leased again by another worker.
+    let stale = lease("c:2026-10-25");
+    l.job_release(&stale, t0()).await.expect("release");
+    let relet = l
+        .job_lease(&params("w2", t0(), 10))
+        .await
+        .expect("lease again");
+    assert_eq!(relet.len(), 1);
     let results = l
         .job_rendered_many(
             &[

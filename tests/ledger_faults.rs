@@ -28,7 +28,7 @@ async fn quarantined_job(t: &TestLedger, key: &str) -> String {
         JobState::Quarantined
     );
     assert!(l.job_mark_artifact_deleted(key, t0()).await.expect("mark"));
-    leases[0].key.clone()
+    leases[0].key().to_string()
 }
 
 async fn a_redrive_between_the_check_and_the_delete_is_not_deleted(t: &TestLedger) {
@@ -116,7 +116,7 @@ async fn lost_leases_spend_the_budget_and_quarantine_with_a_reason(t: &TestLedge
     let rescued = l.lease_rescue(first, &b).await.expect("rescue");
     assert_eq!((rescued.deliveries, rescued.quarantined), (1, 0));
     let d = l
-        .delivery_get(&leases[0].key)
+        .delivery_get(leases[0].key())
         .await
         .expect("get")
         .expect("d");
@@ -134,7 +134,7 @@ async fn lost_leases_spend_the_budget_and_quarantine_with_a_reason(t: &TestLedge
     let rescued = l.lease_rescue(second, &b).await.expect("rescue");
     assert_eq!((rescued.deliveries, rescued.quarantined), (0, 1));
     let d = l
-        .delivery_get(&leases[0].key)
+        .delivery_get(leases[0].key())
         .await
         .expect("get")
         .expect("d");
@@ -147,7 +147,7 @@ async fn lost_leases_spend_the_budget_and_quarantine_with_a_reason(t: &TestLedge
         why.contains(&format!("worker lost 2 times, last at {}", rfc3339(second))),
         "{why}"
     );
-    let attempts = l.attempt_list(&leases[0].key).await.expect("attempts");
+    let attempts = l.attempt_list(leases[0].key()).await.expect("attempts");
     assert_eq!(attempts.len(), 2, "each loss is an attempt row");
     assert!(attempts.iter().all(|a| a.class == ResponseClass::Unknown));
     assert_eq!(rescued.settled, 1, "its job is settled");
@@ -174,7 +174,7 @@ async fn a_lost_lease_past_max_age_quarantines(t: &TestLedger) {
         .expect("rescue");
     assert_eq!(rescued.quarantined, 1);
     let d = l
-        .delivery_get(&leases[0].key)
+        .delivery_get(leases[0].key())
         .await
         .expect("get")
         .expect("d");
@@ -213,7 +213,7 @@ async fn a_send_cut_at_shutdown_is_an_unknown_attempt(t: &TestLedger) {
     let at = t0() + Duration::seconds(40);
     l.delivery_abandon(&leases[0], at).await.expect("abandon");
     let d = l
-        .delivery_get(&leases[0].key)
+        .delivery_get(leases[0].key())
         .await
         .expect("get")
         .expect("d");
@@ -249,7 +249,7 @@ async fn a_send_cut_at_shutdown_is_an_unknown_attempt(t: &TestLedger) {
         l.delivery_abandon(&leases[1], at).await,
         Err(LedgerError::LeaseLost { .. })
     ));
-    assert_eq!(l.attempt_list(&leases[1].key).await.expect("a").len(), 1);
+    assert_eq!(l.attempt_list(leases[1].key()).await.expect("a").len(), 1);
 }
 
 async fn the_first_render_lease_fixes_generated_at(t: &TestLedger) {
@@ -309,7 +309,7 @@ async fn cancelling_a_job_closes_its_waiting_deliveries(t: &TestLedger) {
         Err(LedgerError::WrongState { .. })
     ));
     let d = l
-        .delivery_get(&leases[0].key)
+        .delivery_get(leases[0].key())
         .await
         .expect("get")
         .expect("d");

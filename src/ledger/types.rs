@@ -448,13 +448,37 @@ impl From<RedriveRecord> for Redrive {
     }
 }
 
-/// A held lease: present `token` on every write.
+/// A held lease: the only handle through which leased work is recorded. Only the ledger makes
+/// one (by leasing); every later write presents its fencing `token`, so a lease that was
+/// rescued and taken again is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lease {
-    pub key: String,
-    pub token: i64,
-    pub owner: String,
-    pub expires_at: DateTime<Utc>,
+    pub(super) key: String,
+    pub(super) token: i64,
+    pub(super) owner: String,
+    pub(super) expires_at: DateTime<Utc>,
+}
+
+impl Lease {
+    /// The leased job's or delivery's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The fencing token: grows by one on every lease of the same work.
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+
+    /// Who holds it (`hostname:pid`).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// When it expires unless extended (as leased).
+    pub fn expires_at(&self) -> DateTime<Utc> {
+        self.expires_at
+    }
 }
 
 #[derive(Debug, Clone)]

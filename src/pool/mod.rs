@@ -380,7 +380,7 @@ impl Pipeline {
         tokio::select! {
             _ = work => {}
             _ = extender => tracing::warn!(
-                key = %crate::deliver::redact_delivery_key(&lease.key),
+                key = %crate::deliver::redact_delivery_key(lease.key()),
                 "lease lost to the rescuer: dropping this work item"
             ),
         }
@@ -446,7 +446,7 @@ impl Pipeline {
             };
             match r {
                 Ok(()) => {
-                    tracing::info!(key = %crate::deliver::redact_delivery_key(&lease.key), "cut at shutdown: returned to the queue")
+                    tracing::info!(key = %crate::deliver::redact_delivery_key(lease.key()), "cut at shutdown: returned to the queue")
                 }
                 Err(e) => tracing::debug!(error = %e, "return at shutdown: already settled"),
             }
@@ -506,7 +506,7 @@ impl Running {
         let work = work(slot);
         let me = pipeline.clone();
         let registry = self.inflight.clone();
-        let key = lease.key.clone();
+        let key = lease.key().to_string();
         registry
             .lock()
             .unwrap_or_else(|e| e.into_inner())

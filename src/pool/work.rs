@@ -222,7 +222,7 @@ pub(super) async fn deliver(
     } = leased;
     let shown = redact_delivery_key(&delivery.key);
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
-    let requested_at = crate::clock::sub(lease.expires_at, p.config.lease);
+    let requested_at = crate::clock::sub(lease.expires_at(), p.config.lease);
     let deadline = p.send_deadline(delivery.kind);
     let outcome =
         match tokio::time::timeout(deadline, attempt(p, &delivery, &artifact, p.clock.now())).await
