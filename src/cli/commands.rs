@@ -1,0 +1,365 @@
+//! One function per command. Each checks its arguments before it asks for the ledger.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use chrono::{DateTime, NaiveDate, Utc};
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::print::{print_fire, print_plan, print_summary};
+use super::{
+    EXIT_ERROR, EnqueueArgs, JobsArgs, JsonArg, LedgerSlot, RangeArgs, RedriveArgs, RunArgs,
+    ShowArgs, SweepArgs, parse_instant, plan_range, report_ids, shutdown_signal,
+};
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::ledger::{JobFilter, JobOrigin, JobState, LedgerError, NewJob};
+use crate::runner::RunOnceOptions;
+use crate::schedule::{Fire, rfc3339};
+use crate::sweeper::Sweeper;
+
+fn range(args: &RangeArgs) -> anyhow::Result<(DateTime<Utc>, DateTime<Utc>)> {
+    let (from, to) = (parse_instant(&args.from)?, parse_instant(&args.to)?);
+    if to <= from {
+        bail!("--to must be after --from");
+    }
+    Ok((from, to))
+}
+
+fn local_date(date: &str) -> anyhow::Result<NaiveDate> {
+    NaiveDate::parse_from_str(date, "%Y-%m-%d")
+        .with_context(|| format!("--date {date:?} is not a date (YYYY-MM-DD)"))
+}
+
+pub(super) fn plan(config: &Config, args: &RangeArgs) -> anyhow::Result<ExitCode> {
+    let (from, to) = range(args)?;
+    for fire in plan_range(config, from, to) {
+        print_fire(&fire, args.json, None)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn migrate(ledger: &mut LedgerSlot<'_>) -> anyhow::Result<ExitCode> {
+    let l = ledger.get().await?;
+    out!("ledger migrated ({})", l.backend_name());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn backfill(
+    config: &Config,
+    ledger: &mut LedgerSlot<'_>,
+    args: &RangeArgs,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
+    let (from, to) = range(args)?;
+    let fires = plan_range(config, from, to);
+    let jobs: Vec<NewJob> = fires
+        .iter()
+        .map(|f| NewJob {
+            key: f.key.clone(),
+            fire_at: f.fire_at,
+            window: f.window,
+            ready_at: f.fire_at,
+            origin: JobOrigin::Backfill,
+        })
+        .collect();
+    let inserted = ledger
+        .get()
+        .await?
+        .job_insert_many(&jobs, clock.now())
+        .await?;
+    for fire in &fires {
+        print_fire(
+            fire,
+            args.json,
+            Some(inserted.contains(&fire.key.to_string())),
+        )?;
+    }
+    if !args.json {
+        out!("{} of {} jobs inserted", inserted.len(), fires.len());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn enqueue(
+    config: &Config,
+    ledger: &mut LedgerSlot<'_>,
+    args: &EnqueueArgs,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
+    let Some(r) = config.report(&args.report) else {
+        bail!(
+            "no report {:?} in {} (known: {})",
+            args.report,
+            config.dir.display(),
+            report_ids(config)
+        );
+    };
+    let date = local_date(&args.date)?;
+    let fire =
+        Fire::for_date(r, date).context("that date has no window in the report's timezone")?;
+    let l = ledger.get().await?;
+    let now = clock.now();
+    let job = NewJob {
+        key: fire.key.clone(),
+        fire_at: fire.fire_at,
+        window: fire.window,
+        ready_at: now,
+        origin: JobOrigin::Enqueue,
+    };
+    let inserted = !l.job_insert_many(&[job], now).await?.is_empty();
+    let state = l.job_get(&fire.key.to_string()).await?.map(|j| j.state);
+    print_enqueued(&fire, inserted, state, args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_enqueued(
+    fire: &Fire,
+    inserted: bool,
+    state: Option<JobState>,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            key: String,
+            inserted: bool,
+            state: Option<JobState>,
+            window_start: &'a str,
+            window_end: &'a str,
+        }
+        out!(
+            "{}",
+            serde_json::to_string(&Line {
+                key: fire.key.to_string(),
+                inserted,
+                state,
+                window_start: &rfc3339(fire.window.start),
+                window_end: &rfc3339(fire.window.end),
+            })?
+        );
+    } else if inserted {
+        out!(
+            "enqueued {} (window {} .. {})",
+            fire.key,
+            rfc3339(fire.window.start),
+            rfc3339(fire.window.end)
+        );
+    } else {
+        out!(
+            "{} already exists ({}); nothing inserted",
+            fire.key,
+            state.map_or("unknown", JobState::as_str)
+        );
+    }
+    Ok(())
+}
+
+pub(super) async fn jobs(ledger: &mut LedgerSlot<'_>, args: JobsArgs) -> anyhow::Result<ExitCode> {
+    let state = args
+        .state
+        .map(|s| {
+            JobState::parse(&s).map_err(|_| {
+                anyhow::anyhow!("--state {s:?} is not a job state (ready, rendering, delivering, done, quarantined, cancelled)")
+            })
+        })
+        .transpose()?;
+    let jobs = ledger
+        .get()
+        .await?
+        .job_list(&JobFilter {
+            state,
+            report: args.report,
+            limit: Some(args.limit),
+        })
+        .await?;
+    if args.json {
+        for job in &jobs {
+            out!("{}", serde_json::to_string(job)?);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    out!(
+        "{:<40} {:<12} {:>8}  {:<20}  LAST ERROR",
+        "KEY",
+        "STATE",
+        "ATTEMPTS",
+        "READY AT"
+    );
+    for job in &jobs {
+        out!(
+            "{:<40} {:<12} {:>8}  {:<20}  {}",
+            job.key,
+            job.state.as_str(),
+            job.attempts,
+            rfc3339(job.ready_at),
+            job.last_error.as_deref().unwrap_or("")
+        );
+    }
+    out!("{} job(s)", jobs.len());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A token cancelled by SIGTERM/SIGINT. Cancel first: nothing, not even a log line, may stand
+/// between a signal and the drain.
+fn cancel_on_signal(what: &'static str) -> CancellationToken {
+    let cancel = CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        on_signal.cancel();
+        tracing::info!("shutdown requested: {what}");
+    });
+    cancel
+}
+
+pub(super) async fn run_once(
+    config: &Config,
+    ledger: &mut LedgerSlot<'_>,
+    args: &RunArgs,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
+    let date = args.date.as_deref().map(local_date).transpose()?;
+    let max_wait: crate::Span = args.max_wait.parse().context("--max-wait")?;
+    let l = ledger.get().await?;
+    let opts = RunOnceOptions {
+        date,
+        max_wait: max_wait.as_std(),
+        progress: !args.json && std::io::stderr().is_terminal(),
+        metrics: None,
+    };
+    let cancel = cancel_on_signal("stopping");
+    let summary = crate::runner::run_once(config, l, clock, &opts, cancel).await?;
+    if args.json {
+        out!("{}", serde_json::to_string(&summary)?);
+    } else {
+        print_summary(&summary);
+    }
+    Ok(ExitCode::from(summary.exit_code))
+}
+
+pub(super) async fn daemon(
+    config: &Config,
+    ledger: &mut LedgerSlot<'_>,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
+    let l = ledger.get().await?;
+    let cancel = cancel_on_signal("draining");
+    crate::daemon::run(config, l, clock, cancel).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn show(ledger: &mut LedgerSlot<'_>, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+    let l = ledger.get().await?;
+    let Some(history) = crate::history::JobHistory::load(&l, &args.key).await? else {
+        errln!("no job {:?}", args.key);
+        return Ok(ExitCode::from(EXIT_ERROR));
+    };
+    if args.json {
+        out!("{}", serde_json::to_string(&history)?);
+    } else {
+        out_raw!("{}", history.render_text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn dlq(ledger: &mut LedgerSlot<'_>, args: &JsonArg) -> anyhow::Result<ExitCode> {
+    let dlq = crate::history::Dlq::load(&ledger.get().await?).await?;
+    if args.json {
+        out!("{}", serde_json::to_string(&dlq)?);
+    } else {
+        out_raw!("{}", dlq.render_text());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn sweep(
+    config: &Config,
+    ledger: &mut LedgerSlot<'_>,
+    args: &SweepArgs,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
+    let as_of = args.as_of.as_deref().map(parse_instant).transpose()?;
+    let at = as_of.unwrap_or_else(|| clock.now());
+    let sweeper = Sweeper::from_config(
+        config,
+        ledger.get().await?,
+        Arc::new(crate::ManualClock::new(at)),
+    )?;
+    if args.dry_run {
+        let plan = sweeper.plan(at).await?;
+        if args.json {
+            out!("{}", serde_json::to_string(&plan)?);
+        } else {
+            print_plan(&plan);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let counts = sweeper.run_once().await?;
+    if args.json {
+        out!("{}", serde_json::to_string(&counts)?);
+    } else {
+        out!(
+            "swept as of {}: {} artifact(s) ({} bytes), diagnostics of {} job(s) ({} rows, {} bytes), {} job(s) with {} ledger rows",
+            rfc3339(at),
+            counts.artifacts_deleted,
+            counts.artifact_bytes,
+            counts.diagnostics_cleared,
+            counts.diagnostics_rows,
+            counts.diagnostics_bytes,
+            counts.jobs_deleted,
+            counts.ledger_rows
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn redrive(
+    ledger: &mut LedgerSlot<'_>,
+    args: &RedriveArgs,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
+    let (key, by, reason) = (&args.key, &args.by, &args.reason);
+    if by.trim().is_empty() || reason.trim().is_empty() {
+        bail!("--by and --reason must not be empty: the redrive is audited");
+    }
+    let l = ledger.get().await?;
+    let now = clock.now();
+    let result = match &args.delivery {
+        Some(d) => {
+            match l.delivery_get(d).await? {
+                Some(dl) if &dl.job_key != key => {
+                    bail!("delivery {d:?} belongs to job {}, not {key}", dl.job_key)
+                }
+                _ => {}
+            }
+            l.delivery_redrive(d, by, reason, now).await
+        }
+        None => l.job_redrive(key, by, reason, now).await,
+    };
+    match result {
+        Ok(out) => {
+            out!(
+                "redriven {} ({} deliver{} back to pending) by {by}: {reason}",
+                args.delivery.as_deref().unwrap_or(&out.job_key),
+                out.deliveries,
+                if out.deliveries == 1 { "y" } else { "ies" }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(LedgerError::WrongState {
+            what, key, actual, ..
+        }) => {
+            errln!("refused: {what} {key} is {actual}; only quarantined work can be redriven");
+            Ok(ExitCode::from(EXIT_ERROR))
+        }
+        Err(LedgerError::NotFound { what, key }) => {
+            errln!("refused: no {what} {key}");
+            Ok(ExitCode::from(EXIT_ERROR))
+        }
+        Err(e) => Err(e.into()),
+    }
+}

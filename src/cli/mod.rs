@@ -1,0 +1,337 @@
+//! The command line (DESIGN §8). `main.rs` only calls [`main`]; everything here is testable.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::bail;
+use chrono::{DateTime, NaiveDate, Utc};
+use clap::{Args, Parser, Subcommand};
+
+use std::io::IsTerminal;
+
+use crate::clock::{SharedClock, SystemClock};
+use crate::config::Config;
+use crate::ledger::Ledger;
+use crate::schedule::{Fire, plan};
+
+/// `println!` that never panics: a closed stdout (`dawnpost jobs | head -1`) ends the output,
+/// not the process.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// `print!` that never panics.
+macro_rules! out_raw {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// A line on stderr, through the log queue (in order with the logs); never panics or blocks.
+macro_rules! errln {
+    ($($t:tt)*) => {
+        crate::logging::eprint_line(&format!($($t)*))
+    };
+}
+
+mod commands;
+mod print;
+
+/// Exit code for invalid configuration or input.
+pub const EXIT_ERROR: u8 = 1;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "dawnpost",
+    version,
+    about = "Nightly scheduled reports: rendered once, delivered to every destination, every attempt explained."
+)]
+pub struct Cli {
+    /// The configuration directory (dawnpost.toml, reports.toml, retention.toml).
+    #[arg(long, global = true, default_value = "config", env = "DAWNPOST_CONFIG")]
+    pub config: PathBuf,
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true)]
+    pub log_json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate all configuration, templates and the retention policy; print each report's next fires.
+    Check,
+    /// Create or upgrade the ledger's tables.
+    Migrate,
+    /// Print the fires (and job keys) in [--from, --to) without touching the ledger.
+    Plan(RangeArgs),
+    /// Insert the jobs of every fire in [--from, --to); existing keys are left alone.
+    Backfill(RangeArgs),
+    /// Insert one job for REPORT and a local date, ready at once.
+    Enqueue(EnqueueArgs),
+    /// List jobs, newest date first.
+    Jobs(JobsArgs),
+    /// The daemon (scheduler, pool, rescuer) until SIGTERM/SIGINT; or, with --once, one date's
+    /// reports: enqueue, work until finished, summarise, exit 0 (delivered), 3 (quarantined) or
+    /// 4 (still pending).
+    Run(RunArgs),
+    /// The whole history of a job: states, artifact, every delivery and attempt, every redrive.
+    Show(ShowArgs),
+    /// Quarantined work: jobs and deliveries waiting for an operator.
+    Dlq(JsonArg),
+    /// Delete finished work past its retention (config/retention.toml).
+    Sweep(SweepArgs),
+    /// Return quarantined work to the queue, with the same keys and an audit row.
+    Redrive(RedriveArgs),
+}
+
+/// `--json`: one JSON document (or one per line) instead of text.
+#[derive(Debug, Args)]
+pub struct JsonArg {
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A time range, for `plan` and `backfill`.
+#[derive(Debug, Args)]
+pub struct RangeArgs {
+    /// RFC 3339 instant or YYYY-MM-DD (midnight UTC).
+    #[arg(long)]
+    pub from: String,
+    /// RFC 3339 instant or YYYY-MM-DD (midnight UTC); exclusive.
+    #[arg(long)]
+    pub to: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    pub report: String,
+    /// The report's local date, YYYY-MM-DD.
+    #[arg(long)]
+    pub date: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct JobsArgs {
+    /// ready, rendering, delivering, done, quarantined or cancelled.
+    #[arg(long)]
+    pub state: Option<String>,
+    #[arg(long)]
+    pub report: Option<String>,
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Enqueue every report for one date and work until its jobs are finished.
+    #[arg(long)]
+    pub once: bool,
+    /// With --once: the local date (default: today in each report's timezone).
+    #[arg(long, requires = "once")]
+    pub date: Option<String>,
+    /// With --once: how long to wait for scheduled retries.
+    #[arg(long, default_value = "10m", requires = "once")]
+    pub max_wait: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    pub key: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// List what would be deleted, per class, with counts and bytes; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Evaluate the policy as if now were T (RFC 3339 or YYYY-MM-DD).
+    #[arg(long)]
+    pub as_of: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RedriveArgs {
+    /// The job key.
+    pub key: String,
+    /// Only this delivery of the job.
+    #[arg(long)]
+    pub delivery: Option<String>,
+    /// Who is redriving.
+    #[arg(long)]
+    pub by: String,
+    /// Why.
+    #[arg(long)]
+    pub reason: String,
+}
+
+/// Parses arguments, runs the command, and maps the outcome to an exit code.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli);
+    match run(cli, Arc::new(SystemClock)).await {
+        Ok(code) => code,
+        Err(e) => {
+            errln!("error: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn init_tracing(cli: &Cli) {
+    let default = match &cli.command {
+        Command::Run(RunArgs { once: false, .. }) => "info",
+        _ => "warn",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(crate::logging::NonBlocking)
+        .log_internal_errors(false)
+        .with_ansi(std::io::stderr().is_terminal());
+    if cli.log_json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// Runs one parsed command against `clock`. Each command checks its arguments first, then
+/// asks for the ledger; the ledger is opened at most once and closed here, whatever the
+/// command returned.
+pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
+    let config = match Config::load(&cli.config) {
+        Ok(c) => c,
+        Err(errors) => {
+            errln!("{errors}");
+            return Ok(ExitCode::from(EXIT_ERROR));
+        }
+    };
+    for w in &config.warnings {
+        if matches!(cli.command, Command::Check) {
+            out!("warning: {w}");
+        } else {
+            tracing::warn!("{w}");
+        }
+    }
+    let mut ledger = LedgerSlot::new(&config);
+    let c = &config;
+    let result = match cli.command {
+        Command::Check => print::check(c, clock.now()),
+        Command::Plan(args) => commands::plan(c, &args),
+        Command::Migrate => commands::migrate(&mut ledger).await,
+        Command::Backfill(args) => commands::backfill(c, &mut ledger, &args, clock).await,
+        Command::Enqueue(args) => commands::enqueue(c, &mut ledger, &args, clock).await,
+        Command::Jobs(args) => commands::jobs(&mut ledger, args).await,
+        Command::Run(args) if args.once => commands::run_once(c, &mut ledger, &args, clock).await,
+        Command::Run(_) => commands::daemon(c, &mut ledger, clock).await,
+        Command::Show(args) => commands::show(&mut ledger, &args).await,
+        Command::Dlq(args) => commands::dlq(&mut ledger, &args).await,
+        Command::Sweep(args) => commands::sweep(c, &mut ledger, &args, clock).await,
+        Command::Redrive(args) => commands::redrive(&mut ledger, &args, clock).await,
+    };
+    ledger.close().await;
+    result
+}
+
+/// The ledger of one command: opened on first use (after the command checked its arguments,
+/// so bad input never creates a ledger), closed once by [`run`].
+pub(crate) struct LedgerSlot<'a> {
+    config: &'a Config,
+    opened: Option<Ledger>,
+}
+
+impl<'a> LedgerSlot<'a> {
+    fn new(config: &'a Config) -> LedgerSlot<'a> {
+        LedgerSlot {
+            config,
+            opened: None,
+        }
+    }
+
+    /// The ledger, opened (and migrated) now if it is not yet.
+    pub(crate) async fn get(&mut self) -> anyhow::Result<Ledger> {
+        if let Some(l) = &self.opened {
+            return Ok(l.clone());
+        }
+        let l = open_ledger(self.config).await?;
+        self.opened = Some(l.clone());
+        Ok(l)
+    }
+
+    async fn close(self) {
+        if let Some(l) = self.opened {
+            l.close().await;
+        }
+    }
+}
+
+pub(crate) async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Opens the ledger named by `DAWNPOST_DATABASE_URL` or `database.url`.
+pub async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
+    let url = std::env::var("DAWNPOST_DATABASE_URL")
+        .unwrap_or_else(|_| config.settings.database.url.clone());
+    Ok(Ledger::connect(&url, &config.root).await?)
+}
+
+pub(crate) fn report_ids(config: &Config) -> String {
+    config
+        .reports
+        .iter()
+        .map(|r| r.id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Fires in `[from, to)`.
+pub(crate) fn plan_range(config: &Config, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Fire> {
+    let ms = chrono::Duration::milliseconds(1);
+    plan(&config.reports, from - ms, to - ms)
+}
+
+/// `2026-10-25T05:30:00Z`, `2026-10-25T07:30:00+02:00`, or `2026-10-25` (midnight UTC).
+pub fn parse_instant(s: &str) -> anyhow::Result<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d")
+        && let Some(t) = d.and_hms_opt(0, 0, 0)
+    {
+        return Ok(t.and_utc());
+    }
+    bail!(
+        "{s:?} is not an instant: use RFC 3339 (2026-10-25T05:30:00Z) or a date (2026-10-25, midnight UTC)"
+    )
+}

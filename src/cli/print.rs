@@ -1,0 +1,153 @@
+//! What the commands print: plans, summaries, fires, and `check`'s report.
+
+use std::process::ExitCode;
+
+use chrono::{DateTime, Utc};
+
+use crate::config::Config;
+use crate::runner::RunOnceSummary;
+use crate::schedule::{Fire, FireLine, rfc3339};
+use crate::sweeper::SweepPlan;
+
+pub(super) fn print_plan(plan: &SweepPlan) {
+    let c = &plan.counts;
+    out!("dry run as of {} — nothing deleted", plan.as_of);
+    out!(
+        "  artifact:    {} job(s), {} bytes",
+        plan.artifact.len(),
+        c.artifact_bytes
+    );
+    out!(
+        "  diagnostics: {} job(s), {} attempt rows, {} bytes",
+        plan.diagnostics.len(),
+        c.diagnostics_rows,
+        c.diagnostics_bytes
+    );
+    out!(
+        "  ledger:      {} job(s), {} rows",
+        plan.ledger.len(),
+        c.ledger_rows
+    );
+    for (class, items) in [
+        ("artifact", &plan.artifact),
+        ("diagnostics", &plan.diagnostics),
+        ("ledger", &plan.ledger),
+    ] {
+        for i in items {
+            let size = match class {
+                "artifact" => format!("{} bytes in {} objects", i.bytes, i.rows),
+                "diagnostics" => format!("{} bytes in {} attempt rows", i.bytes, i.rows),
+                _ => format!("{} rows", i.rows),
+            };
+            out!(
+                "  {class:<12} {:<40} finished {}  {size}",
+                i.job,
+                i.terminal_at
+            );
+        }
+    }
+}
+
+pub(super) fn print_summary(s: &RunOnceSummary) {
+    for job in &s.jobs {
+        out!(
+            "{:<40} {:<12}{}{}",
+            job.key,
+            job.state.as_str(),
+            if job.enqueued {
+                ""
+            } else {
+                " (already in the ledger)"
+            },
+            job.last_error
+                .as_deref()
+                .map(|e| format!("  {e}"))
+                .unwrap_or_default()
+        );
+        for d in &job.deliveries {
+            out!(
+                "  {:<60} {:<12} attempts {}{}",
+                d.key,
+                d.state.as_str(),
+                d.attempts,
+                d.last_error
+                    .as_deref()
+                    .map(|e| format!("  {e}"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    let st = &s.stats;
+    out!(
+        "{}: {} job(s); rendered {}, sent {}, retried {}, quarantined {}",
+        s.outcome,
+        s.jobs.len(),
+        st.rendered,
+        st.sent,
+        st.retrying,
+        st.quarantined
+    );
+}
+
+pub(super) fn print_fire(fire: &Fire, json: bool, inserted: Option<bool>) -> anyhow::Result<()> {
+    if json {
+        let line = FireLine {
+            inserted,
+            ..FireLine::from(fire)
+        };
+        out!("{}", serde_json::to_string(&line)?);
+    } else {
+        out!(
+            "{:<40} fire {}  window {} .. {} ({}h){}",
+            fire.key.to_string(),
+            rfc3339(fire.fire_at),
+            rfc3339(fire.window.start),
+            rfc3339(fire.window.end),
+            fire.window.hours(),
+            match inserted {
+                Some(true) => "  inserted",
+                Some(false) => "  exists",
+                None => "",
+            }
+        );
+    }
+    Ok(())
+}
+
+pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {
+    let r = &config.retention.defaults;
+    out!(
+        "{}: configuration valid — {} report(s); ledger {}; retention artifact {}, diagnostics {}, ledger {} ({} override(s))",
+        config.dir.display(),
+        config.reports.len(),
+        crate::redact::redact_url(&config.settings.database.url),
+        r.artifact,
+        r.diagnostics,
+        r.ledger,
+        config.retention.overrides.len()
+    );
+    for report in &config.reports {
+        let tz = report.timezone();
+        out!(
+            "\n{}  \"{}\"  schedule \"{}\" in {}  template {}  destinations: {} email, {} webhook",
+            report.id,
+            report.title,
+            report.schedule.expr(),
+            tz.name(),
+            report.template,
+            report.email.len(),
+            report.webhooks.len()
+        );
+        for fire in report.schedule.next_fires(now, 3) {
+            let local = fire.with_timezone(&tz);
+            out!(
+                "  next {}:{}  {}  = {}",
+                report.id,
+                local.format("%Y-%m-%d"),
+                local.format("%a %Y-%m-%d %H:%M:%S %Z (UTC%:z)"),
+                rfc3339(fire)
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
