@@ -38,6 +38,7 @@ pub mod signing;
 pub mod source;
 pub mod supervisor;
 pub mod sweeper;
+pub mod window;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::Config;

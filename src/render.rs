@@ -10,7 +10,7 @@ use handlebars::Handlebars;
 use serde_json::{Value, json};
 
 use crate::config::{Report, SourceSpec};
-use crate::schedule::{Window, rfc3339};
+use crate::window::{Window, rfc3339};
 
 /// The two parts of one report template, each in its own registry: HTML escaping is on for the
 /// HTML part and off for the text part.

@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use sqlx::{Column, Row, TypeInfo, ValueRef};
 
 use crate::config::SourceSpec;
-use crate::schedule::{Window, rfc3339};
+use crate::window::{Window, rfc3339};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {

@@ -50,7 +50,12 @@ pub(super) async fn connect(url: &str, root: &Path) -> Result<SqlitePool, Ledger
     let options = if path == ":memory:" {
         SqliteConnectOptions::from_str("sqlite::memory:").map_err(LedgerError::Db)?
     } else {
-        let file = crate::config::resolve(root, Path::new(path));
+        // A relative path is relative to the project root.
+        let file = if Path::new(path).is_absolute() {
+            Path::new(path).to_path_buf()
+        } else {
+            root.join(path)
+        };
         if let Some(dir) = file.parent() {
             std::fs::create_dir_all(dir).map_err(|e| LedgerError::Open {
                 url: url.to_string(),

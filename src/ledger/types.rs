@@ -7,7 +7,7 @@ use super::LedgerError;
 use crate::clock::from_millis;
 use crate::keys::{DestinationKind, JobKey};
 use crate::outcome::ResponseClass;
-use crate::schedule::Window;
+use crate::window::Window;
 
 /// The state of a job. `done`, `quarantined` and `cancelled` are terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
