@@ -12,8 +12,6 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-use crate::pool::rescuer::RescuerConfig;
-use crate::pool::{Pipeline, PoolConfig, Rescuer};
 use crate::schedule::SchedulerTick;
 use crate::server::{self, ServerState};
 use crate::signing::Secret;
@@ -52,23 +50,14 @@ pub async fn run(
         .with_context(|| format!("cannot listen on {}", server_settings.bind))?;
 
     let metrics = Arc::new(Metrics::default());
-    let pool_config = PoolConfig::from_config(config);
-    let pipeline = Arc::new(
-        Pipeline::new(config, ledger.clone(), clock.clone(), pool_config)?
-            .with_metrics(metrics.clone()),
-    );
+    let (pipeline, rescuer) =
+        crate::pool::build(config, ledger.clone(), clock.clone(), metrics.clone())?;
     let tick = SchedulerTick::new(
         ledger.clone(),
         Arc::new(config.reports.clone()),
         clock.clone(),
         config.settings.schedule.catch_up,
     );
-    let rescuer = Rescuer::new(
-        ledger.clone(),
-        clock.clone(),
-        RescuerConfig::from_config(config),
-    )
-    .with_metrics(metrics.clone());
     let sweeper =
         Sweeper::from_config(config, ledger.clone(), clock.clone())?.with_metrics(metrics.clone());
     let health = Arc::new(Health::default());

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::ledger::{DeliveryState, JobOrigin, JobState, Ledger, NewJob, ResponseClass};
-use crate::pool::{Pipeline, PoolConfig, Rescuer, StatsSnapshot, rescuer::RescuerConfig};
+use crate::pool::StatsSnapshot;
 use crate::schedule::Fire;
 
 /// Exit codes of `run --once` (DESIGN §8).
@@ -96,19 +96,10 @@ pub async fn run_once(
         }
     }
 
-    let pool_config = PoolConfig::from_config(config);
-    let mut pipeline = Pipeline::new(config, ledger.clone(), clock.clone(), pool_config)?;
-    if let Some(m) = &opts.metrics {
-        pipeline = pipeline.with_metrics(m.clone());
-    }
-    let pipeline = Arc::new(pipeline);
+    let metrics = opts.metrics.clone().unwrap_or_default();
+    let (pipeline, rescuer) = crate::pool::build(config, ledger.clone(), clock.clone(), metrics)?;
     let work = cancel.child_token();
     let pool = tokio::spawn(pipeline.clone().run(work.clone()));
-    let rescuer = Rescuer::new(
-        ledger.clone(),
-        clock.clone(),
-        RescuerConfig::from_config(config),
-    );
     let rescue = tokio::spawn({
         let work = work.clone();
         async move { rescuer.run(work).await }

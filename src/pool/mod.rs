@@ -70,6 +70,26 @@ impl PoolConfig {
     }
 }
 
+/// The pool and its lease rescuer for a configuration, recording into `metrics`: what the
+/// daemon and `run --once` both work with.
+pub fn build(
+    config: &Config,
+    ledger: Ledger,
+    clock: SharedClock,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<(Arc<Pipeline>, Rescuer)> {
+    let pipeline = Pipeline::new(
+        config,
+        ledger.clone(),
+        clock.clone(),
+        PoolConfig::from_config(config),
+    )?
+    .with_metrics(metrics.clone());
+    let rescuer = Rescuer::new(ledger, clock, rescuer::RescuerConfig::from_config(config))
+        .with_metrics(metrics);
+    Ok((Arc::new(pipeline), rescuer))
+}
+
 /// `hostname:pid`: who holds a lease.
 pub fn default_owner() -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "dawnpost".into());
