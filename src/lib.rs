@@ -18,6 +18,7 @@ pub mod artifact;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod cron;
 pub mod daemon;
 pub mod deliver;
 pub mod duration;

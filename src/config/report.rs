@@ -8,9 +8,9 @@ use chrono_tz::Tz;
 use super::fields::{Fields, Place, parse_file};
 use super::settings::Settings;
 use super::{ConfigError, resolve};
+use crate::cron::Schedule;
 use crate::duration::Span;
 pub use crate::keys::ReportId;
-use crate::schedule::Schedule;
 
 /// A report definition.
 #[derive(Debug, Clone)]

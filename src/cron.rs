@@ -1,0 +1,115 @@
+//! A report's schedule: a six-field cron expression evaluated in an IANA timezone (croner on
+//! chrono-tz). Plain data the configuration holds; [`crate::schedule`] turns its fires into jobs.
+
+use chrono::{DateTime, Days, NaiveDate, TimeZone, Utc};
+use chrono_tz::Tz;
+use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
+
+use crate::window::start_of_local_date;
+
+/// A validated cron expression in a timezone.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    expr: String,
+    cron: Cron,
+    tz: Tz,
+}
+
+impl Schedule {
+    /// Parses a six-field expression (`sec min hour day-of-month month day-of-week`).
+    pub fn parse(expr: &str, tz: Tz) -> Result<Schedule, String> {
+        let fields = expr.split_whitespace().count();
+        if fields != 6 {
+            return Err(format!(
+                "{expr:?} has {fields} field(s); write six: sec min hour day-of-month month day-of-week (e.g. \"0 30 6 * * *\")"
+            ));
+        }
+        let cron = CronParser::builder()
+            .seconds(Seconds::Required)
+            .year(Year::Disallowed)
+            .build()
+            .parse(expr)
+            .map_err(|e| format!("{expr:?} is not a valid cron expression: {e}"))?;
+        let schedule = Schedule {
+            expr: expr.to_string(),
+            cron,
+            tz,
+        };
+        // A pattern such as "0 0 0 31 2 *" parses but never fires.
+        let probe = Utc
+            .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+            .single()
+            .unwrap_or_default();
+        if schedule.next_fires(probe, 1).is_empty() {
+            return Err(format!("{expr:?} never fires"));
+        }
+        Ok(schedule)
+    }
+
+    pub fn expr(&self) -> &str {
+        &self.expr
+    }
+
+    pub fn tz(&self) -> Tz {
+        self.tz
+    }
+
+    /// The job-making fires in `(after, until]`: for each local date, its first fire, if that
+    /// falls inside the range. Sorted by instant.
+    pub fn fires(&self, after: DateTime<Utc>, until: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+        let mut out = Vec::new();
+        let mut date = after.with_timezone(&self.tz).date_naive();
+        while let Some(fire) = self.first_fire_on_or_after(date) {
+            if fire > until {
+                break;
+            }
+            if fire > after {
+                out.push(fire);
+            }
+            let fire_date = fire.with_timezone(&self.tz).date_naive();
+            match fire_date.checked_add_days(Days::new(1)) {
+                Some(next) => date = next,
+                None => break,
+            }
+        }
+        out
+    }
+
+    /// The next `n` job-making fires after `after`.
+    pub fn next_fires(&self, after: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
+        let mut out = Vec::with_capacity(n);
+        let mut cursor = after;
+        // Ten years bound the search for patterns that fire rarely (29 February).
+        let horizon = after + chrono::Duration::days(3660);
+        while out.len() < n {
+            let step = (cursor + chrono::Duration::days(400)).min(horizon);
+            let found = self.fires(cursor, step);
+            if found.is_empty() && step >= horizon {
+                break;
+            }
+            for f in found {
+                if out.len() < n {
+                    out.push(f);
+                }
+            }
+            cursor = step;
+        }
+        out
+    }
+
+    /// The first fire on `date` (local), if the schedule fires that day.
+    pub fn fire_on(&self, date: NaiveDate) -> Option<DateTime<Utc>> {
+        self.first_fire_on_or_after(date)
+            .filter(|f| f.with_timezone(&self.tz).date_naive() == date)
+    }
+
+    /// The first fire at or after the start of local `date`.
+    fn first_fire_on_or_after(&self, date: NaiveDate) -> Option<DateTime<Utc>> {
+        let start = start_of_local_date(date, self.tz)?.with_timezone(&self.tz);
+        self.cron
+            .find_next_occurrence(&start, true)
+            .ok()
+            .map(|t| t.with_timezone(&Utc))
+    }
+}
