@@ -26,7 +26,7 @@ enum Msg {
     Flush(SyncSender<()>),
 }
 
-/// The process's log queue; created by [`install`] or the first [`NonBlocking::new`].
+/// The process's log queue, created with its writer thread on first use.
 struct Sink {
     tx: SyncSender<Msg>,
 }

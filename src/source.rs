@@ -56,16 +56,8 @@ pub async fn fetch_within(
         Ok(result) => result,
         Err(_) => Err(SourceError::Transient(format!(
             "no data within {}: the fetch was cut at its deadline",
-            humanize(backstop)
+            crate::Span::from_std(backstop)
         ))),
-    }
-}
-
-fn humanize(d: Duration) -> String {
-    if d.subsec_millis() == 0 {
-        format!("{}s", d.as_secs())
-    } else {
-        format!("{}ms", d.as_millis())
     }
 }
 
@@ -75,7 +67,7 @@ async fn fetch_limited(
     http: &reqwest::Client,
     limit: Duration,
 ) -> Result<Value, SourceError> {
-    let limit = crate::Span::from_millis(u64::try_from(limit.as_millis()).unwrap_or(u64::MAX));
+    let limit = crate::Span::from_std(limit);
     match spec {
         SourceSpec::File { path } => {
             let text = tokio::fs::read_to_string(path).await.map_err(|e| {

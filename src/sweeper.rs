@@ -272,6 +272,14 @@ impl Sweeper {
         Ok(())
     }
 
+    /// Deletes everything under a job's artifact prefix.
+    async fn purge(&self, job: &Job) -> Result<(), crate::artifact::ArtifactError> {
+        self.artifacts
+            .purge(&job.report, &job.date)
+            .await
+            .map(|_| ())
+    }
+
     async fn sweep_job(
         &self,
         job: &Job,
@@ -306,12 +314,7 @@ impl Sweeper {
             } else {
                 let retired = self
                     .ledger
-                    .job_retire_artifact(&job.key, now, || async {
-                        self.artifacts
-                            .purge(&job.report, &job.date)
-                            .await
-                            .map(|_| ())
-                    })
+                    .job_retire_artifact(&job.key, now, || self.purge(job))
                     .await?;
                 match retired {
                     Some(Err(e)) => {
@@ -368,12 +371,7 @@ impl Sweeper {
                 // Whatever is still under the job's prefix goes with its rows.
                 let deleted = self
                     .ledger
-                    .job_delete_with(&job.key, || async {
-                        self.artifacts
-                            .purge(&job.report, &job.date)
-                            .await
-                            .map(|_| ())
-                    })
+                    .job_delete_with(&job.key, || self.purge(job))
                     .await?;
                 match deleted {
                     Some(Err(e)) => {

@@ -8,6 +8,8 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::{Lease, Ledger, RescueCounts, Result, fenced};
 use crate::clock::to_millis;
+use crate::retry::RetryPolicy;
+use crate::window::rfc3339;
 
 /// The budget lost leases count against (`[retry]`'s `max_attempts` and `max_age`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,13 +18,19 @@ pub struct RescueBudget {
     pub max_age: Duration,
 }
 
-impl Default for RescueBudget {
-    /// The defaults of `[retry]`: 8 attempts, 6 hours.
-    fn default() -> Self {
+impl From<&RetryPolicy> for RescueBudget {
+    fn from(policy: &RetryPolicy) -> Self {
         RescueBudget {
-            max_attempts: 8,
-            max_age: Duration::hours(6),
+            max_attempts: policy.max_attempts,
+            max_age: policy.max_age,
         }
+    }
+}
+
+impl Default for RescueBudget {
+    /// The retry policy's defaults.
+    fn default() -> Self {
+        RescueBudget::from(&RetryPolicy::default())
     }
 }
 
@@ -46,10 +54,7 @@ impl Ledger {
         let now_ms = to_millis(now);
         let max_attempts = i64::from(budget.max_attempts);
         let age_cutoff = to_millis(crate::clock::sub(now, budget.max_age));
-        let lost = format!(
-            " times, last at {}",
-            now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-        );
+        let lost = format!(" times, last at {}", rfc3339(now));
         on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
             let jobs_quarantined = sqlx::query(

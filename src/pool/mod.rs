@@ -70,6 +70,10 @@ impl PoolConfig {
     }
 }
 
+/// What a send may take beyond its transport's own timeout (the artifact read, the handshake)
+/// before it is cut; a throttle probe that has not answered by then has expired too.
+const SEND_GRACE: Duration = Duration::from_secs(5);
+
 /// The pool and its lease rescuer for a configuration, recording into `metrics`: what the
 /// daemon and `run --once` both work with.
 pub fn build(
@@ -211,10 +215,13 @@ impl Pipeline {
             clock,
             // A probe that never answers expires after the longest a send may take.
             throttle: HostThrottle::new(
-                chrono::Duration::from_std(send_timeouts.0.max(send_timeouts.1))
-                    .ok()
-                    .and_then(|d| d.checked_add(&chrono::Duration::seconds(5)))
-                    .unwrap_or(throttle::DEFAULT_PROBE_TTL),
+                chrono::Duration::from_std(
+                    send_timeouts
+                        .0
+                        .max(send_timeouts.1)
+                        .saturating_add(SEND_GRACE),
+                )
+                .unwrap_or(throttle::DEFAULT_PROBE_TTL),
             ),
             admission: Admission::new(pool.admission_per_second),
             stats: Stats::default(),
@@ -240,15 +247,14 @@ impl Pipeline {
             .unwrap_or(Duration::from_secs(300))
     }
 
-    /// The longest one send may take: its transport's own timeout plus a little for the
-    /// artifact read and the handshake, and never past [`Pipeline::work_deadline`].
+    /// The longest one send may take: its transport's own timeout plus [`SEND_GRACE`], and
+    /// never past [`Pipeline::work_deadline`].
     pub(crate) fn send_deadline(&self, kind: crate::keys::DestinationKind) -> Duration {
         let own = match kind {
             crate::keys::DestinationKind::Email => self.send_timeouts.0,
             crate::keys::DestinationKind::Webhook => self.send_timeouts.1,
         };
-        own.saturating_add(Duration::from_secs(5))
-            .min(self.work_deadline())
+        own.saturating_add(SEND_GRACE).min(self.work_deadline())
     }
 
     fn lease_params(&self, limit: u32) -> LeaseParams {
@@ -435,9 +441,6 @@ impl Pipeline {
         // the ledger is down it keeps trying only until the drain's deadline; what it could
         // not record is left to the rescuer.
         drop(completions);
-        if deadline.is_elapsed() {
-            abandon.cancel();
-        }
         tokio::pin!(completer);
         let recorded = tokio::select! {
             done = &mut completer => done,

@@ -9,6 +9,7 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::ledger::{Ledger, LedgerError, RescueBudget, RescueCounts};
 use crate::metrics::Metrics;
+use crate::retry::RetryPolicy;
 
 /// Rescuer settings.
 #[derive(Debug, Clone)]
@@ -32,13 +33,9 @@ impl RescuerConfig {
     /// Every quarter lease (between 250 ms and 15 s), with the `[retry]` budget.
     pub fn from_config(config: &Config) -> RescuerConfig {
         let lease = config.settings.pool.lease.as_std();
-        let retry = &config.settings.retry;
         RescuerConfig {
             every: (lease / 4).clamp(Duration::from_millis(250), Duration::from_secs(15)),
-            budget: RescueBudget {
-                max_attempts: retry.max_attempts,
-                max_age: retry.max_age.as_chrono(),
-            },
+            budget: RescueBudget::from(&RetryPolicy::from(&config.settings.retry)),
         }
     }
 }

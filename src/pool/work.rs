@@ -234,8 +234,8 @@ pub(super) async fn deliver(
                 ResponseClass::Ambiguous,
                 None,
                 format!(
-                    "no answer within {} ms: the send was cut at its deadline",
-                    deadline.as_millis()
+                    "no answer within {}: the send was cut at its deadline",
+                    crate::Span::from_std(deadline)
                 ),
             ),
         };
