@@ -4,16 +4,12 @@
 mod common;
 
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::NaiveDate;
-use common::{Project, TestLedger};
+use common::{Project, TestLedger, run_date};
+use dawnpost::Config;
 use dawnpost::ledger::{DeliveryState, ResponseClass};
-use dawnpost::runner::{RunOnceOptions, run_once};
-use dawnpost::{Config, SystemClock};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio_util::sync::CancellationToken;
 
 fn aiosmtpd_available() -> bool {
     std::process::Command::new("python3")
@@ -75,21 +71,7 @@ email = ["ok@example.com", "busy@example.com", "bad@example.com"]
     );
     let t = TestLedger::sqlite().await;
     let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
-    let opts = RunOnceOptions {
-        date: Some(NaiveDate::from_ymd_opt(2026, 11, 30).expect("date")),
-        max_wait: Duration::from_secs(60),
-        progress: false,
-        metrics: None,
-    };
-    let summary = run_once(
-        &config,
-        t.ledger.clone(),
-        Arc::new(SystemClock),
-        &opts,
-        CancellationToken::new(),
-    )
-    .await
-    .expect("run");
+    let summary = run_date(&config, &t.ledger, "2026-11-30", Duration::from_secs(60)).await;
     assert_eq!(summary.exit_code, 3, "bad@ is quarantined: {summary:?}");
 
     let mut files: Vec<String> = std::fs::read_dir(mail_dir.path())

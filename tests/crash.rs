@@ -246,13 +246,9 @@ async fn a_send_outliving_its_lease_is_cut_recorded_and_retried_with_its_key() {
     // The first request hangs for 2.5 s against a 1 s lease: the send is cut at the lease (a
     // work item never runs past it), recorded by its own worker as ambiguous — the lease
     // extension keeps the rescuer away until then — and retried with the same key.
-    let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let rule: HttpRule = Arc::new(move |_: &str, _, _| {
-        if first.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            (204, None, Duration::from_millis(2500))
-        } else {
-            (204, None, Duration::ZERO)
-        }
+    let rule: HttpRule = Arc::new(|_: &str, nth, _| {
+        let delay = if nth == 1 { 2500 } else { 0 };
+        (204, None, Duration::from_millis(delay))
     });
     let rx = Receiver::start(rule).await;
     let p = project(&rx, &["long".to_string()], "[pool]\nlease = \"1s\"");

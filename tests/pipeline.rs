@@ -7,15 +7,13 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::NaiveDate;
 use common::peers::{HttpRule, Receiver, SmtpPeer, SmtpRule};
-use common::{Project, TestLedger};
+use common::{Project, TestLedger, run_date};
+use dawnpost::Config;
 use dawnpost::artifact::ArtifactStore;
 use dawnpost::ledger::{DeliveryState, JobState, ResponseClass};
-use dawnpost::runner::{RunOnceOptions, RunOnceSummary, run_once};
+use dawnpost::runner::RunOnceSummary;
 use dawnpost::signing::Secret;
-use dawnpost::{Config, SystemClock};
-use tokio_util::sync::CancellationToken;
 
 const DATE: &str = "2026-11-30";
 const SECRET_ENV: &str = "DAWNPOST_TEST_PIPELINE_SECRET";
@@ -75,21 +73,7 @@ email = [{}]
 
 async fn run(p: &Project, t: &TestLedger) -> RunOnceSummary {
     let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
-    let opts = RunOnceOptions {
-        date: Some(NaiveDate::parse_from_str(DATE, "%Y-%m-%d").expect("date")),
-        max_wait: Duration::from_secs(60),
-        progress: false,
-        metrics: None,
-    };
-    run_once(
-        &config,
-        t.ledger.clone(),
-        Arc::new(SystemClock),
-        &opts,
-        CancellationToken::new(),
-    )
-    .await
-    .expect("run once")
+    run_date(&config, &t.ledger, DATE, Duration::from_secs(60)).await
 }
 
 async fn artifact_objects(p: &Project, report: &str) -> usize {
@@ -476,21 +460,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
         "config/sample/warehouse-17.json",
         r#"{"site": "W17", "rows": [], "exceptions": []}"#,
     );
-    let opts = RunOnceOptions {
-        date: Some(NaiveDate::parse_from_str(DATE, "%Y-%m-%d").expect("date")),
-        max_wait: Duration::from_secs(30),
-        progress: false,
-        metrics: None,
-    };
-    let summary = run_once(
-        &config,
-        t.ledger.clone(),
-        Arc::new(SystemClock),
-        &opts,
-        CancellationToken::new(),
-    )
-    .await
-    .expect("run once");
+    let summary = run_date(&config, &t.ledger, DATE, Duration::from_secs(30)).await;
     assert_eq!(summary.exit_code, 3);
     let job = t
         .ledger

@@ -8,15 +8,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use chrono::NaiveDate;
 use common::peers::{HttpRule, Receiver};
-use common::{Project, TestLedger};
+use common::{Project, TestLedger, run_date};
+use dawnpost::Config;
 use dawnpost::artifact::ArtifactStore;
 use dawnpost::ledger::{DeliveryState, JobState, ResponseClass};
-use dawnpost::runner::{RunOnceOptions, RunOnceSummary, run_once};
+use dawnpost::runner::RunOnceSummary;
 use dawnpost::sweeper::{Sweeper, SweeperConfig};
-use dawnpost::{Config, SystemClock};
-use tokio_util::sync::CancellationToken;
 
 const DATE: &str = "2026-11-30";
 
@@ -45,21 +43,7 @@ const FILE_SOURCE: &str = "{ kind = \"file\", path = \"config/sample/warehouse-1
 
 async fn run(p: &Project, t: &TestLedger, max_wait: Duration) -> RunOnceSummary {
     let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
-    let opts = RunOnceOptions {
-        date: Some(NaiveDate::parse_from_str(DATE, "%Y-%m-%d").expect("date")),
-        max_wait,
-        progress: false,
-        metrics: None,
-    };
-    run_once(
-        &config,
-        t.ledger.clone(),
-        Arc::new(SystemClock),
-        &opts,
-        CancellationToken::new(),
-    )
-    .await
-    .expect("run once")
+    run_date(&config, &t.ledger, DATE, max_wait).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -74,6 +74,30 @@ impl Project {
     }
 }
 
+/// `run --once` for a local date `YYYY-MM-DD` on the system clock, waiting up to `max_wait`.
+pub async fn run_date(
+    config: &Config,
+    ledger: &Ledger,
+    date: &str,
+    max_wait: std::time::Duration,
+) -> dawnpost::runner::RunOnceSummary {
+    let opts = dawnpost::runner::RunOnceOptions {
+        date: Some(chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").expect("date")),
+        max_wait,
+        progress: false,
+        metrics: None,
+    };
+    dawnpost::runner::run_once(
+        config,
+        ledger.clone(),
+        std::sync::Arc::new(dawnpost::SystemClock),
+        &opts,
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .expect("run once")
+}
+
 /// A report block for reports.toml with the shipped template and sample data.
 pub fn report(id: &str, schedule: &str, tz: &str) -> String {
     format!(
