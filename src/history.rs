@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::keys::JobKey;
 use crate::ledger::{Attempt, Delivery, Job, JobFilter, JobState, Ledger, LedgerError, Redrive};
 use crate::schedule::rfc3339;
 
@@ -26,7 +27,7 @@ pub struct JobHistory {
 }
 
 impl JobHistory {
-    pub async fn load(ledger: &Ledger, key: &str) -> Result<Option<JobHistory>, LedgerError> {
+    pub async fn load(ledger: &Ledger, key: &JobKey) -> Result<Option<JobHistory>, LedgerError> {
         let Some(job) = ledger.job_get(key).await? else {
             return Ok(None);
         };
@@ -141,8 +142,8 @@ impl JobHistory {
                 r.by,
                 r.reason,
                 r.delivery_key
-                    .as_deref()
-                    .map(|d| format!(" (delivery {d})"))
+                    .as_ref()
+                    .map(|d| format!(" (delivery {})", d.redacted()))
                     .unwrap_or_default()
             );
         }

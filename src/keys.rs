@@ -7,17 +7,21 @@ use std::str::FromStr;
 use chrono::NaiveDate;
 use serde::{Serialize, Serializer};
 
+use crate::redact::redact_address;
+
 /// A report id: `[a-z0-9][a-z0-9-]*`, at most 63 characters.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReportId(String);
 
 impl ReportId {
-    pub fn parse(s: &str) -> Result<ReportId, String> {
+    pub fn parse(s: &str) -> Result<ReportId, KeyError> {
         if s.is_empty() {
-            return Err("must not be empty".into());
+            return Err(KeyError::ReportId("must not be empty".into()));
         }
         if s.len() > 63 {
-            return Err(format!("{s:?} is longer than 63 characters"));
+            return Err(KeyError::ReportId(format!(
+                "{s:?} is longer than 63 characters"
+            )));
         }
         let mut chars = s.chars();
         let first_ok = chars
@@ -28,9 +32,9 @@ impl ReportId {
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         {
-            return Err(format!(
+            return Err(KeyError::ReportId(format!(
                 "{s:?} does not match [a-z0-9][a-z0-9-]* (lowercase letters, digits and '-', starting with a letter or digit)"
-            ));
+            )));
         }
         Ok(ReportId(s.to_string()))
     }
@@ -80,15 +84,17 @@ impl fmt::Display for JobKey {
 }
 
 impl FromStr for JobKey {
-    type Err = String;
+    type Err = KeyError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (report, date) = s
             .split_once(':')
-            .ok_or_else(|| format!("{s:?} is not a job key (REPORT:YYYY-MM-DD)"))?;
+            .ok_or_else(|| KeyError::NotAJobKey(s.to_string()))?;
         let report = ReportId::parse(report)?;
-        let date = NaiveDate::parse_from_str(date, "%Y-%m-%d")
-            .map_err(|_| format!("{s:?}: {date:?} is not a date (YYYY-MM-DD)"))?;
+        let date = NaiveDate::parse_from_str(date, "%Y-%m-%d").map_err(|_| KeyError::NotADate {
+            key: s.to_string(),
+            date: date.to_string(),
+        })?;
         Ok(JobKey { report, date })
     }
 }
@@ -125,9 +131,167 @@ impl DestinationKind {
 }
 
 /// One destination of one job: `warehouse-17:2026-10-25/email:ops-17@example.com`.
-/// A retry reuses it, so it doubles as Message-ID seed and Idempotency-Key.
-pub fn delivery_key(job: &JobKey, kind: DestinationKind, destination: &str) -> String {
-    format!("{job}/{}:{destination}", kind.as_str())
+/// A retry reuses it, so it doubles as Message-ID seed and Idempotency-Key. Its text is the
+/// delivery's identity in the ledger; [`DeliveryKey::redacted`] is what a person reads.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DeliveryKey {
+    job: JobKey,
+    kind: DestinationKind,
+    destination: String,
+}
+
+impl DeliveryKey {
+    pub fn new(job: JobKey, kind: DestinationKind, destination: impl Into<String>) -> DeliveryKey {
+        DeliveryKey {
+            job,
+            kind,
+            destination: destination.into(),
+        }
+    }
+
+    pub fn job(&self) -> &JobKey {
+        &self.job
+    }
+
+    pub fn kind(&self) -> DestinationKind {
+        self.kind
+    }
+
+    /// The recipient address or webhook URL, in full.
+    pub fn destination(&self) -> &str {
+        &self.destination
+    }
+
+    /// The key safe to log: an email address redacted.
+    pub fn redacted(&self) -> String {
+        let destination = match self.kind {
+            DestinationKind::Email => redact_address(&self.destination),
+            DestinationKind::Webhook => self.destination.clone(),
+        };
+        format!("{}/{}:{destination}", self.job, self.kind.as_str())
+    }
+}
+
+impl fmt::Display for DeliveryKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}:{}",
+            self.job,
+            self.kind.as_str(),
+            self.destination
+        )
+    }
+}
+
+impl FromStr for DeliveryKey {
+    type Err = KeyError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || KeyError::NotADeliveryKey(s.to_string());
+        // A job key holds no '/', so the first one ends it; a URL may hold many.
+        let (job, rest) = s.split_once('/').ok_or_else(bad)?;
+        let (kind, destination) = rest.split_once(':').ok_or_else(bad)?;
+        let kind = DestinationKind::parse(kind).ok_or_else(bad)?;
+        if destination.is_empty() {
+            return Err(bad());
+        }
+        Ok(DeliveryKey::new(job.parse()?, kind, destination))
+    }
+}
+
+impl Serialize for DeliveryKey {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A key of work (a job's or a delivery's): its text is its identity in the ledger, and
+/// [`Key::shown`] is what a log line or an error message may print.
+pub trait Key: fmt::Display {
+    fn shown(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Key for JobKey {}
+
+impl Key for DeliveryKey {
+    fn shown(&self) -> String {
+        self.redacted()
+    }
+}
+
+/// Keys bind to SQL as their text, on every backend that binds a `String`.
+macro_rules! bind_as_text {
+    ($key:ty) => {
+        impl<DB: sqlx::Database> sqlx::Type<DB> for $key
+        where
+            String: sqlx::Type<DB>,
+        {
+            fn type_info() -> DB::TypeInfo {
+                <String as sqlx::Type<DB>>::type_info()
+            }
+
+            fn compatible(ty: &DB::TypeInfo) -> bool {
+                <String as sqlx::Type<DB>>::compatible(ty)
+            }
+        }
+
+        impl<'q, DB: sqlx::Database> sqlx::Encode<'q, DB> for $key
+        where
+            String: sqlx::Encode<'q, DB>,
+        {
+            fn encode_by_ref(
+                &self,
+                buf: &mut <DB as sqlx::Database>::ArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                <String as sqlx::Encode<'q, DB>>::encode(self.to_string(), buf)
+            }
+        }
+    };
+}
+
+bind_as_text!(JobKey);
+bind_as_text!(DeliveryKey);
+
+/// A key equals the text it displays as (and that text parses back to it).
+macro_rules! eq_text {
+    ($key:ty) => {
+        impl PartialEq<str> for $key {
+            fn eq(&self, other: &str) -> bool {
+                other.parse::<$key>().is_ok_and(|k| k == *self)
+            }
+        }
+
+        impl PartialEq<&str> for $key {
+            fn eq(&self, other: &&str) -> bool {
+                *self == **other
+            }
+        }
+
+        impl PartialEq<String> for $key {
+            fn eq(&self, other: &String) -> bool {
+                *self == *other.as_str()
+            }
+        }
+    };
+}
+
+eq_text!(JobKey);
+eq_text!(DeliveryKey);
+
+/// What a key the ledger or an operator gave does not satisfy.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("{0}")]
+    ReportId(String),
+    #[error("{0:?} is not a job key (REPORT:YYYY-MM-DD)")]
+    NotAJobKey(String),
+    #[error("{key:?}: {date:?} is not a date (YYYY-MM-DD)")]
+    NotADate { key: String, date: String },
+    #[error("{0:?} is not a delivery key (REPORT:YYYY-MM-DD/KIND:DESTINATION)")]
+    NotADeliveryKey(String),
 }
 
 #[cfg(test)]
@@ -150,5 +314,25 @@ mod tests {
         assert_eq!(k.to_string(), "warehouse-17:2026-10-25");
         assert!("warehouse-17:2026-13-01".parse::<JobKey>().is_err());
         assert!("warehouse-17".parse::<JobKey>().is_err());
+    }
+
+    #[test]
+    fn delivery_key_round_trips_and_redacts() {
+        let s = "warehouse-17:2026-10-25/webhook:https://x.example/a/b:1?c=d";
+        let k: DeliveryKey = s.parse().unwrap();
+        assert_eq!(k.job().to_string(), "warehouse-17:2026-10-25");
+        assert_eq!(k.kind(), DestinationKind::Webhook);
+        assert_eq!(k.destination(), "https://x.example/a/b:1?c=d");
+        assert_eq!(k.to_string(), s);
+        let e: DeliveryKey = "w:2026-10-25/email:lead@example.com".parse().unwrap();
+        assert_eq!(e.redacted(), "w:2026-10-25/email:l***@example.com");
+        for bad in [
+            "w:2026-10-25",
+            "w:2026-10-25/fax:1",
+            "w:2026-10-25/email:",
+            "w/email:a@b",
+        ] {
+            assert!(bad.parse::<DeliveryKey>().is_err(), "{bad:?}");
+        }
     }
 }

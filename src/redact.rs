@@ -1,5 +1,4 @@
-//! What may be printed: URLs without their password. (Recipient addresses and delivery keys
-//! are redacted in [`crate::deliver`].)
+//! What may be printed: URLs without their password, recipient addresses masked.
 
 /// A URL safe to print: the password replaced.
 pub fn redact_url(url: &str) -> String {
@@ -9,5 +8,16 @@ pub fn redact_url(url: &str) -> String {
             u.to_string()
         }
         _ => url.to_string(),
+    }
+}
+
+/// `ops-17@example.com` → `o***@example.com`.
+pub fn redact_address(addr: &str) -> String {
+    match addr.split_once('@') {
+        Some((local, domain)) => {
+            let first = local.chars().next().map(String::from).unwrap_or_default();
+            format!("{first}***@{domain}")
+        }
+        None => "***".into(),
     }
 }

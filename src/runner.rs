@@ -1,7 +1,7 @@
 //! `run --once`: enqueue every report for a date, work until every job of that date is terminal
 //! (waiting for scheduled retries up to `max_wait`), and summarise.
 
-use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::config::Config;
+use crate::keys::{DeliveryKey, JobKey};
 use crate::ledger::{DeliveryState, JobOrigin, JobState, Ledger, NewJob, ResponseClass};
 use crate::pool::StatsSnapshot;
 use crate::schedule::Fire;
@@ -34,7 +35,7 @@ pub struct RunOnceOptions {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct DeliverySummary {
-    pub key: String,
+    pub key: DeliveryKey,
     pub state: DeliveryState,
     pub attempts: i64,
     pub last_class: Option<ResponseClass>,
@@ -43,7 +44,7 @@ pub struct DeliverySummary {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct JobSummary {
-    pub key: String,
+    pub key: JobKey,
     pub state: JobState,
     pub attempts: i64,
     pub enqueued: bool,
@@ -88,8 +89,12 @@ pub async fn run_once(
             origin: JobOrigin::Run,
         });
     }
-    let inserted = ledger.job_insert_many(&new_jobs, now).await?;
-    let keys: Vec<String> = new_jobs.iter().map(|j| j.key.to_string()).collect();
+    let inserted: HashSet<JobKey> = ledger
+        .job_insert_many(&new_jobs, now)
+        .await?
+        .into_iter()
+        .collect();
+    let keys: Vec<&JobKey> = new_jobs.iter().map(|j| &j.key).collect();
     for k in &keys {
         if !inserted.contains(k) {
             tracing::info!(job = %k, "already in the ledger: not enqueued again");
@@ -112,8 +117,9 @@ pub async fn run_once(
     });
     let deadline = tokio::time::Instant::now() + opts.max_wait;
     loop {
-        let states = job_states(&ledger, &keys).await?;
-        let done = states.values().filter(|s| s.is_terminal()).count();
+        // One query a poll, however many jobs.
+        let jobs = ledger.job_get_many(&keys).await?;
+        let done = jobs.iter().filter(|j| j.state.is_terminal()).count();
         if let Some(bar) = &bar {
             let s = pipeline.stats.snapshot();
             bar.set_message(format!(
@@ -141,7 +147,7 @@ pub async fn run_once(
     }
 
     let mut jobs = Vec::new();
-    for key in &keys {
+    for &key in &keys {
         let Some(job) = ledger.job_get(key).await? else {
             continue;
         };
@@ -181,17 +187,4 @@ pub async fn run_once(
         jobs,
         stats: pipeline.stats.snapshot(),
     })
-}
-
-async fn job_states(
-    ledger: &Ledger,
-    keys: &[String],
-) -> anyhow::Result<BTreeMap<String, JobState>> {
-    let mut out = BTreeMap::new();
-    for k in keys {
-        if let Some(j) = ledger.job_get(k).await? {
-            out.insert(k.clone(), j.state);
-        }
-    }
-    Ok(out)
 }

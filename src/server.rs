@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::config::Report;
 use crate::history::{Dlq, JobHistory};
+use crate::keys::{DeliveryKey, JobKey};
 use crate::ledger::{JobFilter, JobOrigin, JobState, Ledger, LedgerError, NewJob};
 use crate::metrics::Metrics;
 use crate::schedule::Fire;
@@ -269,22 +270,30 @@ fn authorize(st: &ServerState, headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-fn ledger_error(e: LedgerError) -> Response {
-    match e {
-        LedgerError::NotFound { what, key } => {
-            error(StatusCode::NOT_FOUND, format!("no {what} {key}"))
-        }
-        LedgerError::WrongState {
-            what, key, actual, ..
-        } => error(
-            StatusCode::CONFLICT,
-            format!("{what} {key} is {actual}; only quarantined work can be redriven"),
-        ),
-        other => {
-            tracing::error!(error = %other, "ops API ledger error");
-            error(StatusCode::SERVICE_UNAVAILABLE, "the ledger is unavailable")
+impl From<LedgerError> for ApiError {
+    fn from(e: LedgerError) -> ApiError {
+        match e {
+            LedgerError::NotFound { what, key } => {
+                ApiError::new(StatusCode::NOT_FOUND, format!("no {what} {key}"))
+            }
+            LedgerError::WrongState {
+                what, key, actual, ..
+            } => ApiError::new(
+                StatusCode::CONFLICT,
+                format!("{what} {key} is {actual}; only quarantined work can be redriven"),
+            ),
+            other => {
+                tracing::error!(error = %other, "ops API ledger error");
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the ledger is unavailable")
+            }
         }
     }
+}
+
+/// A key from a path: one that does not parse names no work.
+fn path_key<K: std::str::FromStr>(what: &str, key: &str) -> Result<K, ApiError> {
+    key.parse()
+        .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, format!("no {what} {key}")))
 }
 
 #[derive(Debug, Deserialize)]
@@ -298,56 +307,44 @@ async fn list_jobs(
     State(st): State<ServerState>,
     headers: HeaderMap,
     Query(q): Query<JobsQuery>,
-) -> Response {
-    if let Err(e) = authorize(&st, &headers) {
-        return e.into_response();
-    }
+) -> Result<Response, ApiError> {
+    authorize(&st, &headers)?;
     let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
         None => None,
-        Some(s) => match JobState::parse(s) {
-            Ok(s) => Some(s),
-            Err(_) => {
-                return error(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("{s:?} is not a job state"),
-                );
-            }
-        },
+        Some(s) => Some(JobState::parse(s).map_err(|_| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("{s:?} is not a job state"),
+            )
+        })?),
     };
     let filter = JobFilter {
         state,
         report: q.report.filter(|r| !r.is_empty()),
         limit: Some(q.limit.unwrap_or(100).min(1000)),
     };
-    match st.ledger.job_list(&filter).await {
-        Ok(jobs) => axum::Json(jobs).into_response(),
-        Err(e) => ledger_error(e),
-    }
+    Ok(axum::Json(st.ledger.job_list(&filter).await?).into_response())
 }
 
 async fn show_job(
     State(st): State<ServerState>,
     headers: HeaderMap,
     Path(key): Path<String>,
-) -> Response {
-    if let Err(e) = authorize(&st, &headers) {
-        return e.into_response();
-    }
-    match JobHistory::load(&st.ledger, &key).await {
-        Ok(Some(h)) => axum::Json(h).into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, format!("no job {key}")),
-        Err(e) => ledger_error(e),
+) -> Result<Response, ApiError> {
+    authorize(&st, &headers)?;
+    let key: JobKey = path_key("job", &key)?;
+    match JobHistory::load(&st.ledger, &key).await? {
+        Some(h) => Ok(axum::Json(h).into_response()),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no job {key}"),
+        )),
     }
 }
 
-async fn dlq(State(st): State<ServerState>, headers: HeaderMap) -> Response {
-    if let Err(e) = authorize(&st, &headers) {
-        return e.into_response();
-    }
-    match Dlq::load(&st.ledger).await {
-        Ok(d) => axum::Json(d).into_response(),
-        Err(e) => ledger_error(e),
-    }
+async fn dlq(State(st): State<ServerState>, headers: HeaderMap) -> Result<Response, ApiError> {
+    authorize(&st, &headers)?;
+    Ok(axum::Json(Dlq::load(&st.ledger).await?).into_response())
 }
 
 #[derive(Debug, Deserialize)]
@@ -378,21 +375,15 @@ async fn redrive_job(
     headers: HeaderMap,
     Path(key): Path<String>,
     body: axum::body::Bytes,
-) -> Response {
-    let req = match authorize(&st, &headers).and_then(|()| redrive_request(&body)) {
-        Ok(r) => r,
-        Err(e) => return e.into_response(),
-    };
-    match st
+) -> Result<Response, ApiError> {
+    authorize(&st, &headers)?;
+    let req = redrive_request(&body)?;
+    let key: JobKey = path_key("job", &key)?;
+    let out = st
         .ledger
         .job_redrive(&key, &req.by, &req.reason, st.clock.now())
-        .await
-    {
-        Ok(out) => {
-            axum::Json(json!({ "job": out.job_key, "deliveries": out.deliveries })).into_response()
-        }
-        Err(e) => ledger_error(e),
-    }
+        .await?;
+    Ok(axum::Json(json!({ "job": out.job_key, "deliveries": out.deliveries })).into_response())
 }
 
 async fn redrive_delivery(
@@ -400,19 +391,15 @@ async fn redrive_delivery(
     headers: HeaderMap,
     Path(key): Path<String>,
     body: axum::body::Bytes,
-) -> Response {
-    let req = match authorize(&st, &headers).and_then(|()| redrive_request(&body)) {
-        Ok(r) => r,
-        Err(e) => return e.into_response(),
-    };
-    match st
+) -> Result<Response, ApiError> {
+    authorize(&st, &headers)?;
+    let req = redrive_request(&body)?;
+    let key: DeliveryKey = path_key("delivery", &key)?;
+    let out = st
         .ledger
         .delivery_redrive(&key, &req.by, &req.reason, st.clock.now())
-        .await
-    {
-        Ok(out) => axum::Json(json!({ "job": out.job_key, "delivery": key })).into_response(),
-        Err(e) => ledger_error(e),
-    }
+        .await?;
+    Ok(axum::Json(json!({ "job": out.job_key, "delivery": key })).into_response())
 }
 
 async fn metrics(State(st): State<ServerState>) -> Response {

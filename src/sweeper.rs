@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use crate::artifact::ArtifactStore;
 use crate::clock::SharedClock;
 use crate::config::{ConfigErrors, RetentionPolicy};
+use crate::keys::JobKey;
 use crate::ledger::{Job, Ledger, LedgerError};
 use crate::metrics::Metrics;
 use crate::schedule::rfc3339;
@@ -77,7 +78,7 @@ pub struct SweepCounts {
 /// One item a dry run lists.
 #[derive(Debug, Clone, Serialize)]
 pub struct SweepItem {
-    pub job: String,
+    pub job: JobKey,
     pub terminal_at: String,
     pub bytes: u64,
     pub rows: u64,
@@ -244,7 +245,7 @@ impl Sweeper {
     ) -> Result<(), SweepError> {
         let policy = self.policy();
         let before = now - policy.shortest().as_chrono();
-        let mut cursor: Option<(DateTime<Utc>, String)> = None;
+        let mut cursor: Option<(DateTime<Utc>, JobKey)> = None;
         loop {
             let started = tokio::time::Instant::now();
             let page = self

@@ -2,6 +2,7 @@
 //! RCPT (greylisting) and 550, one message per recipient.
 
 mod common;
+use common::dk;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -96,7 +97,7 @@ email = ["ok@example.com", "busy@example.com", "bad@example.com"]
 
     let l = &t.ledger;
     let busy_attempts = l
-        .attempt_list("relay:2026-11-30/email:busy@example.com")
+        .attempt_list(&dk("relay:2026-11-30/email:busy@example.com"))
         .await
         .expect("attempts");
     assert_eq!(
@@ -110,7 +111,7 @@ email = ["ok@example.com", "busy@example.com", "bad@example.com"]
         ]
     );
     let bad = l
-        .delivery_get("relay:2026-11-30/email:bad@example.com")
+        .delivery_get(&dk("relay:2026-11-30/email:bad@example.com"))
         .await
         .expect("get")
         .expect("delivery");

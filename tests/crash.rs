@@ -3,6 +3,7 @@
 //! `unknown` attempt whose retry keeps the key.
 
 mod common;
+use common::jk;
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -113,7 +114,10 @@ async fn sigkill_mid_run_loses_nothing_and_resends_at_most_once() {
         );
     }
     let l = ledger(&p).await;
-    let deliveries = l.delivery_list("crash:2026-11-30").await.expect("list");
+    let deliveries = l
+        .delivery_list(&jk("crash:2026-11-30"))
+        .await
+        .expect("list");
     assert_eq!(deliveries.len(), 12);
     assert!(deliveries.iter().all(|d| d.state == DeliveryState::Sent));
     let store =
@@ -157,7 +161,10 @@ async fn sigterm_drains_within_its_bound_and_records_cut_sends_as_unknown() {
     assert_eq!(status.code(), Some(4), "work is still pending");
 
     let l = ledger(&p).await;
-    let deliveries = l.delivery_list("crash:2026-11-30").await.expect("list");
+    let deliveries = l
+        .delivery_list(&jk("crash:2026-11-30"))
+        .await
+        .expect("list");
     assert_eq!(deliveries.len(), 4);
     // Two sends were cut at drain_timeout: they may have reached the receiver, so each counts
     // as an `unknown` attempt and its retry keeps the key. The two never leased are untouched.
@@ -265,7 +272,10 @@ async fn a_send_outliving_its_lease_is_cut_recorded_and_retried_with_its_key() {
     assert_eq!(keys.len(), 2, "cut once, then sent");
     assert_eq!(keys[0], keys[1], "the retry keeps the key");
     let l = ledger(&p).await;
-    let d = &l.delivery_list("crash:2026-11-30").await.expect("list")[0];
+    let d = &l
+        .delivery_list(&jk("crash:2026-11-30"))
+        .await
+        .expect("list")[0];
     assert_eq!((d.state, d.attempts), (DeliveryState::Sent, 2));
     let attempts = l.attempt_list(&d.key).await.expect("attempts");
     assert_eq!(

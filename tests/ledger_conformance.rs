@@ -2,12 +2,15 @@
 //! `DAWNPOST_TEST_POSTGRES_URL` is set. Each test exercises one store behaviour, refusals included.
 
 mod common;
+use common::{dk, jk};
 
 use chrono::Duration;
 use common::fixtures::*;
 use common::{TestLedger, at};
+use dawnpost::keys::DeliveryKey;
+use dawnpost::ledger::DeliveryLease;
 use dawnpost::ledger::{
-    DeliveryNext, DeliveryState, Finish, JobFilter, JobState, Lease, LedgerError, NewJob, Render,
+    DeliveryNext, DeliveryState, Finish, JobFilter, JobState, LedgerError, NewJob, Render,
     RescueBudget, ResponseClass,
 };
 use dawnpost::schedule::Window;
@@ -40,7 +43,7 @@ async fn duplicate_job_keys_insert_nothing(t: &TestLedger) {
         .expect("insert again");
     assert_eq!(second, vec!["c:2026-10-25".to_string()]);
     let a = l
-        .job_get("a:2026-10-25")
+        .job_get(&jk("a:2026-10-25"))
         .await
         .expect("get")
         .expect("exists");
@@ -68,7 +71,7 @@ async fn job_round_trips_instants_and_fields(t: &TestLedger) {
     };
     l.job_insert_many(&[j], t0()).await.expect("insert");
     let job = l
-        .job_get("warehouse-17:2026-10-25")
+        .job_get(&jk("warehouse-17:2026-10-25"))
         .await
         .expect("get")
         .expect("exists");
@@ -85,7 +88,12 @@ async fn job_round_trips_instants_and_fields(t: &TestLedger) {
     assert_eq!(job.window.end, at(2026, 10, 24, 22, 0));
     assert_eq!(job.attempts, 0);
     assert!(job.artifact.is_none());
-    assert!(l.job_get("nope:2026-10-25").await.expect("get").is_none());
+    assert!(
+        l.job_get(&jk("nope:2026-10-25"))
+            .await
+            .expect("get")
+            .is_none()
+    );
 }
 
 async fn lease_takes_only_due_ready_jobs_up_to_limit(t: &TestLedger) {
@@ -98,7 +106,7 @@ async fn lease_takes_only_due_ready_jobs_up_to_limit(t: &TestLedger) {
     ];
     l.job_insert_many(&jobs, t0()).await.expect("insert");
     let leased = l.job_lease(&params("w1", t0(), 2)).await.expect("lease");
-    let keys: Vec<&str> = leased.iter().map(|j| j.job.key.as_str()).collect();
+    let keys: Vec<String> = leased.iter().map(|j| j.job.key.to_string()).collect();
     assert_eq!(
         keys,
         ["a:2026-10-25", "b:2026-10-25"],
@@ -180,7 +188,7 @@ async fn fenced_out_lease_cannot_write(t: &TestLedger) {
         .expect("rescue");
     assert_eq!(rescued.jobs, 1);
     let job = l
-        .job_get("a:2026-10-25")
+        .job_get(&jk("a:2026-10-25"))
         .await
         .expect("get")
         .expect("exists");
@@ -221,14 +229,18 @@ async fn fenced_out_lease_cannot_write(t: &TestLedger) {
     .await
     .expect("the current owner may write");
     let job = l
-        .job_get("a:2026-10-25")
+        .job_get(&jk("a:2026-10-25"))
         .await
         .expect("get")
         .expect("exists");
     assert_eq!(job.state, JobState::Delivering);
     assert_eq!(job.attempts, 2);
     assert!(
-        l.delivery_list("a:2026-10-25").await.expect("list").len() == 1,
+        l.delivery_list(&jk("a:2026-10-25"))
+            .await
+            .expect("list")
+            .len()
+            == 1,
         "no deliveries from the old owner"
     );
 }
@@ -255,7 +267,7 @@ async fn extended_lease_is_not_rescued(t: &TestLedger) {
         0
     );
     assert_eq!(
-        l.job_get("a:2026-10-25")
+        l.job_get(&jk("a:2026-10-25"))
             .await
             .expect("get")
             .expect("job")
@@ -290,7 +302,11 @@ async fn render_retry_and_quarantine(t: &TestLedger) {
     l.job_quarantine(&leased[1].lease, "template: missing field data.rows", t0())
         .await
         .expect("quarantine");
-    let a = l.job_get("a:2026-10-25").await.expect("get").expect("job");
+    let a = l
+        .job_get(&jk("a:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!(
         (a.state, a.ready_at, a.last_error.as_deref()),
         (JobState::Ready, retry_at, Some("source answered 503"))
@@ -308,7 +324,11 @@ async fn render_retry_and_quarantine(t: &TestLedger) {
             .len(),
         1
     );
-    let b = l.job_get("b:2026-10-25").await.expect("get").expect("job");
+    let b = l
+        .job_get(&jk("b:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!(b.state, JobState::Quarantined);
     assert_eq!(b.terminal_at, Some(t0()));
     // A quarantined job is never leased again without a redrive.
@@ -333,7 +353,11 @@ async fn release_does_not_count_an_attempt(t: &TestLedger) {
         .remove(0)
         .lease;
     l.job_release(&lease, t0()).await.expect("release");
-    let a = l.job_get("a:2026-10-25").await.expect("get").expect("job");
+    let a = l
+        .job_get(&jk("a:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!((a.state, a.attempts), (JobState::Ready, 0));
 
     let leases = rendered_job(t, "b:2026-10-25", &["x@example.com"]).await;
@@ -360,11 +384,15 @@ async fn rendered_job_gets_artifact_and_one_delivery_per_destination(t: &TestLed
     )
     .await;
     assert_eq!(leases.len(), 3);
-    let job = l.job_get("w:2026-10-25").await.expect("get").expect("job");
+    let job = l
+        .job_get(&jk("w:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!(job.state, JobState::Delivering);
     assert_eq!(job.artifact, Some(artifact()));
-    let deliveries = l.delivery_list("w:2026-10-25").await.expect("list");
-    let keys: Vec<&str> = deliveries.iter().map(|d| d.key.as_str()).collect();
+    let deliveries = l.delivery_list(&jk("w:2026-10-25")).await.expect("list");
+    let keys: Vec<String> = deliveries.iter().map(|d| d.key.to_string()).collect();
     assert_eq!(
         keys,
         [
@@ -393,7 +421,7 @@ async fn rendered_job_gets_artifact_and_one_delivery_per_destination(t: &TestLed
         .await
         .expect("rendered");
     let empty = l
-        .job_get("empty:2026-10-25")
+        .job_get(&jk("empty:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -527,7 +555,9 @@ async fn settle_follows_deliveries(t: &TestLedger) {
     .await
     .expect("sent");
     assert_eq!(
-        l.job_settle("w:2026-10-25", t0()).await.expect("settle"),
+        l.job_settle(&jk("w:2026-10-25"), t0())
+            .await
+            .expect("settle"),
         JobState::Delivering,
         "one still in flight"
     );
@@ -539,7 +569,9 @@ async fn settle_follows_deliveries(t: &TestLedger) {
     .await
     .expect("sent");
     assert_eq!(
-        l.job_settle("w:2026-10-25", t0()).await.expect("settle"),
+        l.job_settle(&jk("w:2026-10-25"), t0())
+            .await
+            .expect("settle"),
         JobState::Done
     );
 
@@ -559,10 +591,16 @@ async fn settle_follows_deliveries(t: &TestLedger) {
     .await
     .expect("quarantine");
     assert_eq!(
-        l.job_settle("q:2026-10-25", t0()).await.expect("settle"),
+        l.job_settle(&jk("q:2026-10-25"), t0())
+            .await
+            .expect("settle"),
         JobState::Quarantined
     );
-    let q = l.job_get("q:2026-10-25").await.expect("get").expect("job");
+    let q = l
+        .job_get(&jk("q:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!(q.terminal_at, Some(t0()));
     assert_eq!(l.delivery_list_quarantined(10).await.expect("dlq").len(), 1);
 }
@@ -584,7 +622,9 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     )
     .await
     .expect("quarantine");
-    l.job_settle("w:2026-10-25", t0()).await.expect("settle");
+    l.job_settle(&jk("w:2026-10-25"), t0())
+        .await
+        .expect("settle");
 
     let later = t0() + Duration::hours(2);
     let out = l
@@ -602,18 +642,18 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         (DeliveryState::Pending, 1, later)
     );
     assert_eq!(
-        l.job_get("w:2026-10-25")
+        l.job_get(&jk("w:2026-10-25"))
             .await
             .expect("get")
             .expect("job")
             .state,
         JobState::Delivering
     );
-    let audit = l.redrive_list("w:2026-10-25").await.expect("redrives");
+    let audit = l.redrive_list(&jk("w:2026-10-25")).await.expect("redrives");
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0].by, "alice");
     assert_eq!(audit[0].reason, "mailbox fixed by carrier");
-    assert_eq!(audit[0].delivery_key.as_deref(), Some(leases[1].key()));
+    assert_eq!(audit[0].delivery_key.as_ref(), Some(leases[1].key()));
     assert_eq!(audit[0].at, later);
 
     // The retry budget starts afresh; attempt numbers keep counting.
@@ -628,7 +668,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         .await
         .expect("lease");
     assert_eq!(again.len(), 1);
-    assert_eq!(again[0].delivery.key, leases[1].key());
+    assert_eq!(&again[0].delivery.key, leases[1].key());
     assert_eq!(again[0].delivery.budget_attempts_used(), 1);
     l.delivery_finish(
         &again[0].lease,
@@ -651,7 +691,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         Err(LedgerError::WrongState { .. })
     ));
     assert!(matches!(
-        l.delivery_redrive("nope", "alice", "x", later).await,
+        l.delivery_redrive(&dk("nope:2026-10-25/email:x@example.com"), "alice", "x", later).await,
         Err(LedgerError::NotFound { .. })
     ));
 
@@ -668,23 +708,28 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     l.job_quarantine(&lease, "bad template", t0())
         .await
         .expect("quarantine");
-    l.job_redrive("r:2026-10-25", "bob", "template fixed", later)
+    l.job_redrive(&jk("r:2026-10-25"), "bob", "template fixed", later)
         .await
         .expect("redrive job");
-    let r = l.job_get("r:2026-10-25").await.expect("get").expect("job");
+    let r = l
+        .job_get(&jk("r:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!(
         (r.state, r.redrive_count, r.terminal_at),
         (JobState::Ready, 1, None)
     );
     assert!(matches!(
-        l.job_redrive("r:2026-10-25", "bob", "twice", later).await,
+        l.job_redrive(&jk("r:2026-10-25"), "bob", "twice", later)
+            .await,
         Err(LedgerError::WrongState {
             expected: "quarantined",
             ..
         })
     ));
     assert_eq!(
-        l.redrive_list("r:2026-10-25").await.expect("redrives")[0].delivery_key,
+        l.redrive_list(&jk("r:2026-10-25")).await.expect("redrives")[0].delivery_key,
         None
     );
 }
@@ -706,14 +751,16 @@ async fn job_redrive_returns_quarantined_deliveries(t: &TestLedger) {
     )
     .await
     .expect("quarantine");
-    l.job_settle("w:2026-10-25", t0()).await.expect("settle");
+    l.job_settle(&jk("w:2026-10-25"), t0())
+        .await
+        .expect("settle");
     let out = l
-        .job_redrive("w:2026-10-25", "ops", "receiver fixed", t0())
+        .job_redrive(&jk("w:2026-10-25"), "ops", "receiver fixed", t0())
         .await
         .expect("redrive");
     assert_eq!(out.deliveries, 1, "only the quarantined delivery returns");
     let states: Vec<DeliveryState> = l
-        .delivery_list("w:2026-10-25")
+        .delivery_list(&jk("w:2026-10-25"))
         .await
         .expect("list")
         .iter()
@@ -721,7 +768,7 @@ async fn job_redrive_returns_quarantined_deliveries(t: &TestLedger) {
         .collect();
     assert_eq!(states, [DeliveryState::Sent, DeliveryState::Pending]);
     assert_eq!(
-        l.job_get("w:2026-10-25")
+        l.job_get(&jk("w:2026-10-25"))
             .await
             .expect("get")
             .expect("job")
@@ -811,11 +858,11 @@ async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
     )
     .await
     .expect("insert");
-    l.job_cancel("a:2026-10-25", t0())
+    l.job_cancel(&jk("a:2026-10-25"), t0())
         .await
         .expect("cancel ready");
     assert_eq!(
-        l.job_get("a:2026-10-25")
+        l.job_get(&jk("a:2026-10-25"))
             .await
             .expect("get")
             .expect("job")
@@ -824,14 +871,14 @@ async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
     );
     let _lease = l.job_lease(&params("w1", t0(), 1)).await.expect("lease");
     assert!(matches!(
-        l.job_cancel("b:2026-10-25", t0()).await,
+        l.job_cancel(&jk("b:2026-10-25"), t0()).await,
         Err(LedgerError::WrongState {
             expected: "ready or quarantined",
             ..
         })
     ));
     assert!(matches!(
-        l.job_cancel("zz:2026-10-25", t0()).await,
+        l.job_cancel(&jk("zz:2026-10-25"), t0()).await,
         Err(LedgerError::NotFound { .. })
     ));
 }
@@ -848,7 +895,9 @@ async fn lists_filter_by_state_and_report(t: &TestLedger) {
     )
     .await
     .expect("insert");
-    l.job_cancel("b:2026-10-25", t0()).await.expect("cancel");
+    l.job_cancel(&jk("b:2026-10-25"), t0())
+        .await
+        .expect("cancel");
     let ready = l
         .job_list(&JobFilter {
             state: Some(JobState::Ready),
@@ -857,7 +906,7 @@ async fn lists_filter_by_state_and_report(t: &TestLedger) {
         .await
         .expect("list");
     assert_eq!(
-        ready.iter().map(|j| j.key.as_str()).collect::<Vec<_>>(),
+        ready.iter().map(|j| j.key.to_string()).collect::<Vec<_>>(),
         ["a:2026-10-25", "a:2026-10-24"]
     );
     let b = l
@@ -884,8 +933,10 @@ async fn terminal_before_finds_only_finished_old_work(t: &TestLedger) {
     )
     .await
     .expect("insert");
-    l.job_cancel("old:2026-10-25", t0()).await.expect("cancel");
-    l.job_cancel("new:2026-10-25", t0() + Duration::days(5))
+    l.job_cancel(&jk("old:2026-10-25"), t0())
+        .await
+        .expect("cancel");
+    l.job_cancel(&jk("new:2026-10-25"), t0() + Duration::days(5))
         .await
         .expect("cancel");
     let found = l
@@ -893,7 +944,7 @@ async fn terminal_before_finds_only_finished_old_work(t: &TestLedger) {
         .await
         .expect("query");
     assert_eq!(
-        found.iter().map(|j| j.key.as_str()).collect::<Vec<_>>(),
+        found.iter().map(|j| j.key.to_string()).collect::<Vec<_>>(),
         ["old:2026-10-25"]
     );
     let all = l
@@ -966,7 +1017,7 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
         .await
         .expect("lease again");
     assert_eq!(relet.len(), 1);
-    let finish = |lease: &Lease, class, next| Finish {
+    let finish = |lease: &DeliveryLease, class, next| Finish {
         lease: lease.clone(),
         attempt: attempt(class, t0()),
         next,
@@ -989,8 +1040,8 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
     assert!(results[..4].iter().all(Result::is_ok), "{results:?}");
     assert!(matches!(results[4], Err(LedgerError::LeaseLost { .. })));
 
-    let state = |key: &str| {
-        let key = key.to_string();
+    let state = |key: &DeliveryKey| {
+        let key = key.clone();
         async move { l.delivery_get(&key).await.expect("get").expect("delivery") }
     };
     assert_eq!(state(w[0].key()).await.state, DeliveryState::Sent);
@@ -1023,11 +1074,19 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
     );
 
     let settled = l
-        .job_settle_many(&["w:2026-10-25", "q:2026-10-25", "r:2026-10-25"], t0())
+        .job_settle_many(
+            &[
+                &jk("w:2026-10-25"),
+                &jk("q:2026-10-25"),
+                &jk("r:2026-10-25"),
+            ],
+            t0(),
+        )
         .await
         .expect("settle");
     assert_eq!(settled, 2, "r still has deliveries to send");
-    let job = |key: &'static str| async move { l.job_get(key).await.expect("get").expect("job") };
+    let job =
+        |key: &'static str| async move { l.job_get(&jk(key)).await.expect("get").expect("job") };
     assert_eq!(job("w:2026-10-25").await.state, JobState::Done);
     assert_eq!(job("q:2026-10-25").await.state, JobState::Quarantined);
     assert_eq!(job("r:2026-10-25").await.state, JobState::Delivering);
@@ -1046,7 +1105,11 @@ async fn rescue_settles_jobs_with_nothing_left_to_send(t: &TestLedger) {
     )
     .await
     .expect("sent");
-    let job = l.job_get("w:2026-10-25").await.expect("get").expect("job");
+    let job = l
+        .job_get(&jk("w:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!(job.state, JobState::Delivering, "not settled yet");
     let other = rendered_job(t, "x:2026-10-25", &["a@example.com"]).await;
     assert_eq!(other.len(), 1);
@@ -1056,9 +1119,17 @@ async fn rescue_settles_jobs_with_nothing_left_to_send(t: &TestLedger) {
         .await
         .expect("rescue");
     assert_eq!(rescued.settled, 1, "{rescued:?}");
-    let job = l.job_get("w:2026-10-25").await.expect("get").expect("job");
+    let job = l
+        .job_get(&jk("w:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!((job.state, job.terminal_at), (JobState::Done, Some(later)));
-    let busy = l.job_get("x:2026-10-25").await.expect("get").expect("job");
+    let busy = l
+        .job_get(&jk("x:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!(
         busy.state,
         JobState::Delivering,
@@ -1123,14 +1194,18 @@ async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
         .expect("batch");
     assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
     assert!(matches!(results[2], Err(LedgerError::LeaseLost { .. })));
-    let job = |key: &'static str| async move { l.job_get(key).await.expect("get").expect("job") };
+    let job =
+        |key: &'static str| async move { l.job_get(&jk(key)).await.expect("get").expect("job") };
     let a = job("a:2026-10-25").await;
     assert_eq!(
         (a.state, a.artifact),
         (JobState::Delivering, Some(artifact()))
     );
     assert_eq!(
-        l.delivery_list("a:2026-10-25").await.expect("list").len(),
+        l.delivery_list(&jk("a:2026-10-25"))
+            .await
+            .expect("list")
+            .len(),
         2
     );
     assert_eq!(
@@ -1145,7 +1220,7 @@ async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
         "the stale lease changed nothing"
     );
     assert!(
-        l.delivery_list("c:2026-10-25")
+        l.delivery_list(&jk("c:2026-10-25"))
             .await
             .expect("list")
             .is_empty()

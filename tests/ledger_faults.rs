@@ -2,10 +2,12 @@
 //! again, sends cut at shutdown, and the render instant that makes renders repeatable.
 
 mod common;
+use common::jk;
 
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
+use dawnpost::keys::DeliveryKey;
 use dawnpost::ledger::{
     DeliveryNext, DeliveryState, JobState, LedgerError, RescueBudget, ResponseClass,
 };
@@ -13,7 +15,7 @@ use dawnpost::schedule::rfc3339;
 
 /// A quarantined job whose artifact retention already deleted: all retention has left to do
 /// is delete its rows.
-async fn quarantined_job(t: &TestLedger, key: &str) -> String {
+async fn quarantined_job(t: &TestLedger, key: &str) -> DeliveryKey {
     let l = &t.ledger;
     let leases = rendered_job(t, key, &["ops@example.com"]).await;
     l.delivery_finish(
@@ -24,11 +26,15 @@ async fn quarantined_job(t: &TestLedger, key: &str) -> String {
     .await
     .expect("finish");
     assert_eq!(
-        l.job_settle(key, t0()).await.expect("settle"),
+        l.job_settle(&jk(key), t0()).await.expect("settle"),
         JobState::Quarantined
     );
-    assert!(l.job_mark_artifact_deleted(key, t0()).await.expect("mark"));
-    leases[0].key().to_string()
+    assert!(
+        l.job_mark_artifact_deleted(&jk(key), t0())
+            .await
+            .expect("mark")
+    );
+    leases[0].key().clone()
 }
 
 async fn a_redrive_between_the_check_and_the_delete_is_not_deleted(t: &TestLedger) {
@@ -40,17 +46,19 @@ async fn a_redrive_between_the_check_and_the_delete_is_not_deleted(t: &TestLedge
     let page = l.job_terminal_before(later, 10).await.expect("page");
     assert_eq!(page.len(), 1);
     // ...then an operator redrives it before the delete...
-    l.job_redrive(key, "ops", "carrier fixed their inbox", later)
+    l.job_redrive(&jk(key), "ops", "carrier fixed their inbox", later)
         .await
         .expect("redrive");
     // ...and every retention write now refuses it.
-    assert_eq!(l.job_delete(key).await.expect("delete"), None);
+    assert_eq!(l.job_delete(&jk(key)).await.expect("delete"), None);
     assert_eq!(
-        l.job_clear_diagnostics(key, later).await.expect("clear"),
+        l.job_clear_diagnostics(&jk(key), later)
+            .await
+            .expect("clear"),
         None
     );
     let retired = l
-        .job_retire_artifact(key, later, || async {
+        .job_retire_artifact(&jk(key), later, || async {
             panic!("the artifact of live work must not be deleted");
             #[allow(unreachable_code)]
             Ok::<(), ()>(())
@@ -58,16 +66,21 @@ async fn a_redrive_between_the_check_and_the_delete_is_not_deleted(t: &TestLedge
         .await
         .expect("retire");
     assert!(retired.is_none());
-    let job = l.job_get(key).await.expect("get").expect("still there");
+    let job = l
+        .job_get(&jk(key))
+        .await
+        .expect("get")
+        .expect("still there");
     assert_eq!(job.state, JobState::Ready, "redriven to render again");
-    assert_eq!(l.redrive_list(key).await.expect("redrives").len(), 1);
+    assert_eq!(l.redrive_list(&jk(key)).await.expect("redrives").len(), 1);
 }
 
 async fn redrives_racing_deletes_are_never_lost(t: &TestLedger) {
     let other = t.reopen().await;
     for i in 0..24 {
-        let key = format!("race-{i}:2026-10-25");
-        let delivery = quarantined_job(t, &key).await;
+        let text = format!("race-{i}:2026-10-25");
+        let delivery = quarantined_job(t, &text).await;
+        let key = jk(&text);
         let later = t0() + Duration::days(60);
         let (deleted, redriven) = if i % 2 == 0 {
             tokio::join!(
@@ -151,7 +164,7 @@ async fn lost_leases_spend_the_budget_and_quarantine_with_a_reason(t: &TestLedge
     assert_eq!(attempts.len(), 2, "each loss is an attempt row");
     assert!(attempts.iter().all(|a| a.class == ResponseClass::Unknown));
     assert_eq!(rescued.settled, 1, "its job is settled");
-    let job = l.job_get(key).await.expect("get").expect("job");
+    let job = l.job_get(&jk(key)).await.expect("get").expect("job");
     assert_eq!(job.state, JobState::Quarantined);
     assert_eq!(
         l.lease_rescue(second, &b)
@@ -194,7 +207,7 @@ async fn a_render_that_loses_every_lease_is_quarantined(t: &TestLedger) {
         assert_eq!(leased.len(), 1, "round {round}");
         now += Duration::minutes(6);
         let rescued = l.lease_rescue(now, &b).await.expect("rescue");
-        let job = l.job_get(key).await.expect("get").expect("job");
+        let job = l.job_get(&jk(key)).await.expect("get").expect("job");
         assert_eq!(job.lease_losses, round);
         if round < 3 {
             assert_eq!((rescued.jobs, job.state), (1, JobState::Ready));
@@ -272,7 +285,7 @@ async fn the_first_render_lease_fixes_generated_at(t: &TestLedger) {
         "a later render prints the same instant"
     );
     assert_eq!(
-        l.job_get(key)
+        l.job_get(&jk(key))
             .await
             .expect("get")
             .expect("job")
@@ -287,12 +300,12 @@ async fn cancelling_a_job_closes_its_waiting_deliveries(t: &TestLedger) {
     let delivery = quarantined_job(t, key).await;
     let later = t0() + Duration::days(9);
     // Redriven after retention deleted its artifact: the job renders again, the delivery waits.
-    l.job_redrive(key, "ops", "again", later)
+    l.job_redrive(&jk(key), "ops", "again", later)
         .await
         .expect("redrive");
     let d = l.delivery_get(&delivery).await.expect("get").expect("d");
     assert_eq!(d.state, DeliveryState::Pending);
-    l.job_cancel(key, later).await.expect("cancel");
+    l.job_cancel(&jk(key), later).await.expect("cancel");
     let d = l.delivery_get(&delivery).await.expect("get").expect("d");
     assert_eq!(d.state, DeliveryState::Quarantined);
     assert_eq!(d.last_error.as_deref(), Some("the job was cancelled"));
@@ -305,7 +318,7 @@ async fn cancelling_a_job_closes_its_waiting_deliveries(t: &TestLedger) {
     let leases = rendered_job(t, "busy:2026-10-25", &["ops@example.com"]).await;
     l.delivery_release(&leases[0], t0()).await.expect("release");
     assert!(matches!(
-        l.job_cancel("busy:2026-10-25", later).await,
+        l.job_cancel(&jk("busy:2026-10-25"), later).await,
         Err(LedgerError::WrongState { .. })
     ));
     let d = l

@@ -62,7 +62,7 @@ async fn all_sent(p: &Project, hooks: usize) {
     let url = format!("sqlite://{}", p.root().join("var/dawnpost.db").display());
     let l = Ledger::connect(&url, p.root()).await.expect("ledger");
     let deliveries = l
-        .delivery_list(&format!("pipe:{DATE}"))
+        .delivery_list(&common::jk(&format!("pipe:{DATE}")))
         .await
         .expect("deliveries");
     assert_eq!(deliveries.len(), hooks);

@@ -3,6 +3,7 @@
 //! hanging. Runs on SQLite, and on PostgreSQL when it is configured.
 
 mod common;
+use common::{dk, jk};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,7 +146,7 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
 
     let l = &t.ledger;
     let attempts = l
-        .attempt_list("mail:2026-11-30/email:busy@example.com")
+        .attempt_list(&dk("mail:2026-11-30/email:busy@example.com"))
         .await
         .expect("attempts");
     assert_eq!(attempts.len(), 2);
@@ -159,7 +160,7 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
         "no retry before its time"
     );
     let bad = l
-        .attempt_list("mail:2026-11-30/email:bad@example.com")
+        .attempt_list(&dk("mail:2026-11-30/email:bad@example.com"))
         .await
         .expect("attempts");
     assert_eq!(bad.len(), 1, "5xx is permanent: quarantined at once");
@@ -175,7 +176,7 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
         );
     }
     assert_eq!(
-        l.job_get("mail:2026-11-30")
+        l.job_get(&jk("mail:2026-11-30"))
             .await
             .expect("get")
             .expect("job")
@@ -186,7 +187,7 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
     // An operator fixes the mailbox and redrives: delivered, audited, nothing else resent.
     peer.set_rule(Arc::new(|_: &str, _| (250, 250)));
     l.delivery_redrive(
-        "mail:2026-11-30/email:bad@example.com",
+        &dk("mail:2026-11-30/email:bad@example.com"),
         "ops-alice",
         "mailbox restored",
         chrono::Utc::now(),
@@ -202,12 +203,12 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
         "one email per recipient in all: {accepted:?}"
     );
     let d = l
-        .delivery_get("mail:2026-11-30/email:bad@example.com")
+        .delivery_get(&dk("mail:2026-11-30/email:bad@example.com"))
         .await
         .expect("get")
         .expect("delivery");
     assert_eq!((d.state, d.redrive_count), (DeliveryState::Sent, 1));
-    let audit = l.redrive_list("mail:2026-11-30").await.expect("audit");
+    let audit = l.redrive_list(&jk("mail:2026-11-30")).await.expect("audit");
     assert_eq!(
         (audit[0].by.as_str(), audit[0].reason.as_str()),
         ("ops-alice", "mailbox restored")
@@ -250,11 +251,17 @@ async fn webhooks_honour_retry_after_keep_keys_and_sign(t: &TestLedger) {
         "retried {:?} after a Retry-After of 1s",
         throttle[1].at - throttle[0].at
     );
-    let key = format!("hooks:2026-11-30/webhook:{}", rx.url("throttle"));
+    let key = dk(&format!("hooks:2026-11-30/webhook:{}", rx.url("throttle")));
     let secret = Secret::parse(SECRET).expect("secret");
     for hit in &throttle {
-        assert_eq!(hit.header("idempotency-key").as_deref(), Some(key.as_str()));
-        assert_eq!(hit.header("webhook-id").as_deref(), Some(key.as_str()));
+        assert_eq!(
+            hit.header("idempotency-key").as_deref(),
+            Some(key.to_string().as_str())
+        );
+        assert_eq!(
+            hit.header("webhook-id").as_deref(),
+            Some(key.to_string().as_str())
+        );
         let ts: i64 = hit
             .header("webhook-timestamp")
             .expect("timestamp")
@@ -262,7 +269,7 @@ async fn webhooks_honour_retry_after_keep_keys_and_sign(t: &TestLedger) {
             .expect("number");
         secret
             .verify(
-                &key,
+                &key.to_string(),
                 ts,
                 &hit.body,
                 &hit.header("webhook-signature").expect("signature"),
@@ -270,7 +277,7 @@ async fn webhooks_honour_retry_after_keep_keys_and_sign(t: &TestLedger) {
             .expect("a valid Standard Webhooks signature");
         let body: serde_json::Value = serde_json::from_slice(&hit.body).expect("json body");
         assert_eq!(body["job"], "hooks:2026-11-30");
-        assert_eq!(body["delivery"], key.as_str());
+        assert_eq!(body["delivery"], key.to_string().as_str());
         assert_eq!(body["date"], DATE);
         assert_eq!(body["window"]["start"], "2026-11-28T23:00:00Z");
         assert!(
@@ -291,7 +298,7 @@ async fn webhooks_honour_retry_after_keep_keys_and_sign(t: &TestLedger) {
 
     let l = &t.ledger;
     let down = l
-        .delivery_get(&format!("hooks:2026-11-30/webhook:{}", rx.url("down")))
+        .delivery_get(&dk(&format!("hooks:2026-11-30/webhook:{}", rx.url("down"))))
         .await
         .expect("get")
         .expect("d");
@@ -319,7 +326,7 @@ async fn a_hanging_receiver_is_ambiguous_and_keeps_its_key(t: &TestLedger) {
     p.write("config/dawnpost.toml", &settings(1, ""));
     let summary = run(&p, t).await;
     assert_eq!(summary.exit_code, 3);
-    let key = format!("hang:2026-11-30/webhook:{}", rx.url("hang"));
+    let key = dk(&format!("hang:2026-11-30/webhook:{}", rx.url("hang")));
     let attempts = t.ledger.attempt_list(&key).await.expect("attempts");
     assert_eq!(attempts.len(), 3);
     assert!(
@@ -330,7 +337,7 @@ async fn a_hanging_receiver_is_ambiguous_and_keeps_its_key(t: &TestLedger) {
     assert!(
         rx.hits()
             .iter()
-            .all(|h| h.header("idempotency-key").as_deref() == Some(key.as_str()))
+            .all(|h| h.header("idempotency-key").as_deref() == Some(key.to_string().as_str()))
     );
 }
 
@@ -378,7 +385,7 @@ async fn an_smtp_timeout_after_data_is_ambiguous_and_retried_with_the_same_messa
     assert_eq!(seen[0].header("Message-ID"), seen[1].header("Message-ID"));
     let attempts = t
         .ledger
-        .attempt_list("slow:2026-11-30/email:ops@example.com")
+        .attempt_list(&dk("slow:2026-11-30/email:ops@example.com"))
         .await
         .expect("attempts");
     assert_eq!(
@@ -408,7 +415,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     assert_eq!(summary.exit_code, 0, "{summary:?}");
     let job = t
         .ledger
-        .job_get("esc:2026-11-30")
+        .job_get(&jk("esc:2026-11-30"))
         .await
         .expect("get")
         .expect("job");
@@ -429,7 +436,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     assert_eq!(run(&p2, t).await.exit_code, 0);
     let job = t
         .ledger
-        .job_get("esc2:2026-11-30")
+        .job_get(&jk("esc2:2026-11-30"))
         .await
         .expect("get")
         .expect("job");
@@ -464,7 +471,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     assert_eq!(summary.exit_code, 3);
     let job = t
         .ledger
-        .job_get("strict:2026-11-30")
+        .job_get(&jk("strict:2026-11-30"))
         .await
         .expect("get")
         .expect("job");

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::peers::{HttpRule, Receiver};
-use common::{Project, TestLedger, run_date};
+use common::{Project, TestLedger, jk, run_date};
 use dawnpost::Config;
 use dawnpost::artifact::ArtifactStore;
 use dawnpost::ledger::{DeliveryState, JobState, ResponseClass};
@@ -115,7 +115,7 @@ async fn a_commit_cut_by_a_killed_backend_is_retried_without_resending() {
     }
     let deliveries = t
         .ledger
-        .delivery_list(&format!("kill:{DATE}"))
+        .delivery_list(&jk(&format!("kill:{DATE}")))
         .await
         .expect("deliveries");
     assert_eq!(deliveries.len(), 12);
@@ -162,7 +162,7 @@ async fn a_failed_render_waits_its_backoff_from_the_failure(t: &TestLedger) {
     assert_eq!(hits.load(Ordering::SeqCst), 1, "no immediate retry");
     let job = t
         .ledger
-        .job_get(&format!("slow:{DATE}"))
+        .job_get(&jk(&format!("slow:{DATE}")))
         .await
         .expect("get")
         .expect("job");
@@ -194,7 +194,7 @@ async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives
     let p = project(&report("again", FILE_SOURCE, &[rx.url("gone")]), "");
     let first = run(&p, t, Duration::from_secs(30)).await;
     assert_eq!(first.exit_code, 3, "quarantined: {first:?}");
-    let key = format!("again:{DATE}");
+    let key = jk(&format!("again:{DATE}"));
     let job = t.ledger.job_get(&key).await.expect("get").expect("job");
     let sha = job.artifact.clone().expect("artifact").sha256;
     let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");

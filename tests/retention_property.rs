@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use chrono::{DateTime, Duration, Utc};
 use common::TestLedger;
 use common::world::*;
-use dawnpost::keys::{DestinationKind, JobKey, delivery_key};
+use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey};
 use dawnpost::ledger::{DeliveryState, JobState, Ledger, RescueBudget};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -74,7 +74,7 @@ struct Before {
     in_flight: bool,
 }
 
-async fn before(l: &Ledger, world: &World, key: &str) -> Before {
+async fn before(l: &Ledger, world: &World, key: &JobKey) -> Before {
     let job = l.job_get(key).await.expect("get");
     let in_flight = l
         .delivery_list(key)
@@ -93,7 +93,7 @@ async fn before(l: &Ledger, world: &World, key: &str) -> Before {
 async fn sweep_exactly(
     l: &Ledger,
     world: &World,
-    keys: &[String],
+    keys: &[JobKey],
     specs: &[Spec],
     now: DateTime<Utc>,
 ) {
@@ -146,16 +146,16 @@ async fn sweep_exactly(
 
 /// Whatever raced, live work keeps what it needs: a delivering job has its artifact objects,
 /// and a redrive that succeeded left its job and its audit row.
-async fn live_work_is_whole(l: &Ledger, world: &World, keys: &[String]) {
+async fn live_work_is_whole(l: &Ledger, world: &World, keys: &[JobKey]) {
     for k in keys {
         let Some(job) = l.job_get(k).await.expect("get") else {
             continue;
         };
         if job.state == JobState::Delivering {
-            let (report, date) = k.split_once(':').expect("key");
+            let (report, date) = (k.report().as_str(), k.date().to_string());
             assert!(
                 job.artifact_deleted_at.is_none()
-                    && world.store.count(report, date).await.expect("count") > 0,
+                    && world.store.count(report, &date).await.expect("count") > 0,
                 "{k}: delivering without its artifact"
             );
         }
@@ -194,8 +194,7 @@ async fn run_case(t: &TestLedger, c: Case) {
                 let _ = l.job_redrive(&pick(i), "ops", "again", now).await;
             }
             Op::RedriveDelivery(i) => {
-                let key: JobKey = pick(i).parse().expect("key");
-                let dk = delivery_key(&key, DestinationKind::Email, "ops@example.com");
+                let dk = DeliveryKey::new(pick(i), DestinationKind::Email, "ops@example.com");
                 let _ = l.delivery_redrive(&dk, "ops", "again", now).await;
             }
             Op::Cancel(i) => {

@@ -99,13 +99,7 @@ fn windows_are_the_previous_local_day_23_or_25_hours_around_dst() {
         utc("2026-03-07T00:00:00Z"),
         utc("2026-03-10T00:00:00Z"),
     );
-    let window = |key: &str| {
-        fires
-            .iter()
-            .find(|f| f.key.to_string() == key)
-            .expect(key)
-            .window
-    };
+    let window = |key: &str| fires.iter().find(|f| f.key == key).expect(key).window;
     assert_eq!(
         window("ny-0130:2026-03-09"),
         Window {
@@ -129,7 +123,7 @@ fn windows_are_the_previous_local_day_23_or_25_hours_around_dst() {
     );
     let w = fires
         .iter()
-        .find(|f| f.key.to_string() == "ny-0230:2026-11-02")
+        .find(|f| f.key == "ny-0230:2026-11-02")
         .expect("fire")
         .window;
     assert_eq!(

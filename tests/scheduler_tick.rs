@@ -2,6 +2,7 @@
 //! and several schedulers on one ledger inserting each key once. Runs on both backends.
 
 mod common;
+use common::jk;
 
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ async fn job_keys(t: &TestLedger) -> Vec<String> {
         .await
         .expect("list")
         .into_iter()
-        .map(|j| j.key)
+        .map(|j| j.key.to_string())
         .collect();
     keys.sort();
     keys
@@ -53,7 +54,7 @@ async fn catch_up_after_three_day_outage_is_bounded(t: &TestLedger) {
     );
     let job = t
         .ledger
-        .job_get("warehouse-17:2026-10-23")
+        .job_get(&jk("warehouse-17:2026-10-23"))
         .await
         .expect("get")
         .expect("job");

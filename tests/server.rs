@@ -1,6 +1,7 @@
 //! The HTTP surface over real HTTP on port 0: signed ingestion, the ops API, metrics, health.
 
 mod common;
+use common::jk;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use common::{Project, TestLedger, at, report};
 use dawnpost::ManualClock;
-use dawnpost::keys::{DestinationKind, delivery_key};
+use dawnpost::keys::{DeliveryKey, DestinationKind};
 use dawnpost::ledger::{
     DeliveryNext, JobState, LeaseParams, NewAttempt, NewDelivery, ResponseClass,
 };
@@ -144,7 +145,7 @@ async fn signed_ingestion_statuses(t: &TestLedger) {
     // 202 came after the commit: the job is there.
     let job = t
         .ledger
-        .job_get("warehouse-17:2026-11-29")
+        .job_get(&jk("warehouse-17:2026-11-29"))
         .await
         .expect("get")
         .expect("job");
@@ -256,7 +257,7 @@ async fn signed_ingestion_statuses(t: &TestLedger) {
     // Refused requests recorded nothing.
     assert!(
         t.ledger
-            .job_get("warehouse-17:2026-11-28")
+            .job_get(&jk("warehouse-17:2026-11-28"))
             .await
             .expect("get")
             .is_none()
@@ -284,9 +285,8 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         limit: 10,
     };
     let job = l.job_lease(&params).await.expect("lease").remove(0);
-    let key: dawnpost::JobKey = job.job.key.parse().expect("key");
-    let dkey = delivery_key(
-        &key,
+    let dkey = DeliveryKey::new(
+        job.job.key.clone(),
         DestinationKind::Webhook,
         "https://carrier.example/hooks?x=1",
     );
@@ -296,11 +296,7 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         sha256: "00".into(),
         bytes: 1,
     };
-    let d = NewDelivery {
-        key: dkey.clone(),
-        kind: DestinationKind::Webhook,
-        destination: "https://carrier.example/hooks?x=1".into(),
-    };
+    let d = NewDelivery { key: dkey.clone() };
     l.job_rendered(&job.lease, &artifact, &[d], params.now)
         .await
         .expect("rendered");
@@ -368,10 +364,11 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
     assert_eq!(status, StatusCode::NOT_FOUND);
     let (status, dlq) = s.ops(Method::GET, "/v1/dlq", Some(TOKEN), None).await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(dlq["deliveries"][0]["key"], dkey.as_str());
+    assert_eq!(dlq["deliveries"][0]["key"], dkey.to_string());
 
     let redrive = json!({"by": "alice", "reason": "carrier endpoint restored"});
-    let encoded: String = url::form_urlencoded::byte_serialize(dkey.as_bytes()).collect();
+    let encoded: String =
+        url::form_urlencoded::byte_serialize(dkey.to_string().as_bytes()).collect();
     let (status, _) = s
         .ops(
             Method::POST,
@@ -396,12 +393,12 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
     assert_eq!(status, StatusCode::OK, "{reply}");
     assert_eq!(reply["job"], "warehouse-17:2026-11-29");
     let audit = l
-        .redrive_list("warehouse-17:2026-11-29")
+        .redrive_list(&jk("warehouse-17:2026-11-29"))
         .await
         .expect("audit");
     assert_eq!(
-        (audit[0].by.as_str(), audit[0].delivery_key.as_deref()),
-        ("alice", Some(dkey.as_str()))
+        (audit[0].by.as_str(), audit[0].delivery_key.as_ref()),
+        ("alice", Some(&dkey))
     );
     let (status, reply) = s
         .ops(

@@ -72,11 +72,7 @@ pub(super) async fn backfill(
         .job_insert_many(&jobs, clock.now())
         .await?;
     for fire in &fires {
-        print_fire(
-            fire,
-            args.json,
-            Some(inserted.contains(&fire.key.to_string())),
-        )?;
+        print_fire(fire, args.json, Some(inserted.contains(&fire.key)))?;
     }
     if !args.json {
         out!("{} of {} jobs inserted", inserted.len(), fires.len());
@@ -111,7 +107,7 @@ pub(super) async fn enqueue(
         origin: JobOrigin::Enqueue,
     };
     let inserted = !l.job_insert_many(&[job], now).await?.is_empty();
-    let state = l.job_get(&fire.key.to_string()).await?.map(|j| j.state);
+    let state = l.job_get(&fire.key).await?.map(|j| j.state);
     print_enqueued(&fire, inserted, state, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -332,7 +328,11 @@ pub(super) async fn redrive(
         Some(d) => {
             match l.delivery_get(d).await? {
                 Some(dl) if &dl.job_key != key => {
-                    bail!("delivery {d:?} belongs to job {}, not {key}", dl.job_key)
+                    bail!(
+                        "delivery {} belongs to job {}, not {key}",
+                        d.redacted(),
+                        dl.job_key
+                    )
                 }
                 _ => {}
             }
@@ -344,7 +344,9 @@ pub(super) async fn redrive(
         Ok(out) => {
             out!(
                 "redriven {} ({} deliver{} back to pending) by {by}: {reason}",
-                args.delivery.as_deref().unwrap_or(&out.job_key),
+                args.delivery
+                    .as_ref()
+                    .map_or_else(|| out.job_key.to_string(), |d| d.redacted()),
                 out.deliveries,
                 if out.deliveries == 1 { "y" } else { "ies" }
             );

@@ -12,6 +12,7 @@ use std::io::IsTerminal;
 
 use crate::clock::{SharedClock, SystemClock};
 use crate::config::Config;
+use crate::keys::{DeliveryKey, JobKey};
 use crate::ledger::Ledger;
 use crate::schedule::{Fire, plan};
 
@@ -150,7 +151,7 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    pub key: String,
+    pub key: JobKey,
     #[arg(long)]
     pub json: bool,
 }
@@ -170,10 +171,10 @@ pub struct SweepArgs {
 #[derive(Debug, Args)]
 pub struct RedriveArgs {
     /// The job key.
-    pub key: String,
+    pub key: JobKey,
     /// Only this delivery of the job.
     #[arg(long)]
-    pub delivery: Option<String>,
+    pub delivery: Option<DeliveryKey>,
     /// Who is redriving.
     #[arg(long)]
     pub by: String,

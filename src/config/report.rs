@@ -130,7 +130,7 @@ fn load_report(
 
     let id = f.req::<String>("id", errors).and_then(|s| {
         ReportId::parse(&s)
-            .map_err(|e| errors.push(place.error("id", e)))
+            .map_err(|e| errors.push(place.error("id", e.to_string())))
             .ok()
     });
     let title = f.req::<String>("title", errors).filter(|t| {

@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Outcome, scrub};
 use crate::config::{EmailSettings, EmailTransport};
+use crate::keys::DeliveryKey;
 use crate::outcome::ResponseClass;
 use crate::render::Rendered;
 
@@ -101,10 +102,10 @@ impl EmailSender {
     }
 
     /// Sends one message and classifies the result.
-    pub async fn send(&self, message: &Message, delivery_key: &str, to: &str) -> Outcome {
+    pub async fn send(&self, message: &Message, delivery_key: &DeliveryKey, to: &str) -> Outcome {
         match self {
             EmailSender::File { dir } => {
-                let name = file_name(delivery_key);
+                let name = file_name(&delivery_key.to_string());
                 let path = dir.join(&name);
                 let tmp = dir.join(format!(".{name}.tmp"));
                 let result = async {
@@ -186,8 +187,8 @@ pub fn classify(e: &lettre::transport::smtp::Error, to: &str) -> Outcome {
 }
 
 /// The Message-ID of a delivery: the same for every retry.
-pub fn message_id(delivery_key: &str, from: &Mailbox) -> String {
-    let digest = hex::encode(Sha256::digest(delivery_key.as_bytes()));
+pub fn message_id(delivery_key: &DeliveryKey, from: &Mailbox) -> String {
+    let digest = hex::encode(Sha256::digest(delivery_key.to_string().as_bytes()));
     format!("<{}.dawnpost@{}>", &digest[..32], from.email.domain())
 }
 
@@ -211,10 +212,10 @@ pub fn build_message(
     from: &Mailbox,
     to: &lettre::Address,
     subject: &str,
-    delivery_key: &str,
+    delivery_key: &DeliveryKey,
     date: SystemTime,
     rendered: &Rendered,
-) -> Result<Message, String> {
+) -> Result<Message, lettre::error::Error> {
     let mut message = Message::builder()
         .from(from.clone())
         .to(Mailbox::new(None, to.clone()))
@@ -233,8 +234,7 @@ pub fn build_message(
                         .header(ContentType::TEXT_HTML)
                         .body(rendered.html.clone()),
                 ),
-        )
-        .map_err(|e| format!("cannot build the message: {e}"))?;
+        )?;
     message.headers_mut().insert_raw(HeaderValue::new(
         HeaderName::new_from_ascii_str(DELIVERY_HEADER),
         delivery_key.to_string(),

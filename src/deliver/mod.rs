@@ -55,24 +55,7 @@ pub fn bounded(mut s: String, limit: usize) -> String {
     s
 }
 
-/// `ops-17@example.com` → `o***@example.com`.
-pub fn redact_address(addr: &str) -> String {
-    match addr.split_once('@') {
-        Some((local, domain)) => {
-            let first = local.chars().next().map(String::from).unwrap_or_default();
-            format!("{first}***@{domain}")
-        }
-        None => "***".into(),
-    }
-}
-
-/// A delivery key safe to log: the email address in it redacted.
-pub fn redact_delivery_key(key: &str) -> String {
-    match key.split_once("/email:") {
-        Some((job, addr)) => format!("{job}/email:{}", redact_address(addr)),
-        None => key.to_string(),
-    }
-}
+pub use crate::redact::redact_address;
 
 /// Replaces every occurrence of `addr` in `text` by its redacted form.
 pub fn scrub(text: &str, addr: &str) -> String {
@@ -89,14 +72,6 @@ mod tests {
     #[test]
     fn redacts_addresses() {
         assert_eq!(redact_address("ops-17@example.com"), "o***@example.com");
-        assert_eq!(
-            redact_delivery_key("w:2026-10-25/email:lead@example.com"),
-            "w:2026-10-25/email:l***@example.com"
-        );
-        assert_eq!(
-            redact_delivery_key("w:2026-10-25/webhook:https://x/y"),
-            "w:2026-10-25/webhook:https://x/y"
-        );
         assert_eq!(
             scrub("550 <lead@example.com> unknown", "lead@example.com"),
             "550 <l***@example.com> unknown"

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{Outcome, bounded};
+use crate::keys::{DeliveryKey, JobKey};
 use crate::ledger::ArtifactRef;
 use crate::outcome::ResponseClass;
 use crate::retry::parse_retry_after;
@@ -20,8 +21,8 @@ use crate::signing::Secret;
 /// The body of a webhook delivery.
 #[derive(Debug, Serialize)]
 pub struct WebhookBody<'a> {
-    pub job: &'a str,
-    pub delivery: &'a str,
+    pub job: &'a JobKey,
+    pub delivery: &'a DeliveryKey,
     pub report: &'a str,
     pub title: &'a str,
     pub date: &'a str,
@@ -58,20 +59,21 @@ impl WebhookSender {
         &self,
         url: &str,
         secret: Option<&Secret>,
-        delivery_key: &str,
+        delivery_key: &DeliveryKey,
         body: Vec<u8>,
         now: DateTime<Utc>,
     ) -> Outcome {
         let ts = now.timestamp();
+        let delivery_key = delivery_key.to_string();
         let mut req = self
             .client
             .post(url)
             .header("content-type", "application/json")
-            .header("idempotency-key", delivery_key)
-            .header("webhook-id", delivery_key)
+            .header("idempotency-key", &delivery_key)
+            .header("webhook-id", &delivery_key)
             .header("webhook-timestamp", ts.to_string());
         if let Some(secret) = secret {
-            req = req.header("webhook-signature", secret.sign(delivery_key, ts, &body));
+            req = req.header("webhook-signature", secret.sign(&delivery_key, ts, &body));
         }
         match req.body(body).send().await {
             Ok(resp) => {

@@ -8,6 +8,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use super::LedgerError;
+use super::sql::PerBackend;
 use crate::redact::redact_url;
 
 /// Locks one job's row (`$1`) for the rest of the transaction before a retention write or a
@@ -17,42 +18,17 @@ pub(super) const LOCK_JOB: Option<&str> = Some("SELECT key FROM jobs WHERE key =
 
 pub(super) const BEGIN: &str = "BEGIN";
 
-/// Inserts jobs from parallel arrays (key, report, local date, origin, fire_at, window start
-/// and end, ready_at), created at `$9`; returns the keys it inserted.
-pub(super) const JOB_INSERT_MANY: &str = "INSERT INTO jobs
-        (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at)
-    SELECT k, r, d, 'ready', o, f, ws, we, ra, $9, $9
-    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[])
-        AS t(k, r, d, o, f, ws, we, ra)
-    ON CONFLICT DO NOTHING
-    RETURNING key";
-
 /// Runs before a lease, in its transaction. Leases walk the queue index (state, ready_at, key)
 /// in order and stop at their limit. Right after a burst of new work the statistics are stale
 /// (autovacuum has not analysed yet), PostgreSQL believes the queue holds a handful of rows,
 /// and it sorted the whole queue on every lease instead; with sorting off it always walks the
-/// index. The job test in the delivery lease is `(…) IS TRUE` for the same reason: a probe by
-/// key per delivery, not a scan of every delivering job.
+/// index.
 pub(super) const LEASE_PLAN: Option<&str> = Some("SET LOCAL enable_sort = off");
 
-pub(super) const JOB_LEASE: &str = "UPDATE jobs
-    SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
-        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
-        generated_at = COALESCE(generated_at, $3)
-    WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
-                  ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED)
-    RETURNING *";
-
-/// Claims up to `$4` due deliveries of jobs that are delivering (a job sent back to render
-/// keeps its deliveries waiting).
-pub(super) const DELIVERY_LEASE: &str = "UPDATE deliveries
-    SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
-        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
-    WHERE key IN (SELECT d.key FROM deliveries d
-                  WHERE d.state = 'pending' AND d.ready_at <= $3
-                    AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key AND (j.state = 'delivering') IS TRUE)
-                  ORDER BY d.ready_at, d.key LIMIT $4 FOR UPDATE SKIP LOCKED)
-    RETURNING *";
+/// This backend's text of a statement.
+pub(super) fn pick(statement: PerBackend) -> &'static str {
+    statement.postgres
+}
 
 /// Connects, optionally inside `schema` (created if missing), and migrates.
 pub(super) async fn connect(url: &str, schema: Option<&str>) -> Result<PgPool, LedgerError> {

@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::{Lease, Ledger, RescueCounts, Result, fenced};
+use super::{DeliveryLease, Ledger, RescueCounts, Result, fenced};
 use crate::clock::to_millis;
 use crate::retry::RetryPolicy;
 use crate::window::rfc3339;
@@ -34,11 +34,79 @@ impl Default for RescueBudget {
     }
 }
 
-/// Deliveries whose lease expired.
-const EXPIRED_SENDING: &str = "state = 'sending' AND lease_expires_at < $1";
+/// Deliveries whose lease expired before `$1`.
+macro_rules! expired_sending {
+    () => {
+        "state = 'sending' AND lease_expires_at < $1"
+    };
+}
+
 /// ... and whose budget is spent: `$2` attempts, or a budget that started at or before `$3`.
-const SPENT: &str =
-    "(attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)";
+macro_rules! spent {
+    () => {
+        "(attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)"
+    };
+}
+
+const QUARANTINE_LOST_RENDERS: &str = "UPDATE jobs SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
+        lease_losses = lease_losses + 1,
+        last_error = 'worker lost ' || CAST(lease_losses + 1 AS TEXT) || $3 || ': the render kills or hangs its worker',
+        updated_at = $1, terminal_at = $1
+     WHERE state = 'rendering' AND lease_expires_at < $1 AND attempts >= $2";
+
+const RESCUE_RENDERS: &str =
+    "UPDATE jobs SET state = 'ready', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
+        lease_losses = lease_losses + 1,
+        last_error = 'lease expired: the worker stopped reporting', updated_at = $1
+     WHERE state = 'rendering' AND lease_expires_at < $1";
+
+/// The attempt row of each lost send: its outcome is unknown.
+const RECORD_LOST_SENDS: &str = concat!(
+    "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
+     SELECT key, attempts, updated_at, $1, 'unknown',
+            CASE WHEN ", spent!(), "
+                 THEN 'lease expired: the worker stopped reporting; outcome unknown; budget spent'
+                 ELSE 'lease expired: the worker stopped reporting; outcome unknown' END,
+            CASE WHEN ", spent!(), " THEN NULL ELSE $1 END
+     FROM deliveries WHERE ", expired_sending!(), "
+     ON CONFLICT DO NOTHING"
+);
+
+const QUARANTINE_LOST_SENDS: &str = concat!(
+    "UPDATE deliveries SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
+        lease_losses = lease_losses + 1, last_class = 'unknown',
+        last_error = 'worker lost ' || CAST(lease_losses + 1 AS TEXT) || $4 || ': the send kills or hangs its worker',
+        updated_at = $1, terminal_at = $1
+     WHERE ", expired_sending!(), " AND ", spent!()
+);
+
+const RESCUE_SENDS: &str = concat!(
+    "UPDATE deliveries SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
+        lease_losses = lease_losses + 1,
+        last_class = 'unknown', last_error = 'lease expired', updated_at = $1
+     WHERE ", expired_sending!()
+);
+
+/// Settles every delivering job with nothing left to send, at `$1`.
+const SETTLE_ALL: &str = concat!(
+    "UPDATE jobs SET state = ",
+    settled_state!(),
+    ", updated_at = $1, terminal_at = $1
+     WHERE state = 'delivering' AND ",
+    nothing_in_flight!("jobs.key")
+);
+
+/// A send cut at shutdown: its attempt row (`$1` now, `$2` key, `$3` token), written while
+/// `updated_at` still says when the lease was taken.
+const RECORD_CUT_SEND: &str = "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
+     SELECT key, attempts, updated_at, $1, 'unknown',
+            'cut at shutdown (drain_timeout): the send may have reached the receiver; outcome unknown', $1
+     FROM deliveries WHERE key = $2 AND lease_token = $3 AND state = 'sending'
+     ON CONFLICT DO NOTHING";
+
+const ABANDON_SEND: &str = "UPDATE deliveries SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
+        last_class = 'unknown', last_error = 'cut at shutdown', updated_at = $1
+     WHERE key = $2 AND lease_token = $3 AND state = 'sending'";
 
 impl Ledger {
     /// Returns every expired lease: `rendering → ready`, `sending → pending`, or, once the
@@ -57,80 +125,42 @@ impl Ledger {
         let lost = format!(" times, last at {}", rfc3339(now));
         on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
-            let jobs_quarantined = sqlx::query(
-                "UPDATE jobs SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
-                        lease_losses = lease_losses + 1,
-                        last_error = 'worker lost ' || CAST(lease_losses + 1 AS TEXT) || $3 || ': the render kills or hangs its worker',
-                        updated_at = $1, terminal_at = $1
-                 WHERE state = 'rendering' AND lease_expires_at < $1 AND attempts >= $2",
-            )
-            .bind(now_ms)
-            .bind(max_attempts)
-            .bind(&lost)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            let jobs = sqlx::query(
-                "UPDATE jobs SET state = 'ready', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
-                        lease_losses = lease_losses + 1,
-                        last_error = 'lease expired: the worker stopped reporting', updated_at = $1
-                 WHERE state = 'rendering' AND lease_expires_at < $1",
-            )
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
-                 SELECT key, attempts, updated_at, $1, 'unknown',
-                        CASE WHEN {SPENT}
-                             THEN 'lease expired: the worker stopped reporting; outcome unknown; budget spent'
-                             ELSE 'lease expired: the worker stopped reporting; outcome unknown' END,
-                        CASE WHEN {SPENT} THEN NULL ELSE $1 END
-                 FROM deliveries WHERE {EXPIRED_SENDING}
-                 ON CONFLICT DO NOTHING"
-            )))
-            .bind(now_ms)
-            .bind(max_attempts)
-            .bind(age_cutoff)
-            .execute(&mut *tx)
-            .await?;
-            let deliveries_quarantined = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE deliveries SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
-                        lease_losses = lease_losses + 1, last_class = 'unknown',
-                        last_error = 'worker lost ' || CAST(lease_losses + 1 AS TEXT) || $4 || ': the send kills or hangs its worker',
-                        updated_at = $1, terminal_at = $1
-                 WHERE {EXPIRED_SENDING} AND {SPENT}"
-            )))
-            .bind(now_ms)
-            .bind(max_attempts)
-            .bind(age_cutoff)
-            .bind(&lost)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            let deliveries = sqlx::query(sqlx::AssertSqlSafe(format!(
-                "UPDATE deliveries SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
-                        lease_losses = lease_losses + 1,
-                        last_class = 'unknown', last_error = 'lease expired', updated_at = $1
-                 WHERE {EXPIRED_SENDING}"
-            )))
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            let settled = sqlx::query(
-                "UPDATE jobs SET
-                    state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state = 'quarantined')
-                                 THEN 'quarantined' ELSE 'done' END,
-                    updated_at = $1, terminal_at = $1
-                 WHERE state = 'delivering'
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))",
-            )
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            let jobs_quarantined = sqlx::query(QUARANTINE_LOST_RENDERS)
+                .bind(now_ms)
+                .bind(max_attempts)
+                .bind(&lost)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            let jobs = sqlx::query(RESCUE_RENDERS)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            sqlx::query(RECORD_LOST_SENDS)
+                .bind(now_ms)
+                .bind(max_attempts)
+                .bind(age_cutoff)
+                .execute(&mut *tx)
+                .await?;
+            let deliveries_quarantined = sqlx::query(QUARANTINE_LOST_SENDS)
+                .bind(now_ms)
+                .bind(max_attempts)
+                .bind(age_cutoff)
+                .bind(&lost)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            let deliveries = sqlx::query(RESCUE_SENDS)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            let settled = sqlx::query(SETTLE_ALL)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
             tx.commit().await?;
             Ok(RescueCounts {
                 jobs,
@@ -144,34 +174,23 @@ impl Ledger {
     /// `sending → pending` at `now`, keeping the attempt and recording it as `unknown`: a send
     /// cut at shutdown (`drain_timeout`) may have reached the receiver, so it counts, and its
     /// retry reuses the same key — as the rescuer does with a lost lease.
-    pub async fn delivery_abandon(&self, lease: &Lease, now: DateTime<Utc>) -> Result<()> {
+    pub async fn delivery_abandon(&self, lease: &DeliveryLease, now: DateTime<Utc>) -> Result<()> {
         let now_ms = to_millis(now);
         let n = on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
-            // First the attempt row, while `updated_at` still says when the lease was taken.
-            sqlx::query(
-                "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
-                 SELECT key, attempts, updated_at, $1, 'unknown',
-                        'cut at shutdown (drain_timeout): the send may have reached the receiver; outcome unknown', $1
-                 FROM deliveries WHERE key = $2 AND state = 'sending' AND lease_token = $3
-                 ON CONFLICT DO NOTHING",
-            )
-            .bind(now_ms)
-            .bind(&lease.key)
-            .bind(lease.token)
-            .execute(&mut *tx)
-            .await?;
-            let n = sqlx::query(
-                "UPDATE deliveries SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
-                        last_class = 'unknown', last_error = 'cut at shutdown', updated_at = $1
-                 WHERE key = $2 AND state = 'sending' AND lease_token = $3",
-            )
-            .bind(now_ms)
-            .bind(&lease.key)
-            .bind(lease.token)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
+            sqlx::query(RECORD_CUT_SEND)
+                .bind(now_ms)
+                .bind(lease.key())
+                .bind(lease.token())
+                .execute(&mut *tx)
+                .await?;
+            let n = sqlx::query(ABANDON_SEND)
+                .bind(now_ms)
+                .bind(lease.key())
+                .bind(lease.token())
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
             tx.commit().await?;
             n
         });

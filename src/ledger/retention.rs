@@ -7,14 +7,29 @@
 
 use std::future::Future;
 
+/// The retention check of one job (`$1`): terminal, nothing pending or in flight, and
+/// `$extra`.
+macro_rules! retirable_sql {
+    ($extra:literal) => {
+        concat!(
+            "SELECT key FROM jobs WHERE key = $1 AND state IN ",
+            terminal_job!(),
+            " AND ",
+            $extra,
+            " AND ",
+            nothing_in_flight!("jobs.key")
+        )
+    };
+}
+
 /// Locks the job's row (where the backend needs it), then tells whether it may be retired:
 /// [`retirable_sql`] run after the lock is held, so it sees every redrive committed before.
 macro_rules! retirable {
-    ($tx:ident, $d:ident, $key:expr, $extra:expr) => {{
+    ($tx:ident, $d:ident, $key:expr, $extra:literal) => {{
         if let Some(lock) = $d::LOCK_JOB {
             sqlx::query(lock).bind($key).execute(&mut *$tx).await?;
         }
-        let found: Option<(String,)> = sqlx::query_as(sqlx::AssertSqlSafe(retirable_sql($extra)))
+        let found: Option<(String,)> = sqlx::query_as(retirable_sql!($extra))
             .bind($key)
             .fetch_optional(&mut *$tx)
             .await?;
@@ -27,7 +42,7 @@ macro_rules! retirable {
 /// objects), whose failure rolls back (`return Ok(Some(Err(e)))`). Evaluates to the open
 /// transaction.
 macro_rules! begin_retirement {
-    ($p:ident, $d:ident, $key:expr, $extra:expr, $before:expr) => {{
+    ($p:ident, $d:ident, $key:expr, $extra:literal, $before:expr) => {{
         let mut tx = $p.begin_with($d::BEGIN).await?;
         if !retirable!(tx, $d, $key, $extra) {
             tx.rollback().await?;
@@ -43,8 +58,9 @@ macro_rules! begin_retirement {
 
 use chrono::{DateTime, Utc};
 
-use super::{JOB_COLUMNS, Job, JobRecord, Ledger, Result, RetentionSizes, TERMINAL_JOB};
+use super::{Job, JobRecord, Ledger, Result, RetentionSizes};
 use crate::clock::to_millis;
+use crate::keys::JobKey;
 
 impl Ledger {
     /// Terminal jobs that became terminal before `before` and have no delivery in flight,
@@ -52,21 +68,23 @@ impl Ledger {
     pub async fn job_terminal_page(
         &self,
         before: DateTime<Utc>,
-        after: Option<(DateTime<Utc>, String)>,
+        after: Option<(DateTime<Utc>, JobKey)>,
         limit: u32,
     ) -> Result<Vec<Job>> {
         let (cursor_at, cursor_key) = match after {
-            Some((at, key)) => (to_millis(at), key),
+            Some((at, key)) => (to_millis(at), key.to_string()),
             None => (i64::MIN, String::new()),
         };
         let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(sqlx::AssertSqlSafe(format!(
-                "SELECT {JOB_COLUMNS} FROM jobs j
-                 WHERE j.state IN {TERMINAL_JOB} AND j.terminal_at < $1
-                   AND (j.terminal_at > $2 OR (j.terminal_at = $2 AND j.key > $3))
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = j.key AND d.state IN ('pending', 'sending'))
-                 ORDER BY j.terminal_at, j.key LIMIT $4"
-            )))
+            sqlx::query_as(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE state IN ",
+                terminal_job!(),
+                " AND terminal_at < $1 AND (terminal_at > $2 OR (terminal_at = $2 AND key > $3)) AND ",
+                nothing_in_flight!("jobs.key"),
+                " ORDER BY terminal_at, key LIMIT $4"
+            ))
             .bind(to_millis(before))
             .bind(cursor_at)
             .bind(&cursor_key)
@@ -90,7 +108,7 @@ impl Ledger {
     /// recorded.
     pub async fn job_retire_artifact<F, Fut, E>(
         &self,
-        key: &str,
+        key: &JobKey,
         now: DateTime<Utc>,
         delete: F,
     ) -> Result<Option<std::result::Result<(), E>>>
@@ -99,8 +117,13 @@ impl Ledger {
         Fut: Future<Output = std::result::Result<(), E>>,
     {
         on_backend!(self, |p, d| {
-            let retired = "artifact_key IS NOT NULL AND artifact_deleted_at IS NULL";
-            let mut tx = begin_retirement!(p, d, key, retired, delete);
+            let mut tx = begin_retirement!(
+                p,
+                d,
+                key,
+                "artifact_key IS NOT NULL AND artifact_deleted_at IS NULL",
+                delete
+            );
             sqlx::query("UPDATE jobs SET artifact_deleted_at = $1, updated_at = $1 WHERE key = $2")
                 .bind(to_millis(now))
                 .bind(key)
@@ -114,7 +137,11 @@ impl Ledger {
     /// Records that a finished job's artifact is gone, without deleting anything (for tests
     /// and tools; the sweeper uses [`Ledger::job_retire_artifact`]). Refused (false) unless the
     /// job is terminal with nothing in flight.
-    pub async fn job_mark_artifact_deleted(&self, key: &str, now: DateTime<Utc>) -> Result<bool> {
+    pub async fn job_mark_artifact_deleted(
+        &self,
+        key: &JobKey,
+        now: DateTime<Utc>,
+    ) -> Result<bool> {
         let done = self
             .job_retire_artifact(key, now, || async {
                 Ok::<(), std::convert::Infallible>(())
@@ -127,7 +154,7 @@ impl Ledger {
     /// attempt rows were cleared, or None when the job is not terminal (or has work in flight).
     pub async fn job_clear_diagnostics(
         &self,
-        key: &str,
+        key: &JobKey,
         now: DateTime<Utc>,
     ) -> Result<Option<u64>> {
         on_backend!(self, |p, d| {
@@ -157,7 +184,7 @@ impl Ledger {
     /// Deletes a finished job's ledger rows (attempts, deliveries, redrives, ingest records, the
     /// job) in one transaction. Refused (None) unless the job is terminal, has nothing in flight,
     /// and its artifact is gone (or never existed). Returns the number of rows deleted.
-    pub async fn job_delete(&self, key: &str) -> Result<Option<u64>> {
+    pub async fn job_delete(&self, key: &JobKey) -> Result<Option<u64>> {
         let deleted = self
             .job_delete_with(key, || async { Ok::<(), std::convert::Infallible>(()) })
             .await?;
@@ -169,7 +196,7 @@ impl Ledger {
     /// throughout. `Ok(Some(Err(e)))`: `purge` failed and nothing was deleted.
     pub async fn job_delete_with<F, Fut, E>(
         &self,
-        key: &str,
+        key: &JobKey,
         purge: F,
     ) -> Result<Option<std::result::Result<u64, E>>>
     where
@@ -177,8 +204,13 @@ impl Ledger {
         Fut: Future<Output = std::result::Result<(), E>>,
     {
         on_backend!(self, |p, d| {
-            let gone = "(artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)";
-            let mut tx = begin_retirement!(p, d, key, gone, purge);
+            let mut tx = begin_retirement!(
+                p,
+                d,
+                key,
+                "(artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)",
+                purge
+            );
             let mut rows = 0;
             for sql in [
                 "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
@@ -199,7 +231,7 @@ impl Ledger {
     }
 
     /// What retention would free for one job: diagnostics bytes and rows, and ledger rows.
-    pub async fn job_retention_sizes(&self, key: &str) -> Result<RetentionSizes> {
+    pub async fn job_retention_sizes(&self, key: &JobKey) -> Result<RetentionSizes> {
         let row: (i64, i64, i64, i64, i64) = on_backend!(self, |p, _d| {
             sqlx::query_as(
                 "SELECT
@@ -219,13 +251,4 @@ impl Ledger {
             ledger_rows: row.2 + row.3 + row.4 + 1,
         })
     }
-}
-
-/// The retention check of one job (`$1`): terminal, nothing pending or in flight, and `extra`.
-fn retirable_sql(extra: &str) -> String {
-    format!(
-        "SELECT key FROM jobs
-         WHERE key = $1 AND state IN {TERMINAL_JOB} AND {extra}
-           AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.state IN ('pending', 'sending'))"
-    )
 }

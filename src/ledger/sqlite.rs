@@ -9,6 +9,7 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use super::LedgerError;
+use super::sql::PerBackend;
 
 /// Locks one job's row (`$1`) for the rest of the transaction before a retention write or a
 /// delivery redrive checks its state. SQLite needs none: `BEGIN IMMEDIATE` holds the only
@@ -17,29 +18,13 @@ pub(super) const LOCK_JOB: Option<&str> = None;
 
 pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
 
-/// Claims up to `$4` ready jobs. SQLite has one writer at a time, so the inner select cannot
-/// race another claim.
 /// Runs before a lease; SQLite walks the queue index in order without being told.
 pub(super) const LEASE_PLAN: Option<&str> = None;
 
-pub(super) const JOB_LEASE: &str = "UPDATE jobs
-    SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
-        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
-        generated_at = COALESCE(generated_at, $3)
-    WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
-                  ORDER BY ready_at, key LIMIT $4)
-    RETURNING *";
-
-/// Claims up to `$4` due deliveries of jobs that are delivering (a job sent back to render
-/// keeps its deliveries waiting).
-pub(super) const DELIVERY_LEASE: &str = "UPDATE deliveries
-    SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
-        lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
-    WHERE key IN (SELECT d.key FROM deliveries d
-                  WHERE d.state = 'pending' AND d.ready_at <= $3
-                    AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key AND (j.state = 'delivering') IS TRUE)
-                  ORDER BY d.ready_at, d.key LIMIT $4)
-    RETURNING *";
+/// This backend's text of a statement.
+pub(super) fn pick(statement: PerBackend) -> &'static str {
+    statement.sqlite
+}
 
 pub(super) async fn connect(url: &str, root: &Path) -> Result<SqlitePool, LedgerError> {
     let path = url

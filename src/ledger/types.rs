@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::LedgerError;
 use crate::clock::from_millis;
-use crate::keys::{DestinationKind, JobKey};
+use crate::keys::{DeliveryKey, DestinationKind, JobKey};
 use crate::outcome::ResponseClass;
 use crate::window::Window;
 
@@ -141,7 +141,7 @@ pub struct ArtifactRef {
 /// One job as the ledger holds it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Job {
-    pub key: String,
+    pub key: JobKey,
     pub report: String,
     pub date: String,
     pub state: JobState,
@@ -219,7 +219,7 @@ impl TryFrom<JobRecord> for Job {
         };
         Ok(Job {
             state: JobState::parse(&r.state)?,
-            key: r.key,
+            key: parse_key(&r.key)?,
             report: r.report,
             date: r.local_date,
             origin: r.origin,
@@ -250,16 +250,14 @@ impl TryFrom<JobRecord> for Job {
 /// A delivery to create when a job is rendered.
 #[derive(Debug, Clone)]
 pub struct NewDelivery {
-    pub key: String,
-    pub kind: DestinationKind,
-    pub destination: String,
+    pub key: DeliveryKey,
 }
 
 /// One delivery as the ledger holds it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Delivery {
-    pub key: String,
-    pub job_key: String,
+    pub key: DeliveryKey,
+    pub job_key: JobKey,
     pub kind: DestinationKind,
     pub destination: String,
     pub state: DeliveryState,
@@ -321,8 +319,8 @@ impl TryFrom<DeliveryRecord> for Delivery {
                 LedgerError::Corrupt(format!("unknown delivery kind {:?}", r.kind))
             })?,
             state: DeliveryState::parse(&r.state)?,
-            key: r.key,
-            job_key: r.job_key,
+            key: parse_key(&r.key)?,
+            job_key: parse_key(&r.job_key)?,
             destination: r.destination,
             ready_at: from_millis(r.ready_at),
             attempts: r.attempts,
@@ -368,7 +366,7 @@ pub enum DeliveryNext {
 /// One recorded attempt.
 #[derive(Debug, Clone, Serialize)]
 pub struct Attempt {
-    pub delivery_key: String,
+    pub delivery_key: DeliveryKey,
     pub attempt: i64,
     pub requested_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
@@ -382,8 +380,6 @@ pub struct Attempt {
 
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct AttemptRecord {
-    #[allow(dead_code)]
-    id: i64,
     delivery_key: String,
     attempt: i64,
     requested_at: i64,
@@ -402,7 +398,7 @@ impl TryFrom<AttemptRecord> for Attempt {
     fn try_from(r: AttemptRecord) -> Result<Attempt, LedgerError> {
         Ok(Attempt {
             class: ResponseClass::parse(&r.class),
-            delivery_key: r.delivery_key,
+            delivery_key: parse_key(&r.delivery_key)?,
             attempt: r.attempt,
             requested_at: from_millis(r.requested_at),
             finished_at: from_millis(r.finished_at),
@@ -418,8 +414,8 @@ impl TryFrom<AttemptRecord> for Attempt {
 /// One audited redrive.
 #[derive(Debug, Clone, Serialize)]
 pub struct Redrive {
-    pub job_key: String,
-    pub delivery_key: Option<String>,
+    pub job_key: JobKey,
+    pub delivery_key: Option<DeliveryKey>,
     pub by: String,
     pub reason: String,
     pub at: DateTime<Utc>,
@@ -427,8 +423,6 @@ pub struct Redrive {
 
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct RedriveRecord {
-    #[allow(dead_code)]
-    id: i64,
     job_key: String,
     delivery_key: Option<String>,
     redriven_by: String,
@@ -436,32 +430,50 @@ pub(super) struct RedriveRecord {
     at: i64,
 }
 
-impl From<RedriveRecord> for Redrive {
-    fn from(r: RedriveRecord) -> Redrive {
-        Redrive {
-            job_key: r.job_key,
-            delivery_key: r.delivery_key,
+impl TryFrom<RedriveRecord> for Redrive {
+    type Error = LedgerError;
+
+    fn try_from(r: RedriveRecord) -> Result<Redrive, LedgerError> {
+        Ok(Redrive {
+            job_key: parse_key(&r.job_key)?,
+            delivery_key: r.delivery_key.as_deref().map(parse_key).transpose()?,
             by: r.redriven_by,
             reason: r.reason,
             at: from_millis(r.at),
-        }
+        })
     }
 }
 
-/// A held lease: the only handle through which leased work is recorded. Only the ledger makes
-/// one (by leasing); every later write presents its fencing `token`, so a lease that was
-/// rescued and taken again is refused.
+/// A key read back from a row: a key the ledger wrote always parses, so one that does not is
+/// a corrupt row.
+pub(super) fn parse_key<K>(text: &str) -> Result<K, LedgerError>
+where
+    K: std::str::FromStr<Err = crate::keys::KeyError>,
+{
+    text.parse()
+        .map_err(|e| LedgerError::Corrupt(format!("bad key {text:?}: {e}")))
+}
+
+/// A held lease on a job (`Lease<JobKey>`, a render) or a delivery (`Lease<DeliveryKey>`, a
+/// send): the only handle through which leased work is recorded. Only the ledger makes one (by
+/// leasing); every later write presents its fencing `token`, so a lease that was rescued and
+/// taken again is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lease {
-    pub(super) key: String,
+pub struct Lease<K> {
+    pub(super) key: K,
     pub(super) token: i64,
     pub(super) owner: String,
     pub(super) expires_at: DateTime<Utc>,
 }
 
-impl Lease {
+/// A lease on a job being rendered.
+pub type JobLease = Lease<JobKey>;
+/// A lease on a delivery being sent.
+pub type DeliveryLease = Lease<DeliveryKey>;
+
+impl<K> Lease<K> {
     /// The leased job's or delivery's key.
-    pub fn key(&self) -> &str {
+    pub fn key(&self) -> &K {
         &self.key
     }
 
@@ -484,13 +496,13 @@ impl Lease {
 #[derive(Debug, Clone)]
 pub struct LeasedJob {
     pub job: Job,
-    pub lease: Lease,
+    pub lease: JobLease,
 }
 
 #[derive(Debug, Clone)]
 pub struct LeasedDelivery {
     pub delivery: Delivery,
-    pub lease: Lease,
+    pub lease: DeliveryLease,
     /// The delivery's job as it was when leased (its artifact, report, date and window), shared
     /// by the deliveries of one job leased together; `None` only if the job row is gone.
     pub job: Option<std::sync::Arc<Job>>,
@@ -500,7 +512,7 @@ pub struct LeasedDelivery {
 /// [`Ledger::job_rendered_many`](super::Ledger::job_rendered_many)).
 #[derive(Debug, Clone)]
 pub struct Render {
-    pub lease: Lease,
+    pub lease: JobLease,
     pub artifact: ArtifactRef,
     pub deliveries: Vec<NewDelivery>,
 }
@@ -509,7 +521,7 @@ pub struct Render {
 /// [`Ledger::delivery_finish_many`](super::Ledger::delivery_finish_many)).
 #[derive(Debug, Clone)]
 pub struct Finish {
-    pub lease: Lease,
+    pub lease: DeliveryLease,
     pub attempt: NewAttempt,
     pub next: DeliveryNext,
 }
@@ -528,7 +540,7 @@ pub struct RescueCounts {
 /// What a redrive moved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RedriveOutcome {
-    pub job_key: String,
+    pub job_key: JobKey,
     pub deliveries: u64,
 }
 
@@ -551,7 +563,7 @@ pub struct RetentionSizes {
 /// What a signed run request did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct IngestOutcome {
-    pub job_key: String,
+    pub job_key: JobKey,
     /// This request inserted the job.
     pub created: bool,
     /// The webhook-id was seen before.

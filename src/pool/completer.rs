@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
+use crate::keys::JobKey;
 use crate::ledger::{DeliveryNext, Finish, Ledger, LedgerError, Render};
 
 /// The most outcomes one commit records.
@@ -36,7 +37,7 @@ pub(super) enum Completion {
     /// A delivery attempt and what follows it.
     Finished {
         finish: Finish,
-        job_key: String,
+        job_key: JobKey,
         reply: oneshot::Sender<Recorded>,
     },
 }
@@ -148,11 +149,11 @@ async fn record_renders(
 async fn record_finishes(
     ledger: &Ledger,
     clock: &SharedClock,
-    finishes: Vec<(Finish, (String, oneshot::Sender<Recorded>))>,
+    finishes: Vec<(Finish, (JobKey, oneshot::Sender<Recorded>))>,
     abandon: &CancellationToken,
 ) {
     let (finishes, waiting): (Vec<Finish>, Vec<_>) = finishes.into_iter().unzip();
-    let (job_keys, replies): (Vec<String>, Vec<_>) = waiting.into_iter().unzip();
+    let (job_keys, replies): (Vec<JobKey>, Vec<_>) = waiting.into_iter().unzip();
     let written = until_committed("attempts", abandon, || {
         ledger.delivery_finish_many(&finishes)
     })
@@ -160,18 +161,18 @@ async fn record_finishes(
     let results = shared(written, finishes.len());
     // Settle only after the commit: a settle inside the transaction would not see another
     // worker's concurrent last finish (see `Ledger::job_settle_many`).
-    let settle: BTreeSet<&str> = finishes
+    let settle: BTreeSet<&JobKey> = finishes
         .iter()
         .zip(&job_keys)
         .zip(&results)
         .filter(|((f, _), r)| r.is_ok() && !matches!(f.next, DeliveryNext::Retry { .. }))
-        .map(|((_, job), _)| job.as_str())
+        .map(|((_, job), _)| job)
         .collect();
     answer(replies, results);
     if settle.is_empty() {
         return;
     }
-    let keys: Vec<&str> = settle.into_iter().collect();
+    let keys: Vec<&JobKey> = settle.into_iter().collect();
     if let Err(e) = ledger.job_settle_many(&keys, clock.now()).await {
         tracing::warn!(jobs = keys.len(), error = %e, "could not settle jobs; the rescuer settles them later");
     }

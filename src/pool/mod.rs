@@ -34,7 +34,8 @@ use crate::clock::SharedClock;
 use crate::config::{Config, Report};
 use crate::deliver::email::EmailSender;
 use crate::deliver::webhook::WebhookSender;
-use crate::ledger::{Lease, LeaseParams, Ledger};
+use crate::keys::{JobKey, Key};
+use crate::ledger::{DeliveryLease, JobLease, LeaseParams, Ledger, LedgerError};
 use crate::metrics::Metrics;
 use crate::render::Templates;
 use crate::retry::RetryPolicy;
@@ -166,10 +167,29 @@ pub struct Pipeline {
     wake: Notify,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LeaseKind {
-    Job,
-    Delivery,
+/// A lease a work item holds: a render's or a send's.
+#[derive(Debug, Clone)]
+enum Held {
+    Render(JobLease),
+    Send(DeliveryLease),
+}
+
+impl Held {
+    /// The held key as a log line may print it.
+    fn shown(&self) -> String {
+        match self {
+            Held::Render(l) => l.key().shown(),
+            Held::Send(l) => l.key().shown(),
+        }
+    }
+
+    /// The held key in full: the work item's identity among the running ones.
+    fn id(&self) -> String {
+        match self {
+            Held::Render(l) => l.key().to_string(),
+            Held::Send(l) => l.key().to_string(),
+        }
+    }
 }
 
 impl Pipeline {
@@ -342,14 +362,14 @@ impl Pipeline {
             let lease = leased.lease.clone();
             let me = self.clone();
             let completions = running.completions.clone();
-            running.spawn(self, LeaseKind::Job, lease, |slot| async move {
+            running.spawn(self, Held::Render(lease), |slot| async move {
                 work::render_job(&me, leased, completions, slot).await;
                 // Its deliveries exist now: lease them without waiting for the idle poll.
                 me.wake.notify_one();
             })?;
         }
         // The deliveries of one job leased together read its artifact once.
-        let mut shared: HashMap<String, Arc<work::JobArtifact>> = HashMap::new();
+        let mut shared: HashMap<JobKey, Arc<work::JobArtifact>> = HashMap::new();
         for leased in deliveries {
             let now = self.clock.now();
             let host = work::host_of(&leased.delivery);
@@ -367,7 +387,7 @@ impl Pipeline {
             let lease = leased.lease.clone();
             let me = self.clone();
             let completions = running.completions.clone();
-            running.spawn(self, LeaseKind::Delivery, lease, |slot| async move {
+            running.spawn(self, Held::Send(lease), |slot| async move {
                 work::deliver(&me, leased, artifact, host, completions, slot).await;
             })?;
         }
@@ -376,12 +396,7 @@ impl Pipeline {
 
     /// Runs `work` while extending its lease every third of the lease length; if the lease is
     /// lost (rescued and maybe taken by another worker) the work is dropped.
-    async fn with_lease(
-        self: Arc<Self>,
-        kind: LeaseKind,
-        lease: Lease,
-        work: impl std::future::Future<Output = ()>,
-    ) {
+    async fn with_lease(self: Arc<Self>, held: Held, work: impl std::future::Future<Output = ()>) {
         let every = (self.config.lease / 3)
             .to_std()
             .unwrap_or(Duration::from_secs(1))
@@ -390,13 +405,13 @@ impl Pipeline {
             loop {
                 tokio::time::sleep(every).await;
                 let until = crate::clock::add(self.clock.now(), self.config.lease);
-                let r = match kind {
-                    LeaseKind::Job => self.ledger.job_extend_lease(&lease, until).await,
-                    LeaseKind::Delivery => self.ledger.delivery_extend_lease(&lease, until).await,
+                let r = match &held {
+                    Held::Render(lease) => self.ledger.job_extend_lease(lease, until).await,
+                    Held::Send(lease) => self.ledger.delivery_extend_lease(lease, until).await,
                 };
                 match r {
                     Ok(()) => {}
-                    Err(crate::ledger::LedgerError::LeaseLost { .. }) => return,
+                    Err(LedgerError::LeaseLost { .. }) => return,
                     Err(e) => {
                         tracing::warn!(error = %e, "could not extend a lease; will try again")
                     }
@@ -406,7 +421,7 @@ impl Pipeline {
         tokio::select! {
             _ = work => {}
             _ = extender => tracing::warn!(
-                key = %crate::deliver::redact_delivery_key(lease.key()),
+                key = %held.shown(),
                 "lease lost to the rescuer: dropping this work item"
             ),
         }
@@ -452,24 +467,24 @@ impl Pipeline {
         if let Err(e) = recorded {
             tracing::error!(error = %e, "the completer panicked; unrecorded leases will be rescued");
         }
-        let left: Vec<(LeaseKind, Lease)> = inflight
+        let left: Vec<Held> = inflight
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain()
             .map(|(_, v)| v)
             .collect();
         let now = self.clock.now();
-        for (kind, lease) in left {
+        for held in left {
             // A render cut short has sent nothing: it goes back without counting. A send cut
             // short may have reached its receiver: it counts, as `unknown`, and its retry
             // keeps the same key.
-            let r = match kind {
-                LeaseKind::Job => self.ledger.job_release(&lease, now).await,
-                LeaseKind::Delivery => self.ledger.delivery_abandon(&lease, now).await,
+            let r = match &held {
+                Held::Render(lease) => self.ledger.job_release(lease, now).await,
+                Held::Send(lease) => self.ledger.delivery_abandon(lease, now).await,
             };
             match r {
                 Ok(()) => {
-                    tracing::info!(key = %crate::deliver::redact_delivery_key(lease.key()), "cut at shutdown: returned to the queue")
+                    tracing::info!(key = %held.shown(), "cut at shutdown: returned to the queue")
                 }
                 Err(e) => tracing::debug!(error = %e, "return at shutdown: already settled"),
             }
@@ -477,7 +492,7 @@ impl Pipeline {
     }
 }
 
-type Inflight = Arc<Mutex<HashMap<String, (LeaseKind, Lease)>>>;
+type Inflight = Arc<Mutex<HashMap<String, Held>>>;
 
 /// A work item's place among the `concurrency` slots, freed when dropped or by
 /// [`Slot::free`]: a delivery frees it once its outcome is handed to the completer, so new work
@@ -518,8 +533,7 @@ impl Running {
     fn spawn<F: std::future::Future<Output = ()> + Send + 'static>(
         &mut self,
         pipeline: &Arc<Pipeline>,
-        kind: LeaseKind,
-        lease: Lease,
+        held: Held,
         work: impl FnOnce(Slot) -> F,
     ) -> anyhow::Result<()> {
         let slot = Slot {
@@ -529,14 +543,14 @@ impl Running {
         let work = work(slot);
         let me = pipeline.clone();
         let registry = self.inflight.clone();
-        let key = lease.key().to_string();
+        let key = held.id();
         registry
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(key.clone(), (kind, lease.clone()));
+            .insert(key.clone(), held.clone());
         pipeline.metrics.active_workers.inc();
         self.tasks.spawn(async move {
-            me.clone().with_lease(kind, lease, work).await;
+            me.clone().with_lease(held, work).await;
             me.metrics.active_workers.dec();
             registry
                 .lock()

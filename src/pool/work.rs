@@ -10,8 +10,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::completer::{Completion, Recorded};
 use super::{Pipeline, Slot, Stats};
 use crate::deliver::webhook::{WebhookBody, WindowBody, host_of as url_host};
-use crate::deliver::{Outcome, redact_address, redact_delivery_key};
-use crate::keys::{DestinationKind, JobKey, delivery_key};
+use crate::deliver::{Outcome, redact_address};
+use crate::keys::{DeliveryKey, DestinationKind};
 use crate::ledger::{
     ArtifactRef, Delivery, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob, LedgerError,
     NewAttempt, NewDelivery, Render, ResponseClass,
@@ -123,7 +123,6 @@ async fn render_and_store(
     let report = p.reports.get(&job.report).ok_or_else(|| {
         RenderFailure::Permanent(format!("report {:?} is no longer configured", job.report))
     })?;
-    let key: JobKey = job.key.parse().map_err(RenderFailure::Permanent)?;
     let deliveries: Vec<NewDelivery> = report
         .email
         .iter()
@@ -135,9 +134,7 @@ async fn render_and_store(
                 .map(|w| (DestinationKind::Webhook, w.url.to_string())),
         )
         .map(|(kind, destination)| NewDelivery {
-            key: delivery_key(&key, kind, &destination),
-            kind,
-            destination,
+            key: DeliveryKey::new(job.key.clone(), kind, destination),
         })
         .collect();
     // Render once: an artifact stored by an earlier attempt (say, before a crash) is reused.
@@ -161,7 +158,7 @@ async fn render_and_store(
     // The generation time is the job's first render lease, recorded in the ledger: a render
     // repeated after a crash or a redrive writes the same bytes, so never a second artifact.
     let generated_at = job.generated_at.unwrap_or(job.created_at);
-    let context = crate::render::context(report, key.date(), &job.window, data, generated_at);
+    let context = crate::render::context(report, job.key.date(), &job.window, data, generated_at);
     let rendered = templates
         .render(&context)
         .map_err(|e| RenderFailure::Permanent(format!("render: {e}")))?;
@@ -220,7 +217,7 @@ pub(super) async fn deliver(
     let LeasedDelivery {
         delivery, lease, ..
     } = leased;
-    let shown = redact_delivery_key(&delivery.key);
+    let shown = delivery.key.redacted();
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = crate::clock::sub(lease.expires_at(), p.config.lease);
     let deadline = p.send_deadline(delivery.kind);
@@ -411,7 +408,13 @@ async fn attempt(
                 rendered,
             ) {
                 Ok(m) => m,
-                Err(e) => return Outcome::new(ResponseClass::Permanent, None, e),
+                Err(e) => {
+                    return Outcome::new(
+                        ResponseClass::Permanent,
+                        None,
+                        format!("cannot build the message: {e}"),
+                    );
+                }
             };
             p.email
                 .send(&message, &delivery.key, &delivery.destination)

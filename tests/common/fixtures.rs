@@ -2,9 +2,10 @@
 #![allow(dead_code)]
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
-use dawnpost::keys::{DestinationKind, JobKey, ReportId, delivery_key};
+use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
 use dawnpost::ledger::{
-    ArtifactRef, JobOrigin, Lease, LeaseParams, NewAttempt, NewDelivery, NewJob, ResponseClass,
+    ArtifactRef, DeliveryLease, JobOrigin, LeaseParams, NewAttempt, NewDelivery, NewJob,
+    ResponseClass,
 };
 use dawnpost::schedule::Window;
 
@@ -51,9 +52,7 @@ pub fn destinations(job: &str, emails: &[&str]) -> Vec<NewDelivery> {
     emails
         .iter()
         .map(|e| NewDelivery {
-            key: delivery_key(&key, DestinationKind::Email, e),
-            kind: DestinationKind::Email,
-            destination: (*e).into(),
+            key: DeliveryKey::new(key.clone(), DestinationKind::Email, *e),
         })
         .collect()
 }
@@ -71,7 +70,7 @@ pub fn attempt(class: ResponseClass, now: DateTime<Utc>) -> NewAttempt {
 }
 
 /// Inserts one job, renders it with the given destinations, and returns the delivery leases.
-pub async fn rendered_job(t: &TestLedger, key: &str, emails: &[&str]) -> Vec<Lease> {
+pub async fn rendered_job(t: &TestLedger, key: &str, emails: &[&str]) -> Vec<DeliveryLease> {
     let l = &t.ledger;
     let (report, date) = key.split_once(':').expect("key");
     l.job_insert_many(&[new_job(report, date, t0())], t0())

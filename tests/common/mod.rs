@@ -114,6 +114,16 @@ email = ["ops@example.com"]
     )
 }
 
+/// A job key from its text.
+pub fn jk(s: &str) -> dawnpost::keys::JobKey {
+    s.parse().expect("job key")
+}
+
+/// A delivery key from its text.
+pub fn dk(s: &str) -> dawnpost::keys::DeliveryKey {
+    s.parse().expect("delivery key")
+}
+
 pub fn utc(s: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(s)
         .expect("rfc3339")

@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, NaiveDate, Utc};
 use dawnpost::ManualClock;
 use dawnpost::artifact::ArtifactStore;
 use dawnpost::config::RetentionPolicy;
-use dawnpost::keys::{DestinationKind, JobKey, ReportId, delivery_key};
+use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
 use dawnpost::ledger::{
     DeliveryNext, JobState, LeaseParams, Ledger, NewAttempt, NewDelivery, NewJob, ResponseClass,
 };
@@ -102,7 +102,7 @@ pub fn attempt(class: ResponseClass, now: DateTime<Utc>) -> NewAttempt {
 }
 
 /// Builds one job of the given shape through the ledger's own transitions.
-pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> String {
+pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> JobKey {
     let date = NaiveDate::from_ymd_opt(2026, 9, 1).expect("date") + Duration::days(i as i64);
     let key = JobKey::new(ReportId::parse(&spec.report).expect("id"), date);
     let start = t0();
@@ -121,7 +121,7 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
     )
     .await
     .expect("insert");
-    let k = key.to_string();
+    let k = key.clone();
     let finished = start + Duration::hours(spec.finished_h);
     match spec.shape {
         Shape::Ready => return k,
@@ -152,16 +152,14 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
     }
     let rendered = Rendered {
         html: format!("<p>{k}</p>"),
-        text: k.clone(),
+        text: k.to_string(),
     };
     let (artifact, _) = store
         .write(&spec.report, &date.to_string(), &rendered)
         .await
         .expect("artifact");
     let deliveries = vec![NewDelivery {
-        key: delivery_key(&key, DestinationKind::Email, "ops@example.com"),
-        kind: DestinationKind::Email,
-        destination: "ops@example.com".into(),
+        key: DeliveryKey::new(key.clone(), DestinationKind::Email, "ops@example.com"),
     }];
     l.job_rendered(&leased.lease, &artifact, &deliveries, start)
         .await
@@ -211,8 +209,8 @@ pub struct Footprint {
     pub diagnostics: i64,
 }
 
-pub async fn footprint(l: &Ledger, store: &ArtifactStore, key: &str) -> Footprint {
-    let (report, date) = key.split_once(':').expect("key");
+pub async fn footprint(l: &Ledger, store: &ArtifactStore, key: &JobKey) -> Footprint {
+    let (report, date) = (key.report().as_str(), key.date().to_string());
     let job = l.job_get(key).await.expect("get");
     let diagnostics = if job.is_some() {
         l.job_retention_sizes(key)
@@ -225,7 +223,7 @@ pub async fn footprint(l: &Ledger, store: &ArtifactStore, key: &str) -> Footprin
     Footprint {
         row: job.is_some(),
         state: job.map(|j| j.state),
-        objects: store.count(report, date).await.expect("count"),
+        objects: store.count(report, &date).await.expect("count"),
         diagnostics,
     }
 }

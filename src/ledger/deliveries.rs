@@ -1,0 +1,346 @@
+//! Deliveries, their attempts and the redrive audit: reads, the outcome of a send (one
+//! attempt row and its consequence, in one transaction), releases and redrives.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use super::jobs::AUDIT_REDRIVE;
+use super::types::parse_key;
+use super::{
+    Arg, Attempt, AttemptRecord, Delivery, DeliveryLease, DeliveryNext, DeliveryRecord,
+    DeliveryState, Finish, Ledger, LedgerError, NewAttempt, Redrive, RedriveOutcome, RedriveRecord,
+    Result, lease_lost,
+};
+use crate::clock::to_millis;
+use crate::keys::{DeliveryKey, JobKey};
+
+/// The head of a batch of finishes: the rows `v` that follow (key, token, state, ready_at,
+/// class, error, finished, terminal) update their deliveries if the lease still holds, and
+/// return the attempt number each one recorded.
+const FINISH_VALUES: &str =
+    "WITH v (key, token, state, ready_at, class, error, finished, terminal) AS (";
+
+const FINISH_UPDATE: &str = ") UPDATE deliveries SET state = v.state, ready_at = COALESCE(v.ready_at, deliveries.ready_at),
+        last_class = v.class, last_error = v.error, lease_owner = NULL, lease_expires_at = NULL,
+        updated_at = v.finished, terminal_at = v.terminal
+     FROM v
+     WHERE deliveries.key = v.key AND deliveries.state = 'sending' AND deliveries.lease_token = v.token
+     RETURNING deliveries.key, deliveries.lease_token, deliveries.attempts";
+
+/// The head of a multi-row attempt insert.
+const ATTEMPT_VALUES: &str = concat!("INSERT INTO delivery_attempts (", attempt_columns!(), ") ");
+
+const SEND_RELEASE: &str =
+    "UPDATE deliveries SET state = 'pending', attempts = attempts - 1, lease_owner = NULL,
+        lease_expires_at = NULL, updated_at = $3
+     WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
+
+const SEND_DEFER: &str = "UPDATE deliveries SET state = 'pending', attempts = attempts - 1, ready_at = $3, lease_owner = NULL,
+        lease_expires_at = NULL, updated_at = $4
+     WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
+
+const REDRIVE: &str = "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts, budget_since = $1,
+        redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
+     WHERE key = $2 AND state = 'quarantined' RETURNING job_key";
+
+/// The job of a redriven delivery delivers again, or renders again first when retention
+/// deleted its artifact (the same bytes: see `generated_at`); its redriven delivery waits.
+const REDRIVE_JOB: &str = concat!(
+    "UPDATE jobs SET state = ",
+    redriven_job_state!(),
+    ", ready_at = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL THEN $1 ELSE ready_at END,
+       redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
+     WHERE key = $2 AND state IN ('quarantined', 'done', 'delivering')"
+);
+
+impl Ledger {
+    pub async fn delivery_get(&self, key: &DeliveryKey) -> Result<Option<Delivery>> {
+        let rec: Option<DeliveryRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                delivery_columns!(),
+                " FROM deliveries WHERE key = $1"
+            ))
+            .bind(key)
+            .fetch_optional(p)
+            .await?
+        });
+        rec.map(Delivery::try_from).transpose()
+    }
+
+    pub async fn delivery_list(&self, job_key: &JobKey) -> Result<Vec<Delivery>> {
+        let recs: Vec<DeliveryRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                delivery_columns!(),
+                " FROM deliveries WHERE job_key = $1 ORDER BY key"
+            ))
+            .bind(job_key)
+            .fetch_all(p)
+            .await?
+        });
+        recs.into_iter().map(Delivery::try_from).collect()
+    }
+
+    /// Every quarantined delivery, oldest first.
+    pub async fn delivery_list_quarantined(&self, limit: u32) -> Result<Vec<Delivery>> {
+        let recs: Vec<DeliveryRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                delivery_columns!(),
+                " FROM deliveries WHERE state = 'quarantined' ORDER BY updated_at, key LIMIT $1"
+            ))
+            .bind(i64::from(limit))
+            .fetch_all(p)
+            .await?
+        });
+        recs.into_iter().map(Delivery::try_from).collect()
+    }
+
+    /// How many deliveries are in each state.
+    pub async fn delivery_count_by_state(&self) -> Result<Vec<(DeliveryState, i64)>> {
+        let rows: Vec<(String, i64)> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT state, COUNT(*) FROM deliveries GROUP BY state ORDER BY state")
+                .fetch_all(p)
+                .await?
+        });
+        rows.into_iter()
+            .map(|(s, n)| Ok((DeliveryState::parse(&s)?, n)))
+            .collect()
+    }
+
+    /// Records one attempt and its consequence in one transaction: `sending → sent`,
+    /// `sending → pending` (at `ready_at`) or `sending → quarantined`.
+    pub async fn delivery_finish(
+        &self,
+        lease: &DeliveryLease,
+        attempt: &NewAttempt,
+        next: DeliveryNext,
+    ) -> Result<()> {
+        let one = [Finish {
+            lease: lease.clone(),
+            attempt: attempt.clone(),
+            next,
+        }];
+        self.delivery_finish_many(&one)
+            .await?
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    /// Records many attempts and their consequences in one transaction (one commit), each as
+    /// [`Ledger::delivery_finish`] would. Returns one result per finish, in order: `LeaseLost`
+    /// for a lease no longer held (that finish changes nothing; the others still record). An
+    /// `Err` of the whole call means nothing was recorded.
+    pub async fn delivery_finish_many(&self, finishes: &[Finish]) -> Result<Vec<Result<()>>> {
+        if finishes.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Attempt numbers by (key, token) of the finishes whose lease still held.
+        let mut numbers: HashMap<(String, i64), i64> = HashMap::with_capacity(finishes.len());
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            // 8 binds a row in the update, 10 in the insert: 200 rows stay far below both
+            // backends' bind limits.
+            for chunk in finishes.chunks(200) {
+                let mut qb = sqlx::QueryBuilder::new(FINISH_VALUES);
+                qb.push_values(chunk, |mut b, f| {
+                    let (state, ready_at, terminal) = finish_columns(f);
+                    b.push_bind(f.lease.key())
+                        .push_bind(f.lease.token())
+                        .push_bind(state)
+                        .push_bind(ready_at)
+                        .push_bind(f.attempt.class.as_str())
+                        // A delivery's last error is the reason of its last failed attempt.
+                        .push_bind(
+                            f.attempt
+                                .reason
+                                .as_deref()
+                                .filter(|_| f.next != DeliveryNext::Sent),
+                        )
+                        .push_bind(to_millis(f.attempt.finished_at))
+                        .push_bind(terminal);
+                });
+                qb.push(FINISH_UPDATE);
+                let rows: Vec<(String, i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                numbers.extend(rows.into_iter().map(|(k, t, n)| ((k, t), n)));
+                let recorded: Vec<(&Finish, i64)> = chunk
+                    .iter()
+                    .filter_map(|f| numbers.get(&finish_id(f)).map(|n| (f, *n)))
+                    .collect();
+                if recorded.is_empty() {
+                    continue;
+                }
+                let mut qb = sqlx::QueryBuilder::new(ATTEMPT_VALUES);
+                qb.push_values(recorded, |mut b, (f, number)| {
+                    let (_, ready_at, _) = finish_columns(f);
+                    b.push_bind(f.lease.key())
+                        .push_bind(number)
+                        .push_bind(to_millis(f.attempt.requested_at))
+                        .push_bind(to_millis(f.attempt.finished_at))
+                        .push_bind(f.attempt.class.as_str())
+                        .push_bind(f.attempt.code)
+                        .push_bind(f.attempt.retry_after.map(|d| d.num_milliseconds()))
+                        .push_bind(ready_at)
+                        .push_bind(f.attempt.reason.as_deref())
+                        .push_bind(f.attempt.diagnostics.as_deref());
+                });
+                qb.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(finishes
+            .iter()
+            .map(|f| match numbers.contains_key(&finish_id(f)) {
+                true => Ok(()),
+                false => Err(lease_lost(&f.lease)),
+            })
+            .collect())
+    }
+
+    /// `sending → pending` without counting an attempt: the worker is draining for shutdown.
+    pub async fn delivery_release(&self, lease: &DeliveryLease, now: DateTime<Utc>) -> Result<()> {
+        self.fenced_update(SEND_RELEASE, lease, &[Arg::Int(to_millis(now))])
+            .await
+    }
+
+    /// `sending → pending` at `ready_at` without counting an attempt: the pool leased work for a
+    /// host that is paused (a receiver asked to wait), so the work waits for the pause to end.
+    pub async fn delivery_defer(
+        &self,
+        lease: &DeliveryLease,
+        ready_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let args = [Arg::Int(to_millis(ready_at)), Arg::Int(to_millis(now))];
+        self.fenced_update(SEND_DEFER, lease, &args).await
+    }
+
+    /// Redrives one quarantined delivery with an audit row; its job returns to `delivering`, or
+    /// to `ready` to render again when retention deleted its artifact.
+    pub async fn delivery_redrive(
+        &self,
+        key: &DeliveryKey,
+        by: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<RedriveOutcome> {
+        let now_ms = to_millis(now);
+        let job_key: Option<String> = on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            // The job's row first, as retention takes it: the two never wait on each other
+            // in opposite orders.
+            if let Some(lock) = d::LOCK_JOB {
+                sqlx::query(lock).bind(key.job()).execute(&mut *tx).await?;
+            }
+            let row: Option<(String,)> = sqlx::query_as(REDRIVE)
+                .bind(now_ms)
+                .bind(key)
+                .fetch_optional(&mut *tx)
+                .await?;
+            if let Some((job_key,)) = &row {
+                sqlx::query(REDRIVE_JOB)
+                    .bind(now_ms)
+                    .bind(job_key)
+                    .execute(&mut *tx)
+                    .await?;
+                sqlx::query(AUDIT_REDRIVE)
+                    .bind(job_key)
+                    .bind(key)
+                    .bind(by)
+                    .bind(reason)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            row.map(|(job_key,)| job_key)
+        });
+        match job_key {
+            Some(job_key) => Ok(RedriveOutcome {
+                job_key: parse_key(&job_key)?,
+                deliveries: 1,
+            }),
+            None => Err(match self.delivery_get(key).await? {
+                Some(dl) => LedgerError::WrongState {
+                    what: "delivery",
+                    key: key.to_string(),
+                    expected: "quarantined",
+                    actual: dl.state.as_str().to_string(),
+                },
+                None => LedgerError::NotFound {
+                    what: "delivery",
+                    key: key.to_string(),
+                },
+            }),
+        }
+    }
+
+    /// Every attempt's duration from lease to result, in milliseconds (for benchmarks).
+    pub async fn attempt_latencies_ms(&self) -> Result<Vec<i64>> {
+        let rows: Vec<(i64,)> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT finished_at - requested_at FROM delivery_attempts")
+                .fetch_all(p)
+                .await?
+        });
+        Ok(rows.into_iter().map(|(ms,)| ms).collect())
+    }
+
+    /// Attempts by response class (for benchmarks and diagnostics).
+    pub async fn attempt_count_by_class(&self) -> Result<Vec<(String, i64)>> {
+        Ok(on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT class, COUNT(*) FROM delivery_attempts GROUP BY class ORDER BY class",
+            )
+            .fetch_all(p)
+            .await?
+        }))
+    }
+
+    pub async fn attempt_list(&self, delivery_key: &DeliveryKey) -> Result<Vec<Attempt>> {
+        let recs: Vec<AttemptRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                attempt_columns!(),
+                " FROM delivery_attempts WHERE delivery_key = $1 ORDER BY attempt"
+            ))
+            .bind(delivery_key)
+            .fetch_all(p)
+            .await?
+        });
+        recs.into_iter().map(Attempt::try_from).collect()
+    }
+
+    pub async fn redrive_list(&self, job_key: &JobKey) -> Result<Vec<Redrive>> {
+        let recs: Vec<RedriveRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                redrive_columns!(),
+                " FROM redrives WHERE job_key = $1 ORDER BY at, id"
+            ))
+            .bind(job_key)
+            .fetch_all(p)
+            .await?
+        });
+        recs.into_iter().map(Redrive::try_from).collect()
+    }
+}
+
+/// Which lease a finish was made under.
+fn finish_id(f: &Finish) -> (String, i64) {
+    (f.lease.key().to_string(), f.lease.token())
+}
+
+/// The delivery columns a finish sets: state, the next `ready_at` (retries only) and
+/// `terminal_at` (sent or quarantined), in milliseconds.
+fn finish_columns(f: &Finish) -> (&'static str, Option<i64>, Option<i64>) {
+    let finished = to_millis(f.attempt.finished_at);
+    match f.next {
+        DeliveryNext::Sent => ("sent", None, Some(finished)),
+        DeliveryNext::Retry { ready_at } => ("pending", Some(to_millis(ready_at)), None),
+        DeliveryNext::Quarantine => ("quarantined", None, Some(finished)),
+    }
+}

@@ -1,0 +1,528 @@
+//! Jobs: insert, read, the outcomes of a render, settle, cancel and redrive.
+
+use chrono::{DateTime, Utc};
+
+use super::types::parse_key;
+use super::{
+    Arg, ArtifactRef, Job, JobFilter, JobLease, JobRecord, JobState, Ledger, LedgerError,
+    NewDelivery, NewJob, RedriveOutcome, Render, Result, fenced,
+};
+use crate::clock::to_millis;
+use crate::keys::JobKey;
+
+/// Inserts jobs from parallel arrays (key, report, local date, origin, fire_at, window start
+/// and end, ready_at), created at `$9`; returns the keys it inserted. PostgreSQL plans the
+/// eight array binds once, whatever the batch's size.
+const JOB_INSERT_MANY_PG: &str = "INSERT INTO jobs
+        (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at)
+    SELECT k, r, d, 'ready', o, f, ws, we, ra, $9, $9
+    FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[])
+        AS t(k, r, d, o, f, ws, we, ra)
+    ON CONFLICT DO NOTHING
+    RETURNING key";
+
+/// The head of a multi-row job insert; SQLite takes its rows as a `VALUES` list.
+const JOB_INSERT_VALUES: &str = "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at) ";
+
+/// Inserts one job (`$1` key … `$8` ready_at, created at `$9`); returns its key if inserted.
+pub(super) const JOB_INSERT_ONE: &str = "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at)
+     VALUES ($1, $2, $3, 'ready', $4, $5, $6, $7, $8, $9, $9)
+     ON CONFLICT DO NOTHING RETURNING key";
+
+const RENDER_RETRY: &str =
+    "UPDATE jobs SET state = 'ready', ready_at = $3, last_error = $4, lease_owner = NULL,
+        lease_expires_at = NULL, updated_at = $5
+     WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
+
+const RENDER_RELEASE: &str =
+    "UPDATE jobs SET state = 'ready', attempts = attempts - 1, lease_owner = NULL,
+        lease_expires_at = NULL, updated_at = $3
+     WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
+
+const RENDER_QUARANTINE: &str =
+    "UPDATE jobs SET state = 'quarantined', last_error = $3, lease_owner = NULL,
+        lease_expires_at = NULL, updated_at = $4, terminal_at = $4
+     WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
+
+const RENDERED: &str = "UPDATE jobs SET state = $3, artifact_key = $4, artifact_text_key = $5, artifact_sha256 = $6,
+        artifact_bytes = $7, artifact_deleted_at = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+        updated_at = $8, terminal_at = CASE WHEN $3 = 'done' THEN $8 ELSE NULL END
+     WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
+
+/// The head of a multi-row delivery insert.
+const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at) ";
+
+/// A keyed settle, in the three pieces around its two binds of the instant; the key list
+/// follows.
+const SETTLE_KEYED: [&str; 3] = [
+    concat!(
+        "UPDATE jobs SET state = ",
+        settled_state!(keyed),
+        ", updated_at = "
+    ),
+    ", terminal_at = ",
+    concat!(
+        " WHERE (state = 'delivering') IS TRUE AND ",
+        nothing_in_flight!("jobs.key", keyed),
+        " AND key IN ("
+    ),
+];
+
+const CANCEL: &str = "UPDATE jobs SET state = 'cancelled', updated_at = $1, terminal_at = $1
+     WHERE key = $2 AND state IN ('ready', 'quarantined')";
+
+/// A job redriven to render again has its deliveries waiting: they close with it, or they
+/// would wait forever (and keep the job from retention).
+const CANCEL_DELIVERIES: &str =
+    "UPDATE deliveries SET state = 'quarantined', last_error = 'the job was cancelled',
+        updated_at = $1, terminal_at = $1
+     WHERE job_key = $2 AND state = 'pending'";
+
+const REDRIVE: &str = concat!(
+    "UPDATE jobs SET state = ",
+    redriven_job_state!(),
+    ", ready_at = $1, redrive_count = redrive_count + 1, attempts = 0, last_error = NULL,
+       updated_at = $1, terminal_at = NULL
+     WHERE key = $2 AND state = 'quarantined'"
+);
+
+/// Quarantined deliveries of a redriven job (`$2`) wait again, with a new budget from `$1`.
+pub(super) const REDRIVE_DELIVERIES: &str = "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts, budget_since = $1,
+        redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
+     WHERE job_key = $2 AND state = 'quarantined'";
+
+/// The audit row of a redrive: job `$1`, delivery `$2` (NULL for the whole job), by `$3`,
+/// reason `$4`, at `$5`.
+pub(super) const AUDIT_REDRIVE: &str = "INSERT INTO redrives (job_key, delivery_key, redriven_by, reason, at) VALUES ($1, $2, $3, $4, $5)";
+
+impl Ledger {
+    /// Inserts jobs whose keys do not exist yet; returns the keys actually inserted. The key
+    /// is the table's primary key, so two inserters racing on one key insert it once. One
+    /// transaction for the whole batch: one commit (one WAL flush) however many rows.
+    pub async fn job_insert_many(
+        &self,
+        jobs: &[NewJob],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<JobKey>> {
+        let now = to_millis(now);
+        let mut inserted = Vec::new();
+        match &self.backend {
+            super::Backend::Postgres(p) => {
+                let mut tx = p.begin_with(super::postgres::BEGIN).await?;
+                for chunk in jobs.chunks(10_000) {
+                    let cols = InsertColumns::of(chunk);
+                    let keys: Vec<(String,)> = sqlx::query_as(JOB_INSERT_MANY_PG)
+                        .bind(cols.key)
+                        .bind(cols.report)
+                        .bind(cols.date)
+                        .bind(cols.origin)
+                        .bind(cols.fire)
+                        .bind(cols.start)
+                        .bind(cols.end)
+                        .bind(cols.ready)
+                        .bind(now)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    for (k,) in keys {
+                        inserted.push(parse_key(&k)?);
+                    }
+                }
+                tx.commit().await?;
+            }
+            super::Backend::Sqlite(p) => {
+                let mut tx = p.begin_with(super::sqlite::BEGIN).await?;
+                for chunk in jobs.chunks(500) {
+                    let mut qb = sqlx::QueryBuilder::new(JOB_INSERT_VALUES);
+                    qb.push_values(chunk, |mut b, j| {
+                        b.push_bind(j.key.to_string())
+                            .push_bind(j.key.report().to_string())
+                            .push_bind(j.key.date().format("%Y-%m-%d").to_string())
+                            .push_bind("ready")
+                            .push_bind(j.origin.as_str())
+                            .push_bind(to_millis(j.fire_at))
+                            .push_bind(to_millis(j.window.start))
+                            .push_bind(to_millis(j.window.end))
+                            .push_bind(to_millis(j.ready_at))
+                            .push_bind(now)
+                            .push_bind(now);
+                    });
+                    qb.push(" ON CONFLICT DO NOTHING RETURNING key");
+                    let keys: Vec<(String,)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                    for (k,) in keys {
+                        inserted.push(parse_key(&k)?);
+                    }
+                }
+                tx.commit().await?;
+            }
+        }
+        Ok(inserted)
+    }
+
+    pub async fn job_get(&self, key: &JobKey) -> Result<Option<Job>> {
+        let rec: Option<JobRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE key = $1"
+            ))
+            .bind(key)
+            .fetch_optional(p)
+            .await?
+        });
+        rec.map(Job::try_from).transpose()
+    }
+
+    /// The jobs with these keys, in no particular order; keys without a job are left out.
+    pub async fn job_get_many(&self, keys: &[&JobKey]) -> Result<Vec<Job>> {
+        let mut recs: Vec<JobRecord> = Vec::with_capacity(keys.len());
+        on_backend!(self, |p, _d| {
+            for chunk in keys.chunks(500) {
+                let mut qb = sqlx::QueryBuilder::new(concat!(
+                    "SELECT ",
+                    job_columns!(),
+                    " FROM jobs WHERE key IN ("
+                ));
+                let mut list = qb.separated(", ");
+                for key in chunk {
+                    list.push_bind(*key);
+                }
+                qb.push(")");
+                recs.extend(qb.build_query_as::<JobRecord>().fetch_all(p).await?);
+            }
+        });
+        recs.into_iter().map(Job::try_from).collect()
+    }
+
+    /// Jobs newest first, filtered by state and report.
+    pub async fn job_list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        let limit = i64::from(filter.limit.unwrap_or(1000));
+        let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
+            sqlx::query_as(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE ($1 IS NULL OR state = $1) AND ($2 IS NULL OR report = $2)
+                  ORDER BY local_date DESC, report, key LIMIT $3"
+            ))
+            .bind(filter.state.map(JobState::as_str))
+            .bind(filter.report.as_deref())
+            .bind(limit)
+            .fetch_all(p)
+            .await?
+        });
+        recs.into_iter().map(Job::try_from).collect()
+    }
+
+    /// How many jobs are in each state.
+    pub async fn job_count_by_state(&self) -> Result<Vec<(JobState, i64)>> {
+        let rows: Vec<(String, i64)> = on_backend!(self, |p, _d| {
+            sqlx::query_as("SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state")
+                .fetch_all(p)
+                .await?
+        });
+        rows.into_iter()
+            .map(|(s, n)| Ok((JobState::parse(&s)?, n)))
+            .collect()
+    }
+
+    /// The `ready_at` of the oldest ready job that is due at `now`.
+    pub async fn job_oldest_ready(&self, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
+        let row: (Option<i64>,) = on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT MIN(ready_at) FROM jobs WHERE state = 'ready' AND ready_at <= $1",
+            )
+            .bind(to_millis(now))
+            .fetch_one(p)
+            .await?
+        });
+        Ok(row.0.map(crate::clock::from_millis))
+    }
+
+    /// `rendering → ready` at `ready_at`, after a transient render failure.
+    pub async fn job_retry(
+        &self,
+        lease: &JobLease,
+        ready_at: DateTime<Utc>,
+        error: &str,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let args = [
+            Arg::Int(to_millis(ready_at)),
+            Arg::Text(Some(error)),
+            Arg::Int(to_millis(now)),
+        ];
+        self.fenced_update(RENDER_RETRY, lease, &args).await
+    }
+
+    /// `rendering → ready` without counting the attempt: the worker is shutting down.
+    pub async fn job_release(&self, lease: &JobLease, now: DateTime<Utc>) -> Result<()> {
+        self.fenced_update(RENDER_RELEASE, lease, &[Arg::Int(to_millis(now))])
+            .await
+    }
+
+    /// `rendering → quarantined`: a permanent render failure or an exhausted budget.
+    pub async fn job_quarantine(
+        &self,
+        lease: &JobLease,
+        error: &str,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let args = [Arg::Text(Some(error)), Arg::Int(to_millis(now))];
+        self.fenced_update(RENDER_QUARANTINE, lease, &args).await
+    }
+
+    /// `rendering → delivering`: records the artifact and creates one delivery per destination,
+    /// in one transaction. A job without destinations is `done` at once.
+    pub async fn job_rendered(
+        &self,
+        lease: &JobLease,
+        artifact: &ArtifactRef,
+        deliveries: &[NewDelivery],
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let one = [Render {
+            lease: lease.clone(),
+            artifact: artifact.clone(),
+            deliveries: deliveries.to_vec(),
+        }];
+        self.job_rendered_many(&one, now)
+            .await?
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    /// Records many renders in one transaction (one commit), each as [`Ledger::job_rendered`]
+    /// would. Returns one result per render, in order: `LeaseLost` for a lease no longer held
+    /// (that render changes nothing; the others still record). An `Err` of the whole call means
+    /// nothing was recorded.
+    pub async fn job_rendered_many(
+        &self,
+        renders: &[Render],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<()>>> {
+        if renders.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now_ms = to_millis(now);
+        let mut held = Vec::with_capacity(renders.len());
+        on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            for r in renders {
+                let next_state = if r.deliveries.is_empty() {
+                    "done"
+                } else {
+                    "delivering"
+                };
+                let n = sqlx::query(RENDERED)
+                    .bind(r.lease.key())
+                    .bind(r.lease.token())
+                    .bind(next_state)
+                    .bind(&r.artifact.html_key)
+                    .bind(&r.artifact.text_key)
+                    .bind(&r.artifact.sha256)
+                    .bind(r.artifact.bytes)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                held.push(fenced(n, &r.lease));
+            }
+            let new: Vec<(&JobKey, &NewDelivery)> = renders
+                .iter()
+                .zip(&held)
+                .filter(|(_, h)| h.is_ok())
+                .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key(), dl)))
+                .collect();
+            for chunk in new.chunks(500) {
+                let mut qb = sqlx::QueryBuilder::new(DELIVERY_INSERT_VALUES);
+                qb.push_values(chunk, |mut b, (job, dl)| {
+                    b.push_bind(&dl.key)
+                        .push_bind(*job)
+                        .push_bind(dl.key.kind().as_str())
+                        .push_bind(dl.key.destination())
+                        .push_bind("pending")
+                        .push_bind(now_ms)
+                        .push_bind(now_ms)
+                        .push_bind(now_ms);
+                });
+                qb.push(" ON CONFLICT DO NOTHING");
+                qb.build().execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+        });
+        Ok(held)
+    }
+
+    /// `delivering → done` when every delivery is sent, `delivering → quarantined` when every
+    /// delivery is terminal and one is quarantined. Returns the job's state afterwards.
+    pub async fn job_settle(&self, key: &JobKey, now: DateTime<Utc>) -> Result<JobState> {
+        self.job_settle_many(&[key], now).await?;
+        self.job_get(key)
+            .await?
+            .map(|j| j.state)
+            .ok_or_else(|| LedgerError::NotFound {
+                what: "job",
+                key: key.to_string(),
+            })
+    }
+
+    /// [`Ledger::job_settle`] for many jobs in one statement; returns how many it settled.
+    /// The state tests are written `(…) IS TRUE`, which no index serves, so the plan looks the
+    /// jobs up by key and their deliveries by job whatever the statistics say: right after a
+    /// burst of jobs PostgreSQL's statistics are stale, and it scanned every delivering job
+    /// and every pending delivery on each settle instead.
+    /// Run it after the finishes it follows have committed: a settle inside the same
+    /// transaction would not see another worker's concurrent last finish, and neither would
+    /// settle the job.
+    pub async fn job_settle_many(&self, keys: &[&JobKey], now: DateTime<Utc>) -> Result<u64> {
+        let now_ms = to_millis(now);
+        let mut settled = 0;
+        on_backend!(self, |p, _d| {
+            for chunk in keys.chunks(500) {
+                let mut qb = sqlx::QueryBuilder::new(SETTLE_KEYED[0]);
+                qb.push_bind(now_ms)
+                    .push(SETTLE_KEYED[1])
+                    .push_bind(now_ms)
+                    .push(SETTLE_KEYED[2]);
+                let mut list = qb.separated(", ");
+                for key in chunk {
+                    list.push_bind(*key);
+                }
+                qb.push(")");
+                settled += qb.build().execute(p).await?.rows_affected();
+            }
+        });
+        Ok(settled)
+    }
+
+    /// `ready | quarantined → cancelled`, by an operator; deliveries still waiting (a job
+    /// redriven to render again) are closed as quarantined "the job was cancelled".
+    pub async fn job_cancel(&self, key: &JobKey, now: DateTime<Utc>) -> Result<()> {
+        let now_ms = to_millis(now);
+        let n = on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let n = sqlx::query(CANCEL)
+                .bind(now_ms)
+                .bind(key)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if n == 1 {
+                sqlx::query(CANCEL_DELIVERIES)
+                    .bind(now_ms)
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+            } else {
+                tx.rollback().await?;
+            }
+            n
+        });
+        if n == 1 {
+            return Ok(());
+        }
+        Err(self.wrong_job_state(key, "ready or quarantined").await)
+    }
+
+    /// Redrives a quarantined job with an audit row. A job quarantined at render, or whose
+    /// artifact retention already deleted, goes back to `ready` (to render); a job with
+    /// quarantined deliveries goes back to `delivering` (or `ready`) and those deliveries to
+    /// `pending`. Keys stay the same; `redrive_count` grows by one.
+    pub async fn job_redrive(
+        &self,
+        key: &JobKey,
+        by: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> Result<RedriveOutcome> {
+        let now_ms = to_millis(now);
+        let deliveries = on_backend!(self, |p, d| {
+            let mut tx = p.begin_with(d::BEGIN).await?;
+            let n = sqlx::query(REDRIVE)
+                .bind(now_ms)
+                .bind(key)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            if n == 0 {
+                tx.rollback().await?;
+                None
+            } else {
+                let deliveries = sqlx::query(REDRIVE_DELIVERIES)
+                    .bind(now_ms)
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                sqlx::query(AUDIT_REDRIVE)
+                    .bind(key)
+                    .bind(None::<&str>)
+                    .bind(by)
+                    .bind(reason)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Some(deliveries)
+            }
+        });
+        match deliveries {
+            Some(deliveries) => Ok(RedriveOutcome {
+                job_key: key.clone(),
+                deliveries,
+            }),
+            None => Err(self.wrong_job_state(key, "quarantined").await),
+        }
+    }
+
+    /// Why a transition of job `key` that expected `expected` changed nothing.
+    pub(super) async fn wrong_job_state(
+        &self,
+        key: &JobKey,
+        expected: &'static str,
+    ) -> LedgerError {
+        match self.job_get(key).await {
+            Ok(Some(job)) => LedgerError::WrongState {
+                what: "job",
+                key: key.to_string(),
+                expected,
+                actual: job.state.as_str().to_string(),
+            },
+            Ok(None) => LedgerError::NotFound {
+                what: "job",
+                key: key.to_string(),
+            },
+            Err(e) => e,
+        }
+    }
+}
+
+/// A chunk of new jobs as the parallel arrays PostgreSQL's `UNNEST` insert binds.
+struct InsertColumns<'a> {
+    key: Vec<String>,
+    report: Vec<String>,
+    date: Vec<String>,
+    origin: Vec<&'a str>,
+    fire: Vec<i64>,
+    start: Vec<i64>,
+    end: Vec<i64>,
+    ready: Vec<i64>,
+}
+
+impl<'a> InsertColumns<'a> {
+    fn of(jobs: &'a [NewJob]) -> InsertColumns<'a> {
+        InsertColumns {
+            key: jobs.iter().map(|j| j.key.to_string()).collect(),
+            report: jobs.iter().map(|j| j.key.report().to_string()).collect(),
+            date: jobs
+                .iter()
+                .map(|j| j.key.date().format("%Y-%m-%d").to_string())
+                .collect(),
+            origin: jobs.iter().map(|j| j.origin.as_str()).collect(),
+            fire: jobs.iter().map(|j| to_millis(j.fire_at)).collect(),
+            start: jobs.iter().map(|j| to_millis(j.window.start)).collect(),
+            end: jobs.iter().map(|j| to_millis(j.window.end)).collect(),
+            ready: jobs.iter().map(|j| to_millis(j.ready_at)).collect(),
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! Claims and their extensions. A claim moves due work to its in-progress state under a new
+//! fencing token and returns a [`Lease`] on it: the only handle later writes accept. PostgreSQL
+//! claims skip rows another worker has locked (`FOR UPDATE SKIP LOCKED`); SQLite has one writer
+//! at a time, so its inner select cannot race another claim.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::sql::PerBackend;
+use super::{Arg, Delivery, DeliveryLease, DeliveryRecord, Job, JobLease, JobRecord, Lease};
+use super::{LeasedDelivery, LeasedJob};
+use super::{Ledger, Result};
+use crate::clock::to_millis;
+use crate::keys::JobKey;
+
+/// What a lease asks for.
+#[derive(Debug, Clone)]
+pub struct LeaseParams {
+    pub owner: String,
+    pub now: DateTime<Utc>,
+    pub lease_for: Duration,
+    pub limit: u32,
+}
+
+/// Claims up to `$4` ready jobs due at `$3` for owner `$1` until `$2`; the lock clause
+/// follows the inner select's `LIMIT`.
+macro_rules! job_lease {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE jobs
+             SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
+                 lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
+                 generated_at = COALESCE(generated_at, $3)
+             WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
+                           ORDER BY ready_at, key LIMIT $4",
+            $lock,
+            ") RETURNING ",
+            job_columns!()
+        )
+    };
+}
+
+/// Claims up to `$4` due deliveries of jobs that are delivering (a job sent back to render
+/// keeps its deliveries waiting). The job test is `(…) IS TRUE`: a probe by key per delivery,
+/// not a scan of every delivering job.
+macro_rules! delivery_lease {
+    ($lock:literal) => {
+        concat!(
+            "UPDATE deliveries
+             SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
+                 lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
+             WHERE key IN (SELECT d.key FROM deliveries d
+                           WHERE d.state = 'pending' AND d.ready_at <= $3
+                             AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key AND (j.state = 'delivering') IS TRUE)
+                           ORDER BY d.ready_at, d.key LIMIT $4",
+            $lock,
+            ") RETURNING ",
+            delivery_columns!()
+        )
+    };
+}
+
+const JOB_LEASE: PerBackend = PerBackend {
+    sqlite: job_lease!(""),
+    postgres: job_lease!(" FOR UPDATE SKIP LOCKED"),
+};
+
+const DELIVERY_LEASE: PerBackend = PerBackend {
+    sqlite: delivery_lease!(""),
+    postgres: delivery_lease!(" FOR UPDATE SKIP LOCKED"),
+};
+
+const RENDER_EXTEND: &str = "UPDATE jobs SET lease_expires_at = $3 WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
+
+const SEND_EXTEND: &str = "UPDATE deliveries SET lease_expires_at = $3 WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
+
+impl Ledger {
+    /// Leases up to `limit` ready jobs whose `ready_at` has come: `ready → rendering`.
+    pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
+        let recs: Vec<JobRecord> = self.claim(JOB_LEASE, params).await?;
+        let mut out: Vec<LeasedJob> = recs
+            .into_iter()
+            .map(|r| {
+                let job = Job::try_from(r)?;
+                Ok(LeasedJob {
+                    lease: Lease::held(job.key.clone(), job.lease_token, params),
+                    job,
+                })
+            })
+            .collect::<Result<_>>()?;
+        out.sort_by(|a, b| (a.job.ready_at, &a.job.key).cmp(&(b.job.ready_at, &b.job.key)));
+        Ok(out)
+    }
+
+    /// Leases up to `limit` pending deliveries whose `ready_at` has come: `pending → sending`.
+    /// The lease counts as an attempt; [`Ledger::delivery_release`] gives it back.
+    pub async fn delivery_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
+        let recs: Vec<DeliveryRecord> = self.claim(DELIVERY_LEASE, params).await?;
+        let deliveries: Vec<Delivery> = recs
+            .into_iter()
+            .map(Delivery::try_from)
+            .collect::<Result<_>>()?;
+        let job_keys: BTreeSet<&JobKey> = deliveries.iter().map(|d| &d.job_key).collect();
+        let jobs: HashMap<JobKey, Arc<Job>> = self
+            .job_get_many(&job_keys.into_iter().collect::<Vec<_>>())
+            .await?
+            .into_iter()
+            .map(|j| (j.key.clone(), Arc::new(j)))
+            .collect();
+        let mut out: Vec<LeasedDelivery> = deliveries
+            .into_iter()
+            .map(|delivery| LeasedDelivery {
+                lease: Lease::held(delivery.key.clone(), delivery.lease_token, params),
+                job: jobs.get(&delivery.job_key).cloned(),
+                delivery,
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (a.delivery.ready_at, &a.delivery.key).cmp(&(b.delivery.ready_at, &b.delivery.key))
+        });
+        Ok(out)
+    }
+
+    /// Pushes a job lease's deadline to `until`, if the lease is still held.
+    pub async fn job_extend_lease(&self, lease: &JobLease, until: DateTime<Utc>) -> Result<()> {
+        self.fenced_update(RENDER_EXTEND, lease, &[Arg::Int(to_millis(until))])
+            .await
+    }
+
+    /// Pushes a delivery lease's deadline to `until`, if the lease is still held.
+    pub async fn delivery_extend_lease(
+        &self,
+        lease: &DeliveryLease,
+        until: DateTime<Utc>,
+    ) -> Result<()> {
+        self.fenced_update(SEND_EXTEND, lease, &[Arg::Int(to_millis(until))])
+            .await
+    }
+
+    /// Runs a lease statement, after the dialect's `LEASE_PLAN` if it has one.
+    async fn claim<R>(&self, statement: PerBackend, params: &LeaseParams) -> Result<Vec<R>>
+    where
+        R: Send
+            + Unpin
+            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    {
+        let expires = to_millis(crate::clock::add(params.now, params.lease_for));
+        let now = to_millis(params.now);
+        Ok(on_backend!(self, |p, d| {
+            let lease = sqlx::query_as(d::pick(statement))
+                .bind(&params.owner)
+                .bind(expires)
+                .bind(now)
+                .bind(i64::from(params.limit));
+            match d::LEASE_PLAN {
+                None => lease.fetch_all(p).await?,
+                Some(plan) => {
+                    let mut tx = p.begin_with(d::BEGIN).await?;
+                    sqlx::query(plan).execute(&mut *tx).await?;
+                    let recs = lease.fetch_all(&mut *tx).await?;
+                    tx.commit().await?;
+                    recs
+                }
+            }
+        }))
+    }
+}
+
+impl<K> Lease<K> {
+    /// The lease a claim just took.
+    fn held(key: K, token: i64, params: &LeaseParams) -> Lease<K> {
+        Lease {
+            key,
+            token,
+            owner: params.owner.clone(),
+            expires_at: crate::clock::add(params.now, params.lease_for),
+        }
+    }
+}
