@@ -8,6 +8,19 @@ use croner::parser::{CronParser, Seconds, Year};
 
 use crate::window::start_of_local_date;
 
+/// Why an expression is not a schedule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CronError {
+    #[error(
+        "{expr:?} has {fields} field(s); write six: sec min hour day-of-month month day-of-week (e.g. \"0 30 6 * * *\")"
+    )]
+    Fields { expr: String, fields: usize },
+    #[error("{expr:?} is not a valid cron expression: {reason}")]
+    Invalid { expr: String, reason: String },
+    #[error("{0:?} never fires")]
+    NeverFires(String),
+}
+
 /// A validated cron expression in a timezone.
 #[derive(Debug, Clone)]
 pub struct Schedule {
@@ -18,19 +31,23 @@ pub struct Schedule {
 
 impl Schedule {
     /// Parses a six-field expression (`sec min hour day-of-month month day-of-week`).
-    pub fn parse(expr: &str, tz: Tz) -> Result<Schedule, String> {
+    pub fn parse(expr: &str, tz: Tz) -> Result<Schedule, CronError> {
         let fields = expr.split_whitespace().count();
         if fields != 6 {
-            return Err(format!(
-                "{expr:?} has {fields} field(s); write six: sec min hour day-of-month month day-of-week (e.g. \"0 30 6 * * *\")"
-            ));
+            return Err(CronError::Fields {
+                expr: expr.to_string(),
+                fields,
+            });
         }
         let cron = CronParser::builder()
             .seconds(Seconds::Required)
             .year(Year::Disallowed)
             .build()
             .parse(expr)
-            .map_err(|e| format!("{expr:?} is not a valid cron expression: {e}"))?;
+            .map_err(|e| CronError::Invalid {
+                expr: expr.to_string(),
+                reason: e.to_string(),
+            })?;
         let schedule = Schedule {
             expr: expr.to_string(),
             cron,
@@ -42,7 +59,7 @@ impl Schedule {
             .single()
             .unwrap_or_default();
         if schedule.next_fires(probe, 1).is_empty() {
-            return Err(format!("{expr:?} never fires"));
+            return Err(CronError::NeverFires(expr.to_string()));
         }
         Ok(schedule)
     }

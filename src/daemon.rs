@@ -88,11 +88,11 @@ pub async fn run(
     let services = vec![
         Service::new("tick", OnFailure::Restart, move |cancel| {
             let tick = tick.clone();
-            Box::pin(async move { tick.run(cancel).await })
+            Box::pin(async move { Ok(tick.run(cancel).await?) })
         }),
         Service::new("pool", OnFailure::Restart, move |cancel| {
             let pipeline = pipeline.clone();
-            Box::pin(async move { pipeline.run(cancel).await })
+            Box::pin(async move { Ok(pipeline.run(cancel).await?) })
         }),
         Service::new("rescuer", OnFailure::Restart, move |cancel| {
             let rescuer = rescuer.clone();

@@ -79,18 +79,23 @@ pub fn router(state: ServerState) -> Router {
         .with_state(state)
 }
 
+/// A bind the server refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "refusing to serve on {0}, which is not a loopback address, without both the ops token and the ingest secret set"
+)]
+pub struct ExposureError(SocketAddr);
+
 /// Refuses an exposed bind without credentials: off loopback both secrets must be set.
 pub fn check_exposure(
     bind: SocketAddr,
     ops_token_set: bool,
     ingest_secret_set: bool,
-) -> Result<(), String> {
+) -> Result<(), ExposureError> {
     if bind.ip().is_loopback() || (ops_token_set && ingest_secret_set) {
         Ok(())
     } else {
-        Err(format!(
-            "refusing to serve on {bind}, which is not a loopback address, without both the ops token and the ingest secret set"
-        ))
+        Err(ExposureError(bind))
     }
 }
 
@@ -103,10 +108,6 @@ pub async fn serve(
     axum::serve(listener, router)
         .with_graceful_shutdown(cancel.cancelled_owned())
         .await
-}
-
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    ApiError::new(status, message).into_response()
 }
 
 /// A refusal: its status and the message of its JSON body.
@@ -142,79 +143,43 @@ struct RunRequest {
     date: Option<String>,
 }
 
-async fn ingest(State(st): State<ServerState>, headers: HeaderMap, body: Body) -> Response {
-    let body = match axum::body::to_bytes(body, BODY_LIMIT).await {
-        Ok(b) => b,
-        Err(_) => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the body is larger than {BODY_LIMIT} bytes"),
-            );
-        }
-    };
-    let Some(secret) = &st.ingest_secret else {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "ingestion is not configured: the ingest secret is unset",
-        );
-    };
-    let (Some(id), Some(ts), Some(sig)) = (
-        header_str(&headers, "webhook-id"),
-        header_str(&headers, "webhook-timestamp"),
-        header_str(&headers, "webhook-signature"),
-    ) else {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "missing webhook-id, webhook-timestamp or webhook-signature",
-        );
-    };
-    let Ok(ts) = ts.trim().parse::<i64>() else {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "webhook-timestamp is not Unix seconds",
-        );
-    };
+/// A signed run request: verified, then its job recorded with its webhook-id.
+async fn ingest(
+    State(st): State<ServerState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is larger than {BODY_LIMIT} bytes"),
+        )
+    })?;
     let now = st.clock.now();
-    if (now.timestamp() - ts).abs() > TIMESTAMP_TOLERANCE_SECS {
-        return error(
-            StatusCode::UNAUTHORIZED,
-            "webhook-timestamp is more than 5 minutes off",
-        );
-    }
-    if secret.verify(id, ts, &body, sig).is_err() {
-        return error(StatusCode::UNAUTHORIZED, "invalid signature");
-    }
-    let req: RunRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(e) => {
-            return error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("invalid body: {e}"),
-            );
-        }
-    };
+    let id = verify_signature(&st, &headers, &body, now)?;
+    let unprocessable = |m: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, m);
+    let req: RunRequest =
+        serde_json::from_slice(&body).map_err(|e| unprocessable(format!("invalid body: {e}")))?;
     let date = match &req.date {
         None => None,
-        Some(d) => match NaiveDate::parse_from_str(d, "%Y-%m-%d") {
-            Ok(d) => Some(d),
-            Err(_) => {
-                return error(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("date {d:?} is not YYYY-MM-DD"),
-                );
-            }
-        },
+        Some(d) => Some(
+            NaiveDate::parse_from_str(d, "%Y-%m-%d")
+                .map_err(|_| unprocessable(format!("date {d:?} is not YYYY-MM-DD")))?,
+        ),
     };
     let Some(report) = st.reports.get(&req.report) else {
-        return error(StatusCode::NOT_FOUND, format!("no report {:?}", req.report));
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no report {:?}", req.report),
+        ));
     };
     let date = date.unwrap_or_else(|| now.with_timezone(&report.timezone()).date_naive());
-    let Some(fire) = Fire::for_date(report, date) else {
-        return error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("{date} has no window in {}", report.timezone().name()),
-        );
-    };
+    let fire = Fire::for_date(report, date).ok_or_else(|| {
+        unprocessable(format!(
+            "{date} has no window in {}",
+            report.timezone().name()
+        ))
+    })?;
     let job = NewJob {
         key: fire.key,
         fire_at: fire.fire_at,
@@ -222,31 +187,58 @@ async fn ingest(State(st): State<ServerState>, headers: HeaderMap, body: Body) -
         ready_at: now,
         origin: JobOrigin::Ingest,
     };
-    match st.ledger.ingest_run(id, &job, now).await {
-        Ok(out) => {
-            let duplicate = !out.created;
-            st.metrics
-                .ingest(if duplicate { "duplicate" } else { "created" });
-            tracing::info!(job = %out.job_key, duplicate, "run requested");
-            let status = if duplicate {
-                StatusCode::OK
-            } else {
-                StatusCode::ACCEPTED
-            };
-            (
-                status,
-                axum::Json(json!({ "job": out.job_key, "duplicate": duplicate })),
-            )
-                .into_response()
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "could not record a run request");
-            error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the ledger is unavailable; retry later",
-            )
-        }
+    let out = st.ledger.ingest_run(&id, &job, now).await.map_err(|e| {
+        tracing::error!(error = %e, "could not record a run request");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the ledger is unavailable; retry later",
+        )
+    })?;
+    let duplicate = !out.created;
+    st.metrics
+        .ingest(if duplicate { "duplicate" } else { "created" });
+    tracing::info!(job = %out.job_key, duplicate, "run requested");
+    let status = if duplicate {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    let reply = json!({ "job": out.job_key, "duplicate": duplicate });
+    Ok((status, axum::Json(reply)).into_response())
+}
+
+/// Checks a run request's Standard Webhooks signature; returns its webhook-id.
+fn verify_signature(
+    st: &ServerState,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String, ApiError> {
+    let refuse = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, m);
+    let Some(secret) = &st.ingest_secret else {
+        return Err(refuse(
+            "ingestion is not configured: the ingest secret is unset",
+        ));
+    };
+    let (Some(id), Some(ts), Some(sig)) = (
+        header_str(headers, "webhook-id"),
+        header_str(headers, "webhook-timestamp"),
+        header_str(headers, "webhook-signature"),
+    ) else {
+        return Err(refuse(
+            "missing webhook-id, webhook-timestamp or webhook-signature",
+        ));
+    };
+    let Ok(ts) = ts.trim().parse::<i64>() else {
+        return Err(refuse("webhook-timestamp is not Unix seconds"));
+    };
+    if (now.timestamp() - ts).abs() > TIMESTAMP_TOLERANCE_SECS {
+        return Err(refuse("webhook-timestamp is more than 5 minutes off"));
     }
+    if secret.verify(id, ts, body, sig).is_err() {
+        return Err(refuse("invalid signature"));
+    }
+    Ok(id.to_string())
 }
 
 /// The bearer token check, in constant time.

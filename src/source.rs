@@ -25,6 +25,15 @@ pub enum SourceError {
     Permanent(String),
 }
 
+impl SourceError {
+    /// What went wrong, without the class.
+    pub fn message(&self) -> &str {
+        match self {
+            SourceError::Transient(m) | SourceError::Permanent(m) => m,
+        }
+    }
+}
+
 /// Fetches a report's data for a window.
 pub async fn fetch(
     spec: &SourceSpec,

@@ -55,9 +55,11 @@ fn apply(p: &Project, edits: &[Edit]) {
     }
 }
 
+/// What `check` refuses: the configuration's errors, then the templates' (each rendered
+/// against its sample).
 fn errors_of(p: &Project) -> Vec<ConfigError> {
     match Config::load(&p.config_dir()) {
-        Ok(_) => Vec::new(),
+        Ok(config) => dawnpost::render::check_templates(&config).0,
         Err(e) => e.0,
     }
 }

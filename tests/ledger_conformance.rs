@@ -691,7 +691,13 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         Err(LedgerError::WrongState { .. })
     ));
     assert!(matches!(
-        l.delivery_redrive(&dk("nope:2026-10-25/email:x@example.com"), "alice", "x", later).await,
+        l.delivery_redrive(
+            &dk("nope:2026-10-25/email:x@example.com"),
+            "alice",
+            "x",
+            later
+        )
+        .await,
         Err(LedgerError::NotFound { .. })
     ));
 

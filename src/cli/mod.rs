@@ -219,13 +219,22 @@ fn init_tracing(cli: &Cli) {
 /// asks for the ledger; the ledger is opened at most once and closed here, whatever the
 /// command returned.
 pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
-    let config = match Config::load(&cli.config) {
+    let mut config = match Config::load(&cli.config) {
         Ok(c) => c,
         Err(errors) => {
             errln!("{errors}");
             return Ok(ExitCode::from(EXIT_ERROR));
         }
     };
+    if matches!(cli.command, Command::Check) {
+        // Only `check` renders every template against its sample: the others load what they use.
+        let (errors, warnings) = crate::render::check_templates(&config);
+        if !errors.is_empty() {
+            errln!("{}", crate::config::ConfigErrors(errors));
+            return Ok(ExitCode::from(EXIT_ERROR));
+        }
+        config.warnings.extend(warnings);
+    }
     for w in &config.warnings {
         if matches!(cli.command, Command::Check) {
             out!("warning: {w}");

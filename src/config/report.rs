@@ -15,6 +15,8 @@ pub use crate::keys::ReportId;
 /// A report definition.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The file that defines it.
+    pub file: PathBuf,
     pub id: ReportId,
     pub title: String,
     /// The cron expression in the report's timezone.
@@ -153,7 +155,7 @@ fn load_report(
     let schedule_expr = f.req::<String>("schedule", errors);
     let schedule = match (schedule_expr, timezone) {
         (Some(expr), Some(tz)) => Schedule::parse(&expr, tz)
-            .map_err(|e| errors.push(place.error("schedule", e)))
+            .map_err(|e| errors.push(place.error("schedule", e.to_string())))
             .ok(),
         _ => None,
     };
@@ -288,6 +290,7 @@ fn load_report(
         ));
     }
     let report = Report {
+        file: file.to_path_buf(),
         id,
         title,
         schedule,
@@ -297,13 +300,6 @@ fn load_report(
         email,
         webhooks,
     };
-    match crate::render::check_report(ctx.root, &report) {
-        Ok(None) => {}
-        Ok(Some(warning)) => {
-            warnings.push(format!("{}: report {label:?}: {warning}", file.display()))
-        }
-        Err(e) => errors.push(place.error("template", e)),
-    }
     (errors.len() == before).then_some(report)
 }
 

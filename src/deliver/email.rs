@@ -23,6 +23,7 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use sha2::{Digest, Sha256};
 
+use super::DeliverError;
 use super::{Outcome, scrub};
 use crate::config::{EmailSettings, EmailTransport};
 use crate::keys::DeliveryKey;
@@ -68,11 +69,14 @@ impl EmailSender {
         s: &EmailSettings,
         root: &std::path::Path,
         concurrency: u32,
-    ) -> anyhow::Result<EmailSender> {
+    ) -> Result<EmailSender, DeliverError> {
         match s.transport {
             EmailTransport::File => {
                 let dir = crate::config::resolve(root, &s.outbox_dir);
-                std::fs::create_dir_all(&dir)?;
+                std::fs::create_dir_all(&dir).map_err(|source| DeliverError::Outbox {
+                    path: dir.clone(),
+                    source,
+                })?;
                 Ok(EmailSender::File { dir })
             }
             EmailTransport::Smtp => {
@@ -80,16 +84,14 @@ impl EmailSender {
                 // reached DATA (transient). The whole send is bounded by `timeout` + CONNECT_SLACK
                 // in `send`; that bound firing may be after DATA (ambiguous).
                 let mut builder = AsyncSmtpTransport::<Tokio1Executor>::from_url(&s.smtp_url)
-                    .map_err(|e| anyhow::anyhow!("email.smtp_url: {e}"))?
+                    .map_err(|e| DeliverError::SmtpUrl(e.to_string()))?
                     .timeout(Some(s.timeout.as_std()))
                     .pool_config(PoolConfig::new().max_size(concurrency.max(1)));
                 if let (Some(user_env), Some(pass_env)) = (&s.smtp_user_env, &s.smtp_password_env) {
-                    let user = std::env::var(user_env).map_err(|_| {
-                        anyhow::anyhow!("environment variable {user_env} is not set")
-                    })?;
-                    let pass = std::env::var(pass_env).map_err(|_| {
-                        anyhow::anyhow!("environment variable {pass_env} is not set")
-                    })?;
+                    let var = |name: &String| {
+                        std::env::var(name).map_err(|_| DeliverError::MissingEnv(name.clone()))
+                    };
+                    let (user, pass) = (var(user_env)?, var(pass_env)?);
                     builder = builder.credentials(Credentials::new(user, pass));
                 }
                 Ok(EmailSender::Smtp {

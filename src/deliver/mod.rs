@@ -8,6 +8,22 @@ use chrono::Duration;
 
 use crate::outcome::ResponseClass;
 
+/// A transport that cannot be built from its settings.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliverError {
+    #[error("email.outbox_dir {path}: {source}")]
+    Outbox {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("email.smtp_url: {0}")]
+    SmtpUrl(String),
+    #[error("environment variable {0} is not set")]
+    MissingEnv(String),
+    #[error("the webhook client: {0}")]
+    Client(#[from] reqwest::Error),
+}
+
 /// How one attempt ended, as the ledger records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {

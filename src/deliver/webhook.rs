@@ -44,7 +44,7 @@ pub struct WebhookSender {
 }
 
 impl WebhookSender {
-    pub fn new(timeout: Duration) -> anyhow::Result<WebhookSender> {
+    pub fn new(timeout: Duration) -> Result<WebhookSender, super::DeliverError> {
         let client = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))

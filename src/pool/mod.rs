@@ -11,6 +11,7 @@
 //! receiver; the retry keeps the same key).
 
 mod completer;
+mod failure;
 pub mod rescuer;
 pub mod throttle;
 mod work;
@@ -75,6 +76,28 @@ impl PoolConfig {
 /// before it is cut; a throttle probe that has not answered by then has expired too.
 const SEND_GRACE: Duration = Duration::from_secs(5);
 
+/// Why the pool could not be built, or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    #[error("report {report}: {source}")]
+    Template {
+        report: String,
+        source: crate::render::RenderError,
+    },
+    #[error(transparent)]
+    Artifacts(#[from] crate::artifact::ArtifactError),
+    #[error(transparent)]
+    Transport(#[from] crate::deliver::DeliverError),
+    #[error("the HTTP source client: {0}")]
+    Http(#[from] reqwest::Error),
+    #[error(transparent)]
+    Ledger(#[from] LedgerError),
+    #[error("the completer stopped: no outcome can be recorded")]
+    CompleterStopped,
+    #[error("no free slot for leased work")]
+    NoSlot(#[from] tokio::sync::TryAcquireError),
+}
+
 /// The pool and its lease rescuer for a configuration, recording into `metrics`: what the
 /// daemon and `run --once` both work with.
 pub fn build(
@@ -82,7 +105,7 @@ pub fn build(
     ledger: Ledger,
     clock: SharedClock,
     metrics: Arc<Metrics>,
-) -> anyhow::Result<(Arc<Pipeline>, Rescuer)> {
+) -> Result<(Arc<Pipeline>, Rescuer), PoolError> {
     let pipeline = Pipeline::new(
         config,
         ledger.clone(),
@@ -199,13 +222,16 @@ impl Pipeline {
         ledger: Ledger,
         clock: SharedClock,
         pool: PoolConfig,
-    ) -> anyhow::Result<Pipeline> {
+    ) -> Result<Pipeline, PoolError> {
         let root: &Path = &config.root;
         let mut templates = HashMap::new();
         for r in &config.reports {
             if !templates.contains_key(&r.template) {
-                let t = Templates::load(root, &r.template)
-                    .map_err(|e| anyhow::anyhow!("report {}: {e}", r.id))?;
+                let t =
+                    Templates::load(root, &r.template).map_err(|source| PoolError::Template {
+                        report: r.id.to_string(),
+                        source,
+                    })?;
                 templates.insert(r.template.clone(), Arc::new(t));
             }
         }
@@ -287,7 +313,7 @@ impl Pipeline {
     }
 
     /// Runs the pool until `cancel`, then drains.
-    pub async fn run(self: Arc<Self>, cancel: CancellationToken) -> anyhow::Result<()> {
+    pub async fn run(self: Arc<Self>, cancel: CancellationToken) -> Result<(), PoolError> {
         let concurrency = self.config.concurrency.max(1) as usize;
         let (completions, completed) = mpsc::channel(concurrency);
         let abandon = CancellationToken::new();
@@ -312,7 +338,7 @@ impl Pipeline {
                 // Nothing could be recorded any more: work leased now would be sent and then
                 // rescued and sent again. Stop, and let the leases held be rescued.
                 self.drain(running, completer, abandon).await;
-                anyhow::bail!("the completer stopped: no outcome can be recorded");
+                return Err(PoolError::CompleterStopped);
             }
             running.reap();
             let free = running.slots.available_permits() as u32;
@@ -344,7 +370,11 @@ impl Pipeline {
 
     /// Leases up to `n` items, jobs first, waits for admission of what it leased, and spawns the
     /// work. Returns how many it leased.
-    async fn lease_batch(self: &Arc<Self>, n: u32, running: &mut Running) -> anyhow::Result<u32> {
+    async fn lease_batch(
+        self: &Arc<Self>,
+        n: u32,
+        running: &mut Running,
+    ) -> Result<u32, PoolError> {
         let jobs = self.ledger.job_lease(&self.lease_params(n)).await?;
         let mut count = jobs.len() as u32;
         let deliveries = if count < n {
@@ -535,7 +565,7 @@ impl Running {
         pipeline: &Arc<Pipeline>,
         held: Held,
         work: impl FnOnce(Slot) -> F,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), PoolError> {
         let slot = Slot {
             permit: Some(self.slots.clone().try_acquire_owned()?),
             freed: self.freed.clone(),

@@ -8,6 +8,7 @@ use rand::RngExt;
 use tokio::sync::{mpsc, oneshot};
 
 use super::completer::{Completion, Recorded};
+use super::failure::RenderFailure;
 use super::{Pipeline, Slot, Stats};
 use crate::deliver::webhook::{WebhookBody, WindowBody, host_of as url_host};
 use crate::deliver::{Outcome, redact_address};
@@ -20,7 +21,6 @@ use crate::render::Rendered;
 use crate::retry::Decision;
 use crate::schedule::rfc3339;
 use crate::signing::Secret;
-use crate::source::SourceError;
 
 /// The throttling key of a delivery: the webhook's `host:port`, or the email relay.
 pub(super) fn host_of(d: &Delivery) -> String {
@@ -71,10 +71,7 @@ pub(super) async fn render_job(
             }
         }
         Err(failure) => {
-            let (class, why) = match &failure {
-                RenderFailure::Transient(why) => (ResponseClass::Transient, why.clone()),
-                RenderFailure::Permanent(why) => (ResponseClass::Permanent, why.clone()),
-            };
+            let (class, why) = (failure.class(), failure.to_string());
             let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
             // The retry delay counts from the failure, not from the start of the render: a
             // source that took its whole timeout to fail still gets its full backoff.
@@ -111,18 +108,14 @@ pub(super) async fn render_job(
     }
 }
 
-enum RenderFailure {
-    Transient(String),
-    Permanent(String),
-}
-
 async fn render_and_store(
     p: &Pipeline,
     job: &Job,
 ) -> Result<(ArtifactRef, Vec<NewDelivery>), RenderFailure> {
-    let report = p.reports.get(&job.report).ok_or_else(|| {
-        RenderFailure::Permanent(format!("report {:?} is no longer configured", job.report))
-    })?;
+    let report = p
+        .reports
+        .get(&job.report)
+        .ok_or_else(|| RenderFailure::Unconfigured(job.report.clone()))?;
     let deliveries: Vec<NewDelivery> = report
         .email
         .iter()
@@ -138,35 +131,22 @@ async fn render_and_store(
         })
         .collect();
     // Render once: an artifact stored by an earlier attempt (say, before a crash) is reused.
-    let existing = p
-        .artifacts
-        .find(&job.report, &job.date)
-        .await
-        .map_err(|e| RenderFailure::Transient(e.to_string()))?;
+    let existing = p.artifacts.find(&job.report, &job.date).await?;
     if let Some(artifact) = existing {
         return Ok((artifact, deliveries));
     }
     let data = crate::source::fetch_within(&report.source, &job.window, &p.http, p.work_deadline())
-        .await
-        .map_err(|e| match e {
-            SourceError::Transient(m) => RenderFailure::Transient(m),
-            SourceError::Permanent(m) => RenderFailure::Permanent(m),
-        })?;
-    let templates = p.templates.get(&report.template).ok_or_else(|| {
-        RenderFailure::Permanent(format!("template {:?} is not loaded", report.template))
-    })?;
+        .await?;
+    let templates = p
+        .templates
+        .get(&report.template)
+        .ok_or_else(|| RenderFailure::NotLoaded(report.template.clone()))?;
     // The generation time is the job's first render lease, recorded in the ledger: a render
     // repeated after a crash or a redrive writes the same bytes, so never a second artifact.
     let generated_at = job.generated_at.unwrap_or(job.created_at);
     let context = crate::render::context(report, job.key.date(), &job.window, data, generated_at);
-    let rendered = templates
-        .render(&context)
-        .map_err(|e| RenderFailure::Permanent(format!("render: {e}")))?;
-    let (artifact, wrote) = p
-        .artifacts
-        .write(&job.report, &job.date, &rendered)
-        .await
-        .map_err(|e| RenderFailure::Transient(e.to_string()))?;
+    let rendered = templates.render(&context)?;
+    let (artifact, wrote) = p.artifacts.write(&job.report, &job.date, &rendered).await?;
     if wrote {
         Stats::bump(&p.stats.artifacts_written);
         p.metrics

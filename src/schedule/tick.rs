@@ -41,6 +41,11 @@ pub struct SchedulerTick {
     catch_up: Span,
 }
 
+/// The heartbeat could not be scheduled.
+#[derive(Debug, thiserror::Error)]
+#[error("the scheduler's heartbeat: {0}")]
+pub struct TickError(#[from] tokio_cron_scheduler::JobSchedulerError);
+
 impl SchedulerTick {
     pub fn new(
         ledger: Ledger,
@@ -100,8 +105,9 @@ impl SchedulerTick {
         Ok(counts)
     }
 
-    /// Ticks once at start (to catch up), then on every heartbeat until `cancel`.
-    pub async fn run(&self, cancel: CancellationToken) -> anyhow::Result<()> {
+    /// Ticks once at start (to catch up), then on every heartbeat until `cancel`. Fails only
+    /// when its heartbeat cannot be scheduled; a failed tick is logged and the next one retries.
+    pub async fn run(&self, cancel: CancellationToken) -> Result<(), TickError> {
         use tokio_cron_scheduler::{Job, JobScheduler};
 
         let (beat_tx, mut beats) = tokio::sync::mpsc::channel::<()>(1);
