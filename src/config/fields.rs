@@ -43,6 +43,18 @@ impl<'a> Place<'a> {
         }
     }
 
+    /// A warning about `field`, in the words an error would use.
+    pub fn warning(&self, field: &str, message: &str) -> String {
+        match self.report {
+            Some(report) => format!(
+                "{}: report {report:?}: {}: {message}",
+                self.file.display(),
+                self.field(field)
+            ),
+            None => format!("{}: {}: {message}", self.file.display(), self.field(field)),
+        }
+    }
+
     pub fn error(&self, field: &str, message: impl Into<String>) -> ConfigError {
         ConfigError {
             file: self.file.to_path_buf(),
@@ -124,6 +136,41 @@ impl<'t, 'a> Fields<'t, 'a> {
     }
 
     /// Reports every key that no reader asked for.
+    /// An optional field naming an environment variable (the secret stays in the environment).
+    pub fn env_name(
+        &mut self,
+        name: &'static str,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<String> {
+        let env = self.opt::<String>(name, errors)?;
+        self.valid_env(name, env, errors)
+    }
+
+    /// [`Fields::env_name`] for a required field.
+    pub fn env_name_required(
+        &mut self,
+        name: &'static str,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<String> {
+        let env = self.req::<String>(name, errors)?;
+        self.valid_env(name, env, errors)
+    }
+
+    fn valid_env(
+        &self,
+        name: &'static str,
+        env: String,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<String> {
+        if super::valid_env_name(&env) {
+            Some(env)
+        } else {
+            let message = format!("{env:?} is not an environment variable name");
+            errors.push(self.place.error(name, message));
+            None
+        }
+    }
+
     pub fn finish(self, errors: &mut Vec<ConfigError>) {
         for key in self.table.keys() {
             if !self.seen.contains(key.as_str()) {

@@ -118,11 +118,7 @@ fn load_report(
     warnings: &mut Vec<String>,
 ) -> Option<Report> {
     let before = errors.len();
-    // Errors name the report by its id, or by its position while the id is unusable.
-    let label = match table.get("id") {
-        Some(toml::Value::String(s)) if !s.is_empty() => s.clone(),
-        _ => format!("report[{index}]"),
-    };
+    let label = report_label(table, index);
     let place = Place {
         file,
         report: Some(&label),
@@ -136,143 +132,35 @@ fn load_report(
             .ok()
     });
     let title = f.req::<String>("title", errors).filter(|t| {
-        let ok = !t.trim().is_empty();
-        if !ok {
-            errors.push(place.error("title", "must not be empty"));
-        }
-        ok
+        let empty = t.trim().is_empty();
+        empty.then(|| errors.push(place.error("title", "must not be empty")));
+        !empty
     });
-    let timezone = f.req::<String>("timezone", errors).and_then(|tz| {
-        Tz::from_str(&tz)
-            .map_err(|_| {
-                errors.push(place.error(
-                    "timezone",
-                    format!("{tz:?} is not an IANA timezone (e.g. \"Europe/Berlin\")"),
-                ))
-            })
-            .ok()
-    });
-    let schedule_expr = f.req::<String>("schedule", errors);
-    let schedule = match (schedule_expr, timezone) {
-        (Some(expr), Some(tz)) => Schedule::parse(&expr, tz)
-            .map_err(|e| errors.push(place.error("schedule", e.to_string())))
-            .ok(),
-        _ => None,
-    };
-    let template = f.req::<String>("template", errors).and_then(|t| {
-        if !t.is_empty()
-            && t.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            Some(t)
-        } else {
-            errors.push(place.error(
-                "template",
-                format!("{t:?} is not a template name (letters, digits, '_' and '-')"),
-            ));
-            None
-        }
-    });
+    let schedule = load_schedule(&mut f, &place, errors);
+    let template = load_template(&mut f, &place, errors);
     let source = match f.raw("source") {
-        None => {
-            errors.push(place.error("source", "missing required field"));
-            None
-        }
         Some(toml::Value::Table(t)) => load_source(t, &place.nested("source"), ctx.root, errors),
         Some(_) => {
-            errors.push(place.error(
-                "source",
-                "expected a table such as { kind = \"file\", path = \"…\" }",
-            ));
+            let message = "expected a table such as { kind = \"file\", path = \"…\" }";
+            errors.push(place.error("source", message));
+            None
+        }
+        None => {
+            errors.push(place.error("source", "missing required field"));
             None
         }
     };
     let sample = f.opt::<PathBuf>("sample", errors).and_then(|p| {
         let path = resolve(ctx.root, &p);
-        if path.is_file() {
-            Some(path)
-        } else {
-            errors.push(place.error("sample", format!("file {} does not exist", path.display())));
-            None
+        let exists = path.is_file();
+        if !exists {
+            let message = format!("file {} does not exist", path.display());
+            errors.push(place.error("sample", message));
         }
+        exists.then_some(path)
     });
-
-    let mut email = Vec::new();
-    for (i, addr) in f
-        .opt::<Vec<String>>("email", errors)
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-    {
-        let field = format!("email[{i}]");
-        match lettre::Address::from_str(addr.trim()) {
-            Ok(a) if email.contains(&a) => {
-                errors.push(place.error(&field, format!("{addr:?} is listed twice")))
-            }
-            Ok(a) => email.push(a),
-            Err(e) => {
-                errors.push(place.error(&field, format!("{addr:?} is not an email address: {e}")))
-            }
-        }
-    }
-
-    let mut webhooks: Vec<Webhook> = Vec::new();
-    match f.raw("webhook") {
-        None => {}
-        Some(toml::Value::Array(items)) => {
-            for (i, item) in items.iter().enumerate() {
-                let wplace = place.nested(&format!("webhook[{i}]"));
-                let toml::Value::Table(t) = item else {
-                    errors.push(wplace.error("(table)", "expected a [[report.webhook]] table"));
-                    continue;
-                };
-                let mut w = Fields::new(t, wplace.clone());
-                let url = w
-                    .req::<String>("url", errors)
-                    .and_then(|u| match url::Url::parse(&u) {
-                        Ok(url)
-                            if matches!(url.scheme(), "http" | "https") && url.host().is_some() =>
-                        {
-                            Some(url)
-                        }
-                        Ok(url) => {
-                            errors.push(wplace.error(
-                                "url",
-                                format!("{u:?}: scheme {:?} is not http or https", url.scheme()),
-                            ));
-                            None
-                        }
-                        Err(e) => {
-                            errors.push(wplace.error("url", format!("{u:?} is not a URL: {e}")));
-                            None
-                        }
-                    });
-                let secret_env = w.opt::<String>("secret_env", errors).and_then(|env| {
-                    if super::valid_env_name(&env) {
-                        if std::env::var_os(&env).is_none() {
-                            warnings.push(format!(
-                                "{}: report {label:?}: webhook[{i}].secret_env: environment variable {env} is not set here",
-                                file.display()
-                            ));
-                        }
-                        Some(env)
-                    } else {
-                        errors.push(wplace.error("secret_env", format!("{env:?} is not an environment variable name")));
-                        None
-                    }
-                });
-                w.finish(errors);
-                if let Some(url) = url {
-                    if webhooks.iter().any(|x| x.url == url) {
-                        errors.push(wplace.error("url", format!("{url} is listed twice")));
-                    } else {
-                        webhooks.push(Webhook { url, secret_env });
-                    }
-                }
-            }
-        }
-        Some(_) => errors.push(place.error("webhook", "expected [[report.webhook]] tables")),
-    }
+    let email = load_emails(&mut f, &place, errors);
+    let webhooks = load_webhooks(&mut f, &place, errors, warnings);
     f.finish(errors);
 
     let (Some(id), Some(title), Some(schedule), Some(template), Some(source)) =
@@ -289,7 +177,7 @@ fn load_report(
             file.display()
         ));
     }
-    let report = Report {
+    Some(Report {
         file: file.to_path_buf(),
         id,
         title,
@@ -299,8 +187,153 @@ fn load_report(
         sample,
         email,
         webhooks,
+    })
+}
+
+/// Errors name a report by its id, or by its position while the id is unusable.
+fn report_label(table: &toml::Table, index: usize) -> String {
+    match table.get("id") {
+        Some(toml::Value::String(s)) if !s.is_empty() => s.clone(),
+        _ => format!("report[{index}]"),
+    }
+}
+
+/// `template`: the name of `templates/<name>.{html,txt}.hbs`.
+fn load_template(
+    f: &mut Fields<'_, '_>,
+    place: &Place<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<String> {
+    let t = f.req::<String>("template", errors)?;
+    let ok = !t.is_empty()
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !ok {
+        errors.push(place.error(
+            "template",
+            format!("{t:?} is not a template name (letters, digits, '_' and '-')"),
+        ));
+    }
+    ok.then_some(t)
+}
+
+/// `timezone` and `schedule`: a cron expression in an IANA timezone.
+fn load_schedule(
+    f: &mut Fields<'_, '_>,
+    place: &Place<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<Schedule> {
+    let timezone = f.req::<String>("timezone", errors).and_then(|tz| {
+        Tz::from_str(&tz)
+            .map_err(|_| {
+                errors.push(place.error(
+                    "timezone",
+                    format!("{tz:?} is not an IANA timezone (e.g. \"Europe/Berlin\")"),
+                ))
+            })
+            .ok()
+    });
+    let expr = f.req::<String>("schedule", errors);
+    Schedule::parse(&expr?, timezone?)
+        .map_err(|e| errors.push(place.error("schedule", e.to_string())))
+        .ok()
+}
+
+/// `email`: distinct addresses.
+fn load_emails(
+    f: &mut Fields<'_, '_>,
+    place: &Place<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Vec<lettre::Address> {
+    let mut email = Vec::new();
+    let listed = f.opt::<Vec<String>>("email", errors).unwrap_or_default();
+    for (i, addr) in listed.into_iter().enumerate() {
+        let field = format!("email[{i}]");
+        match lettre::Address::from_str(addr.trim()) {
+            Ok(a) if email.contains(&a) => {
+                errors.push(place.error(&field, format!("{addr:?} is listed twice")))
+            }
+            Ok(a) => email.push(a),
+            Err(e) => {
+                errors.push(place.error(&field, format!("{addr:?} is not an email address: {e}")))
+            }
+        }
+    }
+    email
+}
+
+/// `[[report.webhook]]`: distinct http(s) URLs, each with an optional signing secret's variable.
+fn load_webhooks(
+    f: &mut Fields<'_, '_>,
+    place: &Place<'_>,
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<String>,
+) -> Vec<Webhook> {
+    let mut webhooks: Vec<Webhook> = Vec::new();
+    let items = match f.raw("webhook") {
+        None => return webhooks,
+        Some(toml::Value::Array(items)) => items,
+        Some(_) => {
+            errors.push(place.error("webhook", "expected [[report.webhook]] tables"));
+            return webhooks;
+        }
     };
-    (errors.len() == before).then_some(report)
+    for (i, item) in items.iter().enumerate() {
+        let wplace = place.nested(&format!("webhook[{i}]"));
+        let toml::Value::Table(t) = item else {
+            errors.push(wplace.error("(table)", "expected a [[report.webhook]] table"));
+            continue;
+        };
+        let Some(hook) = load_webhook(t, &wplace, errors, warnings) else {
+            continue;
+        };
+        if webhooks.iter().any(|x| x.url == hook.url) {
+            errors.push(wplace.error("url", format!("{} is listed twice", hook.url)));
+        } else {
+            webhooks.push(hook);
+        }
+    }
+    webhooks
+}
+
+fn load_webhook(
+    t: &toml::Table,
+    place: &Place<'_>,
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<String>,
+) -> Option<Webhook> {
+    let mut w = Fields::new(t, place.clone());
+    let url = w
+        .req::<String>("url", errors)
+        .and_then(|u| match url::Url::parse(&u) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
+                Some(url)
+            }
+            Ok(url) => {
+                errors.push(place.error(
+                    "url",
+                    format!("{u:?}: scheme {:?} is not http or https", url.scheme()),
+                ));
+                None
+            }
+            Err(e) => {
+                errors.push(place.error("url", format!("{u:?} is not a URL: {e}")));
+                None
+            }
+        });
+    let secret_env = w.env_name("secret_env", errors).inspect(|env| {
+        if std::env::var_os(env).is_none() {
+            warnings.push(place.warning(
+                "secret_env",
+                &format!("environment variable {env} is not set here"),
+            ));
+        }
+    });
+    w.finish(errors);
+    Some(Webhook {
+        url: url?,
+        secret_env,
+    })
 }
 
 fn load_source(
@@ -310,89 +343,11 @@ fn load_source(
     errors: &mut Vec<ConfigError>,
 ) -> Option<SourceSpec> {
     let mut f = Fields::new(table, place.clone());
-    let kind = f.req::<String>("kind", errors);
-    let spec = match kind.as_deref() {
-        Some("file") => f.req::<PathBuf>("path", errors).and_then(|p| {
-            let path = resolve(root, &p);
-            match std::fs::read_to_string(&path) {
-                Err(e) => {
-                    errors
-                        .push(place.error("path", format!("cannot read {}: {e}", path.display())));
-                    None
-                }
-                Ok(text) => {
-                    match serde_json::from_str::<serde_json::Value>(&text) {
-                        Ok(_) => Some(SourceSpec::File { path }),
-                        Err(e) => {
-                            errors.push(place.error(
-                                "path",
-                                format!("{} is not valid JSON: {e}", path.display()),
-                            ));
-                            None
-                        }
-                    }
-                }
-            }
-        }),
-        Some("http") => {
-            let timeout = f
-                .opt::<Span>("timeout", errors)
-                .unwrap_or(Span::from_secs(30));
-            f.req::<String>("url", errors).and_then(|u| {
-                // The URL may hold {{window.start}} / {{window.end}}; check it with sample values.
-                let probe = u.replace("{{window.start}}", "2026-01-01T00:00:00Z").replace("{{window.end}}", "2026-01-02T00:00:00Z");
-                if probe.contains("{{") {
-                    errors.push(place.error("url", format!("{u:?}: only {{{{window.start}}}} and {{{{window.end}}}} may be templated")));
-                    return None;
-                }
-                match url::Url::parse(&probe) {
-                    Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
-                        Some(SourceSpec::Http { url: u, timeout })
-                    }
-                    _ => {
-                        errors.push(place.error("url", format!("{u:?} is not an http or https URL")));
-                        None
-                    }
-                }
-            })
-        }
-        Some("sql") => {
-            let timeout = f
-                .opt::<Span>("timeout", errors)
-                .unwrap_or(Span::from_secs(60));
-            let url_env = f.req::<String>("url_env", errors).and_then(|env| {
-                if super::valid_env_name(&env) {
-                    Some(env)
-                } else {
-                    errors.push(place.error(
-                        "url_env",
-                        format!("{env:?} is not an environment variable name"),
-                    ));
-                    None
-                }
-            });
-            let query = f.req::<PathBuf>("query", errors).and_then(|q| {
-                let path = resolve(root, &q);
-                if path.is_file() {
-                    Some(path)
-                } else {
-                    errors.push(place.error(
-                        "query",
-                        format!("query file {} does not exist", path.display()),
-                    ));
-                    None
-                }
-            });
-            match (url_env, query) {
-                (Some(url_env), Some(query)) => Some(SourceSpec::Sql {
-                    url_env,
-                    query,
-                    timeout,
-                }),
-                _ => None,
-            }
-        }
-        Some(other) => {
+    let spec = match f.req::<String>("kind", errors)?.as_str() {
+        "file" => file_source(&mut f, root, errors),
+        "http" => http_source(&mut f, errors),
+        "sql" => sql_source(&mut f, root, errors),
+        other => {
             errors.push(place.error(
                 "kind",
                 format!("{other:?} is not a source kind: use \"file\", \"http\" or \"sql\""),
@@ -400,8 +355,79 @@ fn load_source(
             // Its other keys cannot be judged without a kind.
             return None;
         }
-        None => return None,
     };
     f.finish(errors);
     spec
+}
+
+/// `{ kind = "file", path }`: a JSON file, read and parsed now.
+fn file_source(
+    f: &mut Fields<'_, '_>,
+    root: &Path,
+    errors: &mut Vec<ConfigError>,
+) -> Option<SourceSpec> {
+    let path = resolve(root, &f.req::<PathBuf>("path", errors)?);
+    let parsed = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        .and_then(|text| {
+            serde_json::from_str::<serde_json::Value>(&text)
+                .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
+        });
+    match parsed {
+        Ok(_) => Some(SourceSpec::File { path }),
+        Err(message) => {
+            errors.push(f.place.error("path", message));
+            None
+        }
+    }
+}
+
+/// `{ kind = "http", url, timeout }`: the URL may hold `{{window.start}}` and `{{window.end}}`.
+fn http_source(f: &mut Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Option<SourceSpec> {
+    let timeout = f
+        .opt::<Span>("timeout", errors)
+        .unwrap_or(Span::from_secs(30));
+    let u = f.req::<String>("url", errors)?;
+    // Checked with sample values in place of the window.
+    let probe = u
+        .replace("{{window.start}}", "2026-01-01T00:00:00Z")
+        .replace("{{window.end}}", "2026-01-02T00:00:00Z");
+    let message = if probe.contains("{{") {
+        format!("{u:?}: only {{{{window.start}}}} and {{{{window.end}}}} may be templated")
+    } else {
+        match url::Url::parse(&probe) {
+            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
+                return Some(SourceSpec::Http { url: u, timeout });
+            }
+            _ => format!("{u:?} is not an http or https URL"),
+        }
+    };
+    errors.push(f.place.error("url", message));
+    None
+}
+
+/// `{ kind = "sql", url_env, query, timeout }`: the database URL stays in the environment.
+fn sql_source(
+    f: &mut Fields<'_, '_>,
+    root: &Path,
+    errors: &mut Vec<ConfigError>,
+) -> Option<SourceSpec> {
+    let timeout = f
+        .opt::<Span>("timeout", errors)
+        .unwrap_or(Span::from_secs(60));
+    let url_env = f.env_name_required("url_env", errors);
+    let query = f.req::<PathBuf>("query", errors).and_then(|q| {
+        let path = resolve(root, &q);
+        let exists = path.is_file();
+        if !exists {
+            let message = format!("query file {} does not exist", path.display());
+            errors.push(f.place.error("query", message));
+        }
+        exists.then_some(path)
+    });
+    Some(SourceSpec::Sql {
+        url_env: url_env?,
+        query: query?,
+        timeout,
+    })
 }

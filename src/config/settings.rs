@@ -189,130 +189,20 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
             .map(|t| Fields::new(t, place.nested(name)))
     };
 
-    if let Some(mut f) = section("database", errors) {
-        if let Some(url) = f.opt::<String>("url", errors) {
-            if url.starts_with("sqlite:")
-                || url.starts_with("postgres://")
-                || url.starts_with("postgresql://")
-            {
-                s.database.url = url;
-            } else {
-                errors.push(f.place.error(
-                    "url",
-                    format!("unsupported database URL {url:?}: use sqlite://PATH or postgres://…"),
-                ));
-            }
-        }
-        f.finish(errors);
+    if let Some(f) = section("database", errors) {
+        database(f, &mut s.database, errors);
     }
-    if let Some(mut f) = section("artifacts", errors) {
-        if let Some(url) = f.opt::<String>("url", errors) {
-            if url.contains("://") {
-                s.artifacts.url = url;
-            } else {
-                errors.push(f.place.error(
-                    "url",
-                    format!("{url:?} is not an object store URL (file://, memory://, s3://…)"),
-                ));
-            }
-        }
-        f.finish(errors);
+    if let Some(f) = section("artifacts", errors) {
+        artifacts(f, &mut s.artifacts, errors);
     }
-    if let Some(mut f) = section("email", errors) {
-        if let Some(from) = f.opt::<String>("from", errors) {
-            match from.parse::<Mailbox>() {
-                Ok(m) => s.email.from = m,
-                Err(e) => errors.push(
-                    f.place
-                        .error("from", format!("invalid address {from:?}: {e}")),
-                ),
-            }
-        }
-        if let Some(t) = f.opt::<String>("transport", errors) {
-            match t.as_str() {
-                "file" => s.email.transport = EmailTransport::File,
-                "smtp" => s.email.transport = EmailTransport::Smtp,
-                _ => errors.push(f.place.error(
-                    "transport",
-                    format!("{t:?} is not a transport: use \"file\" or \"smtp\""),
-                )),
-            }
-        }
-        if let Some(dir) = f.opt::<PathBuf>("outbox_dir", errors) {
-            s.email.outbox_dir = dir;
-        }
-        if let Some(url) = f.opt::<String>("smtp_url", errors) {
-            match url::Url::parse(&url) {
-                Ok(u) if matches!(u.scheme(), "smtp" | "smtps") && u.host().is_some() => {
-                    s.email.smtp_url = url
-                }
-                _ => errors.push(f.place.error(
-                    "smtp_url",
-                    format!("{url:?} is not an smtp:// or smtps:// URL with a host"),
-                )),
-            }
-        }
-        for (name, slot) in [
-            ("smtp_user_env", &mut s.email.smtp_user_env),
-            ("smtp_password_env", &mut s.email.smtp_password_env),
-        ] {
-            if let Some(env) = f.opt::<String>(name, errors) {
-                if super::valid_env_name(&env) {
-                    *slot = Some(env);
-                } else {
-                    errors.push(
-                        f.place
-                            .error(name, format!("{env:?} is not an environment variable name")),
-                    );
-                }
-            }
-        }
-        if let Some(t) = positive(&mut f, "timeout", errors) {
-            s.email.timeout = t;
-        }
-        f.finish(errors);
+    if let Some(f) = section("email", errors) {
+        email(f, &mut s.email, errors);
     }
-    if let Some(mut f) = section("pool", errors) {
-        if let Some(n) = at_least_one(&mut f, "concurrency", errors) {
-            s.pool.concurrency = n;
-        }
-        if let Some(n) = at_least_one(&mut f, "admission_per_second", errors) {
-            s.pool.admission_per_second = n;
-        }
-        if let Some(t) = positive(&mut f, "lease", errors) {
-            s.pool.lease = t;
-        }
-        if let Some(t) = f.opt::<Span>("drain_timeout", errors) {
-            s.pool.drain_timeout = t;
-        }
-        f.finish(errors);
+    if let Some(f) = section("pool", errors) {
+        pool(f, &mut s.pool, errors);
     }
-    if let Some(mut f) = section("retry", errors) {
-        if let Some(t) = positive(&mut f, "base", errors) {
-            s.retry.base = t;
-        }
-        if let Some(t) = positive(&mut f, "cap", errors) {
-            s.retry.cap = t;
-        }
-        if let Some(t) = positive(&mut f, "max_retry_after", errors) {
-            s.retry.max_retry_after = t;
-        }
-        if let Some(n) = at_least_one(&mut f, "max_attempts", errors) {
-            s.retry.max_attempts = n;
-        }
-        if let Some(t) = positive(&mut f, "max_age", errors) {
-            s.retry.max_age = t;
-        }
-        if s.retry.base > s.retry.cap {
-            errors.push(f.place.error(
-                "base",
-                format!(
-                    "base ({}) is larger than cap ({})",
-                    s.retry.base, s.retry.cap
-                ),
-            ));
-        }
-        f.finish(errors);
+    if let Some(f) = section("retry", errors) {
+        retry(f, &mut s.retry, errors);
     }
     if let Some(mut f) = section("schedule", errors) {
         if let Some(t) = f.opt::<Span>("catch_up", errors) {
@@ -320,32 +210,8 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
         }
         f.finish(errors);
     }
-    if let Some(mut f) = section("server", errors) {
-        if let Some(bind) = f.opt::<String>("bind", errors) {
-            match bind.parse::<SocketAddr>() {
-                Ok(a) => s.server.bind = a,
-                Err(_) => errors.push(f.place.error(
-                    "bind",
-                    format!("{bind:?} is not an address such as 127.0.0.1:8080"),
-                )),
-            }
-        }
-        for (name, slot) in [
-            ("ops_token_env", &mut s.server.ops_token_env),
-            ("ingest_secret_env", &mut s.server.ingest_secret_env),
-        ] {
-            if let Some(env) = f.opt::<String>(name, errors) {
-                if super::valid_env_name(&env) {
-                    *slot = env;
-                } else {
-                    errors.push(
-                        f.place
-                            .error(name, format!("{env:?} is not an environment variable name")),
-                    );
-                }
-            }
-        }
-        f.finish(errors);
+    if let Some(f) = section("server", errors) {
+        server(f, &mut s.server, errors);
     }
     if let Some(mut f) = section("webhook", errors) {
         if let Some(t) = positive(&mut f, "timeout", errors) {
@@ -355,6 +221,143 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
     }
     top.finish(errors);
     s
+}
+
+fn database(mut f: Fields<'_, '_>, d: &mut DatabaseSettings, errors: &mut Vec<ConfigError>) {
+    if let Some(url) = f.opt::<String>("url", errors) {
+        if url.starts_with("sqlite:")
+            || url.starts_with("postgres://")
+            || url.starts_with("postgresql://")
+        {
+            d.url = url;
+        } else {
+            errors.push(f.place.error(
+                "url",
+                format!("unsupported database URL {url:?}: use sqlite://PATH or postgres://…"),
+            ));
+        }
+    }
+    f.finish(errors);
+}
+
+fn artifacts(mut f: Fields<'_, '_>, a: &mut ArtifactSettings, errors: &mut Vec<ConfigError>) {
+    if let Some(url) = f.opt::<String>("url", errors) {
+        if url.contains("://") {
+            a.url = url;
+        } else {
+            errors.push(f.place.error(
+                "url",
+                format!("{url:?} is not an object store URL (file://, memory://, s3://…)"),
+            ));
+        }
+    }
+    f.finish(errors);
+}
+
+fn email(mut f: Fields<'_, '_>, e: &mut EmailSettings, errors: &mut Vec<ConfigError>) {
+    if let Some(from) = f.opt::<String>("from", errors) {
+        match from.parse::<Mailbox>() {
+            Ok(m) => e.from = m,
+            Err(err) => errors.push(
+                f.place
+                    .error("from", format!("invalid address {from:?}: {err}")),
+            ),
+        }
+    }
+    if let Some(t) = f.opt::<String>("transport", errors) {
+        match t.as_str() {
+            "file" => e.transport = EmailTransport::File,
+            "smtp" => e.transport = EmailTransport::Smtp,
+            _ => errors.push(f.place.error(
+                "transport",
+                format!("{t:?} is not a transport: use \"file\" or \"smtp\""),
+            )),
+        }
+    }
+    if let Some(dir) = f.opt::<PathBuf>("outbox_dir", errors) {
+        e.outbox_dir = dir;
+    }
+    if let Some(url) = f.opt::<String>("smtp_url", errors) {
+        match url::Url::parse(&url) {
+            Ok(u) if matches!(u.scheme(), "smtp" | "smtps") && u.host().is_some() => {
+                e.smtp_url = url
+            }
+            _ => errors.push(f.place.error(
+                "smtp_url",
+                format!("{url:?} is not an smtp:// or smtps:// URL with a host"),
+            )),
+        }
+    }
+    if let Some(env) = f.env_name("smtp_user_env", errors) {
+        e.smtp_user_env = Some(env);
+    }
+    if let Some(env) = f.env_name("smtp_password_env", errors) {
+        e.smtp_password_env = Some(env);
+    }
+    if let Some(t) = positive(&mut f, "timeout", errors) {
+        e.timeout = t;
+    }
+    f.finish(errors);
+}
+
+fn pool(mut f: Fields<'_, '_>, p: &mut PoolSettings, errors: &mut Vec<ConfigError>) {
+    if let Some(n) = at_least_one(&mut f, "concurrency", errors) {
+        p.concurrency = n;
+    }
+    if let Some(n) = at_least_one(&mut f, "admission_per_second", errors) {
+        p.admission_per_second = n;
+    }
+    if let Some(t) = positive(&mut f, "lease", errors) {
+        p.lease = t;
+    }
+    if let Some(t) = f.opt::<Span>("drain_timeout", errors) {
+        p.drain_timeout = t;
+    }
+    f.finish(errors);
+}
+
+fn retry(mut f: Fields<'_, '_>, r: &mut RetrySettings, errors: &mut Vec<ConfigError>) {
+    if let Some(t) = positive(&mut f, "base", errors) {
+        r.base = t;
+    }
+    if let Some(t) = positive(&mut f, "cap", errors) {
+        r.cap = t;
+    }
+    if let Some(t) = positive(&mut f, "max_retry_after", errors) {
+        r.max_retry_after = t;
+    }
+    if let Some(n) = at_least_one(&mut f, "max_attempts", errors) {
+        r.max_attempts = n;
+    }
+    if let Some(t) = positive(&mut f, "max_age", errors) {
+        r.max_age = t;
+    }
+    if r.base > r.cap {
+        errors.push(f.place.error(
+            "base",
+            format!("base ({}) is larger than cap ({})", r.base, r.cap),
+        ));
+    }
+    f.finish(errors);
+}
+
+fn server(mut f: Fields<'_, '_>, s: &mut ServerSettings, errors: &mut Vec<ConfigError>) {
+    if let Some(bind) = f.opt::<String>("bind", errors) {
+        match bind.parse::<SocketAddr>() {
+            Ok(a) => s.bind = a,
+            Err(_) => errors.push(f.place.error(
+                "bind",
+                format!("{bind:?} is not an address such as 127.0.0.1:8080"),
+            )),
+        }
+    }
+    if let Some(env) = f.env_name("ops_token_env", errors) {
+        s.ops_token_env = env;
+    }
+    if let Some(env) = f.env_name("ingest_secret_env", errors) {
+        s.ingest_secret_env = env;
+    }
+    f.finish(errors);
 }
 
 fn positive(

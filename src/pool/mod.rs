@@ -13,6 +13,7 @@
 mod completer;
 mod failure;
 pub mod rescuer;
+mod send;
 pub mod throttle;
 mod work;
 

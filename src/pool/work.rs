@@ -10,8 +10,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::completer::{Completion, Recorded};
 use super::failure::RenderFailure;
 use super::{Pipeline, Slot, Stats};
-use crate::deliver::webhook::{WebhookBody, WindowBody, host_of as url_host};
-use crate::deliver::{Outcome, redact_address};
+use crate::deliver::Outcome;
+use crate::deliver::webhook::host_of as url_host;
 use crate::keys::{DeliveryKey, DestinationKind};
 use crate::ledger::{
     ArtifactRef, Delivery, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob, LedgerError,
@@ -20,7 +20,6 @@ use crate::ledger::{
 use crate::render::Rendered;
 use crate::retry::Decision;
 use crate::schedule::rfc3339;
-use crate::signing::Secret;
 
 /// The throttling key of a delivery: the webhook's `host:port`, or the email relay.
 pub(super) fn host_of(d: &Delivery) -> String {
@@ -172,8 +171,8 @@ async fn hand_off(
 
 /// A leased job's artifact, read at most once for all its deliveries leased together.
 pub(super) struct JobArtifact {
-    job: Option<Arc<Job>>,
-    rendered: tokio::sync::OnceCell<Rendered>,
+    pub(super) job: Option<Arc<Job>>,
+    pub(super) rendered: tokio::sync::OnceCell<Rendered>,
 }
 
 impl JobArtifact {
@@ -201,21 +200,24 @@ pub(super) async fn deliver(
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = crate::clock::sub(lease.expires_at(), p.config.lease);
     let deadline = p.send_deadline(delivery.kind);
-    let outcome =
-        match tokio::time::timeout(deadline, attempt(p, &delivery, &artifact, p.clock.now())).await
-        {
-            Ok(outcome) => outcome,
-            // A send that outlives its own timeout (or its lease) is cut: it may have reached the
-            // receiver, so the retry keeps the same key.
-            Err(_) => Outcome::new(
-                ResponseClass::Ambiguous,
-                None,
-                format!(
-                    "no answer within {}: the send was cut at its deadline",
-                    crate::Span::from_std(deadline)
-                ),
+    let outcome = match tokio::time::timeout(
+        deadline,
+        super::send::attempt(p, &delivery, &artifact, p.clock.now()),
+    )
+    .await
+    {
+        Ok(outcome) => outcome,
+        // A send that outlives its own timeout (or its lease) is cut: it may have reached the
+        // receiver, so the retry keeps the same key.
+        Err(_) => Outcome::new(
+            ResponseClass::Ambiguous,
+            None,
+            format!(
+                "no answer within {}: the send was cut at its deadline",
+                crate::Span::from_std(deadline)
             ),
-        };
+        ),
+    };
     let finished_at = p.clock.now();
     let attempt_no = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
     // A redrive gives a fresh budget: count attempts and age from it.
@@ -227,43 +229,8 @@ pub(super) async fn deliver(
         outcome.retry_after,
         jitter(),
     );
-    match outcome.class {
-        ResponseClass::RateLimited => {
-            Stats::bump(&p.stats.rate_limited);
-            p.metrics.rate_limited.inc();
-            p.admission.on_rate_limited(finished_at);
-            let until = match &decision {
-                Decision::Retry { at, .. } => *at,
-                _ => crate::clock::add(finished_at, outcome.retry_after.unwrap_or(p.policy.base)),
-            };
-            p.throttle.pause(
-                &host,
-                outcome.retry_after.map_or(until, |ra| {
-                    crate::clock::add(finished_at, ra.min(p.policy.max_retry_after))
-                }),
-            );
-        }
-        ResponseClass::Accepted => {
-            p.admission.on_accepted(finished_at);
-            p.throttle.clear(&host);
-        }
-        _ => p.throttle.clear(&host),
-    }
-    let (next, reason) = match &decision {
-        Decision::Sent => (DeliveryNext::Sent, outcome.reason.clone()),
-        Decision::Retry { at, .. } => (
-            DeliveryNext::Retry { ready_at: *at },
-            outcome.reason.clone(),
-        ),
-        Decision::Quarantine { why } => {
-            let reason = if outcome.class == ResponseClass::Permanent {
-                outcome.reason.clone()
-            } else {
-                format!("{}; {why}", outcome.reason)
-            };
-            (DeliveryNext::Quarantine, reason)
-        }
-    };
+    throttle_on(p, &host, &outcome, &decision, finished_at);
+    let (next, reason) = next_of(&outcome, &decision);
     let record = NewAttempt {
         requested_at,
         finished_at,
@@ -299,6 +266,20 @@ pub(super) async fn deliver(
             return;
         }
     }
+    let class = outcome.class;
+    recorded_attempt(p, &shown, attempt_no, class, next, &reason, finished_at);
+}
+
+/// Counts and logs an attempt whose outcome the ledger recorded.
+fn recorded_attempt(
+    p: &Pipeline,
+    shown: &str,
+    attempt_no: u32,
+    class: ResponseClass,
+    next: DeliveryNext,
+    reason: &str,
+    finished_at: chrono::DateTime<chrono::Utc>,
+) {
     match next {
         DeliveryNext::Sent => {
             Stats::bump(&p.stats.sent);
@@ -309,151 +290,64 @@ pub(super) async fn deliver(
             p.metrics
                 .retry_delay
                 .observe((ready_at - finished_at).num_milliseconds().max(0) as f64 / 1000.0);
-            tracing::warn!(delivery = %shown, attempt = attempt_no, class = outcome.class.as_str(), reason = %reason, retry_at = %rfc3339(ready_at), "will retry");
+            tracing::warn!(delivery = %shown, attempt = attempt_no, class = class.as_str(), reason = %reason, retry_at = %rfc3339(ready_at), "will retry");
         }
         DeliveryNext::Quarantine => {
             Stats::bump(&p.stats.quarantined);
             p.metrics.quarantined.inc();
-            tracing::error!(delivery = %shown, attempt = attempt_no, class = outcome.class.as_str(), reason = %reason, "quarantined");
+            tracing::error!(delivery = %shown, attempt = attempt_no, class = class.as_str(), reason = %reason, "quarantined");
         }
     }
 }
 
-async fn attempt(
+/// What an outcome tells the throttles: a 429 pauses its host and slows admission; an
+/// answer clears the host's pause.
+fn throttle_on(
     p: &Pipeline,
-    delivery: &Delivery,
-    shared: &JobArtifact,
-    now: chrono::DateTime<chrono::Utc>,
-) -> Outcome {
-    let Some(job) = shared.job.as_deref() else {
-        return Outcome::new(ResponseClass::Permanent, None, "the job row is gone");
-    };
-    let Some(report) = p.reports.get(&job.report) else {
-        return Outcome::new(
-            ResponseClass::Permanent,
-            None,
-            format!("report {:?} is no longer configured", job.report),
-        );
-    };
-    let Some(artifact) = job.artifact.clone() else {
-        return Outcome::new(ResponseClass::Permanent, None, "the job has no artifact");
-    };
-    if job.artifact_deleted_at.is_some() {
-        return Outcome::new(
-            ResponseClass::Permanent,
-            None,
-            "the artifact was deleted by retention",
-        );
+    host: &str,
+    outcome: &Outcome,
+    decision: &Decision,
+    finished_at: chrono::DateTime<chrono::Utc>,
+) {
+    match outcome.class {
+        ResponseClass::RateLimited => {
+            Stats::bump(&p.stats.rate_limited);
+            p.metrics.rate_limited.inc();
+            p.admission.on_rate_limited(finished_at);
+            let until = match decision {
+                Decision::Retry { at, .. } => *at,
+                _ => crate::clock::add(finished_at, outcome.retry_after.unwrap_or(p.policy.base)),
+            };
+            p.throttle.pause(
+                host,
+                outcome.retry_after.map_or(until, |ra| {
+                    crate::clock::add(finished_at, ra.min(p.policy.max_retry_after))
+                }),
+            );
+        }
+        ResponseClass::Accepted => {
+            p.admission.on_accepted(finished_at);
+            p.throttle.clear(host);
+        }
+        _ => p.throttle.clear(host),
     }
-    let read = shared
-        .rendered
-        .get_or_try_init(|| p.artifacts.read_rendered(&artifact))
-        .await;
-    let rendered: &Rendered = match read {
-        Ok(r) => r,
-        Err(crate::artifact::ArtifactError::Store(object_store::Error::NotFound { .. })) => {
-            return Outcome::new(
-                ResponseClass::Permanent,
-                None,
-                "the artifact is missing from the store: redrive the job to render it again",
-            );
-        }
-        Err(e) => {
-            return Outcome::new(
-                ResponseClass::Transient,
-                None,
-                format!("reading the artifact: {e}"),
-            );
-        }
-    };
-    match delivery.kind {
-        DestinationKind::Email => {
-            let to: lettre::Address = match delivery.destination.parse() {
-                Ok(a) => a,
-                Err(_) => {
-                    return Outcome::new(
-                        ResponseClass::Permanent,
-                        None,
-                        format!("invalid address {}", redact_address(&delivery.destination)),
-                    );
-                }
+}
+
+/// What follows an attempt, and the reason recorded with it (a quarantine says why).
+fn next_of(outcome: &Outcome, decision: &Decision) -> (DeliveryNext, String) {
+    match decision {
+        Decision::Sent => (DeliveryNext::Sent, outcome.reason.clone()),
+        Decision::Retry { at, .. } => (
+            DeliveryNext::Retry { ready_at: *at },
+            outcome.reason.clone(),
+        ),
+        Decision::Quarantine { why } => {
+            let reason = if outcome.class == ResponseClass::Permanent {
+                outcome.reason.clone()
+            } else {
+                format!("{}; {why}", outcome.reason)
             };
-            let subject = format!("{} — {}", report.title, job.date);
-            let message = match crate::deliver::email::build_message(
-                &p.email_from,
-                &to,
-                &subject,
-                &delivery.key,
-                now.into(),
-                rendered,
-            ) {
-                Ok(m) => m,
-                Err(e) => {
-                    return Outcome::new(
-                        ResponseClass::Permanent,
-                        None,
-                        format!("cannot build the message: {e}"),
-                    );
-                }
-            };
-            p.email
-                .send(&message, &delivery.key, &delivery.destination)
-                .await
-        }
-        DestinationKind::Webhook => {
-            let hook = report
-                .webhooks
-                .iter()
-                .find(|w| w.url.as_str() == delivery.destination);
-            let secret = match hook.and_then(|w| w.secret_env.as_ref()) {
-                None => None,
-                Some(env) => match std::env::var(env).ok().map(|s| Secret::parse(&s)) {
-                    Some(Ok(secret)) => Some(secret),
-                    Some(Err(e)) => {
-                        return Outcome::new(ResponseClass::Permanent, None, format!("{env}: {e}"));
-                    }
-                    None => {
-                        return Outcome::new(
-                            ResponseClass::Permanent,
-                            None,
-                            format!("environment variable {env} is not set"),
-                        );
-                    }
-                },
-            };
-            let body = WebhookBody {
-                job: &job.key,
-                delivery: &delivery.key,
-                report: &job.report,
-                title: &report.title,
-                date: &job.date,
-                window: WindowBody {
-                    start: rfc3339(job.window.start),
-                    end: rfc3339(job.window.end),
-                },
-                artifact: &artifact,
-                html: &rendered.html,
-                text: &rendered.text,
-            };
-            let body = match serde_json::to_vec(&body) {
-                Ok(b) => b,
-                Err(e) => {
-                    return Outcome::new(
-                        ResponseClass::Permanent,
-                        None,
-                        format!("cannot encode the body: {e}"),
-                    );
-                }
-            };
-            p.webhook
-                .send(
-                    &delivery.destination,
-                    secret.as_ref(),
-                    &delivery.key,
-                    body,
-                    now,
-                )
-                .await
+            (DeliveryNext::Quarantine, reason)
         }
     }
 }

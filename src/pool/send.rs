@@ -1,0 +1,159 @@
+//! One send: the artifact of a leased delivery's job, read once for all its deliveries leased
+//! together, sent by email or webhook. Every failure before the transport answers is an
+//! [`Outcome`] too, so each attempt is recorded with a class and a reason.
+
+use chrono::{DateTime, Utc};
+
+use super::Pipeline;
+use super::work::JobArtifact;
+use crate::config::Report;
+use crate::deliver::webhook::{WebhookBody, WindowBody};
+use crate::deliver::{Outcome, redact_address};
+use crate::keys::DestinationKind;
+use crate::ledger::{ArtifactRef, Delivery, Job, ResponseClass};
+use crate::render::Rendered;
+use crate::signing::Secret;
+use crate::window::rfc3339;
+
+/// What one send needs, gathered before the transport is called.
+struct Ready<'a> {
+    job: &'a Job,
+    report: &'a Report,
+    artifact: ArtifactRef,
+    rendered: &'a Rendered,
+}
+
+fn permanent(reason: impl Into<String>) -> Outcome {
+    Outcome::new(ResponseClass::Permanent, None, reason)
+}
+
+/// Attempts one delivery of `shared`'s job.
+pub(super) async fn attempt(
+    p: &Pipeline,
+    delivery: &Delivery,
+    shared: &JobArtifact,
+    now: DateTime<Utc>,
+) -> Outcome {
+    let ready = match prepare(p, shared).await {
+        Ok(ready) => ready,
+        Err(outcome) => return outcome,
+    };
+    let sent = match delivery.kind {
+        DestinationKind::Email => send_email(p, delivery, &ready, now).await,
+        DestinationKind::Webhook => send_webhook(p, delivery, &ready, now).await,
+    };
+    sent.unwrap_or_else(|outcome| outcome)
+}
+
+/// The job, its report and its artifact, read from the store once for all its deliveries.
+async fn prepare<'a>(p: &'a Pipeline, shared: &'a JobArtifact) -> Result<Ready<'a>, Outcome> {
+    let job = shared
+        .job
+        .as_deref()
+        .ok_or_else(|| permanent("the job row is gone"))?;
+    let report = p
+        .reports
+        .get(&job.report)
+        .ok_or_else(|| permanent(format!("report {:?} is no longer configured", job.report)))?;
+    let artifact = job
+        .artifact
+        .clone()
+        .ok_or_else(|| permanent("the job has no artifact"))?;
+    if job.artifact_deleted_at.is_some() {
+        return Err(permanent("the artifact was deleted by retention"));
+    }
+    let read = shared
+        .rendered
+        .get_or_try_init(|| p.artifacts.read_rendered(&artifact))
+        .await;
+    let rendered = read.map_err(|e| match e {
+        crate::artifact::ArtifactError::Store(object_store::Error::NotFound { .. }) => {
+            permanent("the artifact is missing from the store: redrive the job to render it again")
+        }
+        e => Outcome::new(
+            ResponseClass::Transient,
+            None,
+            format!("reading the artifact: {e}"),
+        ),
+    })?;
+    Ok(Ready {
+        job,
+        report,
+        artifact,
+        rendered,
+    })
+}
+
+async fn send_email(
+    p: &Pipeline,
+    delivery: &Delivery,
+    ready: &Ready<'_>,
+    now: DateTime<Utc>,
+) -> Result<Outcome, Outcome> {
+    let to: lettre::Address = delivery.destination.parse().map_err(|_| {
+        permanent(format!(
+            "invalid address {}",
+            redact_address(&delivery.destination)
+        ))
+    })?;
+    let subject = format!("{} — {}", ready.report.title, ready.job.date);
+    let message = crate::deliver::email::build_message(
+        &p.email_from,
+        &to,
+        &subject,
+        &delivery.key,
+        now.into(),
+        ready.rendered,
+    )
+    .map_err(|e| permanent(format!("cannot build the message: {e}")))?;
+    Ok(p.email
+        .send(&message, &delivery.key, &delivery.destination)
+        .await)
+}
+
+async fn send_webhook(
+    p: &Pipeline,
+    delivery: &Delivery,
+    ready: &Ready<'_>,
+    now: DateTime<Utc>,
+) -> Result<Outcome, Outcome> {
+    let hook = ready
+        .report
+        .webhooks
+        .iter()
+        .find(|w| w.url.as_str() == delivery.destination);
+    let secret = match hook.and_then(|w| w.secret_env.as_ref()) {
+        None => None,
+        Some(env) => {
+            let value = std::env::var(env)
+                .map_err(|_| permanent(format!("environment variable {env} is not set")))?;
+            Some(Secret::parse(&value).map_err(|e| permanent(format!("{env}: {e}")))?)
+        }
+    };
+    let (job, rendered) = (ready.job, ready.rendered);
+    let body = WebhookBody {
+        job: &job.key,
+        delivery: &delivery.key,
+        report: &job.report,
+        title: &ready.report.title,
+        date: &job.date,
+        window: WindowBody {
+            start: rfc3339(job.window.start),
+            end: rfc3339(job.window.end),
+        },
+        artifact: &ready.artifact,
+        html: &rendered.html,
+        text: &rendered.text,
+    };
+    let body =
+        serde_json::to_vec(&body).map_err(|e| permanent(format!("cannot encode the body: {e}")))?;
+    Ok(p.webhook
+        .send(
+            &delivery.destination,
+            secret.as_ref(),
+            &delivery.key,
+            body,
+            now,
+        )
+        .await)
+}
