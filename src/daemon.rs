@@ -18,9 +18,6 @@ use crate::signing::Secret;
 use crate::supervisor::{Health, OnFailure, Service, SupervisorConfig, supervise};
 use crate::sweeper::Sweeper;
 
-/// The services the daemon supervises, by name (as in `/readyz` and `/metrics`).
-pub const SERVICES: [&str; 5] = ["tick", "pool", "rescuer", "sweeper", "server"];
-
 /// Runs every service until `cancel`.
 pub async fn run(
     config: &Config,
@@ -28,28 +25,9 @@ pub async fn run(
     clock: SharedClock,
     cancel: CancellationToken,
 ) -> anyhow::Result<()> {
-    let server_settings = &config.settings.server;
-    let ops_token = std::env::var(&server_settings.ops_token_env)
-        .ok()
-        .filter(|t| !t.is_empty());
-    let ingest_secret = match std::env::var(&server_settings.ingest_secret_env) {
-        Ok(s) if !s.is_empty() => Some(
-            Secret::parse(&s)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", server_settings.ingest_secret_env))?,
-        ),
-        _ => None,
-    };
-    server::check_exposure(
-        server_settings.bind,
-        ops_token.is_some(),
-        ingest_secret.is_some(),
-    )
-    .map_err(anyhow::Error::msg)?;
-    let listener = tokio::net::TcpListener::bind(server_settings.bind)
-        .await
-        .with_context(|| format!("cannot listen on {}", server_settings.bind))?;
-
     let metrics = Arc::new(Metrics::default());
+    let health = Arc::new(Health::default());
+    let (listener, state) = server_for(config, &ledger, &clock, &metrics, &health).await?;
     let (pipeline, rescuer) =
         crate::pool::build(config, ledger.clone(), clock.clone(), metrics.clone())?;
     let tick = SchedulerTick::new(
@@ -60,22 +38,6 @@ pub async fn run(
     );
     let sweeper =
         Sweeper::from_config(config, ledger.clone(), clock.clone())?.with_metrics(metrics.clone());
-    let health = Arc::new(Health::default());
-    let state = ServerState {
-        ledger: ledger.clone(),
-        reports: Arc::new(
-            config
-                .reports
-                .iter()
-                .map(|r| (r.id.to_string(), r.clone()))
-                .collect(),
-        ),
-        clock: clock.clone(),
-        ingest_secret,
-        ops_token,
-        metrics: metrics.clone(),
-        health: health.clone(),
-    };
     tracing::info!(
         reports = config.reports.len(),
         backend = ledger.backend_name(),
@@ -86,6 +48,7 @@ pub async fn run(
     // The listener cannot be rebuilt in place: if the server fails, the daemon stops.
     let server = std::sync::Mutex::new(Some((listener, server::router(state))));
     let services = vec![
+        // The tick, pool, rescuer and sweeper restart after a failure; the server does not (above).
         Service::new("tick", OnFailure::Restart, move |cancel| {
             let tick = tick.clone();
             Box::pin(async move { Ok(tick.run(cancel).await?) })
@@ -126,4 +89,45 @@ pub async fn run(
         cancel,
     )
     .await
+}
+
+/// The HTTP listener (refused off loopback without both credentials) and its handlers' state.
+async fn server_for(
+    config: &Config,
+    ledger: &Ledger,
+    clock: &SharedClock,
+    metrics: &Arc<Metrics>,
+    health: &Arc<Health>,
+) -> anyhow::Result<(tokio::net::TcpListener, ServerState)> {
+    let settings = &config.settings.server;
+    let ops_token = std::env::var(&settings.ops_token_env)
+        .ok()
+        .filter(|t| !t.is_empty());
+    let ingest_secret = match std::env::var(&settings.ingest_secret_env) {
+        Ok(s) if !s.is_empty() => Some(
+            Secret::parse(&s)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", settings.ingest_secret_env))?,
+        ),
+        _ => None,
+    };
+    server::check_exposure(settings.bind, ops_token.is_some(), ingest_secret.is_some())?;
+    let listener = tokio::net::TcpListener::bind(settings.bind)
+        .await
+        .with_context(|| format!("cannot listen on {}", settings.bind))?;
+    let state = ServerState {
+        ledger: ledger.clone(),
+        reports: Arc::new(
+            config
+                .reports
+                .iter()
+                .map(|r| (r.id.to_string(), r.clone()))
+                .collect(),
+        ),
+        clock: clock.clone(),
+        ingest_secret,
+        ops_token,
+        metrics: metrics.clone(),
+        health: health.clone(),
+    };
+    Ok((listener, state))
 }

@@ -84,6 +84,28 @@ impl JobHistory {
         if let Some(e) = &j.last_error {
             let _ = writeln!(out, "  last error: {e}");
         }
+        self.artifact_lines(&mut out);
+        for d in &self.deliveries {
+            d.lines(&mut out);
+        }
+        for r in &self.redrives {
+            let _ = writeln!(
+                out,
+                "  redrive {} by {}: {}{}",
+                rfc3339(r.at),
+                r.by,
+                r.reason,
+                r.delivery_key
+                    .as_ref()
+                    .map(|d| format!(" (delivery {})", d.redacted()))
+                    .unwrap_or_default()
+            );
+        }
+        out
+    }
+
+    fn artifact_lines(&self, out: &mut String) {
+        let j = &self.job;
         match (&j.artifact, j.artifact_deleted_at) {
             (None, _) => {
                 let _ = writeln!(out, "  artifact: not rendered");
@@ -103,51 +125,41 @@ impl JobHistory {
                 }
             }
         }
-        for d in &self.deliveries {
-            let dl = &d.delivery;
+    }
+}
+
+impl DeliveryHistory {
+    /// The delivery and its attempts, for `show`.
+    fn lines(&self, out: &mut String) {
+        let dl = &self.delivery;
+        let _ = writeln!(
+            out,
+            "  delivery {}  {}  attempts {}  redrives {}",
+            dl.key,
+            dl.state.as_str(),
+            dl.attempts,
+            dl.redrive_count
+        );
+        for a in &self.attempt_log {
             let _ = writeln!(
                 out,
-                "  delivery {}  {}  attempts {}  redrives {}",
-                dl.key,
-                dl.state.as_str(),
-                dl.attempts,
-                dl.redrive_count
+                "    #{} {} → {}  {}{}{}{}",
+                a.attempt,
+                rfc3339(a.requested_at),
+                rfc3339(a.finished_at),
+                a.class.as_str(),
+                a.code.map(|c| format!(" {c}")).unwrap_or_default(),
+                a.retry_after_ms
+                    .map(|ms| format!(" retry-after {}s", ms / 1000))
+                    .unwrap_or_default(),
+                a.next_ready_at
+                    .map(|t| format!("  next {}", rfc3339(t)))
+                    .unwrap_or_default(),
             );
-            for a in &d.attempt_log {
-                let _ = writeln!(
-                    out,
-                    "    #{} {} → {}  {}{}{}{}",
-                    a.attempt,
-                    rfc3339(a.requested_at),
-                    rfc3339(a.finished_at),
-                    a.class.as_str(),
-                    a.code.map(|c| format!(" {c}")).unwrap_or_default(),
-                    a.retry_after_ms
-                        .map(|ms| format!(" retry-after {}s", ms / 1000))
-                        .unwrap_or_default(),
-                    a.next_ready_at
-                        .map(|t| format!("  next {}", rfc3339(t)))
-                        .unwrap_or_default(),
-                );
-                if let Some(r) = &a.reason {
-                    let _ = writeln!(out, "       {r}");
-                }
+            if let Some(r) = &a.reason {
+                let _ = writeln!(out, "       {r}");
             }
         }
-        for r in &self.redrives {
-            let _ = writeln!(
-                out,
-                "  redrive {} by {}: {}{}",
-                rfc3339(r.at),
-                r.by,
-                r.reason,
-                r.delivery_key
-                    .as_ref()
-                    .map(|d| format!(" (delivery {})", d.redacted()))
-                    .unwrap_or_default()
-            );
-        }
-        out
     }
 }
 

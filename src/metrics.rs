@@ -62,6 +62,103 @@ impl Default for Metrics {
             service_failures: Family::default(),
             registry: Registry::default(),
         };
+        m.register(&mut registry);
+        // Every series exists from the start, so dashboards and alerts see zeros, not gaps.
+        for class in [
+            "accepted",
+            "rate_limited",
+            "transient",
+            "ambiguous",
+            "permanent",
+            "unknown",
+        ] {
+            let _ = m.attempts.get_or_create(&label("class", class));
+        }
+        for kind in ["job", "delivery"] {
+            let _ = m.leases_rescued.get_or_create(&label("kind", kind));
+        }
+        for class in ["artifact", "diagnostics", "ledger"] {
+            let _ = m.sweeper_deleted.get_or_create(&label("class", class));
+        }
+        for service in SERVICES {
+            m.service_started(service);
+        }
+        for result in ["created", "duplicate"] {
+            let _ = m.ingested.get_or_create(&label("result", result));
+        }
+        Metrics { registry, ..m }
+    }
+}
+
+/// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
+/// here so that their failure series exist from the start.
+pub const SERVICES: [&str; 5] = ["tick", "pool", "rescuer", "sweeper", "server"];
+
+/// The names `GET /metrics` always exports.
+pub const NAMES: &[&str] = &[
+    "dawnpost_jobs",
+    "dawnpost_deliveries",
+    "dawnpost_oldest_ready_job_age_seconds",
+    "dawnpost_leases_rescued_total",
+    "dawnpost_active_workers",
+    "dawnpost_delivery_attempts_total",
+    "dawnpost_rate_limited_total",
+    "dawnpost_retry_delay_seconds",
+    "dawnpost_quarantined_total",
+    "dawnpost_artifact_bytes_written_total",
+    "dawnpost_render_duration_seconds",
+    "dawnpost_sweeper_deleted_total",
+    "dawnpost_policy_reload_failures_total",
+    "dawnpost_ingested_runs_total",
+    "dawnpost_log_lines_dropped_total",
+    "dawnpost_service_failures_total",
+];
+
+impl Metrics {
+    pub fn attempt(&self, class: &str) {
+        self.attempts.get_or_create(&label("class", class)).inc();
+    }
+
+    pub fn rescued(&self, kind: &str, n: u64) {
+        self.leases_rescued
+            .get_or_create(&label("kind", kind))
+            .inc_by(n);
+    }
+
+    pub fn swept(&self, class: &str, n: u64) {
+        self.sweeper_deleted
+            .get_or_create(&label("class", class))
+            .inc_by(n);
+    }
+
+    /// Makes a service's failure series exist (at zero) before it can fail.
+    pub fn service_started(&self, service: &str) {
+        let _ = self
+            .service_failures
+            .get_or_create(&label("service", service));
+    }
+
+    pub fn service_failed(&self, service: &str) {
+        self.service_failures
+            .get_or_create(&label("service", service))
+            .inc();
+    }
+
+    pub fn ingest(&self, result: &str) {
+        self.ingested.get_or_create(&label("result", result)).inc();
+    }
+
+    pub fn set_jobs(&self, state: &str, n: i64) {
+        self.jobs.get_or_create(&label("state", state)).set(n);
+    }
+
+    pub fn set_deliveries(&self, state: &str, n: i64) {
+        self.deliveries.get_or_create(&label("state", state)).set(n);
+    }
+
+    /// Names and describes every metric in `registry`.
+    fn register(&self, registry: &mut Registry) {
+        let m = self;
         registry.register("jobs", "Jobs by state", m.jobs.clone());
         registry.register("deliveries", "Deliveries by state", m.deliveries.clone());
         registry.register(
@@ -134,86 +231,6 @@ impl Default for Metrics {
             "Daemon services that failed (error, panic or early return), by service",
             m.service_failures.clone(),
         );
-        // Every series exists from the start, so dashboards and alerts see zeros, not gaps.
-        for class in [
-            "accepted",
-            "rate_limited",
-            "transient",
-            "ambiguous",
-            "permanent",
-            "unknown",
-        ] {
-            let _ = m.attempts.get_or_create(&label("class", class));
-        }
-        for kind in ["job", "delivery"] {
-            let _ = m.leases_rescued.get_or_create(&label("kind", kind));
-        }
-        for class in ["artifact", "diagnostics", "ledger"] {
-            let _ = m.sweeper_deleted.get_or_create(&label("class", class));
-        }
-        for service in crate::daemon::SERVICES {
-            let _ = m.service_failures.get_or_create(&label("service", service));
-        }
-        for result in ["created", "duplicate"] {
-            let _ = m.ingested.get_or_create(&label("result", result));
-        }
-        Metrics { registry, ..m }
-    }
-}
-
-/// The names `GET /metrics` always exports.
-pub const NAMES: &[&str] = &[
-    "dawnpost_jobs",
-    "dawnpost_deliveries",
-    "dawnpost_oldest_ready_job_age_seconds",
-    "dawnpost_leases_rescued_total",
-    "dawnpost_active_workers",
-    "dawnpost_delivery_attempts_total",
-    "dawnpost_rate_limited_total",
-    "dawnpost_retry_delay_seconds",
-    "dawnpost_quarantined_total",
-    "dawnpost_artifact_bytes_written_total",
-    "dawnpost_render_duration_seconds",
-    "dawnpost_sweeper_deleted_total",
-    "dawnpost_policy_reload_failures_total",
-    "dawnpost_ingested_runs_total",
-    "dawnpost_log_lines_dropped_total",
-    "dawnpost_service_failures_total",
-];
-
-impl Metrics {
-    pub fn attempt(&self, class: &str) {
-        self.attempts.get_or_create(&label("class", class)).inc();
-    }
-
-    pub fn rescued(&self, kind: &str, n: u64) {
-        self.leases_rescued
-            .get_or_create(&label("kind", kind))
-            .inc_by(n);
-    }
-
-    pub fn swept(&self, class: &str, n: u64) {
-        self.sweeper_deleted
-            .get_or_create(&label("class", class))
-            .inc_by(n);
-    }
-
-    pub fn service_failed(&self, service: &str) {
-        self.service_failures
-            .get_or_create(&label("service", service))
-            .inc();
-    }
-
-    pub fn ingest(&self, result: &str) {
-        self.ingested.get_or_create(&label("result", result)).inc();
-    }
-
-    pub fn set_jobs(&self, state: &str, n: i64) {
-        self.jobs.get_or_create(&label("state", state)).set(n);
-    }
-
-    pub fn set_deliveries(&self, state: &str, n: i64) {
-        self.deliveries.get_or_create(&label("state", state)).set(n);
     }
 
     /// The Prometheus text exposition.

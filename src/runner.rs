@@ -69,26 +69,7 @@ pub async fn run_once(
     cancel: CancellationToken,
 ) -> anyhow::Result<RunOnceSummary> {
     let now = clock.now();
-    let mut new_jobs = Vec::new();
-    for report in &config.reports {
-        let date = opts
-            .date
-            .unwrap_or_else(|| now.with_timezone(&report.timezone()).date_naive());
-        let fire = Fire::for_date(report, date).ok_or_else(|| {
-            anyhow::anyhow!(
-                "report {}: {date} has no window in {}",
-                report.id,
-                report.timezone().name()
-            )
-        })?;
-        new_jobs.push(NewJob {
-            key: fire.key,
-            fire_at: fire.fire_at,
-            window: fire.window,
-            ready_at: now,
-            origin: JobOrigin::Run,
-        });
-    }
+    let new_jobs = jobs_for(config, opts.date, now)?;
     let inserted: HashSet<JobKey> = ledger
         .job_insert_many(&new_jobs, now)
         .await?
@@ -109,7 +90,51 @@ pub async fn run_once(
         let work = work.clone();
         async move { rescuer.run(work).await }
     });
+    wait_until_finished(&ledger, &keys, &pipeline, opts, &cancel).await?;
+    work.cancel();
+    pool.await??;
+    let _ = rescue.await;
+    summarise(&ledger, &keys, &inserted, pipeline.stats.snapshot()).await
+}
 
+/// One job per report for `date` (default: today in each report's timezone).
+fn jobs_for(
+    config: &Config,
+    date: Option<NaiveDate>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> anyhow::Result<Vec<NewJob>> {
+    config
+        .reports
+        .iter()
+        .map(|report| {
+            let date = date.unwrap_or_else(|| now.with_timezone(&report.timezone()).date_naive());
+            let fire = Fire::for_date(report, date).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "report {}: {date} has no window in {}",
+                    report.id,
+                    report.timezone().name()
+                )
+            })?;
+            Ok(NewJob {
+                key: fire.key,
+                fire_at: fire.fire_at,
+                window: fire.window,
+                ready_at: now,
+                origin: JobOrigin::Run,
+            })
+        })
+        .collect()
+}
+
+/// Polls (one query a poll, however many jobs) until every job is terminal, `max_wait`
+/// passes, or `cancel`; shows progress if asked.
+async fn wait_until_finished(
+    ledger: &Ledger,
+    keys: &[&JobKey],
+    pipeline: &crate::pool::Pipeline,
+    opts: &RunOnceOptions,
+    cancel: &CancellationToken,
+) -> anyhow::Result<()> {
     let bar = opts.progress.then(|| {
         let bar = indicatif::ProgressBar::new_spinner();
         bar.enable_steady_tick(Duration::from_millis(120));
@@ -117,8 +142,7 @@ pub async fn run_once(
     });
     let deadline = tokio::time::Instant::now() + opts.max_wait;
     loop {
-        // One query a poll, however many jobs.
-        let jobs = ledger.job_get_many(&keys).await?;
+        let jobs = ledger.job_get_many(keys).await?;
         let done = jobs.iter().filter(|j| j.state.is_terminal()).count();
         if let Some(bar) = &bar {
             let s = pipeline.stats.snapshot();
@@ -139,15 +163,20 @@ pub async fn run_once(
             _ = cancel.cancelled() => {}
         }
     }
-    work.cancel();
-    pool.await??;
-    let _ = rescue.await;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
+    Ok(())
+}
 
+async fn summarise(
+    ledger: &Ledger,
+    keys: &[&JobKey],
+    inserted: &HashSet<JobKey>,
+    stats: StatsSnapshot,
+) -> anyhow::Result<RunOnceSummary> {
     let mut jobs = Vec::new();
-    for &key in &keys {
+    for &key in keys {
         let Some(job) = ledger.job_get(key).await? else {
             continue;
         };
@@ -185,6 +214,6 @@ pub async fn run_once(
         outcome,
         exit_code,
         jobs,
-        stats: pipeline.stats.snapshot(),
+        stats,
     })
 }

@@ -159,12 +159,24 @@ async fn fetch_sql(
     window: &Window,
     timeout: crate::Span,
 ) -> Result<Value, SourceError> {
-    let start = rfc3339(window.start);
-    let end = rfc3339(window.end);
-    let connect_err = |e: sqlx::Error| {
-        SourceError::Transient(format!("cannot connect to the source database: {e}"))
-    };
-    let query_err = |e: sqlx::Error| match e {
+    let bounds = (rfc3339(window.start), rfc3339(window.end));
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        fetch_postgres(url, sql, &bounds, timeout).await
+    } else if url.starts_with("sqlite:") {
+        fetch_sqlite(url, sql, &bounds, timeout).await
+    } else {
+        Err(SourceError::Permanent(
+            "the source database URL is neither postgres:// nor sqlite:".into(),
+        ))
+    }
+}
+
+fn connect_err(e: sqlx::Error) -> SourceError {
+    SourceError::Transient(format!("cannot connect to the source database: {e}"))
+}
+
+fn query_err(e: sqlx::Error) -> SourceError {
+    match e {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Protocol(_) => {
             SourceError::Transient(format!("source query: {e}"))
         }
@@ -174,69 +186,81 @@ async fn fetch_sql(
             SourceError::Transient(format!("source query: {e}"))
         }
         other => SourceError::Permanent(format!("source query: {other}")),
-    };
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        use sqlx::Connection;
-        let opts = sqlx::postgres::PgConnectOptions::from_str(url)
-            .map_err(|e| SourceError::Permanent(e.to_string()))?;
-        let mut conn = tokio::time::timeout(
-            Duration::from_secs(30),
-            sqlx::PgConnection::connect_with(&opts),
-        )
-        .await
-        .map_err(|_| SourceError::Transient("connecting to the source database timed out".into()))?
-        .map_err(connect_err)?;
-        let mut tx = conn.begin().await.map_err(connect_err)?;
-        sqlx::query("SET TRANSACTION READ ONLY")
-            .execute(&mut *tx)
-            .await
-            .map_err(query_err)?;
-        // The server stops the query too, not only this side's wait for it.
-        sqlx::query(sqlx::AssertSqlSafe(format!(
-            "SET LOCAL statement_timeout = {}",
-            timeout.as_std().as_millis().max(1)
-        )))
+    }
+}
+
+/// A read-only transaction whose statement timeout stops the query on the server too, not
+/// only this side's wait for it.
+async fn fetch_postgres(
+    url: &str,
+    sql: &str,
+    (start, end): &(String, String),
+    timeout: crate::Span,
+) -> Result<Value, SourceError> {
+    use sqlx::Connection;
+    let opts = sqlx::postgres::PgConnectOptions::from_str(url)
+        .map_err(|e| SourceError::Permanent(e.to_string()))?;
+    let mut conn = tokio::time::timeout(
+        Duration::from_secs(30),
+        sqlx::PgConnection::connect_with(&opts),
+    )
+    .await
+    .map_err(|_| SourceError::Transient("connecting to the source database timed out".into()))?
+    .map_err(connect_err)?;
+    let mut tx = conn.begin().await.map_err(connect_err)?;
+    sqlx::query("SET TRANSACTION READ ONLY")
         .execute(&mut *tx)
         .await
         .map_err(query_err)?;
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
-            .bind(&start)
-            .bind(&end)
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(query_err)?;
-        let out = rows.iter().map(pg_row).collect::<Result<Vec<_>, _>>()?;
-        tx.rollback().await.map_err(connect_err)?;
-        Ok(Value::Array(out))
-    } else if url.starts_with("sqlite:") {
-        use sqlx::Connection;
-        let opts = sqlx::sqlite::SqliteConnectOptions::from_str(url)
-            .map_err(|e| SourceError::Permanent(e.to_string()))?
-            .read_only(true);
-        let mut conn = sqlx::SqliteConnection::connect_with(&opts)
-            .await
-            .map_err(connect_err)?;
-        // SQLite has no statement timeout: interrupt the statement at the deadline, or its
-        // thread would run on after the fetch was cut.
-        let deadline = std::time::Instant::now() + timeout.as_std();
-        conn.lock_handle()
-            .await
-            .map_err(connect_err)?
-            .set_progress_handler(10_000, move || std::time::Instant::now() < deadline);
-        let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
-            .bind(&start)
-            .bind(&end)
-            .fetch_all(&mut conn)
-            .await
-            .map_err(query_err)?;
-        let out = rows.iter().map(sqlite_row).collect::<Result<Vec<_>, _>>()?;
-        let _ = conn.close().await;
-        Ok(Value::Array(out))
-    } else {
-        Err(SourceError::Permanent(
-            "the source database URL is neither postgres:// nor sqlite:".into(),
-        ))
-    }
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "SET LOCAL statement_timeout = {}",
+        timeout.as_std().as_millis().max(1)
+    )))
+    .execute(&mut *tx)
+    .await
+    .map_err(query_err)?;
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+        .bind(start)
+        .bind(end)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(query_err)?;
+    let out = rows.iter().map(pg_row).collect::<Result<Vec<_>, _>>()?;
+    tx.rollback().await.map_err(connect_err)?;
+    Ok(Value::Array(out))
+}
+
+/// A read-only connection. SQLite has no statement timeout: the statement is interrupted at
+/// the deadline, or its thread would run on after the fetch was cut.
+async fn fetch_sqlite(
+    url: &str,
+    sql: &str,
+    (start, end): &(String, String),
+    timeout: crate::Span,
+) -> Result<Value, SourceError> {
+    use sqlx::Connection;
+    let opts = sqlx::sqlite::SqliteConnectOptions::from_str(url)
+        .map_err(|e| SourceError::Permanent(e.to_string()))?
+        .read_only(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&opts)
+        .await
+        .map_err(connect_err)?;
+    let deadline = std::time::Instant::now().checked_add(timeout.as_std());
+    conn.lock_handle()
+        .await
+        .map_err(connect_err)?
+        .set_progress_handler(10_000, move || {
+            deadline.is_none_or(|d| std::time::Instant::now() < d)
+        });
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
+        .bind(start)
+        .bind(end)
+        .fetch_all(&mut conn)
+        .await
+        .map_err(query_err)?;
+    let out = rows.iter().map(sqlite_row).collect::<Result<Vec<_>, _>>()?;
+    let _ = conn.close().await;
+    Ok(Value::Array(out))
 }
 
 fn pg_row(row: &sqlx::postgres::PgRow) -> Result<Value, SourceError> {

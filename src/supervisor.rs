@@ -139,6 +139,7 @@ pub async fn supervise(
     let mut set = JoinSet::new();
     for service in services {
         health.set(service.name, ServiceState::Running);
+        metrics.service_started(service.name);
         set.spawn(keep_running(
             service,
             health.clone(),

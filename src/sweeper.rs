@@ -295,103 +295,148 @@ impl Sweeper {
         let th = policy.for_report(&job.report);
         let age = now - terminal_at;
         let ledger_due = age > th.ledger.as_chrono();
-        let item = |bytes: u64, rows: u64| SweepItem {
-            job: job.key.clone(),
+        let step = Step {
+            job,
+            now,
+            dry,
             terminal_at: rfc3339(terminal_at),
-            bytes,
-            rows,
         };
-
-        // 1. The artifact: everything under the job's prefix (a crash may have left a staging
-        //    file or a second render beside the recorded pair), deleted and recorded gone in
-        //    one step that holds the job's row, so a redrive cannot slip in between.
+        // 1. The artifact; 2. verbose diagnostics; 3. ledger rows, last, and never while the
+        //    artifact exists.
         let mut artifact_gone = job.artifact.is_none() || job.artifact_deleted_at.is_some();
-        if let Some(a) = job.artifact.as_ref().filter(|_| !artifact_gone)
-            && (age > th.artifact.as_chrono() || ledger_due)
-        {
-            let bytes = u64::try_from(a.bytes).unwrap_or(0);
-            if dry {
-                artifact_gone = true;
-            } else {
-                let retired = self
-                    .ledger
-                    .job_retire_artifact(&job.key, now, || self.purge(job))
-                    .await?;
-                match retired {
-                    Some(Err(e)) => {
-                        tracing::warn!(job = %job.key, error = %e, "could not delete the artifact; the next sweep retries");
-                        return Ok(());
-                    }
-                    Some(Ok(())) => artifact_gone = true,
-                    None => {}
-                }
-                if artifact_gone {
-                    self.count("artifact", 1);
-                }
-            }
-            if artifact_gone {
-                plan.counts.artifacts_deleted += 1;
-                plan.counts.artifact_bytes += bytes;
-                plan.artifact.push(item(bytes, 2));
+        if !artifact_gone && (age > th.artifact.as_chrono() || ledger_due) {
+            match self.sweep_artifact(&step, plan).await? {
+                Some(gone) => artifact_gone = gone,
+                None => return Ok(()),
             }
         }
-
-        // 2. Verbose diagnostics.
         if job.diagnostics_cleared_at.is_none() && age > th.diagnostics.as_chrono() {
-            let sizes = self.ledger.job_retention_sizes(&job.key).await?;
-            let (bytes, rows) = (
-                u64::try_from(sizes.diagnostics_bytes).unwrap_or(0),
-                u64::try_from(sizes.diagnostics_rows).unwrap_or(0),
-            );
-            let cleared = if dry {
-                Some(rows)
-            } else {
-                self.ledger.job_clear_diagnostics(&job.key, now).await?
-            };
-            if let Some(cleared) = cleared
-                && rows > 0
-            {
-                if !dry {
-                    self.count("diagnostics", cleared);
-                }
-                plan.counts.diagnostics_cleared += 1;
-                plan.counts.diagnostics_rows += cleared;
-                plan.counts.diagnostics_bytes += bytes;
-                plan.diagnostics.push(item(bytes, cleared));
-            }
+            self.sweep_diagnostics(&step, plan).await?;
         }
-
-        // 3. Ledger rows, last, and never while the artifact exists.
         if ledger_due && artifact_gone {
-            let rows = if dry {
-                Some(
-                    u64::try_from(self.ledger.job_retention_sizes(&job.key).await?.ledger_rows)
-                        .unwrap_or(0),
-                )
-            } else {
-                // Whatever is still under the job's prefix goes with its rows.
-                let deleted = self
-                    .ledger
-                    .job_delete_with(&job.key, || self.purge(job))
-                    .await?;
-                match deleted {
-                    Some(Err(e)) => {
-                        tracing::warn!(job = %job.key, error = %e, "could not purge the artifact prefix; the next sweep retries");
-                        return Ok(());
-                    }
-                    Some(Ok(rows)) => Some(rows),
-                    None => None,
-                }
-            };
-            if let Some(rows) = rows {
-                if !dry {
-                    self.count("ledger", 1);
-                }
-                plan.counts.jobs_deleted += 1;
-                plan.counts.ledger_rows += rows;
-                plan.ledger.push(item(0, rows));
-            }
+            self.sweep_rows(&step, plan).await?;
         }
         Ok(())
+    }
+
+    /// Everything under the job's prefix (a crash may have left a staging file or a second
+    /// render beside the recorded pair), deleted and recorded gone in one step that holds the
+    /// job's row, so a redrive cannot slip in between. `Some(gone)`, or `None` when the store
+    /// failed and this job waits for the next sweep.
+    async fn sweep_artifact(
+        &self,
+        step: &Step<'_>,
+        plan: &mut SweepPlan,
+    ) -> Result<Option<bool>, SweepError> {
+        let job = step.job;
+        let Some(a) = job.artifact.as_ref() else {
+            return Ok(Some(true));
+        };
+        let bytes = u64::try_from(a.bytes).unwrap_or(0);
+        let gone = if step.dry {
+            true
+        } else {
+            let retired = self
+                .ledger
+                .job_retire_artifact(&job.key, step.now, || self.purge(job))
+                .await?;
+            match retired {
+                Some(Err(e)) => {
+                    tracing::warn!(job = %job.key, error = %e, "could not delete the artifact; the next sweep retries");
+                    return Ok(None);
+                }
+                Some(Ok(())) => {
+                    self.count("artifact", 1);
+                    true
+                }
+                None => false,
+            }
+        };
+        if gone {
+            plan.counts.artifacts_deleted += 1;
+            plan.counts.artifact_bytes += bytes;
+            plan.artifact.push(step.item(bytes, 2));
+        }
+        Ok(Some(gone))
+    }
+
+    async fn sweep_diagnostics(
+        &self,
+        step: &Step<'_>,
+        plan: &mut SweepPlan,
+    ) -> Result<(), SweepError> {
+        let key = &step.job.key;
+        let sizes = self.ledger.job_retention_sizes(key).await?;
+        let (bytes, rows) = (
+            u64::try_from(sizes.diagnostics_bytes).unwrap_or(0),
+            u64::try_from(sizes.diagnostics_rows).unwrap_or(0),
+        );
+        let cleared = if step.dry {
+            Some(rows)
+        } else {
+            self.ledger.job_clear_diagnostics(key, step.now).await?
+        };
+        if let Some(cleared) = cleared
+            && rows > 0
+        {
+            if !step.dry {
+                self.count("diagnostics", cleared);
+            }
+            plan.counts.diagnostics_cleared += 1;
+            plan.counts.diagnostics_rows += cleared;
+            plan.counts.diagnostics_bytes += bytes;
+            plan.diagnostics.push(step.item(bytes, cleared));
+        }
+        Ok(())
+    }
+
+    async fn sweep_rows(&self, step: &Step<'_>, plan: &mut SweepPlan) -> Result<(), SweepError> {
+        let job = step.job;
+        let rows = if step.dry {
+            let sizes = self.ledger.job_retention_sizes(&job.key).await?;
+            Some(u64::try_from(sizes.ledger_rows).unwrap_or(0))
+        } else {
+            // Whatever is still under the job's prefix goes with its rows.
+            let deleted = self
+                .ledger
+                .job_delete_with(&job.key, || self.purge(job))
+                .await?;
+            match deleted {
+                Some(Err(e)) => {
+                    tracing::warn!(job = %job.key, error = %e, "could not purge the artifact prefix; the next sweep retries");
+                    return Ok(());
+                }
+                Some(Ok(rows)) => Some(rows),
+                None => None,
+            }
+        };
+        if let Some(rows) = rows {
+            if !step.dry {
+                self.count("ledger", 1);
+            }
+            plan.counts.jobs_deleted += 1;
+            plan.counts.ledger_rows += rows;
+            plan.ledger.push(step.item(0, rows));
+        }
+        Ok(())
+    }
+}
+
+/// One job under retention at one instant.
+struct Step<'a> {
+    job: &'a Job,
+    now: DateTime<Utc>,
+    dry: bool,
+    terminal_at: String,
+}
+
+impl Step<'_> {
+    fn item(&self, bytes: u64, rows: u64) -> SweepItem {
+        SweepItem {
+            job: self.job.key.clone(),
+            terminal_at: self.terminal_at.clone(),
+            bytes,
+            rows,
+        }
     }
 }

@@ -71,7 +71,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// Loads and validates every file of `dir`, templates included.
+    /// Loads and validates every file of `dir`. Templates are loaded by the commands that use
+    /// them and render-checked by `check` ([`crate::render::check_templates`]).
     pub fn load(dir: &Path) -> Result<Config, ConfigErrors> {
         let mut errors = Vec::new();
         let dir_abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
@@ -88,54 +89,19 @@ impl Config {
             });
             return Err(ConfigErrors(errors));
         }
-
         let settings_file = dir.join("dawnpost.toml");
         let settings = settings::load(&settings_file, &mut errors);
-
-        let mut report_files = Vec::new();
-        if dir.join("reports.toml").is_file() {
-            report_files.push(dir.join("reports.toml"));
-        }
-        if let Ok(entries) = std::fs::read_dir(dir.join("reports")) {
-            let mut more: Vec<PathBuf> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-                .collect();
-            more.sort();
-            report_files.extend(more);
-        }
-        if report_files.is_empty() {
-            errors.push(ConfigError {
-                file: dir.join("reports.toml"),
-                report: None,
-                field: "(file)".into(),
-                message: "no reports: create reports.toml or reports/*.toml".into(),
-            });
-        }
         let mut warnings = Vec::new();
         let ctx = report::LoadContext {
             root: &root,
             settings: &settings,
         };
-        let mut reports: Vec<(PathBuf, Report)> = Vec::new();
-        for file in &report_files {
-            for r in report::load_file(file, &ctx, &mut errors, &mut warnings) {
-                if let Some((first, _)) = reports.iter().find(|(_, o)| o.id == r.id) {
-                    errors.push(ConfigError {
-                        file: file.clone(),
-                        report: Some(r.id.to_string()),
-                        field: "id".into(),
-                        message: format!(
-                            "duplicate report id (first defined in {})",
-                            first.display()
-                        ),
-                    });
-                } else {
-                    reports.push((file.clone(), r));
-                }
-            }
-        }
-
+        let reports = load_reports(
+            &report_files(dir, &mut errors),
+            &ctx,
+            &mut errors,
+            &mut warnings,
+        );
         let retention_file = dir.join("retention.toml");
         let retention = if retention_file.is_file() {
             RetentionPolicy::load(&retention_file).unwrap_or_else(|e| {
@@ -145,35 +111,7 @@ impl Config {
         } else {
             RetentionPolicy::default()
         };
-
-        // A work item never runs past its lease: a longer timeout is cut there.
-        let lease = settings.pool.lease;
-        let cut_at_lease = [
-            (
-                settings_file.clone(),
-                "email.timeout".to_string(),
-                settings.email.timeout,
-            ),
-            (
-                settings_file.clone(),
-                "webhook.timeout".to_string(),
-                settings.webhook.timeout,
-            ),
-        ]
-        .into_iter()
-        .chain(reports.iter().filter_map(|(file, r)| {
-            let field = format!("report {:?}: source.timeout", r.id.as_str());
-            Some((file.clone(), field, r.source.timeout()?))
-        }));
-        for (file, field, timeout) in cut_at_lease {
-            if timeout > lease {
-                warnings.push(format!(
-                    "{}: {field} ({timeout}) is longer than pool.lease ({lease}): the work is cut at the lease",
-                    file.display()
-                ));
-            }
-        }
-
+        warnings.extend(lease_warnings(&settings_file, &settings, &reports));
         for env in settings.secret_envs() {
             if std::env::var_os(env).is_none() {
                 warnings.push(format!(
@@ -182,19 +120,17 @@ impl Config {
                 ));
             }
         }
-
-        if errors.is_empty() {
-            Ok(Config {
-                dir: dir.to_path_buf(),
-                root,
-                settings,
-                reports: reports.into_iter().map(|(_, r)| r).collect(),
-                retention,
-                warnings,
-            })
-        } else {
-            Err(ConfigErrors(errors))
+        if !errors.is_empty() {
+            return Err(ConfigErrors(errors));
         }
+        Ok(Config {
+            dir: dir.to_path_buf(),
+            root,
+            settings,
+            reports,
+            retention,
+            warnings,
+        })
     }
 
     pub fn report(&self, id: &str) -> Option<&Report> {
@@ -220,4 +156,81 @@ pub(crate) fn valid_env_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `reports.toml` and `reports/*.toml`, in that order; at least one.
+fn report_files(dir: &Path, errors: &mut Vec<ConfigError>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    if dir.join("reports.toml").is_file() {
+        files.push(dir.join("reports.toml"));
+    }
+    if let Ok(entries) = std::fs::read_dir(dir.join("reports")) {
+        let mut more: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        more.sort();
+        files.extend(more);
+    }
+    if files.is_empty() {
+        errors.push(ConfigError {
+            file: dir.join("reports.toml"),
+            report: None,
+            field: "(file)".into(),
+            message: "no reports: create reports.toml or reports/*.toml".into(),
+        });
+    }
+    files
+}
+
+/// Every report of `files`; an id defined twice is an error in the later file.
+fn load_reports(
+    files: &[PathBuf],
+    ctx: &report::LoadContext<'_>,
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<String>,
+) -> Vec<Report> {
+    let mut reports: Vec<Report> = Vec::new();
+    for file in files {
+        for r in report::load_file(file, ctx, errors, warnings) {
+            match reports.iter().find(|o| o.id == r.id) {
+                Some(first) => errors.push(ConfigError {
+                    file: file.clone(),
+                    report: Some(r.id.to_string()),
+                    field: "id".into(),
+                    message: format!(
+                        "duplicate report id (first defined in {})",
+                        first.file.display()
+                    ),
+                }),
+                None => reports.push(r),
+            }
+        }
+    }
+    reports
+}
+
+/// A work item never runs past its lease: a longer timeout is cut there, which is worth saying.
+fn lease_warnings(settings_file: &Path, settings: &Settings, reports: &[Report]) -> Vec<String> {
+    let lease = settings.pool.lease;
+    let transports = [
+        ("email.timeout".to_string(), settings.email.timeout),
+        ("webhook.timeout".to_string(), settings.webhook.timeout),
+    ]
+    .into_iter()
+    .map(|(field, timeout)| (settings_file, field, timeout));
+    let sources = reports.iter().filter_map(|r| {
+        let field = format!("report {:?}: source.timeout", r.id.as_str());
+        Some((r.file.as_path(), field, r.source.timeout()?))
+    });
+    transports
+        .chain(sources)
+        .filter(|(_, _, timeout)| *timeout > lease)
+        .map(|(file, field, timeout)| {
+            format!(
+                "{}: {field} ({timeout}) is longer than pool.lease ({lease}): the work is cut at the lease",
+                file.display()
+            )
+        })
+        .collect()
 }

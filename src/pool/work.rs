@@ -200,24 +200,16 @@ pub(super) async fn deliver(
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = crate::clock::sub(lease.expires_at(), p.config.lease);
     let deadline = p.send_deadline(delivery.kind);
-    let outcome = match tokio::time::timeout(
-        deadline,
-        super::send::attempt(p, &delivery, &artifact, p.clock.now()),
-    )
-    .await
-    {
-        Ok(outcome) => outcome,
-        // A send that outlives its own timeout (or its lease) is cut: it may have reached the
-        // receiver, so the retry keeps the same key.
-        Err(_) => Outcome::new(
-            ResponseClass::Ambiguous,
-            None,
-            format!(
-                "no answer within {}: the send was cut at its deadline",
-                crate::Span::from_std(deadline)
-            ),
-        ),
-    };
+    let send = super::send::attempt(p, &delivery, &artifact, p.clock.now());
+    // A send that outlives its own timeout (or its lease) is cut: it may have reached the
+    // receiver, so the retry keeps the same key.
+    let outcome = tokio::time::timeout(deadline, send)
+        .await
+        .unwrap_or_else(|_| {
+            let waited = crate::Span::from_std(deadline);
+            let why = format!("no answer within {waited}: the send was cut at its deadline");
+            Outcome::new(ResponseClass::Ambiguous, None, why)
+        });
     let finished_at = p.clock.now();
     let attempt_no = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
     // A redrive gives a fresh budget: count attempts and age from it.
