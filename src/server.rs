@@ -346,7 +346,13 @@ struct RedriveRequest {
     reason: String,
 }
 
-fn redrive_request(body: &[u8]) -> Result<RedriveRequest, ApiError> {
+/// An authorized redrive's who and why (both required: redrives are audited).
+fn redrive_request(
+    st: &ServerState,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<RedriveRequest, ApiError> {
+    authorize(st, headers)?;
     let req: RedriveRequest = serde_json::from_slice(body).map_err(|e| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -368,8 +374,7 @@ async fn redrive_job(
     Path(key): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    authorize(&st, &headers)?;
-    let req = redrive_request(&body)?;
+    let req = redrive_request(&st, &headers, &body)?;
     let key: JobKey = path_key("job", &key)?;
     let out = st
         .ledger
@@ -384,8 +389,7 @@ async fn redrive_delivery(
     Path(key): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    authorize(&st, &headers)?;
-    let req = redrive_request(&body)?;
+    let req = redrive_request(&st, &headers, &body)?;
     let key: DeliveryKey = path_key("delivery", &key)?;
     let out = st
         .ledger

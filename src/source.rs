@@ -264,40 +264,43 @@ async fn fetch_sqlite(
 }
 
 fn pg_row(row: &sqlx::postgres::PgRow) -> Result<Value, SourceError> {
-    let mut obj = Map::new();
-    for (i, col) in row.columns().iter().enumerate() {
-        let raw = row
-            .try_get_raw(i)
-            .map_err(|e| SourceError::Permanent(e.to_string()))?;
-        let v = if raw.is_null() {
-            Value::Null
-        } else {
-            match raw.type_info().name() {
-                "INT2" => row.try_get::<i16, _>(i).map(Value::from),
-                "INT4" => row.try_get::<i32, _>(i).map(Value::from),
-                "INT8" => row.try_get::<i64, _>(i).map(Value::from),
-                "FLOAT4" => row.try_get::<f32, _>(i).map(|f| Value::from(f64::from(f))),
-                "FLOAT8" => row.try_get::<f64, _>(i).map(Value::from),
-                "BOOL" => row.try_get::<bool, _>(i).map(Value::from),
-                "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" => {
-                    row.try_get::<String, _>(i).map(Value::from)
-                }
-                "JSON" | "JSONB" => row.try_get::<serde_json::Value, _>(i),
-                other => {
-                    return Err(SourceError::Permanent(format!(
-                        "column {:?} has type {other}: cast it to text or a number in the query",
-                        col.name()
-                    )));
-                }
-            }
-            .map_err(|e| SourceError::Permanent(format!("column {:?}: {e}", col.name())))?
-        };
-        obj.insert(col.name().to_string(), v);
-    }
-    Ok(Value::Object(obj))
+    row_json(row, |row, i, ty| {
+        Some(match ty {
+            "INT2" => row.try_get::<i16, _>(i).map(Value::from),
+            "INT4" => row.try_get::<i32, _>(i).map(Value::from),
+            "INT8" => row.try_get::<i64, _>(i).map(Value::from),
+            "FLOAT4" => row.try_get::<f32, _>(i).map(|f| Value::from(f64::from(f))),
+            "FLOAT8" => row.try_get::<f64, _>(i).map(Value::from),
+            "BOOL" => row.try_get::<bool, _>(i).map(Value::from),
+            "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" => row.try_get::<String, _>(i).map(Value::from),
+            "JSON" | "JSONB" => row.try_get::<serde_json::Value, _>(i),
+            _ => return None,
+        })
+    })
 }
 
 fn sqlite_row(row: &sqlx::sqlite::SqliteRow) -> Result<Value, SourceError> {
+    row_json(row, |row, i, ty| {
+        Some(match ty {
+            "INTEGER" => row.try_get::<i64, _>(i).map(Value::from),
+            "REAL" => row.try_get::<f64, _>(i).map(Value::from),
+            "BOOLEAN" => row.try_get::<bool, _>(i).map(Value::from),
+            "TEXT" => row.try_get::<String, _>(i).map(Value::from),
+            _ => return None,
+        })
+    })
+}
+
+/// One result row as a JSON object, column by column: NULL is null, and `cell` reads a column
+/// of a type it knows (`None`: a type the query must cast).
+fn row_json<R>(
+    row: &R,
+    cell: impl Fn(&R, usize, &str) -> Option<Result<Value, sqlx::Error>>,
+) -> Result<Value, SourceError>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+{
     let mut obj = Map::new();
     for (i, col) in row.columns().iter().enumerate() {
         let raw = row
@@ -306,19 +309,15 @@ fn sqlite_row(row: &sqlx::sqlite::SqliteRow) -> Result<Value, SourceError> {
         let v = if raw.is_null() {
             Value::Null
         } else {
-            match raw.type_info().name() {
-                "INTEGER" => row.try_get::<i64, _>(i).map(Value::from),
-                "REAL" => row.try_get::<f64, _>(i).map(Value::from),
-                "BOOLEAN" => row.try_get::<bool, _>(i).map(Value::from),
-                "TEXT" => row.try_get::<String, _>(i).map(Value::from),
-                other => {
-                    return Err(SourceError::Permanent(format!(
-                        "column {:?} has type {other}: cast it to text or a number in the query",
+            let ty = raw.type_info().name().to_string();
+            cell(row, i, &ty)
+                .ok_or_else(|| {
+                    SourceError::Permanent(format!(
+                        "column {:?} has type {ty}: cast it to text or a number in the query",
                         col.name()
-                    )));
-                }
-            }
-            .map_err(|e| SourceError::Permanent(format!("column {:?}: {e}", col.name())))?
+                    ))
+                })?
+                .map_err(|e| SourceError::Permanent(format!("column {:?}: {e}", col.name())))?
         };
         obj.insert(col.name().to_string(), v);
     }

@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 
 use super::ConfigError;
+use crate::duration::Span;
 
 /// Where a table sits: its file, the report it belongs to, and the field path leading to it.
 #[derive(Debug, Clone)]
@@ -136,6 +137,35 @@ impl<'t, 'a> Fields<'t, 'a> {
     }
 
     /// Reports every key that no reader asked for.
+    /// An optional duration that must be longer than zero.
+    pub fn positive(&mut self, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<Span> {
+        let span = self.opt::<Span>(name, errors)?;
+        if span.is_zero() {
+            errors.push(self.place.error(name, "must be longer than zero"));
+            return None;
+        }
+        Some(span)
+    }
+
+    /// An optional whole number of at least 1.
+    pub fn at_least_one(
+        &mut self,
+        name: &'static str,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<u32> {
+        let n = self.opt::<i64>(name, errors)?;
+        match u32::try_from(n) {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                errors.push(self.place.error(
+                    name,
+                    format!("must be a whole number of at least 1, found {n}"),
+                ));
+                None
+            }
+        }
+    }
+
     /// An optional field naming an environment variable (the secret stays in the environment).
     pub fn env_name(
         &mut self,

@@ -92,7 +92,7 @@ impl RetentionPolicy {
             ("ledger", &mut policy.defaults.ledger),
             ("sweep_every", &mut policy.sweep_every),
         ] {
-            if let Some(v) = positive(&mut f, name, &mut errors) {
+            if let Some(v) = f.positive(name, &mut errors) {
                 *slot = v;
             }
         }
@@ -108,9 +108,9 @@ impl RetentionPolicy {
                     };
                     let mut o = Fields::new(t, place.clone());
                     let pattern = o.req::<String>("reports", &mut errors);
-                    let artifact = positive(&mut o, "artifact", &mut errors);
-                    let diagnostics = positive(&mut o, "diagnostics", &mut errors);
-                    let ledger = positive(&mut o, "ledger", &mut errors);
+                    let artifact = o.positive("artifact", &mut errors);
+                    let diagnostics = o.positive("diagnostics", &mut errors);
+                    let ledger = o.positive("ledger", &mut errors);
                     o.finish(&mut errors);
                     let Some(pattern) = pattern else { continue };
                     let matcher = match Glob::new(&pattern) {
@@ -154,36 +154,15 @@ impl RetentionPolicy {
     }
 }
 
-fn positive(
-    f: &mut Fields<'_, '_>,
-    name: &'static str,
-    errors: &mut Vec<ConfigError>,
-) -> Option<Span> {
-    let v = f.opt::<Span>(name, errors)?;
-    if v.is_zero() {
-        errors.push(f.place.error(name, "must be longer than zero"));
-        return None;
-    }
-    Some(v)
-}
-
 fn check_order(place: &Place<'_>, what: &str, t: Thresholds, errors: &mut Vec<ConfigError>) {
-    if t.ledger < t.artifact {
-        errors.push(place.error(
-            "ledger",
-            format!(
-                "ledger ({}) must be at least artifact ({}){what}",
-                t.ledger, t.artifact
-            ),
-        ));
-    }
-    if t.ledger < t.diagnostics {
-        errors.push(place.error(
-            "ledger",
-            format!(
-                "ledger ({}) must be at least diagnostics ({}){what}",
-                t.ledger, t.diagnostics
-            ),
-        ));
+    // The rows outlive what they describe: retention deletes them last.
+    for (name, shorter) in [("artifact", t.artifact), ("diagnostics", t.diagnostics)] {
+        if t.ledger < shorter {
+            let message = format!(
+                "ledger ({}) must be at least {name} ({shorter}){what}",
+                t.ledger
+            );
+            errors.push(place.error("ledger", message));
+        }
     }
 }

@@ -214,7 +214,7 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
         server(f, &mut s.server, errors);
     }
     if let Some(mut f) = section("webhook", errors) {
-        if let Some(t) = positive(&mut f, "timeout", errors) {
+        if let Some(t) = f.positive("timeout", errors) {
             s.webhook.timeout = t;
         }
         f.finish(errors);
@@ -294,20 +294,20 @@ fn email(mut f: Fields<'_, '_>, e: &mut EmailSettings, errors: &mut Vec<ConfigEr
     if let Some(env) = f.env_name("smtp_password_env", errors) {
         e.smtp_password_env = Some(env);
     }
-    if let Some(t) = positive(&mut f, "timeout", errors) {
+    if let Some(t) = f.positive("timeout", errors) {
         e.timeout = t;
     }
     f.finish(errors);
 }
 
 fn pool(mut f: Fields<'_, '_>, p: &mut PoolSettings, errors: &mut Vec<ConfigError>) {
-    if let Some(n) = at_least_one(&mut f, "concurrency", errors) {
+    if let Some(n) = f.at_least_one("concurrency", errors) {
         p.concurrency = n;
     }
-    if let Some(n) = at_least_one(&mut f, "admission_per_second", errors) {
+    if let Some(n) = f.at_least_one("admission_per_second", errors) {
         p.admission_per_second = n;
     }
-    if let Some(t) = positive(&mut f, "lease", errors) {
+    if let Some(t) = f.positive("lease", errors) {
         p.lease = t;
     }
     if let Some(t) = f.opt::<Span>("drain_timeout", errors) {
@@ -317,19 +317,19 @@ fn pool(mut f: Fields<'_, '_>, p: &mut PoolSettings, errors: &mut Vec<ConfigErro
 }
 
 fn retry(mut f: Fields<'_, '_>, r: &mut RetrySettings, errors: &mut Vec<ConfigError>) {
-    if let Some(t) = positive(&mut f, "base", errors) {
+    if let Some(t) = f.positive("base", errors) {
         r.base = t;
     }
-    if let Some(t) = positive(&mut f, "cap", errors) {
+    if let Some(t) = f.positive("cap", errors) {
         r.cap = t;
     }
-    if let Some(t) = positive(&mut f, "max_retry_after", errors) {
+    if let Some(t) = f.positive("max_retry_after", errors) {
         r.max_retry_after = t;
     }
-    if let Some(n) = at_least_one(&mut f, "max_attempts", errors) {
+    if let Some(n) = f.at_least_one("max_attempts", errors) {
         r.max_attempts = n;
     }
-    if let Some(t) = positive(&mut f, "max_age", errors) {
+    if let Some(t) = f.positive("max_age", errors) {
         r.max_age = t;
     }
     if r.base > r.cap {
@@ -358,35 +358,4 @@ fn server(mut f: Fields<'_, '_>, s: &mut ServerSettings, errors: &mut Vec<Config
         s.ingest_secret_env = env;
     }
     f.finish(errors);
-}
-
-fn positive(
-    f: &mut Fields<'_, '_>,
-    name: &'static str,
-    errors: &mut Vec<ConfigError>,
-) -> Option<Span> {
-    let span = f.opt::<Span>(name, errors)?;
-    if span.is_zero() {
-        errors.push(f.place.error(name, "must be longer than zero"));
-        return None;
-    }
-    Some(span)
-}
-
-fn at_least_one(
-    f: &mut Fields<'_, '_>,
-    name: &'static str,
-    errors: &mut Vec<ConfigError>,
-) -> Option<u32> {
-    let n = f.opt::<i64>(name, errors)?;
-    match u32::try_from(n) {
-        Ok(n) if n >= 1 => Some(n),
-        _ => {
-            errors.push(f.place.error(
-                name,
-                format!("must be a whole number of at least 1, found {n}"),
-            ));
-            None
-        }
-    }
 }

@@ -56,58 +56,38 @@ const REDRIVE_JOB: &str = concat!(
 
 impl Ledger {
     pub async fn delivery_get(&self, key: &DeliveryKey) -> Result<Option<Delivery>> {
-        let rec: Option<DeliveryRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(concat!(
-                "SELECT ",
-                delivery_columns!(),
-                " FROM deliveries WHERE key = $1"
-            ))
-            .bind(key)
-            .fetch_optional(p)
-            .await?
-        });
-        rec.map(Delivery::try_from).transpose()
+        let sql = concat!(
+            "SELECT ",
+            delivery_columns!(),
+            " FROM deliveries WHERE key = $1"
+        );
+        Ok(self.select::<DeliveryRecord, _, _>(sql, key).await?.pop())
     }
 
     pub async fn delivery_list(&self, job_key: &JobKey) -> Result<Vec<Delivery>> {
-        let recs: Vec<DeliveryRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(concat!(
-                "SELECT ",
-                delivery_columns!(),
-                " FROM deliveries WHERE job_key = $1 ORDER BY key"
-            ))
-            .bind(job_key)
-            .fetch_all(p)
-            .await?
-        });
-        recs.into_iter().map(Delivery::try_from).collect()
+        let sql = concat!(
+            "SELECT ",
+            delivery_columns!(),
+            " FROM deliveries WHERE job_key = $1 ORDER BY key"
+        );
+        self.select::<DeliveryRecord, _, _>(sql, job_key).await
     }
 
     /// Every quarantined delivery, oldest first.
     pub async fn delivery_list_quarantined(&self, limit: u32) -> Result<Vec<Delivery>> {
-        let recs: Vec<DeliveryRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(concat!(
-                "SELECT ",
-                delivery_columns!(),
-                " FROM deliveries WHERE state = 'quarantined' ORDER BY updated_at, key LIMIT $1"
-            ))
-            .bind(i64::from(limit))
-            .fetch_all(p)
-            .await?
-        });
-        recs.into_iter().map(Delivery::try_from).collect()
+        let sql = concat!(
+            "SELECT ",
+            delivery_columns!(),
+            " FROM deliveries WHERE state = 'quarantined' ORDER BY updated_at, key LIMIT $1"
+        );
+        self.select::<DeliveryRecord, _, _>(sql, i64::from(limit))
+            .await
     }
 
     /// How many deliveries are in each state.
     pub async fn delivery_count_by_state(&self) -> Result<Vec<(DeliveryState, i64)>> {
-        let rows: Vec<(String, i64)> = on_backend!(self, |p, _d| {
-            sqlx::query_as("SELECT state, COUNT(*) FROM deliveries GROUP BY state ORDER BY state")
-                .fetch_all(p)
-                .await?
-        });
-        rows.into_iter()
-            .map(|(s, n)| Ok((DeliveryState::parse(&s)?, n)))
-            .collect()
+        let sql = "SELECT state, COUNT(*) FROM deliveries GROUP BY state ORDER BY state";
+        self.count_by_state(sql, DeliveryState::parse).await
     }
 
     /// Records one attempt and its consequence in one transaction: `sending → sent`,
@@ -301,31 +281,21 @@ impl Ledger {
     }
 
     pub async fn attempt_list(&self, delivery_key: &DeliveryKey) -> Result<Vec<Attempt>> {
-        let recs: Vec<AttemptRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(concat!(
-                "SELECT ",
-                attempt_columns!(),
-                " FROM delivery_attempts WHERE delivery_key = $1 ORDER BY attempt"
-            ))
-            .bind(delivery_key)
-            .fetch_all(p)
-            .await?
-        });
-        recs.into_iter().map(Attempt::try_from).collect()
+        let sql = concat!(
+            "SELECT ",
+            attempt_columns!(),
+            " FROM delivery_attempts WHERE delivery_key = $1 ORDER BY attempt"
+        );
+        self.select::<AttemptRecord, _, _>(sql, delivery_key).await
     }
 
     pub async fn redrive_list(&self, job_key: &JobKey) -> Result<Vec<Redrive>> {
-        let recs: Vec<RedriveRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(concat!(
-                "SELECT ",
-                redrive_columns!(),
-                " FROM redrives WHERE job_key = $1 ORDER BY at, id"
-            ))
-            .bind(job_key)
-            .fetch_all(p)
-            .await?
-        });
-        recs.into_iter().map(Redrive::try_from).collect()
+        let sql = concat!(
+            "SELECT ",
+            redrive_columns!(),
+            " FROM redrives WHERE job_key = $1 ORDER BY at, id"
+        );
+        self.select::<RedriveRecord, _, _>(sql, job_key).await
     }
 }
 

@@ -159,17 +159,8 @@ impl Ledger {
     }
 
     pub async fn job_get(&self, key: &JobKey) -> Result<Option<Job>> {
-        let rec: Option<JobRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs WHERE key = $1"
-            ))
-            .bind(key)
-            .fetch_optional(p)
-            .await?
-        });
-        rec.map(Job::try_from).transpose()
+        let sql = concat!("SELECT ", job_columns!(), " FROM jobs WHERE key = $1");
+        Ok(self.select::<JobRecord, _, _>(sql, key).await?.pop())
     }
 
     /// The jobs with these keys, in no particular order; keys without a job are left out.
@@ -214,14 +205,8 @@ impl Ledger {
 
     /// How many jobs are in each state.
     pub async fn job_count_by_state(&self) -> Result<Vec<(JobState, i64)>> {
-        let rows: Vec<(String, i64)> = on_backend!(self, |p, _d| {
-            sqlx::query_as("SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state")
-                .fetch_all(p)
-                .await?
-        });
-        rows.into_iter()
-            .map(|(s, n)| Ok((JobState::parse(&s)?, n)))
-            .collect()
+        let sql = "SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state";
+        self.count_by_state(sql, JobState::parse).await
     }
 
     /// The `ready_at` of the oldest ready job that is due at `now`.

@@ -182,6 +182,37 @@ impl Ledger {
         })
     }
 
+    /// Runs a query of rows `R` with one bind (`$1`) and converts each row to `T`.
+    async fn select<R, T, B>(&self, sql: &'static str, bind: B) -> Result<Vec<T>>
+    where
+        R: Send
+            + Unpin
+            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+        T: TryFrom<R, Error = LedgerError>,
+        B: for<'q> sqlx::Encode<'q, sqlx::Sqlite>
+            + sqlx::Type<sqlx::Sqlite>
+            + for<'q> sqlx::Encode<'q, sqlx::Postgres>
+            + sqlx::Type<sqlx::Postgres>
+            + Send,
+    {
+        let recs: Vec<R> = on_backend!(self, |p, _d| {
+            sqlx::query_as(sql).bind(bind).fetch_all(p).await?
+        });
+        recs.into_iter().map(T::try_from).collect()
+    }
+
+    /// Runs a `SELECT state, COUNT(*) … GROUP BY state` and parses its states.
+    async fn count_by_state<S>(
+        &self,
+        sql: &'static str,
+        parse: fn(&str) -> Result<S>,
+    ) -> Result<Vec<(S, i64)>> {
+        let rows: Vec<(String, i64)> =
+            on_backend!(self, |p, _d| sqlx::query_as(sql).fetch_all(p).await?);
+        rows.into_iter().map(|(s, n)| Ok((parse(&s)?, n))).collect()
+    }
+
     /// Runs one fenced update of `lease`'s work: `sql` names the lease's key `$1` and its token
     /// `$2` and must test both; `args` bind from `$3` on. Refused with
     /// [`LedgerError::LeaseLost`] unless it changed exactly the leased row.

@@ -13,22 +13,24 @@
 mod completer;
 mod failure;
 pub mod rescuer;
+mod running;
 mod send;
 pub mod throttle;
 mod work;
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 pub use rescuer::Rescuer;
+use running::{Held, Running};
 use throttle::{Admission, HostThrottle};
 
 use crate::artifact::ArtifactStore;
@@ -36,8 +38,8 @@ use crate::clock::SharedClock;
 use crate::config::{Config, Report};
 use crate::deliver::email::EmailSender;
 use crate::deliver::webhook::WebhookSender;
-use crate::keys::{JobKey, Key};
-use crate::ledger::{DeliveryLease, JobLease, LeaseParams, Ledger, LedgerError};
+use crate::keys::JobKey;
+use crate::ledger::{LeaseParams, Ledger, LedgerError};
 use crate::metrics::Metrics;
 use crate::render::Templates;
 use crate::retry::RetryPolicy;
@@ -189,31 +191,6 @@ pub struct Pipeline {
     /// The email and webhook timeouts.
     send_timeouts: (Duration, Duration),
     wake: Notify,
-}
-
-/// A lease a work item holds: a render's or a send's.
-#[derive(Debug, Clone)]
-enum Held {
-    Render(JobLease),
-    Send(DeliveryLease),
-}
-
-impl Held {
-    /// The held key as a log line may print it.
-    fn shown(&self) -> String {
-        match self {
-            Held::Render(l) => l.key().shown(),
-            Held::Send(l) => l.key().shown(),
-        }
-    }
-
-    /// The held key in full: the work item's identity among the running ones.
-    fn id(&self) -> String {
-        match self {
-            Held::Render(l) => l.key().to_string(),
-            Held::Send(l) => l.key().to_string(),
-        }
-    }
 }
 
 impl Pipeline {
@@ -519,88 +496,6 @@ impl Pipeline {
                 }
                 Err(e) => tracing::debug!(error = %e, "return at shutdown: already settled"),
             }
-        }
-    }
-}
-
-type Inflight = Arc<Mutex<HashMap<String, Held>>>;
-
-/// A work item's place among the `concurrency` slots, freed when dropped or by
-/// [`Slot::free`]: a delivery frees it once its outcome is handed to the completer, so new work
-/// starts while the outcome waits for its commit.
-pub(super) struct Slot {
-    permit: Option<OwnedSemaphorePermit>,
-    freed: Arc<Notify>,
-}
-
-impl Slot {
-    pub(super) fn free(&mut self) {
-        if self.permit.take().is_some() {
-            self.freed.notify_one();
-        }
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.free();
-    }
-}
-
-/// The pool's running work: slots, the tasks by lease, and the way to the completer. A task
-/// may outlive its slot (see [`Slot`]); its lease stays registered until the task ends.
-struct Running {
-    slots: Arc<Semaphore>,
-    /// Told whenever a slot frees.
-    freed: Arc<Notify>,
-    /// Held leases by key, so a drain can release what did not finish.
-    inflight: Inflight,
-    tasks: JoinSet<()>,
-    completions: mpsc::Sender<completer::Completion>,
-}
-
-impl Running {
-    /// Spawns one work item in a slot, registered by its lease so a drain can release it.
-    fn spawn<F: std::future::Future<Output = ()> + Send + 'static>(
-        &mut self,
-        pipeline: &Arc<Pipeline>,
-        held: Held,
-        work: impl FnOnce(Slot) -> F,
-    ) -> Result<(), PoolError> {
-        let slot = Slot {
-            permit: Some(self.slots.clone().try_acquire_owned()?),
-            freed: self.freed.clone(),
-        };
-        let work = work(slot);
-        let me = pipeline.clone();
-        let registry = self.inflight.clone();
-        let key = held.id();
-        registry
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.clone(), held.clone());
-        pipeline.metrics.active_workers.inc();
-        self.tasks.spawn(async move {
-            me.clone().with_lease(held, work).await;
-            me.metrics.active_workers.dec();
-            registry
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&key);
-        });
-        Ok(())
-    }
-
-    /// Collects finished tasks without waiting.
-    fn reap(&mut self) {
-        while let Some(done) = self.tasks.try_join_next() {
-            Running::report(done);
-        }
-    }
-
-    fn report(done: Result<(), tokio::task::JoinError>) {
-        if let Err(e) = done {
-            tracing::error!(error = %e, "a work item panicked; its lease will be rescued");
         }
     }
 }

@@ -9,7 +9,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::completer::{Completion, Recorded};
 use super::failure::RenderFailure;
-use super::{Pipeline, Slot, Stats};
+use super::running::Slot;
+use super::{Pipeline, Stats};
 use crate::deliver::Outcome;
 use crate::deliver::webhook::host_of as url_host;
 use crate::keys::{DeliveryKey, DestinationKind};
