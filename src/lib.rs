@@ -3,14 +3,22 @@
 //! to every destination, retrying what can succeed and quarantining what cannot, and a retention
 //! sweeper deletes finished work only.
 //!
-//! The flow, top-down:
-//! - [`config`]: the validated configuration (`dawnpost.toml`, `reports.toml`, `retention.toml`).
-//! - [`schedule`]: fire instants in each report's timezone, job keys, windows, the tick service.
+//! The modules, bottom-up; each uses only those above it:
+//! - names, time and words: [`keys`] (report id, job key, delivery key), [`clock`] (the
+//!   injected clock), [`duration`], [`window`] (a job's data window), [`cron`], [`outcome`]
+//!   (how an attempt ended), [`redact`], [`logging`], [`metrics`].
+//! - [`config`]: the validated configuration (`dawnpost.toml`, `reports.toml`,
+//!   `retention.toml`), plain data.
+//! - [`schedule`] (fires, jobs, the tick), [`render`] (templates), [`source`] (a report's
+//!   data), [`artifact`] (the immutable store), [`retry`] (the policy), [`signing`],
+//!   [`deliver`] (email and webhook transports).
 //! - [`ledger`]: jobs, deliveries, attempts and redrives on SQLite or PostgreSQL; every state
-//!   transition, with fenced leases.
-//! - [`pool`]: the bounded worker pool: lease, then [`source`] → [`render`] → [`artifact`]
-//!   (once per job), then [`deliver`] per destination, classified and retried by [`retry`];
-//!   webhooks are signed by [`signing`].
+//!   transition, fenced by typed leases.
+//! - [`pool`] (lease → source → render → artifact once per job, then a send per destination,
+//!   classified and retried; the rescuer), [`sweeper`] (retention), [`history`] (`show`,
+//!   `dlq`), [`server`] (ingestion, the ops API, health, metrics), [`supervisor`].
+//! - [`daemon`] (`run`) and [`runner`] (`run --once`), which build the pool the same way.
+//! - [`cli`]: one function per command.
 //!
 //! Time is injected through [`clock::Clock`]; domain code never reads the system clock.
 

@@ -18,14 +18,14 @@
 //!                      sending → quarantined   (permanent, or budget exhausted)
 //!            quarantined → pending             (redrive)
 //! ```
-
 //!
-//! One file per concern, each with its statements beside it (per backend where the text
-//! differs, see [`sql::PerBackend`]): [`jobs`](self#jobs) (insert, read, render outcomes,
-//! settle, cancel, redrive), `deliveries` (deliveries, attempts, redrives), `leases` (claims,
-//! extensions, the rescuer and the drain), `retention`, `schedule` (the tick's state) and
-//! `ingest` (signed run requests). `sqlite` and `postgres` hold what only one backend has:
-//! connecting, how a write transaction begins, row locks, planner settings.
+//! One file per concern, each with its statements beside it as compile-time text (one text
+//! per backend where they differ): `jobs` (insert, read, render outcomes, settle, cancel,
+//! redrive), `deliveries` (deliveries, attempts, the redrive audit), `leases` (claims and
+//! extensions), `rescue` (lost leases, sends cut at shutdown), `retention`, `schedule` (the
+//! tick's state) and `ingest` (signed run requests); `sql` holds the column lists and shared
+//! text, `types` the rows and typed leases. `sqlite` and `postgres` hold what only one backend
+//! has: connecting, how a write transaction begins, row locks, planner settings.
 
 /// Runs `$body` with `$p` bound to the backend's pool and `$d` to its dialect module, so SQL
 /// common to both backends is written once and backend-specific SQL lives in its own file.
