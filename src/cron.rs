@@ -98,9 +98,9 @@ impl Schedule {
         let mut out = Vec::with_capacity(n);
         let mut cursor = after;
         // Ten years bound the search for patterns that fire rarely (29 February).
-        let horizon = after + chrono::Duration::days(3660);
+        let horizon = crate::clock::add(after, chrono::Duration::days(3660));
         while out.len() < n {
-            let step = (cursor + chrono::Duration::days(400)).min(horizon);
+            let step = crate::clock::add(cursor, chrono::Duration::days(400)).min(horizon);
             let found = self.fires(cursor, step);
             if found.is_empty() && step >= horizon {
                 break;

@@ -11,6 +11,9 @@ use serde::{Deserialize, Deserializer};
 pub struct Span(Duration);
 
 impl Span {
+    /// The longest span written anywhere: 100 years (36,525 days).
+    pub const MAX: Span = Span::from_secs(36_525 * 86_400);
+
     pub const fn from_secs(secs: u64) -> Self {
         Span(Duration::from_secs(secs))
     }
@@ -81,9 +84,10 @@ impl FromStr for Span {
         let ms = n
             .checked_mul(unit_ms)
             .ok_or_else(|| err("number too large"))?;
-        // Keep every span representable as chrono and as i64 milliseconds.
-        if ms > i64::MAX as u64 / 2 {
-            return Err(err("number too large"));
+        // No setting needs more, and every instant plus or minus a span stays far inside
+        // what chrono represents.
+        if ms > Span::MAX.0.as_millis() as u64 {
+            return Err(err("longer than 100 years"));
         }
         Ok(Span(Duration::from_millis(ms)))
     }

@@ -214,3 +214,61 @@ impl Dlq {
         out
     }
 }
+
+/// What `show` and `dlq` hide unless asked to reveal: each delivery's key and destination,
+/// wherever they appear (errors and diagnostics included), by their redacted forms.
+#[derive(Debug, Clone, Default)]
+pub struct Redactions(Vec<(String, String)>);
+
+impl Redactions {
+    pub fn of<'a>(deliveries: impl IntoIterator<Item = &'a Delivery>) -> Redactions {
+        let mut pairs = Vec::new();
+        for d in deliveries {
+            pairs.push((d.key.to_string(), d.key.redacted()));
+            let shown = match d.kind {
+                crate::keys::DestinationKind::Email => {
+                    crate::redact::redact_address(&d.destination)
+                }
+                crate::keys::DestinationKind::Webhook => {
+                    crate::redact::redact_endpoint(&d.destination)
+                }
+            };
+            pairs.push((d.destination.clone(), shown));
+        }
+        // The longest first: a key holds its destination.
+        pairs.sort_by_key(|(full, _)| std::cmp::Reverse(full.len()));
+        pairs.dedup();
+        Redactions(pairs)
+    }
+
+    pub fn text(&self, text: &str) -> String {
+        self.0
+            .iter()
+            .fold(text.to_string(), |t, (full, shown)| t.replace(full, shown))
+    }
+
+    /// Every string in `value`, redacted.
+    pub fn json(&self, value: &mut serde_json::Value) {
+        use serde_json::Value;
+        match value {
+            Value::String(s) => *s = self.text(s),
+            Value::Array(items) => items.iter_mut().for_each(|v| self.json(v)),
+            Value::Object(map) => map.values_mut().for_each(|v| self.json(v)),
+            _ => {}
+        }
+    }
+}
+
+impl JobHistory {
+    /// What this history hides unless revealed.
+    pub fn redactions(&self) -> Redactions {
+        Redactions::of(self.deliveries.iter().map(|d| &d.delivery))
+    }
+}
+
+impl Dlq {
+    /// What this list hides unless revealed.
+    pub fn redactions(&self) -> Redactions {
+        Redactions::of(&self.deliveries)
+    }
+}

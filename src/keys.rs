@@ -7,7 +7,7 @@ use std::str::FromStr;
 use chrono::NaiveDate;
 use serde::{Serialize, Serializer};
 
-use crate::redact::redact_address;
+use crate::redact::{redact_address, redact_endpoint};
 
 /// A report id: `[a-z0-9][a-z0-9-]*`, at most 63 characters.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -56,6 +56,24 @@ impl Serialize for ReportId {
     }
 }
 
+/// A local date written `YYYY-MM-DD`, with a four-digit year and nothing else (chrono's `%Y`
+/// alone would take `+99999-01-01`).
+pub fn parse_date(s: &str) -> Option<NaiveDate> {
+    let b = s.as_bytes();
+    let shape = b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| {
+            if i == 4 || i == 7 {
+                *c == b'-'
+            } else {
+                c.is_ascii_digit()
+            }
+        });
+    if !shape {
+        return None;
+    }
+    NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()
+}
+
 /// One report for one local date: `warehouse-17:2026-10-25`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct JobKey {
@@ -91,7 +109,7 @@ impl FromStr for JobKey {
             .split_once(':')
             .ok_or_else(|| KeyError::NotAJobKey(s.to_string()))?;
         let report = ReportId::parse(report)?;
-        let date = NaiveDate::parse_from_str(date, "%Y-%m-%d").map_err(|_| KeyError::NotADate {
+        let date = parse_date(date).ok_or_else(|| KeyError::NotADate {
             key: s.to_string(),
             date: date.to_string(),
         })?;
@@ -162,11 +180,11 @@ impl DeliveryKey {
         &self.destination
     }
 
-    /// The key safe to log: an email address redacted.
+    /// The key safe to log: an email address masked, a webhook URL without its path and query.
     pub fn redacted(&self) -> String {
         let destination = match self.kind {
             DestinationKind::Email => redact_address(&self.destination),
-            DestinationKind::Webhook => self.destination.clone(),
+            DestinationKind::Webhook => redact_endpoint(&self.destination),
         };
         format!("{}/{}:{destination}", self.job, self.kind.as_str())
     }
@@ -314,6 +332,26 @@ mod tests {
         assert_eq!(k.to_string(), "warehouse-17:2026-10-25");
         assert!("warehouse-17:2026-13-01".parse::<JobKey>().is_err());
         assert!("warehouse-17".parse::<JobKey>().is_err());
+        assert!("warehouse-17:+99999-01-01".parse::<JobKey>().is_err());
+    }
+
+    #[test]
+    fn dates_are_four_digit_years_only() {
+        assert_eq!(
+            parse_date("2026-10-25"),
+            NaiveDate::from_ymd_opt(2026, 10, 25)
+        );
+        for bad in [
+            "+99999-01-01",
+            "99999-01-01",
+            "2026-1-25",
+            "2026-10-25 ",
+            "2026/10/25",
+            "2026-02-30",
+            "",
+        ] {
+            assert_eq!(parse_date(bad), None, "{bad:?}");
+        }
     }
 
     #[test]
@@ -324,6 +362,11 @@ mod tests {
         assert_eq!(k.kind(), DestinationKind::Webhook);
         assert_eq!(k.destination(), "https://x.example/a/b:1?c=d");
         assert_eq!(k.to_string(), s);
+        assert_eq!(
+            k.redacted(),
+            "warehouse-17:2026-10-25/webhook:https://x.example/…",
+            "a webhook's path and query (often a token) are not shown"
+        );
         let e: DeliveryKey = "w:2026-10-25/email:lead@example.com".parse().unwrap();
         assert_eq!(e.redacted(), "w:2026-10-25/email:l***@example.com");
         for bad in [

@@ -1,4 +1,6 @@
-//! What may be printed: URLs without their password, recipient addresses masked.
+//! What may be printed: URLs without their password, endpoints without their path and query
+//! (webhook URLs often carry a token there), recipient addresses masked, transport errors
+//! without the URL they name. Full values stay in the ledger, where they are identities.
 
 /// A URL safe to print: the password replaced.
 pub fn redact_url(url: &str) -> String {
@@ -19,5 +21,67 @@ pub fn redact_address(addr: &str) -> String {
             format!("{first}***@{domain}")
         }
         None => "***".into(),
+    }
+}
+
+/// An endpoint safe to print: scheme, host and port only; a path or query (which often holds a
+/// token) becomes `/…`, credentials are dropped. `https://hooks.example/t/abc?k=1` →
+/// `https://hooks.example/…`.
+pub fn redact_endpoint(url: &str) -> String {
+    let Ok(u) = url::Url::parse(url) else {
+        return "(not a URL)".into();
+    };
+    let host = u.host_str().unwrap_or("");
+    let port = u.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let hidden = (u.path() != "/" && !u.path().is_empty()) || u.query().is_some();
+    format!(
+        "{}://{host}{port}{}",
+        u.scheme(),
+        if hidden { "/…" } else { "" }
+    )
+}
+
+/// A transport error with its causes, without the URL it names (see [`redact_endpoint`]).
+pub fn http_error(e: &reqwest::Error) -> String {
+    use std::error::Error;
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        s.push_str(": ");
+        s.push_str(&inner.to_string());
+        src = inner.source();
+    }
+    if let Some(url) = e.url() {
+        s = s.replace(url.as_str(), &redact_endpoint(url.as_str()));
+    }
+    if e.is_timeout() && !s.contains("timed out") {
+        s = format!("timed out ({s})");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_lose_path_query_and_credentials() {
+        assert_eq!(
+            redact_endpoint("https://hooks.example/t/abc?k=1"),
+            "https://hooks.example/…"
+        );
+        assert_eq!(
+            redact_endpoint("http://u:p@127.0.0.1:8080/x"),
+            "http://127.0.0.1:8080/…"
+        );
+        assert_eq!(
+            redact_endpoint("https://hooks.example/"),
+            "https://hooks.example"
+        );
+        assert_eq!(redact_endpoint("not a url"), "(not a URL)");
+        assert_eq!(
+            redact_url("postgres://u:secret@db/x"),
+            "postgres://u:***@db/x"
+        );
     }
 }

@@ -118,8 +118,9 @@ impl RetryPolicy {
                 (backoff - scale(backoff, self.jitter * u), None)
             }
         };
-        let at = now + delay;
-        if at > created_at + self.max_age {
+        // Saturating: no configured span can make an instant overflow.
+        let at = crate::clock::add(now, delay);
+        if at > crate::clock::add(created_at, self.max_age) {
             return Decision::Quarantine {
                 why: format!(
                     "age budget exhausted: the next try would be {} after creation (max_age {})",

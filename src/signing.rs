@@ -6,6 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 /// A decoded signing secret. Its `Debug` never shows the key.
 #[derive(Clone)]
@@ -23,7 +24,12 @@ pub enum SigningError {
     BadSecret,
     #[error("no signature matches")]
     Mismatch,
+    #[error("more than {MAX_SIGNATURES} signatures")]
+    TooMany,
 }
+
+/// The most `webhook-signature` entries looked at (key rotation needs two or three).
+pub const MAX_SIGNATURES: usize = 8;
 
 impl Secret {
     /// Parses `whsec_<base64>`; a secret without the prefix is taken as base64 too.
@@ -56,7 +62,9 @@ impl Secret {
         format!("v1,{}", STANDARD.encode(tag))
     }
 
-    /// Checks a `webhook-signature` header (space-separated `v1,<base64>` entries) in constant time.
+    /// Checks a `webhook-signature` header (space-separated `v1,<base64>` entries, at most
+    /// [`MAX_SIGNATURES`]): the HMAC is computed once, then compared with each entry in
+    /// constant time.
     pub fn verify(
         &self,
         id: &str,
@@ -64,18 +72,27 @@ impl Secret {
         body: &[u8],
         header: &str,
     ) -> Result<(), SigningError> {
+        if header.split_whitespace().nth(MAX_SIGNATURES).is_some() {
+            return Err(SigningError::TooMany);
+        }
+        let expected = self.mac(id, timestamp, body).finalize().into_bytes();
+        let mut matched = subtle::Choice::from(0);
         for entry in header.split_whitespace() {
-            let Some(sig) = entry.strip_prefix("v1,") else {
+            let Some(tag) = entry
+                .strip_prefix("v1,")
+                .and_then(|sig| STANDARD.decode(sig).ok())
+            else {
                 continue;
             };
-            let Ok(tag) = STANDARD.decode(sig) else {
-                continue;
-            };
-            if self.mac(id, timestamp, body).verify_slice(&tag).is_ok() {
-                return Ok(());
+            if tag.len() == expected.len() {
+                matched |= tag.as_slice().ct_eq(expected.as_slice());
             }
         }
-        Err(SigningError::Mismatch)
+        if bool::from(matched) {
+            Ok(())
+        } else {
+            Err(SigningError::Mismatch)
+        }
     }
 }
 
@@ -115,5 +132,15 @@ mod tests {
             Err(SigningError::BadSecret)
         );
         assert_eq!(format!("{s:?}"), "Secret(***)");
+        let many = ["v1,bm90IHRoaXM="; MAX_SIGNATURES].join(" ");
+        assert_eq!(
+            s.verify(ID, TS, BODY, &format!("{many} {SIG}")),
+            Err(SigningError::TooMany)
+        );
+        let just_enough = ["v1,bm90IHRoaXM="; MAX_SIGNATURES - 1].join(" ");
+        assert_eq!(
+            s.verify(ID, TS, BODY, &format!("{just_enough} {SIG}")),
+            Ok(())
+        );
     }
 }

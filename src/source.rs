@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 use sqlx::{Column, Row, TypeInfo, ValueRef};
 
 use crate::config::SourceSpec;
+use crate::redact::http_error;
 use crate::window::{Window, rfc3339};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,13 +115,13 @@ async fn fetch_http(
     http: &reqwest::Client,
 ) -> Result<Value, SourceError> {
     let url = http_url(template, window);
-    let shown = crate::redact::redact_url(&url);
+    let shown = crate::redact::redact_endpoint(&url);
     let resp = http
         .get(&url)
         .timeout(timeout.as_std())
         .send()
         .await
-        .map_err(|e| SourceError::Transient(format!("GET {shown}: {}", without_url(&e))))?;
+        .map_err(|e| SourceError::Transient(format!("GET {shown}: {}", http_error(&e))))?;
     let status = resp.status();
     if status.is_server_error() || matches!(status.as_u16(), 408 | 425 | 429) {
         return Err(SourceError::Transient(format!(
@@ -133,24 +134,10 @@ async fn fetch_http(
         )));
     }
     let body = resp.bytes().await.map_err(|e| {
-        SourceError::Transient(format!(
-            "GET {shown}: reading the body: {}",
-            without_url(&e)
-        ))
+        SourceError::Transient(format!("GET {shown}: reading the body: {}", http_error(&e)))
     })?;
     serde_json::from_slice(&body)
         .map_err(|e| SourceError::Permanent(format!("GET {shown}: invalid JSON: {e}")))
-}
-
-fn without_url(e: &reqwest::Error) -> String {
-    let mut s = e.to_string();
-    if let Some(url) = e.url() {
-        s = s.replace(url.as_str(), "");
-    }
-    if e.is_timeout() {
-        s = format!("timed out ({s})");
-    }
-    s
 }
 
 async fn fetch_sql(

@@ -244,7 +244,7 @@ impl Sweeper {
         plan: &mut SweepPlan,
     ) -> Result<(), SweepError> {
         let policy = self.policy();
-        let before = now - policy.shortest().as_chrono();
+        let before = crate::clock::sub(now, policy.shortest().as_chrono());
         let mut cursor: Option<(DateTime<Utc>, JobKey)> = None;
         loop {
             let started = tokio::time::Instant::now();

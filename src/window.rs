@@ -32,7 +32,7 @@ pub fn start_of_local_date(date: NaiveDate, tz: Tz) -> Option<DateTime<Utc>> {
     let midnight = date.and_hms_opt(0, 0, 0)?;
     // A gap lasts at most a few hours; walk forward a minute at a time until time exists.
     for minutes in 0..=(24 * 60) {
-        let local = midnight + chrono::Duration::minutes(minutes);
+        let local = midnight.checked_add_signed(chrono::Duration::minutes(minutes))?;
         match tz.from_local_datetime(&local) {
             LocalResult::Single(t) => return Some(t.with_timezone(&Utc)),
             LocalResult::Ambiguous(first, _) => return Some(first.with_timezone(&Utc)),

@@ -110,6 +110,38 @@ fn plan_rejects_bad_instants() {
 }
 
 #[test]
+fn dates_take_four_digit_years_only_and_nothing_panics() {
+    let p = ny_project();
+    let cases: [&[&str]; 5] = [
+        &["enqueue", "ny-0130", "--date", "+99999-01-01"],
+        &["enqueue", "ny-0130", "--date", "99999-01-01"],
+        &["plan", "--from", "+99999-01-01", "--to", "+99999-01-02"],
+        &["backfill", "--from", "2026-11-01", "--to", "+99999-01-01"],
+        &["show", "ny-0130:+99999-01-01"],
+    ];
+    for args in cases {
+        let out = dawnpost(&p, args);
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "{args:?}: {:?}",
+            out.status
+        );
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("+99999") || stderr(&out).contains("99999"),
+            "{args:?} names the bad value: {}",
+            stderr(&out)
+        );
+    }
+    let jobs = dawnpost(&p, &["jobs", "--json"]);
+    assert_eq!(stdout(&jobs).trim(), "", "no refused date made a job");
+}
+
+#[test]
 fn backfill_is_idempotent_and_enqueue_inserts_one() {
     let p = ny_project();
     let args = [
@@ -271,6 +303,20 @@ fn run_once_on_the_shipped_config_delivers_to_the_outbox_once() {
     );
     let text = run_in(dir.path(), &["show", "warehouse-17:2026-11-30"]);
     assert!(stdout(&text).contains("artifact: warehouse-17/2026-11-30/"));
+    // Addresses are masked unless asked for, in text and JSON alike.
+    for out in [&show, &text] {
+        assert!(
+            !stdout(out).contains("ops-17@example.com"),
+            "{}",
+            stdout(out)
+        );
+        assert!(stdout(out).contains("o***@example.com"), "{}", stdout(out));
+    }
+    let revealed = run_in(
+        dir.path(),
+        &["show", "warehouse-17:2026-11-30", "--json", "--reveal"],
+    );
+    assert!(stdout(&revealed).contains("ops-17@example.com"));
 
     let dlq = run_in(dir.path(), &["dlq", "--json"]);
     let dlq: serde_json::Value = serde_json::from_str(stdout(&dlq).trim()).expect("json");

@@ -11,11 +11,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::print::{print_fire, print_plan, print_summary};
 use super::{
-    EXIT_ERROR, EnqueueArgs, JobsArgs, JsonArg, LedgerSlot, RangeArgs, RedriveArgs, RunArgs,
+    DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, RangeArgs, RedriveArgs, RunArgs,
     ShowArgs, SweepArgs, parse_instant, plan_range, report_ids, shutdown_signal,
 };
 use crate::clock::SharedClock;
 use crate::config::Config;
+use crate::history::Redactions;
 use crate::ledger::{JobFilter, JobOrigin, JobState, LedgerError, NewJob};
 use crate::runner::RunOnceOptions;
 use crate::schedule::{Fire, rfc3339};
@@ -30,7 +31,7 @@ fn range(args: &RangeArgs) -> anyhow::Result<(DateTime<Utc>, DateTime<Utc>)> {
 }
 
 fn local_date(date: &str) -> anyhow::Result<NaiveDate> {
-    NaiveDate::parse_from_str(date, "%Y-%m-%d")
+    crate::keys::parse_date(date)
         .with_context(|| format!("--date {date:?} is not a date (YYYY-MM-DD)"))
 }
 
@@ -254,22 +255,41 @@ pub(super) async fn show(ledger: &mut LedgerSlot<'_>, args: &ShowArgs) -> anyhow
         errln!("no job {:?}", args.key);
         return Ok(ExitCode::from(EXIT_ERROR));
     };
-    if args.json {
-        out!("{}", serde_json::to_string(&history)?);
+    let hide = if args.reveal {
+        Redactions::default()
     } else {
-        out_raw!("{}", history.render_text());
-    }
+        history.redactions()
+    };
+    print_redacted(&history, history.render_text(), &hide, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) async fn dlq(ledger: &mut LedgerSlot<'_>, args: &JsonArg) -> anyhow::Result<ExitCode> {
+pub(super) async fn dlq(ledger: &mut LedgerSlot<'_>, args: &DlqArgs) -> anyhow::Result<ExitCode> {
     let dlq = crate::history::Dlq::load(&ledger.get().await?).await?;
-    if args.json {
-        out!("{}", serde_json::to_string(&dlq)?);
+    let hide = if args.reveal {
+        Redactions::default()
     } else {
-        out_raw!("{}", dlq.render_text());
-    }
+        dlq.redactions()
+    };
+    print_redacted(&dlq, dlq.render_text(), &hide, args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints `value` as JSON or its `text`, with what `hide` names redacted.
+fn print_redacted<T: serde::Serialize>(
+    value: &T,
+    text: String,
+    hide: &Redactions,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        let mut v = serde_json::to_value(value)?;
+        hide.json(&mut v);
+        out!("{}", serde_json::to_string(&v)?);
+    } else {
+        out_raw!("{}", hide.text(&text));
+    }
+    Ok(())
 }
 
 pub(super) async fn sweep(

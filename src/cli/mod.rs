@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::bail;
-use chrono::{DateTime, NaiveDate, Utc};
+use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
 
 use std::io::IsTerminal;
@@ -84,18 +84,11 @@ pub enum Command {
     /// The whole history of a job: states, artifact, every delivery and attempt, every redrive.
     Show(ShowArgs),
     /// Quarantined work: jobs and deliveries waiting for an operator.
-    Dlq(JsonArg),
+    Dlq(DlqArgs),
     /// Delete finished work past its retention (config/retention.toml).
     Sweep(SweepArgs),
     /// Return quarantined work to the queue, with the same keys and an audit row.
     Redrive(RedriveArgs),
-}
-
-/// `--json`: one JSON document (or one per line) instead of text.
-#[derive(Debug, Args)]
-pub struct JsonArg {
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// A time range, for `plan` and `backfill`.
@@ -154,6 +147,19 @@ pub struct ShowArgs {
     pub key: JobKey,
     #[arg(long)]
     pub json: bool,
+    /// Print recipient addresses and webhook URLs in full.
+    #[arg(long)]
+    pub reveal: bool,
+}
+
+/// `dlq`'s arguments.
+#[derive(Debug, Args)]
+pub struct DlqArgs {
+    #[arg(long)]
+    pub json: bool,
+    /// Print recipient addresses and webhook URLs in full.
+    #[arg(long)]
+    pub reveal: bool,
 }
 
 #[derive(Debug, Args)]
@@ -328,7 +334,11 @@ pub(crate) fn report_ids(config: &Config) -> String {
 /// Fires in `[from, to)`.
 pub(crate) fn plan_range(config: &Config, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Fire> {
     let ms = chrono::Duration::milliseconds(1);
-    plan(&config.reports, from - ms, to - ms)
+    plan(
+        &config.reports,
+        crate::clock::sub(from, ms),
+        crate::clock::sub(to, ms),
+    )
 }
 
 /// `2026-10-25T05:30:00Z`, `2026-10-25T07:30:00+02:00`, or `2026-10-25` (midnight UTC).
@@ -336,7 +346,7 @@ pub fn parse_instant(s: &str) -> anyhow::Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }
-    if let Ok(d) = NaiveDate::parse_from_str(s, "%Y-%m-%d")
+    if let Some(d) = crate::keys::parse_date(s)
         && let Some(t) = d.and_hms_opt(0, 0, 0)
     {
         return Ok(t.and_utc());

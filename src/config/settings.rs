@@ -242,13 +242,9 @@ fn database(mut f: Fields<'_, '_>, d: &mut DatabaseSettings, errors: &mut Vec<Co
 
 fn artifacts(mut f: Fields<'_, '_>, a: &mut ArtifactSettings, errors: &mut Vec<ConfigError>) {
     if let Some(url) = f.opt::<String>("url", errors) {
-        if url.contains("://") {
-            a.url = url;
-        } else {
-            errors.push(f.place.error(
-                "url",
-                format!("{url:?} is not an object store URL (file://, memory://, s3://…)"),
-            ));
+        match artifact_url(&url) {
+            Ok(()) => a.url = url,
+            Err(message) => errors.push(f.place.error("url", message)),
         }
     }
     f.finish(errors);
@@ -339,6 +335,33 @@ fn retry(mut f: Fields<'_, '_>, r: &mut RetrySettings, errors: &mut Vec<ConfigEr
         ));
     }
     f.finish(errors);
+}
+
+/// An object store URL that `run` can open: `file://`, `memory://`, or, in a build with the
+/// `cloud` feature, `s3://`, `gs://` and `az://` (and their https forms).
+fn artifact_url(url: &str) -> Result<(), String> {
+    use object_store::ObjectStoreScheme as Scheme;
+    // As the store opens them: a path after file:// (relative to the project root), memory://.
+    if url.starts_with("file://") || url.starts_with("memory://") {
+        return Ok(());
+    }
+    let parsed = url::Url::parse(url).map_err(|e| {
+        format!("{url:?} is not an object store URL (file://, memory://, s3://…): {e}")
+    })?;
+    match Scheme::parse(&parsed) {
+        Ok((Scheme::AmazonS3 | Scheme::GoogleCloudStorage | Scheme::MicrosoftAzure, _))
+            if cfg!(feature = "cloud") =>
+        {
+            Ok(())
+        }
+        Ok((Scheme::AmazonS3 | Scheme::GoogleCloudStorage | Scheme::MicrosoftAzure, _)) => Err(
+            format!("{url:?}: this build has no cloud object stores (build with --features cloud)"),
+        ),
+        _ => Err(format!(
+            "{url:?}: scheme {:?} is not an object store (file://, memory://, s3://, gs://, az://)",
+            parsed.scheme()
+        )),
+    }
 }
 
 fn server(mut f: Fields<'_, '_>, s: &mut ServerSettings, errors: &mut Vec<ConfigError>) {

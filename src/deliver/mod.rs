@@ -73,12 +73,22 @@ pub fn bounded(mut s: String, limit: usize) -> String {
 
 pub use crate::redact::redact_address;
 
-/// Replaces every occurrence of `addr` in `text` by its redacted form.
+/// Replaces every occurrence of `addr` in `text`, in any case (servers echo addresses as they
+/// like), by its redacted form.
 pub fn scrub(text: &str, addr: &str) -> String {
     if addr.is_empty() {
         return text.to_string();
     }
-    text.replace(addr, &redact_address(addr))
+    let (lower_text, lower_addr) = (text.to_ascii_lowercase(), addr.to_ascii_lowercase());
+    let mut out = String::with_capacity(text.len());
+    let mut rest = 0;
+    for (at, _) in lower_text.match_indices(&lower_addr) {
+        out.push_str(&text[rest..at]);
+        out.push_str(&redact_address(addr));
+        rest = at + addr.len();
+    }
+    out.push_str(&text[rest..]);
+    out
 }
 
 #[cfg(test)]
@@ -90,6 +100,10 @@ mod tests {
         assert_eq!(redact_address("ops-17@example.com"), "o***@example.com");
         assert_eq!(
             scrub("550 <lead@example.com> unknown", "lead@example.com"),
+            "550 <l***@example.com> unknown"
+        );
+        assert_eq!(
+            scrub("550 <LEAD@Example.COM> unknown", "lead@example.com"),
             "550 <l***@example.com> unknown"
         );
         assert_eq!(bounded("héllo".into(), 2), "h…");

@@ -84,7 +84,7 @@ impl WebhookSender {
                     .get("retry-after")
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| parse_retry_after(v, now));
-                let snippet = resp.text().await.unwrap_or_default();
+                let snippet = reply_snippet(resp).await;
                 let class = match status.as_u16() {
                     200..=299 => ResponseClass::Accepted,
                     429 => ResponseClass::RateLimited,
@@ -102,12 +102,12 @@ impl WebhookSender {
                 let mut outcome = Outcome::new(class, Some(code), reason);
                 outcome.retry_after = retry_after;
                 if !snippet.is_empty() {
-                    outcome = outcome.with_diagnostics(bounded(snippet, 512));
+                    outcome = outcome.with_diagnostics(snippet);
                 }
                 outcome
             }
             Err(e) => {
-                let detail = describe(&e);
+                let detail = crate::redact::http_error(&e);
                 if e.is_connect() {
                     Outcome::new(ResponseClass::Transient, None, "connection failed")
                         .with_diagnostics(detail)
@@ -131,16 +131,23 @@ impl WebhookSender {
     }
 }
 
-fn describe(e: &reqwest::Error) -> String {
-    use std::error::Error;
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
+/// The most of a reply's body kept (and read).
+pub const REPLY_LIMIT: usize = 512;
+
+/// The start of a reply's body, for diagnostics: at most [`REPLY_LIMIT`] bytes are read, the
+/// rest is never fetched.
+async fn reply_snippet(mut resp: reqwest::Response) -> String {
+    let mut kept = Vec::new();
+    while kept.len() < REPLY_LIMIT {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => {
+                let room = REPLY_LIMIT - kept.len();
+                kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            }
+            Ok(None) | Err(_) => break,
+        }
     }
-    s
+    bounded(String::from_utf8_lossy(&kept).into_owned(), REPLY_LIMIT)
 }
 
 /// The host a destination belongs to, for per-host throttling: `host:port`.

@@ -64,7 +64,7 @@ impl SchedulerTick {
     /// One tick at the clock's now.
     pub async fn run_once(&self) -> Result<TickCounts, LedgerError> {
         let now = self.clock.now();
-        let horizon = now - self.catch_up.as_chrono();
+        let horizon = crate::clock::sub(now, self.catch_up.as_chrono());
         let mut counts = TickCounts::default();
         for report in self.reports.iter() {
             let last = self.ledger.schedule_last_tick(report.id.as_str()).await?;

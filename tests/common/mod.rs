@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
+pub mod ops_server;
 pub mod peers;
 pub mod world;
 

@@ -1,0 +1,121 @@
+//! `POST /v1/runs`: an upstream system asks for a report run, signed per Standard Webhooks with
+//! the `whsec_` secret named by `server.ingest_secret_env`. The job insert and the record of the
+//! webhook-id commit together; 202 comes only after the commit; a replayed webhook-id or an
+//! existing job gets 200 with the same job key and `"duplicate": true`.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{ApiError, BODY_LIMIT, ServerState, TIMESTAMP_TOLERANCE_SECS, header_str};
+use crate::ledger::{JobOrigin, NewJob};
+use crate::schedule::Fire;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RunRequest {
+    report: String,
+    date: Option<String>,
+}
+
+/// A signed run request: verified, then its job recorded with its webhook-id.
+pub(super) async fn ingest(
+    State(st): State<ServerState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is larger than {BODY_LIMIT} bytes"),
+        )
+    })?;
+    let now = st.clock.now();
+    let id = verify_signature(&st, &headers, &body, now)?;
+    let unprocessable = |m: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, m);
+    let req: RunRequest =
+        serde_json::from_slice(&body).map_err(|e| unprocessable(format!("invalid body: {e}")))?;
+    let date = match &req.date {
+        None => None,
+        Some(d) => Some(
+            crate::keys::parse_date(d)
+                .ok_or_else(|| unprocessable(format!("date {d:?} is not YYYY-MM-DD")))?,
+        ),
+    };
+    let Some(report) = st.reports.get(&req.report) else {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no report {:?}", req.report),
+        ));
+    };
+    let date = date.unwrap_or_else(|| now.with_timezone(&report.timezone()).date_naive());
+    let fire = Fire::for_date(report, date).ok_or_else(|| {
+        unprocessable(format!(
+            "{date} has no window in {}",
+            report.timezone().name()
+        ))
+    })?;
+    let job = NewJob {
+        key: fire.key,
+        fire_at: fire.fire_at,
+        window: fire.window,
+        ready_at: now,
+        origin: JobOrigin::Ingest,
+    };
+    let out = st.ledger.ingest_run(&id, &job, now).await.map_err(|e| {
+        tracing::error!(error = %e, "could not record a run request");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the ledger is unavailable; retry later",
+        )
+    })?;
+    let duplicate = !out.created;
+    st.metrics
+        .ingest(if duplicate { "duplicate" } else { "created" });
+    tracing::info!(job = %out.job_key, duplicate, "run requested");
+    let status = if duplicate {
+        StatusCode::OK
+    } else {
+        StatusCode::ACCEPTED
+    };
+    let reply = json!({ "job": out.job_key, "duplicate": duplicate });
+    Ok((status, axum::Json(reply)).into_response())
+}
+
+/// Checks a run request's Standard Webhooks signature; returns its webhook-id.
+fn verify_signature(
+    st: &ServerState,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<String, ApiError> {
+    let refuse = |m: &str| ApiError::new(StatusCode::UNAUTHORIZED, m);
+    let Some(secret) = &st.ingest_secret else {
+        return Err(refuse(
+            "ingestion is not configured: the ingest secret is unset",
+        ));
+    };
+    let (Some(id), Some(ts), Some(sig)) = (
+        header_str(headers, "webhook-id"),
+        header_str(headers, "webhook-timestamp"),
+        header_str(headers, "webhook-signature"),
+    ) else {
+        return Err(refuse(
+            "missing webhook-id, webhook-timestamp or webhook-signature",
+        ));
+    };
+    let Ok(ts) = ts.trim().parse::<i64>() else {
+        return Err(refuse("webhook-timestamp is not Unix seconds"));
+    };
+    let skew = now.timestamp().checked_sub(ts).map(i64::unsigned_abs);
+    if skew.is_none_or(|s| s > TIMESTAMP_TOLERANCE_SECS.unsigned_abs()) {
+        return Err(refuse("webhook-timestamp is more than 5 minutes off"));
+    }
+    if secret.verify(id, ts, body, sig).is_err() {
+        return Err(refuse("invalid signature"));
+    }
+    Ok(id.to_string())
+}

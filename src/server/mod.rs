@@ -1,0 +1,239 @@
+//! The HTTP surface (DESIGN §8): signed run ingestion, the ops API, metrics and health.
+//!
+//! - `POST /v1/runs` ([`ingest`]): signed run requests.
+//! - `/v1/jobs`, `/v1/jobs/{key}`, `/v1/dlq`, `/v1/jobs/{key}/redrive`,
+//!   `/v1/deliveries/{key}/redrive` ([`ops`]): behind the bearer token.
+//! - `GET /metrics` (Prometheus text), `GET /healthz` (process up), `GET /readyz` (ledger
+//!   reachable and migrated).
+//!
+//! Every error has a JSON body `{"error": "…"}`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+mod ingest;
+mod ops;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::config::Report;
+use crate::ledger::{JobState, Ledger};
+use crate::metrics::Metrics;
+use crate::signing::Secret;
+use crate::supervisor::Health;
+
+/// The largest request body accepted.
+pub const BODY_LIMIT: usize = 64 * 1024;
+/// How far a `webhook-timestamp` may be from now.
+pub const TIMESTAMP_TOLERANCE_SECS: i64 = 5 * 60;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct ServerState {
+    pub ledger: Ledger,
+    pub reports: Arc<HashMap<String, Report>>,
+    pub clock: SharedClock,
+    pub ingest_secret: Option<Secret>,
+    pub ops_token: Option<String>,
+    pub metrics: Arc<Metrics>,
+    /// The daemon's services, for `/readyz`.
+    pub health: Arc<Health>,
+}
+
+impl std::fmt::Debug for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerState")
+            .field("ingest_secret", &self.ingest_secret.as_ref().map(|_| "***"))
+            .field("ops_token", &self.ops_token.as_ref().map(|_| "***"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The routes, for `run` and for tests that mount them on port 0.
+/// Every error, axum's own rejections and fallbacks included, answers `{"error": "…"}`.
+pub fn router(state: ServerState) -> Router {
+    let ops = Router::new()
+        .route("/v1/jobs", get(ops::list_jobs))
+        .route("/v1/jobs/{key}", get(ops::show_job))
+        .route("/v1/jobs/{key}/redrive", post(ops::redrive_job))
+        .route("/v1/deliveries/{key}/redrive", post(ops::redrive_delivery))
+        .route("/v1/dlq", get(ops::dlq))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            ops::require_token,
+        ));
+    Router::new()
+        .merge(ops)
+        .route("/v1/runs", post(ingest::ingest))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(axum::middleware::map_response(json_errors))
+        .with_state(state)
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "this route does not take that method",
+    )
+}
+
+/// The longest error text carried over from a rejection into its JSON body.
+const ERROR_TEXT_LIMIT: usize = 1024;
+
+/// Gives an error response that is not JSON yet (axum's rejections: a bad query, a bad path,
+/// a body over the limit) the body every error has.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let body = axum::body::to_bytes(response.into_body(), ERROR_TEXT_LIMIT)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&body);
+    let message = match text.trim() {
+        "" => status.canonical_reason().unwrap_or("error").to_string(),
+        t => t.to_string(),
+    };
+    ApiError::new(status, message).into_response()
+}
+
+/// A bind the server refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "refusing to serve on {0}, which is not a loopback address, without both the ops token and the ingest secret set"
+)]
+pub struct ExposureError(SocketAddr);
+
+/// Refuses an exposed bind without credentials: off loopback both secrets must be set.
+pub fn check_exposure(
+    bind: SocketAddr,
+    ops_token_set: bool,
+    ingest_secret_set: bool,
+) -> Result<(), ExposureError> {
+    if bind.ip().is_loopback() || (ops_token_set && ingest_secret_set) {
+        Ok(())
+    } else {
+        Err(ExposureError(bind))
+    }
+}
+
+/// Serves until `cancel`, then stops accepting and finishes the requests in flight.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    cancel: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(cancel.cancelled_owned())
+        .await
+}
+
+/// A refusal: its status and the message of its JSON body.
+#[derive(Debug)]
+pub(super) struct ApiError {
+    status: StatusCode,
+    message: String,
+}
+
+impl ApiError {
+    pub(super) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            message: message.into(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(json!({ "error": self.message }))).into_response()
+    }
+}
+
+pub(super) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn metrics(State(st): State<ServerState>) -> Response {
+    let now = st.clock.now();
+    if let Ok(counts) = st.ledger.job_count_by_state().await {
+        for state in JobState::ALL {
+            let n = counts
+                .iter()
+                .find(|(s, _)| *s == state)
+                .map_or(0, |(_, n)| *n);
+            st.metrics.set_jobs(state.as_str(), n);
+        }
+    }
+    if let Ok(counts) = st.ledger.delivery_count_by_state().await {
+        for state in ["pending", "sending", "sent", "quarantined"] {
+            let n = counts
+                .iter()
+                .find(|(s, _)| s.as_str() == state)
+                .map_or(0, |(_, n)| *n);
+            st.metrics.set_deliveries(state, n);
+        }
+    }
+    if let Ok(oldest) = st.ledger.job_oldest_ready(now).await {
+        let age = oldest.map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
+        st.metrics.oldest_ready_age.set(age);
+    }
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        st.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn healthz() -> Response {
+    axum::Json(json!({ "status": "ok" })).into_response()
+}
+
+/// Ready when the ledger answers and is migrated and every service runs; otherwise 503 with
+/// what is wrong.
+async fn readyz(State(st): State<ServerState>) -> Response {
+    let mut problems = st.health.down();
+    // A ledger that does not answer within a second is not ready: a probe must not hang.
+    let ledger_ready = tokio::time::timeout(std::time::Duration::from_secs(1), st.ledger.ready())
+        .await
+        .unwrap_or(false);
+    if !ledger_ready {
+        problems.insert(0, "the ledger is unreachable or not migrated".to_string());
+    }
+    let services = st.health.snapshot();
+    if problems.is_empty() {
+        axum::Json(json!({ "status": "ready", "services": services })).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({ "error": problems.join("; "), "services": services })),
+        )
+            .into_response()
+    }
+}

@@ -1,0 +1,175 @@
+//! The ops API: jobs, one job's history, dead letters and redrives, behind the bearer token
+//! named by `server.ops_token_env`. The token is checked (by [`require_token`], a route layer)
+//! before any part of the request is parsed.
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+use subtle::ConstantTimeEq;
+
+use super::{ApiError, ServerState, header_str};
+use crate::history::{Dlq, JobHistory};
+use crate::keys::{DeliveryKey, JobKey};
+use crate::ledger::{JobFilter, JobState, LedgerError};
+
+/// Refuses a request without the ops token before its handler parses anything.
+pub(super) async fn require_token(
+    State(st): State<ServerState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match authorize(&st, request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The bearer token check, in constant time.
+fn authorize(st: &ServerState, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(expected) = &st.ops_token else {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "the ops API is not configured: the ops token is unset",
+        ));
+    };
+    // The scheme is case-insensitive (RFC 7235); the token is not.
+    let given = header_str(headers, header::AUTHORIZATION.as_str())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map_or("", |(_, token)| token.trim_start());
+    if bool::from(given.as_bytes().ct_eq(expected.as_bytes())) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token",
+        ))
+    }
+}
+
+impl From<LedgerError> for ApiError {
+    fn from(e: LedgerError) -> ApiError {
+        match e {
+            LedgerError::NotFound { what, key } => {
+                ApiError::new(StatusCode::NOT_FOUND, format!("no {what} {key}"))
+            }
+            LedgerError::WrongState {
+                what, key, actual, ..
+            } => ApiError::new(
+                StatusCode::CONFLICT,
+                format!("{what} {key} is {actual}; only quarantined work can be redriven"),
+            ),
+            other => {
+                tracing::error!(error = %other, "ops API ledger error");
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "the ledger is unavailable")
+            }
+        }
+    }
+}
+
+/// A key from a path: one that does not parse names no work.
+fn path_key<K: std::str::FromStr>(what: &str, key: &str) -> Result<K, ApiError> {
+    key.parse()
+        .map_err(|_| ApiError::new(StatusCode::NOT_FOUND, format!("no {what} {key}")))
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct JobsQuery {
+    state: Option<String>,
+    report: Option<String>,
+    limit: Option<u32>,
+}
+
+pub(super) async fn list_jobs(
+    State(st): State<ServerState>,
+    Query(q): Query<JobsQuery>,
+) -> Result<Response, ApiError> {
+    let state = match q.state.as_deref().filter(|s| !s.is_empty()) {
+        None => None,
+        Some(s) => Some(JobState::parse(s).map_err(|_| {
+            ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("{s:?} is not a job state"),
+            )
+        })?),
+    };
+    let filter = JobFilter {
+        state,
+        report: q.report.filter(|r| !r.is_empty()),
+        limit: Some(q.limit.unwrap_or(100).min(1000)),
+    };
+    Ok(axum::Json(st.ledger.job_list(&filter).await?).into_response())
+}
+
+pub(super) async fn show_job(
+    State(st): State<ServerState>,
+    Path(key): Path<String>,
+) -> Result<Response, ApiError> {
+    let key: JobKey = path_key("job", &key)?;
+    match JobHistory::load(&st.ledger, &key).await? {
+        Some(h) => Ok(axum::Json(h).into_response()),
+        None => Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("no job {key}"),
+        )),
+    }
+}
+
+pub(super) async fn dlq(State(st): State<ServerState>) -> Result<Response, ApiError> {
+    Ok(axum::Json(Dlq::load(&st.ledger).await?).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RedriveRequest {
+    by: String,
+    reason: String,
+}
+
+/// An authorized redrive's who and why (both required: redrives are audited).
+fn redrive_request(body: &[u8]) -> Result<RedriveRequest, ApiError> {
+    let req: RedriveRequest = serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("invalid body: {e}"),
+        )
+    })?;
+    if req.by.trim().is_empty() || req.reason.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "by and reason must not be empty: redrives are audited",
+        ));
+    }
+    Ok(req)
+}
+
+pub(super) async fn redrive_job(
+    State(st): State<ServerState>,
+    Path(key): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let req = redrive_request(&body)?;
+    let key: JobKey = path_key("job", &key)?;
+    let out = st
+        .ledger
+        .job_redrive(&key, &req.by, &req.reason, st.clock.now())
+        .await?;
+    Ok(axum::Json(json!({ "job": out.job_key, "deliveries": out.deliveries })).into_response())
+}
+
+pub(super) async fn redrive_delivery(
+    State(st): State<ServerState>,
+    Path(key): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let req = redrive_request(&body)?;
+    let key: DeliveryKey = path_key("delivery", &key)?;
+    let out = st
+        .ledger
+        .delivery_redrive(&key, &req.by, &req.reason, st.clock.now())
+        .await?;
+    Ok(axum::Json(json!({ "job": out.job_key, "delivery": key })).into_response())
+}
