@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use sqlx::{Column, Row, TypeInfo, ValueRef};
 
-use crate::config::SourceSpec;
+use crate::config::{DEFAULT_SOURCE_LIMIT, SourceSpec};
 use crate::redact::http_error;
 use crate::window::{Window, rfc3339};
 
@@ -45,16 +45,18 @@ pub async fn fetch(
     let own = spec
         .timeout()
         .map_or(Duration::from_secs(60), |t| t.as_std());
-    fetch_within(spec, window, http, own).await
+    fetch_within(spec, window, http, own, DEFAULT_SOURCE_LIMIT).await
 }
 
 /// [`fetch`], cut at `deadline` or the source's own timeout, whichever comes first: a hung
-/// source is a transient failure, never a worker held forever.
+/// source is a transient failure, never a worker held forever. At most `max_bytes` are read
+/// (a body, a file, the rows of a query as JSON); more is a permanent failure that says so.
 pub async fn fetch_within(
     spec: &SourceSpec,
     window: &Window,
     http: &reqwest::Client,
     deadline: Duration,
+    max_bytes: u64,
 ) -> Result<Value, SourceError> {
     let limit = spec
         .timeout()
@@ -62,7 +64,8 @@ pub async fn fetch_within(
     // The source's own means cut it at `limit` with its own error (reqwest's timeout,
     // PostgreSQL's statement_timeout, SQLite's interrupt); this is the backstop.
     let backstop = limit.saturating_add(Duration::from_secs(1));
-    match tokio::time::timeout(backstop, fetch_limited(spec, window, http, limit)).await {
+    let fetch = fetch_limited(spec, window, http, limit, max_bytes);
+    match tokio::time::timeout(backstop, fetch).await {
         Ok(result) => result,
         Err(_) => Err(SourceError::Transient(format!(
             "no data within {}: the fetch was cut at its deadline",
@@ -76,10 +79,18 @@ async fn fetch_limited(
     window: &Window,
     http: &reqwest::Client,
     limit: Duration,
+    max_bytes: u64,
 ) -> Result<Value, SourceError> {
     let limit = crate::Span::from_std(limit);
     match spec {
         SourceSpec::File { path } => {
+            let size = tokio::fs::metadata(path)
+                .await
+                .map(|m| m.len())
+                .unwrap_or(0);
+            if size > max_bytes {
+                return Err(too_large(&path.display().to_string(), max_bytes));
+            }
             let text = tokio::fs::read_to_string(path).await.map_err(|e| {
                 SourceError::Transient(format!("cannot read {}: {e}", path.display()))
             })?;
@@ -87,7 +98,7 @@ async fn fetch_limited(
                 SourceError::Permanent(format!("{} is not valid JSON: {e}", path.display()))
             })
         }
-        SourceSpec::Http { url, .. } => fetch_http(url, window, limit, http).await,
+        SourceSpec::Http { url, .. } => fetch_http(url, window, limit, http, max_bytes).await,
         SourceSpec::Sql { url_env, query, .. } => {
             let url = std::env::var(url_env).map_err(|_| {
                 SourceError::Permanent(format!("environment variable {url_env} is not set"))
@@ -95,9 +106,16 @@ async fn fetch_limited(
             let sql = tokio::fs::read_to_string(query).await.map_err(|e| {
                 SourceError::Permanent(format!("cannot read query {}: {e}", query.display()))
             })?;
-            fetch_sql(&url, &sql, window, limit).await
+            fetch_sql(&url, &sql, window, limit, max_bytes).await
         }
     }
+}
+
+/// More data than `source.limit` allows.
+fn too_large(what: &str, max_bytes: u64) -> SourceError {
+    SourceError::Permanent(format!(
+        "{what}: more than {max_bytes} bytes (source.limit): raise the limit or narrow the source"
+    ))
 }
 
 /// The source URL for a window.
@@ -113,6 +131,7 @@ async fn fetch_http(
     window: &Window,
     timeout: crate::Span,
     http: &reqwest::Client,
+    max_bytes: u64,
 ) -> Result<Value, SourceError> {
     let url = http_url(template, window);
     let shown = crate::redact::redact_endpoint(&url);
@@ -133,9 +152,19 @@ async fn fetch_http(
             "GET {shown}: HTTP {status}"
         )));
     }
-    let body = resp.bytes().await.map_err(|e| {
+    if resp.content_length().is_some_and(|n| n > max_bytes) {
+        return Err(too_large(&format!("GET {shown}"), max_bytes));
+    }
+    let mut resp = resp;
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| {
         SourceError::Transient(format!("GET {shown}: reading the body: {}", http_error(&e)))
-    })?;
+    })? {
+        if (body.len() + chunk.len()) as u64 > max_bytes {
+            return Err(too_large(&format!("GET {shown}"), max_bytes));
+        }
+        body.extend_from_slice(&chunk);
+    }
     serde_json::from_slice(&body)
         .map_err(|e| SourceError::Permanent(format!("GET {shown}: invalid JSON: {e}")))
 }
@@ -145,12 +174,13 @@ async fn fetch_sql(
     sql: &str,
     window: &Window,
     timeout: crate::Span,
+    max_bytes: u64,
 ) -> Result<Value, SourceError> {
     let bounds = (rfc3339(window.start), rfc3339(window.end));
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        fetch_postgres(url, sql, &bounds, timeout).await
+        fetch_postgres(url, sql, &bounds, timeout, max_bytes).await
     } else if url.starts_with("sqlite:") {
-        fetch_sqlite(url, sql, &bounds, timeout).await
+        fetch_sqlite(url, sql, &bounds, timeout, max_bytes).await
     } else {
         Err(SourceError::Permanent(
             "the source database URL is neither postgres:// nor sqlite:".into(),
@@ -183,6 +213,7 @@ async fn fetch_postgres(
     sql: &str,
     (start, end): &(String, String),
     timeout: crate::Span,
+    max_bytes: u64,
 ) -> Result<Value, SourceError> {
     use sqlx::Connection;
     let opts = sqlx::postgres::PgConnectOptions::from_str(url)
@@ -209,12 +240,10 @@ async fn fetch_postgres(
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
         .bind(start)
         .bind(end)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(query_err)?;
-    let out = rows.iter().map(pg_row).collect::<Result<Vec<_>, _>>()?;
+        .fetch(&mut *tx);
+    let out = collect_rows(rows, pg_row, max_bytes).await?;
     tx.rollback().await.map_err(connect_err)?;
-    Ok(Value::Array(out))
+    Ok(out)
 }
 
 /// A read-only connection. SQLite has no statement timeout: the statement is interrupted at
@@ -224,6 +253,7 @@ async fn fetch_sqlite(
     sql: &str,
     (start, end): &(String, String),
     timeout: crate::Span,
+    max_bytes: u64,
 ) -> Result<Value, SourceError> {
     use sqlx::Connection;
     let opts = sqlx::sqlite::SqliteConnectOptions::from_str(url)
@@ -242,11 +272,29 @@ async fn fetch_sqlite(
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
         .bind(start)
         .bind(end)
-        .fetch_all(&mut conn)
-        .await
-        .map_err(query_err)?;
-    let out = rows.iter().map(sqlite_row).collect::<Result<Vec<_>, _>>()?;
+        .fetch(&mut conn);
+    let out = collect_rows(rows, sqlite_row, max_bytes).await;
     let _ = conn.close().await;
+    out
+}
+
+/// The rows of a query as a JSON array, read one at a time: past `max_bytes` of JSON the
+/// query is dropped (and with it the rest of its rows) and the fetch fails.
+async fn collect_rows<R>(
+    mut rows: impl futures_util::Stream<Item = Result<R, sqlx::Error>> + Unpin,
+    to_json: fn(&R) -> Result<Value, SourceError>,
+    max_bytes: u64,
+) -> Result<Value, SourceError> {
+    use futures_util::TryStreamExt;
+    let (mut out, mut bytes) = (Vec::new(), 0u64);
+    while let Some(row) = rows.try_next().await.map_err(query_err)? {
+        let value = to_json(&row)?;
+        bytes = bytes.saturating_add(serde_json::to_vec(&value).map_or(0, |v| v.len() as u64));
+        if bytes > max_bytes {
+            return Err(too_large("the query's rows", max_bytes));
+        }
+        out.push(value);
+    }
     Ok(Value::Array(out))
 }
 

@@ -110,6 +110,79 @@ fn plan_rejects_bad_instants() {
 }
 
 #[test]
+fn inspection_survives_a_bad_edit_and_the_rest_refuses() {
+    let dir = shipped_copy();
+    let first = run_in(dir.path(), &["run", "--once", "--date", "2026-11-30"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    // An operator breaks a sample file and the retention policy by hand.
+    std::fs::write(
+        dir.path().join("config/sample/warehouse-17.json"),
+        "{ not json",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("config/retention.toml"),
+        "[defaults]\nledger = \"-1d\"\n",
+    )
+    .expect("write");
+    let reads: [&[&str]; 4] = [
+        &["jobs", "--json"],
+        &["show", "warehouse-17:2026-11-30"],
+        &["dlq"],
+        &[
+            "redrive",
+            "warehouse-17:2026-11-30",
+            "--by",
+            "ops",
+            "--reason",
+            "why not",
+        ],
+    ];
+    for args in reads {
+        let out = run_in(dir.path(), args);
+        let err = stderr(&out);
+        assert!(
+            err.contains("warehouse-17.json") && err.contains("retention.toml"),
+            "{args:?} names both files: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        if args[0] == "redrive" {
+            // It reached the ledger: the job is done, so there is nothing to redrive.
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(
+                err.contains("only quarantined work can be redriven"),
+                "{err}"
+            );
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+            assert!(
+                stdout(&out).contains("warehouse-17:2026-11-30") || args[0] == "dlq",
+                "{args:?}"
+            );
+        }
+    }
+    let refusers: [&[&str]; 3] = [
+        &["check"],
+        &["run", "--once", "--date", "2026-12-01"],
+        &["sweep", "--dry-run"],
+    ];
+    for args in refusers {
+        let out = run_in(dir.path(), args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?} refuses: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("warehouse-17.json"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
 fn dates_take_four_digit_years_only_and_nothing_panics() {
     let p = ny_project();
     let cases: [&[&str]; 5] = [

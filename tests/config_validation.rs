@@ -341,6 +341,18 @@ fn cases() -> Vec<Case> {
             message: "is not an object store",
         },
         Case {
+            name: "source limit over 1GiB",
+            edits: vec![Replace(
+                R,
+                "source = { kind = \"file\", path = \"config/sample/warehouse-17.json\" }",
+                "source = { kind = \"file\", path = \"config/sample/warehouse-17.json\", limit = \"2GiB\" }",
+            )],
+            file: "reports.toml",
+            report: Some("warehouse-17"),
+            field: "source.limit",
+            message: "is not a size from 1 byte to 1GiB",
+        },
+        Case {
             name: "zero lease",
             edits: vec![Write(S, "[pool]\nlease = \"0s\"\n")],
             file: "dawnpost.toml",

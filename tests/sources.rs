@@ -286,3 +286,67 @@ async fn sql_source_on_postgres_binds_the_window() {
         "{cut_after:?}"
     );
 }
+
+/// Every source stops reading at its limit: more data is a permanent failure that names the
+/// limit, whether the body is announced (Content-Length), streamed, a file, or query rows.
+#[tokio::test]
+async fn every_source_kind_stops_at_its_limit() {
+    use dawnpost::source::fetch_within;
+    use sqlx::Connection;
+    let over = |r: &Result<serde_json::Value, SourceError>| matches!(r, Err(SourceError::Permanent(m)) if m.contains("source.limit"));
+    let client = reqwest::Client::new();
+    let deadline = Duration::from_secs(5);
+    // HTTP: the `data` body is about 80 bytes.
+    let addr = serve().await;
+    let spec = http(addr, "data");
+    assert!(
+        fetch_within(&spec, &window(), &client, deadline, 1 << 20)
+            .await
+            .is_ok()
+    );
+    let small = fetch_within(&spec, &window(), &client, deadline, 16).await;
+    assert!(over(&small), "{small:?}");
+    // A file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("big.json");
+    std::fs::write(&path, format!("[{}1]", "1,".repeat(1000))).expect("write");
+    let file = SourceSpec::File { path };
+    assert!(
+        fetch_within(&file, &window(), &client, deadline, 1 << 20)
+            .await
+            .is_ok()
+    );
+    let small = fetch_within(&file, &window(), &client, deadline, 100).await;
+    assert!(over(&small), "{small:?}");
+    // Query rows, counted as the JSON they become.
+    let db = dir.path().join("rows.db");
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", db.display()))
+        .await
+        .expect("connect");
+    sqlx::query("CREATE TABLE t (n INTEGER)")
+        .execute(&mut conn)
+        .await
+        .expect("create");
+    sqlx::query("INSERT INTO t WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 1000) SELECT i FROM c")
+        .execute(&mut conn)
+        .await
+        .expect("insert");
+    conn.close().await.expect("close");
+    let query = dir.path().join("q.sql");
+    std::fs::write(&query, "SELECT n FROM t WHERE $1 < $2").expect("write");
+    let env = "DAWNPOST_TEST_SQLITE_LIMIT_URL";
+    // SAFETY: set once, read by this test only.
+    unsafe { std::env::set_var(env, format!("sqlite://{}", db.display())) };
+    let sql = SourceSpec::Sql {
+        url_env: env.into(),
+        query,
+        timeout: Span::from_secs(30),
+    };
+    assert!(
+        fetch_within(&sql, &window(), &client, deadline, 1 << 20)
+            .await
+            .is_ok()
+    );
+    let small = fetch_within(&sql, &window(), &client, deadline, 1000).await;
+    assert!(over(&small), "{small:?}");
+}

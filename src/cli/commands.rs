@@ -37,8 +37,15 @@ fn local_date(date: &str) -> anyhow::Result<NaiveDate> {
 
 pub(super) fn plan(config: &Config, args: &RangeArgs) -> anyhow::Result<ExitCode> {
     let (from, to) = range(args)?;
-    for fire in plan_range(config, from, to) {
-        print_fire(&fire, args.json, None)?;
+    // A month at a time: `--to 9999-12-31` streams instead of building every fire first.
+    let step = chrono::Duration::days(31);
+    let mut start = from;
+    while start < to {
+        let end = crate::clock::add(start, step).min(to);
+        for fire in plan_range(config, start, end) {
+            print_fire(&fire, args.json, None)?;
+        }
+        start = end;
     }
     Ok(ExitCode::SUCCESS)
 }

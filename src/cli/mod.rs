@@ -91,6 +91,16 @@ pub enum Command {
     Redrive(RedriveArgs),
 }
 
+impl Command {
+    /// Commands that need nothing of the configuration but the ledger.
+    fn reads_ledger_only(&self) -> bool {
+        matches!(
+            self,
+            Command::Jobs(_) | Command::Show(_) | Command::Dlq(_) | Command::Redrive(_)
+        )
+    }
+}
+
 /// A time range, for `plan` and `backfill`.
 #[derive(Debug, Args)]
 pub struct RangeArgs {
@@ -225,13 +235,26 @@ fn init_tracing(cli: &Cli) {
 /// asks for the ledger; the ledger is opened at most once and closed here, whatever the
 /// command returned.
 pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
-    let mut config = match Config::load(&cli.config) {
-        Ok(c) => c,
-        Err(errors) => {
-            errln!("{errors}");
-            return Ok(ExitCode::from(EXIT_ERROR));
-        }
-    };
+    let mut config =
+        match Config::load(&cli.config) {
+            Ok(c) => c,
+            Err(errors) if cli.command.reads_ledger_only() => {
+                // An operator answering "why did X not get its report?" must not be locked out
+                // by a broken sample, template or retention policy.
+                let Ok(mut c) = Config::load_ledger_settings(&cli.config) else {
+                    errln!("{errors}");
+                    return Ok(ExitCode::from(EXIT_ERROR));
+                };
+                c.warnings.extend(errors.0.iter().map(|e| {
+                    format!("{e} (ignored: this command only reads or redrives the ledger)")
+                }));
+                c
+            }
+            Err(errors) => {
+                errln!("{errors}");
+                return Ok(ExitCode::from(EXIT_ERROR));
+            }
+        };
     if matches!(cli.command, Command::Check) {
         // Only `check` renders every template against its sample: the others load what they use.
         let (errors, warnings) = crate::render::check_templates(&config);

@@ -14,7 +14,7 @@ mod settings;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use report::{Report, ReportId, SourceSpec, Webhook};
+pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, ReportId, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
 pub use settings::{
     ArtifactSettings, DatabaseSettings, EmailSettings, EmailTransport, PoolSettings, RetrySettings,
@@ -130,6 +130,30 @@ impl Config {
             reports,
             retention,
             warnings,
+        })
+    }
+
+    /// What a command that only reads or redrives the ledger needs: `dawnpost.toml` (the
+    /// ledger's URL). Reports, samples and the retention policy are not read, so a bad edit
+    /// there cannot lock an operator out of `jobs`, `show`, `dlq` or `redrive`.
+    pub fn load_ledger_settings(dir: &Path) -> Result<Config, ConfigErrors> {
+        let mut errors = Vec::new();
+        let dir_abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let root = dir_abs
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| dir_abs.clone());
+        let settings = settings::load(&dir.join("dawnpost.toml"), &mut errors);
+        if !errors.is_empty() {
+            return Err(ConfigErrors(errors));
+        }
+        Ok(Config {
+            dir: dir.to_path_buf(),
+            root,
+            settings,
+            reports: Vec::new(),
+            retention: RetentionPolicy::default(),
+            warnings: Vec::new(),
         })
     }
 

@@ -26,6 +26,9 @@ pub struct Report {
     pub source: SourceSpec,
     /// Data `check` renders the template against; the file source's own file by default.
     pub sample: Option<PathBuf>,
+    /// The most data a fetch of the source may bring (`source.limit`, default 32 MiB): a body,
+    /// a file or the rows of a query beyond it fail the render, naming the limit.
+    pub source_limit: u64,
     /// One delivery per address.
     pub email: Vec<lettre::Address>,
     pub webhooks: Vec<Webhook>,
@@ -138,8 +141,13 @@ fn load_report(
     });
     let schedule = load_schedule(&mut f, &place, errors);
     let template = load_template(&mut f, &place, errors);
+    let mut source_limit = DEFAULT_SOURCE_LIMIT;
     let source = match f.raw("source") {
-        Some(toml::Value::Table(t)) => load_source(t, &place.nested("source"), ctx.root, errors),
+        Some(toml::Value::Table(t)) => {
+            let place = place.nested("source");
+            source_limit = source_limit_of(t, &place, errors).unwrap_or(DEFAULT_SOURCE_LIMIT);
+            load_source(t, &place, ctx.root, errors)
+        }
         Some(_) => {
             let message = "expected a table such as { kind = \"file\", path = \"…\" }";
             errors.push(place.error("source", message));
@@ -185,6 +193,7 @@ fn load_report(
         template,
         source,
         sample,
+        source_limit,
         email,
         webhooks,
     })
@@ -343,6 +352,7 @@ fn load_source(
     errors: &mut Vec<ConfigError>,
 ) -> Option<SourceSpec> {
     let mut f = Fields::new(table, place.clone());
+    let _ = f.raw("limit"); // read by `source_limit_of`
     let spec = match f.req::<String>("kind", errors)?.as_str() {
         "file" => file_source(&mut f, root, errors),
         "http" => http_source(&mut f, errors),
@@ -358,6 +368,49 @@ fn load_source(
     };
     f.finish(errors);
     spec
+}
+
+/// The default of `source.limit`.
+pub const DEFAULT_SOURCE_LIMIT: u64 = 32 << 20;
+/// The largest `source.limit`.
+pub const MAX_SOURCE_LIMIT: u64 = 1 << 30;
+
+/// `source.limit`: bytes, written `4096`, `"512KiB"`, `"32MiB"` or `"1GiB"` (at most 1 GiB).
+fn source_limit_of(
+    t: &toml::Table,
+    place: &Place<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<u64> {
+    let value = t.get("limit")?;
+    let parsed = match value {
+        toml::Value::Integer(n) => u64::try_from(*n).ok(),
+        toml::Value::String(s) => parse_bytes(s),
+        _ => None,
+    };
+    match parsed {
+        Some(n) if (1..=MAX_SOURCE_LIMIT).contains(&n) => Some(n),
+        _ => {
+            errors.push(place.error(
+                "limit",
+                format!("{value} is not a size from 1 byte to 1GiB (e.g. \"32MiB\")"),
+            ));
+            None
+        }
+    }
+}
+
+fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(digits);
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    n.parse::<u64>().ok()?.checked_mul(scale)
 }
 
 /// `{ kind = "file", path }`: a JSON file, read and parsed now.

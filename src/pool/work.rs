@@ -135,8 +135,10 @@ async fn render_and_store(
     if let Some(artifact) = existing {
         return Ok((artifact, deliveries));
     }
-    let data = crate::source::fetch_within(&report.source, &job.window, &p.http, p.work_deadline())
-        .await?;
+    let (source, deadline) = (&report.source, p.work_deadline());
+    let data =
+        crate::source::fetch_within(source, &job.window, &p.http, deadline, report.source_limit)
+            .await?;
     let templates = p
         .templates
         .get(&report.template)
