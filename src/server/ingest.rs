@@ -27,12 +27,10 @@ pub(super) async fn ingest(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body is larger than {BODY_LIMIT} bytes"),
-        )
-    })?;
+    super::announced_too_large(&headers)?;
+    let body = axum::body::to_bytes(body, BODY_LIMIT)
+        .await
+        .map_err(|_| super::body_too_large())?;
     let now = st.clock.now();
     let id = verify_signature(&st, &headers, &body, now)?;
     let unprocessable = |m: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, m);

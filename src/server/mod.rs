@@ -173,6 +173,24 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A body announced (`Content-Length`) larger than [`BODY_LIMIT`]: refused from the head,
+/// before a byte of it is read.
+pub(super) fn announced_too_large(headers: &HeaderMap) -> Result<(), ApiError> {
+    let announced = header_str(headers, header::CONTENT_LENGTH.as_str())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    match announced {
+        Some(n) if n > BODY_LIMIT as u64 => Err(body_too_large()),
+        _ => Ok(()),
+    }
+}
+
+pub(super) fn body_too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the body is larger than {BODY_LIMIT} bytes"),
+    )
+}
+
 pub(super) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }

@@ -21,7 +21,9 @@ pub(super) async fn require_token(
     request: Request,
     next: Next,
 ) -> Response {
-    match authorize(&st, request.headers()) {
+    let checked = authorize(&st, request.headers())
+        .and_then(|()| super::announced_too_large(request.headers()));
+    match checked {
         Ok(()) => next.run(request).await,
         Err(e) => e.into_response(),
     }
