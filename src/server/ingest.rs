@@ -16,9 +16,31 @@ use crate::schedule::Fire;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct RunRequest {
+struct RunBody {
     report: String,
     date: Option<String>,
+}
+
+/// A run request's body, parsed: the report asked for and its local date, if given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRequest {
+    pub report: String,
+    pub date: Option<chrono::NaiveDate>,
+}
+
+/// Parses `{"report": ID, "date": "YYYY-MM-DD"}` (date optional); the error says why.
+pub fn parse_run_request(body: &[u8]) -> Result<RunRequest, String> {
+    let req: RunBody = serde_json::from_slice(body).map_err(|e| format!("invalid body: {e}"))?;
+    let date = match &req.date {
+        None => None,
+        Some(d) => Some(
+            crate::keys::parse_date(d).ok_or_else(|| format!("date {d:?} is not YYYY-MM-DD"))?,
+        ),
+    };
+    Ok(RunRequest {
+        report: req.report,
+        date,
+    })
 }
 
 /// A signed run request: verified, then its job recorded with its webhook-id.
@@ -34,15 +56,8 @@ pub(super) async fn ingest(
     let now = st.clock.now();
     let id = verify_signature(&st, &headers, &body, now)?;
     let unprocessable = |m: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, m);
-    let req: RunRequest =
-        serde_json::from_slice(&body).map_err(|e| unprocessable(format!("invalid body: {e}")))?;
-    let date = match &req.date {
-        None => None,
-        Some(d) => Some(
-            crate::keys::parse_date(d)
-                .ok_or_else(|| unprocessable(format!("date {d:?} is not YYYY-MM-DD")))?,
-        ),
-    };
+    let req = parse_run_request(&body).map_err(unprocessable)?;
+    let date = req.date;
     let Some(report) = st.reports.get(&req.report) else {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,

@@ -15,6 +15,8 @@ use std::sync::Arc;
 mod ingest;
 mod ops;
 
+pub use ingest::{RunRequest, parse_run_request};
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
