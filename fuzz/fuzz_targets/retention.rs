@@ -4,7 +4,9 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let Ok(dir) = tempfile::tempdir() else { return };
     let file = dir.path().join("retention.toml");
     if std::fs::write(&file, text).is_err() {

@@ -6,10 +6,16 @@ use std::str::FromStr;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let (expr, tz) = text.split_once('\n').unwrap_or((text, "Europe/Berlin"));
-    let Ok(tz) = chrono_tz::Tz::from_str(tz.trim()) else { return };
-    let Ok(schedule) = dawnpost::cron::Schedule::parse(expr, tz) else { return };
+    let Ok(tz) = chrono_tz::Tz::from_str(tz.trim()) else {
+        return;
+    };
+    let Ok(schedule) = dawnpost::cron::Schedule::parse(expr, tz) else {
+        return;
+    };
     let from = chrono::DateTime::from_timestamp(1_790_000_000, 0).unwrap_or_default();
     for fire in schedule.next_fires(from, 3) {
         let date = fire.with_timezone(&tz).date_naive();

@@ -6,8 +6,12 @@ use libfuzzer_sys::fuzz_target;
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(secret) = dawnpost::signing::Secret::parse(SECRET) else { return };
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(secret) = dawnpost::signing::Secret::parse(SECRET) else {
+        return;
+    };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     let mut parts = text.splitn(4, '\n');
     let (id, ts, header, body) = (
         parts.next().unwrap_or(""),
