@@ -183,6 +183,31 @@ fn inspection_survives_a_bad_edit_and_the_rest_refuses() {
 }
 
 #[test]
+fn long_ranges_go_month_by_month_without_a_gap_or_a_repeat() {
+    let p = ny_project();
+    let range = ["--from", "2026-09-01", "--to", "2026-12-01", "--json"];
+    let keys = |o: &Output| -> Vec<String> {
+        stdout(o)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["key"].to_string())
+            .collect()
+    };
+    let plan = dawnpost(&p, &[&["plan"][..], &range].concat());
+    let backfill = dawnpost(&p, &[&["backfill"][..], &range].concat());
+    assert!(backfill.status.success(), "{}", stderr(&backfill));
+    let (planned, filled) = (keys(&plan), keys(&backfill));
+    // 91 local dates, two daily reports.
+    assert_eq!(planned.len(), 182);
+    assert_eq!(filled, planned, "backfill inserts exactly what plan lists");
+    let unique: std::collections::BTreeSet<_> = planned.iter().collect();
+    assert_eq!(
+        unique.len(),
+        planned.len(),
+        "no fire twice across month boundaries"
+    );
+}
+
+#[test]
 fn dates_take_four_digit_years_only_and_nothing_panics() {
     let p = ny_project();
     let cases: [&[&str]; 5] = [

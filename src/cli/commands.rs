@@ -38,16 +38,25 @@ fn local_date(date: &str) -> anyhow::Result<NaiveDate> {
 pub(super) fn plan(config: &Config, args: &RangeArgs) -> anyhow::Result<ExitCode> {
     let (from, to) = range(args)?;
     // A month at a time: `--to 9999-12-31` streams instead of building every fire first.
-    let step = chrono::Duration::days(31);
-    let mut start = from;
-    while start < to {
-        let end = crate::clock::add(start, step).min(to);
+    for (start, end) in months(from, to) {
         for fire in plan_range(config, start, end) {
             print_fire(&fire, args.json, None)?;
         }
-        start = end;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `[from, to)` in consecutive spans of 31 days.
+fn months(
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> impl Iterator<Item = (DateTime<Utc>, DateTime<Utc>)> {
+    let step = chrono::Duration::days(31);
+    std::iter::successors(Some(from), move |&start| {
+        Some(crate::clock::add(start, step)).filter(|next| *next < to && *next > start)
+    })
+    .map(move |start| (start, crate::clock::add(start, step).min(to)))
+    .filter(move |(start, _)| *start < to)
 }
 
 pub(super) async fn migrate(ledger: &mut LedgerSlot<'_>) -> anyhow::Result<ExitCode> {
@@ -63,27 +72,34 @@ pub(super) async fn backfill(
     clock: SharedClock,
 ) -> anyhow::Result<ExitCode> {
     let (from, to) = range(args)?;
-    let fires = plan_range(config, from, to);
-    let jobs: Vec<NewJob> = fires
-        .iter()
-        .map(|f| NewJob {
-            key: f.key.clone(),
-            fire_at: f.fire_at,
-            window: f.window,
-            ready_at: f.fire_at,
-            origin: JobOrigin::Backfill,
-        })
-        .collect();
-    let inserted = ledger
-        .get()
-        .await?
-        .job_insert_many(&jobs, clock.now())
-        .await?;
-    for fire in &fires {
-        print_fire(fire, args.json, Some(inserted.contains(&fire.key)))?;
+    let l = ledger.get().await?;
+    let (mut inserted_total, mut fires_total) = (0, 0);
+    // A month at a time, as `plan`: memory stays bounded however long the range.
+    for (start, end) in months(from, to) {
+        let fires = plan_range(config, start, end);
+        let jobs: Vec<NewJob> = fires
+            .iter()
+            .map(|f| NewJob {
+                key: f.key.clone(),
+                fire_at: f.fire_at,
+                window: f.window,
+                ready_at: f.fire_at,
+                origin: JobOrigin::Backfill,
+            })
+            .collect();
+        let inserted: std::collections::HashSet<_> = l
+            .job_insert_many(&jobs, clock.now())
+            .await?
+            .into_iter()
+            .collect();
+        for fire in &fires {
+            print_fire(fire, args.json, Some(inserted.contains(&fire.key)))?;
+        }
+        inserted_total += inserted.len();
+        fires_total += fires.len();
     }
     if !args.json {
-        out!("{} of {} jobs inserted", inserted.len(), fires.len());
+        out!("{inserted_total} of {fires_total} jobs inserted");
     }
     Ok(ExitCode::SUCCESS)
 }
