@@ -225,15 +225,7 @@ impl Redactions {
         let mut pairs = Vec::new();
         for d in deliveries {
             pairs.push((d.key.to_string(), d.key.redacted()));
-            let shown = match d.kind {
-                crate::keys::DestinationKind::Email => {
-                    crate::redact::redact_address(&d.destination)
-                }
-                crate::keys::DestinationKind::Webhook => {
-                    crate::redact::redact_endpoint(&d.destination)
-                }
-            };
-            pairs.push((d.destination.clone(), shown));
+            pairs.push((d.destination.clone(), d.kind.redact(&d.destination)));
         }
         // The longest first: a key holds its destination.
         pairs.sort_by_key(|(full, _)| std::cmp::Reverse(full.len()));

@@ -139,6 +139,15 @@ impl DestinationKind {
         }
     }
 
+    /// A destination of this kind as a person may read it: an address masked, a webhook URL
+    /// without its path and query.
+    pub fn redact(self, destination: &str) -> String {
+        match self {
+            DestinationKind::Email => redact_address(destination),
+            DestinationKind::Webhook => redact_endpoint(destination),
+        }
+    }
+
     pub fn parse(s: &str) -> Option<DestinationKind> {
         match s {
             "email" => Some(DestinationKind::Email),
@@ -182,10 +191,7 @@ impl DeliveryKey {
 
     /// The key safe to log: an email address masked, a webhook URL without its path and query.
     pub fn redacted(&self) -> String {
-        let destination = match self.kind {
-            DestinationKind::Email => redact_address(&self.destination),
-            DestinationKind::Webhook => redact_endpoint(&self.destination),
-        };
+        let destination = self.kind.redact(&self.destination);
         format!("{}/{}:{destination}", self.job, self.kind.as_str())
     }
 }

@@ -75,11 +75,7 @@ impl Config {
     /// them and render-checked by `check` ([`crate::render::check_templates`]).
     pub fn load(dir: &Path) -> Result<Config, ConfigErrors> {
         let mut errors = Vec::new();
-        let dir_abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-        let root = dir_abs
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| dir_abs.clone());
+        let root = project_root(dir);
         if !dir.is_dir() {
             errors.push(ConfigError {
                 file: dir.to_path_buf(),
@@ -138,11 +134,7 @@ impl Config {
     /// there cannot lock an operator out of `jobs`, `show`, `dlq` or `redrive`.
     pub fn load_ledger_settings(dir: &Path) -> Result<Config, ConfigErrors> {
         let mut errors = Vec::new();
-        let dir_abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
-        let root = dir_abs
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_else(|| dir_abs.clone());
+        let root = project_root(dir);
         let settings = settings::load(&dir.join("dawnpost.toml"), &mut errors);
         if !errors.is_empty() {
             return Err(ConfigErrors(errors));
@@ -180,6 +172,16 @@ pub(crate) fn valid_env_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The project root: the configuration directory's parent, against which relative paths
+/// resolve.
+fn project_root(dir: &Path) -> PathBuf {
+    let dir_abs = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    dir_abs
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| dir_abs.clone())
 }
 
 /// `reports.toml` and `reports/*.toml`, in that order; at least one.
