@@ -49,7 +49,8 @@ pub(super) async fn ingest(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    super::announced_too_large(&headers)?;
+    // The body is read (up to the limit) before refusing it: a client still writing would
+    // otherwise race an early 413 into a broken pipe, and the signature needs the body anyway.
     let body = axum::body::to_bytes(body, BODY_LIMIT)
         .await
         .map_err(|_| super::body_too_large())?;
