@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::config::Config;
+use crate::history::Redactions;
 use crate::keys::{DeliveryKey, JobKey};
 use crate::ledger::{DeliveryState, JobOrigin, JobState, Ledger, NewJob, ResponseClass};
 use crate::pool::StatsSnapshot;
@@ -58,6 +59,10 @@ pub struct RunOnceSummary {
     pub exit_code: u8,
     pub jobs: Vec<JobSummary>,
     pub stats: StatsSnapshot,
+    /// What a person reading the summary must not see in full: recipient addresses and webhook
+    /// URL paths, in delivery keys and errors alike.
+    #[serde(skip)]
+    pub redactions: Redactions,
 }
 
 /// Enqueues and works the date's jobs; returns the summary.
@@ -176,22 +181,23 @@ async fn summarise(
     stats: StatsSnapshot,
 ) -> anyhow::Result<RunOnceSummary> {
     let mut jobs = Vec::new();
+    let mut all_deliveries = Vec::new();
     for &key in keys {
         let Some(job) = ledger.job_get(key).await? else {
             continue;
         };
-        let deliveries = ledger
-            .delivery_list(key)
-            .await?
-            .into_iter()
+        let listed = ledger.delivery_list(key).await?;
+        let deliveries = listed
+            .iter()
             .map(|d| DeliverySummary {
-                key: d.key,
+                key: d.key.clone(),
                 state: d.state,
                 attempts: d.attempts,
                 last_class: d.last_class,
-                last_error: d.last_error,
+                last_error: d.last_error.clone(),
             })
             .collect();
+        all_deliveries.extend(listed);
         jobs.push(JobSummary {
             enqueued: inserted.contains(key),
             key: job.key,
@@ -215,5 +221,6 @@ async fn summarise(
         exit_code,
         jobs,
         stats,
+        redactions: Redactions::of(&all_deliveries),
     })
 }

@@ -521,6 +521,42 @@ fn run_once_reports_quarantine_with_exit_3_and_redrive_is_audited() {
 }
 
 #[test]
+fn run_once_summary_hides_addresses_and_webhook_paths_unless_revealed() {
+    let dir = shipped_copy();
+    // A webhook whose path and query carry a token; nothing listens on port 9 of loopback, so
+    // the attempt fails with an error that quotes the URL and the delivery stays pending.
+    let reports = std::fs::read_to_string(dir.path().join("config/reports.toml")).expect("read");
+    let reports = reports.replacen(
+        "# [[report.webhook]]\n# url = \"https://carrier.example/hooks/reports\"",
+        "[[report.webhook]]\nurl = \"http://127.0.0.1:9/hooks/tok-8f3a?sig=tok-8f3a\"",
+        1,
+    );
+    std::fs::write(dir.path().join("config/reports.toml"), reports).expect("write");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--once", "--date", "2026-11-30", "--max-wait", "2s"];
+        args.extend_from_slice(extra);
+        run_in(dir.path(), &args)
+    };
+    let text = run(&[]);
+    assert_eq!(text.status.code(), Some(4), "{}", stderr(&text));
+    let json = run(&["--json"]);
+    for out in [&text, &json] {
+        let s = stdout(out);
+        assert!(!s.contains("tok-8f3a"), "{s}");
+        assert!(!s.contains("ops-17@example.com"), "{s}");
+        assert!(s.contains("o***@example.com"), "{s}");
+        assert!(s.contains("webhook:http://127.0.0.1:9/"), "{s}");
+    }
+    let revealed = run(&["--json", "--reveal"]);
+    let s = stdout(&revealed);
+    assert!(
+        s.contains("webhook:http://127.0.0.1:9/hooks/tok-8f3a?sig=tok-8f3a"),
+        "{s}"
+    );
+    assert!(s.contains("ops-17@example.com"), "{s}");
+}
+
+#[test]
 fn sweep_previews_with_dry_run_then_deletes_and_show_says_so() {
     let dir = shipped_copy();
     assert!(

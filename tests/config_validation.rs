@@ -468,6 +468,46 @@ fn each_bad_input_gets_its_own_message() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The binary refuses every case of the table as an operator meets it: `check` exits 1 naming
+/// the file and the field, `run --once` refuses (or quarantines what cannot render), and no
+/// process panics.
+#[test]
+fn the_binary_refuses_every_case_without_a_panic() {
+    let mut failures = Vec::new();
+    for case in &cases() {
+        let p = base();
+        apply(&p, &case.edits);
+        let dawnpost = |args: &[&str]| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+                .current_dir(p.root())
+                .args(args)
+                .env_remove("DAWNPOST_DATABASE_URL")
+                .env_remove("DAWNPOST_CONFIG")
+                .env_remove("RUST_LOG")
+                .output()
+                .expect("run dawnpost")
+        };
+        let check = dawnpost(&["check"]);
+        let err = String::from_utf8_lossy(&check.stderr);
+        if check.status.code() != Some(1)
+            || !err.contains(case.file)
+            || !err.contains(&format!("{}: ", case.field))
+            || err.contains("panicked")
+        {
+            failures.push(format!("{}: check: {:?}: {err}", case.name, check.status));
+        }
+        let run = dawnpost(&["run", "--once", "--date", "2026-11-30", "--max-wait", "0s"]);
+        let err = String::from_utf8_lossy(&run.stderr);
+        if !matches!(run.status.code(), Some(1 | 3 | 4)) || err.contains("panicked") {
+            failures.push(format!(
+                "{}: run --once: {:?}: {err}",
+                case.name, run.status
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn every_error_of_a_file_is_reported_together() {
     let mut reports = report("a", "30 6 * * *", "Europe/Berlin");

@@ -16,6 +16,8 @@ struct Case {
     path: String,
     token: Option<&'static str>,
     body: Option<Vec<u8>>,
+    /// Headers besides the token (the ingest signature's).
+    headers: Vec<(&'static str, String)>,
     status: StatusCode,
     /// A word the error message must hold.
     says: &'static str,
@@ -35,6 +37,7 @@ fn case(
         path: path.to_string(),
         token,
         body: None,
+        headers: Vec::new(),
         status,
         says,
     }
@@ -68,15 +71,63 @@ fn ops_cases() -> Vec<Case> {
     ]
 }
 
+#[rustfmt::skip] // A table reads best one row a line.
+/// Hostile requests to `POST /v1/runs`, signed at `now` (seconds) unless the case is about the
+/// signature or its timestamp.
+fn ingest_cases(now: i64) -> Vec<Case> {
+    let ok = r#"{"report": "warehouse-17", "date": "2026-11-29"}"#;
+    let signed = |name, id: &str, ts: i64, body: &str, sig: Option<String>, status, says| {
+        let sig = sig.unwrap_or_else(|| {
+            Secret::parse(SECRET)
+                .expect("secret")
+                .sign(id, ts, body.as_bytes())
+        });
+        Case {
+            body: Some(body.as_bytes().to_vec()),
+            headers: vec![
+                ("webhook-id", id.to_string()),
+                ("webhook-timestamp", ts.to_string()),
+                ("webhook-signature", sig),
+            ],
+            ..case(name, Method::POST, "/v1/runs", None, status, says)
+        }
+    };
+    let far = r#"{"report": "warehouse-17", "date": "+99999-01-01"}"#;
+    let valid = Secret::parse(SECRET)
+        .expect("secret")
+        .sign("msg_many", now, ok.as_bytes());
+    let many = vec!["v1,bm90IHRoaXM="; MAX_SIGNATURES * 500].join(" ");
+    let (s422, s401) = (StatusCode::UNPROCESSABLE_ENTITY, StatusCode::UNAUTHORIZED);
+    vec![
+        signed("far-future year", "msg_far", now, far, None, s422, "YYYY-MM-DD"),
+        signed("not JSON", "msg_nj", now, "{ nope", None, s422, "invalid body"),
+        signed("unknown report", "msg_ur", now, r#"{"report": "x", "date": "2026-11-29"}"#, None, StatusCode::NOT_FOUND, "no report"),
+        signed("minimal timestamp", "msg_min", i64::MIN, ok, None, s401, ""),
+        signed("maximal timestamp", "msg_max", i64::MAX, ok, None, s401, ""),
+        signed("thousands of signatures", "msg_many", now, ok, Some(format!("{many} {valid}")), s401, ""),
+        signed("no signature", "msg_none", now, ok, Some(String::new()), s401, ""),
+    ]
+}
+
 async fn send(s: &Server, c: &Case, scheme: &str) -> (StatusCode, String, serde_json::Value) {
+    send_to(&s.base, &s.http, c, scheme).await
+}
+
+async fn send_to(
+    base: &str,
+    http: &reqwest::Client,
+    c: &Case,
+    scheme: &str,
+) -> (StatusCode, String, serde_json::Value) {
     if c.body.as_ref().is_some_and(|b| b.len() > 1 << 20) {
-        return send_head_only(s, c, scheme).await;
+        return send_head_only(base, c, scheme).await;
     }
-    let mut req = s
-        .http
-        .request(c.method.clone(), format!("{}{}", s.base, c.path));
+    let mut req = http.request(c.method.clone(), format!("{base}{}", c.path));
     if let Some(t) = c.token {
         req = req.header("authorization", format!("{scheme} {t}"));
+    }
+    for (name, value) in &c.headers {
+        req = req.header(*name, value);
     }
     if let Some(b) = &c.body {
         req = req
@@ -99,12 +150,12 @@ async fn send(s: &Server, c: &Case, scheme: &str) -> (StatusCode, String, serde_
 /// A request whose large body is announced but never sent: the server must answer from the
 /// head alone (a client that kept writing would race the server's early answer and close).
 async fn send_head_only(
-    s: &Server,
+    base: &str,
     c: &Case,
     scheme: &str,
 ) -> (StatusCode, String, serde_json::Value) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = s.base.trim_start_matches("http://");
+    let addr = base.trim_start_matches("http://");
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let auth = c
         .token
@@ -149,28 +200,33 @@ async fn send_head_only(
     (status, content_type, json)
 }
 
+/// Sends every case to `base`; returns each that did not get its status and a JSON error
+/// saying why.
+async fn failures(base: &str, http: &reqwest::Client, cases: &[Case]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for c in cases {
+        let (status, content_type, json) = send_to(base, http, c, "Bearer").await;
+        let error = json["error"].as_str().unwrap_or("").to_lowercase();
+        if status != c.status
+            || !content_type.starts_with("application/json")
+            || json["error"].as_str().is_none()
+            || !error.contains(&c.says.to_lowercase())
+        {
+            failed.push(format!(
+                "{}: expected {} saying {:?}, got {status} {content_type:?} {json}",
+                c.name, c.status, c.says
+            ));
+        }
+    }
+    failed
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_ops_error_is_json_with_the_right_status() {
     let t = TestLedger::sqlite().await;
     let s = start(&t).await;
-    for c in ops_cases() {
-        let (status, content_type, json) = send(&s, &c, "Bearer").await;
-        assert_eq!(status, c.status, "{}: {json}", c.name);
-        assert!(
-            content_type.starts_with("application/json"),
-            "{}: {content_type}",
-            c.name
-        );
-        let error = json["error"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{}: no error in {json}", c.name));
-        assert!(
-            error.to_lowercase().contains(&c.says.to_lowercase()),
-            "{}: {error:?} does not say {:?}",
-            c.name,
-            c.says
-        );
-    }
+    let failed = failures(&s.base, &s.http, &ops_cases()).await;
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
     s.cancel.cancel();
     t.cleanup().await;
 }
@@ -205,44 +261,8 @@ async fn the_bearer_scheme_is_case_insensitive() {
 async fn hostile_run_requests_are_refused_in_json() {
     let t = TestLedger::sqlite().await;
     let s = start(&t).await;
-    let now = s.now();
-    let ok = r#"{"report": "warehouse-17", "date": "2026-11-29"}"#;
-    // A far-future year: refused before any job exists.
-    let (status, reply) = s
-        .ingest(
-            "msg_far",
-            now,
-            r#"{"report": "warehouse-17", "date": "+99999-01-01"}"#,
-            SECRET,
-        )
-        .await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{reply}");
-    assert!(
-        reply["error"].as_str().unwrap_or("").contains("YYYY-MM-DD"),
-        "{reply}"
-    );
-    // A timestamp that overflows the skew arithmetic is a refusal, not a panic.
-    let (status, reply) = s.ingest("msg_min", i64::MIN, ok, SECRET).await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED, "{reply}");
-    // Thousands of signature entries: refused without thousands of HMACs.
-    let sig = Secret::parse(SECRET)
-        .expect("secret")
-        .sign("msg_many", now, ok.as_bytes());
-    let many = vec!["v1,bm90IHRoaXM="; MAX_SIGNATURES * 500].join(" ");
-    let resp = s
-        .http
-        .post(format!("{}/v1/runs", s.base))
-        .header("webhook-id", "msg_many")
-        .header("webhook-timestamp", now.to_string())
-        .header("webhook-signature", format!("{many} {sig}"))
-        .body(ok)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
-    let reply: serde_json::Value =
-        serde_json::from_slice(&resp.bytes().await.unwrap_or_default()).expect("json");
-    assert!(reply["error"].as_str().is_some(), "{reply}");
+    let failed = failures(&s.base, &s.http, &ingest_cases(s.now())).await;
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
     let jobs = t
         .ledger
         .job_list(&dawnpost::ledger::JobFilter::default())
@@ -251,4 +271,71 @@ async fn hostile_run_requests_are_refused_in_json() {
     assert!(jobs.is_empty(), "no refused request made a job: {jobs:?}");
     s.cancel.cancel();
     t.cleanup().await;
+}
+
+/// The daemon binary, sent every request of both tables: each gets its answer, the daemon
+/// stops cleanly on SIGTERM, and nothing it printed says `panicked`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_answers_every_hostile_request_without_a_panic() {
+    use std::io::BufRead;
+    let p = common::Project::new(&common::report(
+        "warehouse-17",
+        "0 30 6 * * *",
+        "Europe/Berlin",
+    ));
+    p.write(
+        "config/dawnpost.toml",
+        "[server]\nbind = \"127.0.0.1:0\"\nops_token_env = \"HOSTILE_OPS_TOKEN\"\ningest_secret_env = \"HOSTILE_INGEST_SECRET\"\n",
+    );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+        .arg("--config")
+        .arg(p.config_dir())
+        .arg("run")
+        .env("HOSTILE_OPS_TOKEN", TOKEN)
+        .env("HOSTILE_INGEST_SECRET", SECRET)
+        .env("RUST_LOG", "info")
+        .env_remove("DAWNPOST_DATABASE_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the daemon");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(addr) = line.split("listen=").nth(1) {
+                let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let Ok(addr) = rx.recv_timeout(std::time::Duration::from_secs(60)) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "the daemon never said where it listens: {:?}",
+            reader.join()
+        );
+    };
+    let base = format!("http://{addr}");
+    let now = chrono::Utc::now().timestamp();
+    let mut cases = ops_cases();
+    cases.extend(ingest_cases(now));
+    let failed = failures(&base, &reqwest::Client::new(), &cases).await;
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let status = child.wait().expect("wait");
+    let log = reader.join().expect("stderr reader");
+    assert!(failed.is_empty(), "{}\n{log}", failed.join("\n"));
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
 }

@@ -9,7 +9,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use super::print::{print_fire, print_plan, print_summary};
+use super::print::{print_fire, print_plan, summary_text};
 use super::{
     DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, RangeArgs, RedriveArgs, RunArgs,
     ShowArgs, SweepArgs, parse_instant, plan_range, report_ids, shutdown_signal,
@@ -253,11 +253,12 @@ pub(super) async fn run_once(
     };
     let cancel = cancel_on_signal("stopping");
     let summary = crate::runner::run_once(config, l, clock, &opts, cancel).await?;
-    if args.json {
-        out!("{}", serde_json::to_string(&summary)?);
+    let hide = if args.reveal {
+        Redactions::default()
     } else {
-        print_summary(&summary);
-    }
+        summary.redactions.clone()
+    };
+    print_redacted(&summary, summary_text(&summary, &hide), &hide, args.json)?;
     Ok(ExitCode::from(summary.exit_code))
 }
 

@@ -150,6 +150,9 @@ pub struct RunArgs {
     pub max_wait: String,
     #[arg(long)]
     pub json: bool,
+    /// With --once: print recipient addresses and webhook URLs in full.
+    #[arg(long, requires = "once")]
+    pub reveal: bool,
 }
 
 #[derive(Debug, Args)]

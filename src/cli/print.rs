@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use chrono::{DateTime, Utc};
 
 use crate::config::Config;
+use crate::history::Redactions;
 use crate::runner::RunOnceSummary;
 use crate::schedule::{Fire, FireLine, rfc3339};
 use crate::sweeper::SweepPlan;
@@ -48,37 +49,43 @@ pub(super) fn print_plan(plan: &SweepPlan) {
     }
 }
 
-pub(super) fn print_summary(s: &RunOnceSummary) {
+/// `run --once`'s summary as text, one line per job and per delivery, then the totals.
+/// What `hide` names is redacted before the columns are padded.
+pub(super) fn summary_text(s: &RunOnceSummary, hide: &Redactions) -> String {
+    use std::fmt::Write as _;
+    let suffix = |e: &Option<String>| {
+        e.as_deref()
+            .map(|e| format!("  {}", hide.text(e)))
+            .unwrap_or_default()
+    };
+    let mut out = String::new();
     for job in &s.jobs {
-        out!(
-            "{:<40} {:<12}{}{}",
+        let again = if job.enqueued {
+            ""
+        } else {
+            " (already in the ledger)"
+        };
+        let _ = writeln!(
+            out,
+            "{:<40} {:<12}{again}{}",
             job.key,
             job.state.as_str(),
-            if job.enqueued {
-                ""
-            } else {
-                " (already in the ledger)"
-            },
-            job.last_error
-                .as_deref()
-                .map(|e| format!("  {e}"))
-                .unwrap_or_default()
+            suffix(&job.last_error)
         );
         for d in &job.deliveries {
-            out!(
+            let _ = writeln!(
+                out,
                 "  {:<60} {:<12} attempts {}{}",
-                d.key,
+                hide.text(&d.key.to_string()),
                 d.state.as_str(),
                 d.attempts,
-                d.last_error
-                    .as_deref()
-                    .map(|e| format!("  {e}"))
-                    .unwrap_or_default()
+                suffix(&d.last_error)
             );
         }
     }
     let st = &s.stats;
-    out!(
+    let _ = writeln!(
+        out,
         "{}: {} job(s); rendered {}, sent {}, retried {}, quarantined {}",
         s.outcome,
         s.jobs.len(),
@@ -87,6 +94,7 @@ pub(super) fn print_summary(s: &RunOnceSummary) {
         st.retrying,
         st.quarantined
     );
+    out
 }
 
 pub(super) fn print_fire(fire: &Fire, json: bool, inserted: Option<bool>) -> anyhow::Result<()> {
