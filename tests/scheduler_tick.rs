@@ -140,7 +140,53 @@ async fn concurrent_schedulers_insert_each_key_once(t: &TestLedger) {
     other.close().await;
 }
 
+/// A tick's write for thousands of reports (more than one SQLite statement's worth of rows,
+/// for jobs and for tick records alike): each due job inserted once, every report's tick
+/// recorded, read back in one read, and never moved backwards.
+async fn one_tick_writes_thousands_of_reports_at_once(t: &TestLedger) {
+    use common::fixtures::new_job;
+    let ids: Vec<String> = (0..5_003).map(|i| format!("r{i}")).collect();
+    let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let now = at(2026, 11, 30, 12, 0);
+    let jobs: Vec<_> = ids[..1_201]
+        .iter()
+        .map(|id| new_job(id, "2026-11-30", now))
+        .collect();
+    let inserted = t
+        .ledger
+        .schedule_tick(&jobs, &refs, now)
+        .await
+        .expect("tick");
+    assert_eq!(inserted.len(), 1_201);
+    let all = JobFilter {
+        limit: Some(5_000),
+        ..JobFilter::default()
+    };
+    let listed = t.ledger.job_list(&all).await.expect("list");
+    assert_eq!(listed.len(), 1_201);
+    let ticks = t.ledger.schedule_last_ticks().await.expect("ticks");
+    assert_eq!(ticks.len(), 5_003);
+    assert!(ticks.values().all(|at| *at == now));
+
+    // Again, a minute later, with the same jobs due: nothing new, every tick moved on.
+    let later = now + Duration::minutes(1);
+    let again = t
+        .ledger
+        .schedule_tick(&jobs, &refs, later)
+        .await
+        .expect("tick");
+    assert!(again.is_empty(), "no key inserted twice");
+    // An older tick (a slow scheduler on another node) moves nothing back.
+    t.ledger
+        .schedule_tick(&[], &refs, now)
+        .await
+        .expect("older tick");
+    let ticks = t.ledger.schedule_last_ticks().await.expect("ticks");
+    assert!(ticks.values().all(|at| *at == later));
+}
+
 on_both_backends!(
+    one_tick_writes_thousands_of_reports_at_once,
     catch_up_after_three_day_outage_is_bounded,
     restart_before_catch_up_runs_out_enqueues_the_missed_report,
     concurrent_schedulers_insert_each_key_once,

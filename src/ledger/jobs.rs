@@ -104,58 +104,20 @@ impl Ledger {
         jobs: &[NewJob],
         now: DateTime<Utc>,
     ) -> Result<Vec<JobKey>> {
-        let now = to_millis(now);
-        let mut inserted = Vec::new();
         match &self.backend {
             super::Backend::Postgres(p) => {
                 let mut tx = p.begin_with(super::postgres::BEGIN).await?;
-                for chunk in jobs.chunks(10_000) {
-                    let cols = InsertColumns::of(chunk);
-                    let keys: Vec<(String,)> = sqlx::query_as(JOB_INSERT_MANY_PG)
-                        .bind(cols.key)
-                        .bind(cols.report)
-                        .bind(cols.date)
-                        .bind(cols.origin)
-                        .bind(cols.fire)
-                        .bind(cols.start)
-                        .bind(cols.end)
-                        .bind(cols.ready)
-                        .bind(now)
-                        .fetch_all(&mut *tx)
-                        .await?;
-                    for (k,) in keys {
-                        inserted.push(parse_key(&k)?);
-                    }
-                }
+                let inserted = insert_jobs_pg(&mut tx, jobs, now).await?;
                 tx.commit().await?;
+                Ok(inserted)
             }
             super::Backend::Sqlite(p) => {
                 let mut tx = p.begin_with(super::sqlite::BEGIN).await?;
-                for chunk in jobs.chunks(500) {
-                    let mut qb = sqlx::QueryBuilder::new(JOB_INSERT_VALUES);
-                    qb.push_values(chunk, |mut b, j| {
-                        b.push_bind(j.key.to_string())
-                            .push_bind(j.key.report().to_string())
-                            .push_bind(j.key.date().format("%Y-%m-%d").to_string())
-                            .push_bind("ready")
-                            .push_bind(j.origin.as_str())
-                            .push_bind(to_millis(j.fire_at))
-                            .push_bind(to_millis(j.window.start))
-                            .push_bind(to_millis(j.window.end))
-                            .push_bind(to_millis(j.ready_at))
-                            .push_bind(now)
-                            .push_bind(now);
-                    });
-                    qb.push(" ON CONFLICT DO NOTHING RETURNING key");
-                    let keys: Vec<(String,)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                    for (k,) in keys {
-                        inserted.push(parse_key(&k)?);
-                    }
-                }
+                let inserted = insert_jobs_sqlite(&mut tx, jobs, now).await?;
                 tx.commit().await?;
+                Ok(inserted)
             }
         }
-        Ok(inserted)
     }
 
     pub async fn job_get(&self, key: &JobKey) -> Result<Option<Job>> {
@@ -510,4 +472,67 @@ impl<'a> InsertColumns<'a> {
             ready: jobs.iter().map(|j| to_millis(j.ready_at)).collect(),
         }
     }
+}
+
+/// Inserts `jobs` on PostgreSQL inside the caller's transaction: one statement per 10,000 rows,
+/// planned once whatever their number. Returns the keys inserted.
+pub(super) async fn insert_jobs_pg(
+    conn: &mut sqlx::PgConnection,
+    jobs: &[NewJob],
+    now: DateTime<Utc>,
+) -> Result<Vec<JobKey>> {
+    let now = to_millis(now);
+    let mut inserted = Vec::new();
+    for chunk in jobs.chunks(10_000) {
+        let cols = InsertColumns::of(chunk);
+        let keys: Vec<(String,)> = sqlx::query_as(JOB_INSERT_MANY_PG)
+            .bind(cols.key)
+            .bind(cols.report)
+            .bind(cols.date)
+            .bind(cols.origin)
+            .bind(cols.fire)
+            .bind(cols.start)
+            .bind(cols.end)
+            .bind(cols.ready)
+            .bind(now)
+            .fetch_all(&mut *conn)
+            .await?;
+        for (k,) in keys {
+            inserted.push(parse_key(&k)?);
+        }
+    }
+    Ok(inserted)
+}
+
+/// Inserts `jobs` on SQLite inside the caller's transaction: 500 rows a statement (11 binds a
+/// row, under SQLite's limit of 32,766). Returns the keys inserted.
+pub(super) async fn insert_jobs_sqlite(
+    conn: &mut sqlx::SqliteConnection,
+    jobs: &[NewJob],
+    now: DateTime<Utc>,
+) -> Result<Vec<JobKey>> {
+    let now = to_millis(now);
+    let mut inserted = Vec::new();
+    for chunk in jobs.chunks(500) {
+        let mut qb = sqlx::QueryBuilder::new(JOB_INSERT_VALUES);
+        qb.push_values(chunk, |mut b, j| {
+            b.push_bind(j.key.to_string())
+                .push_bind(j.key.report().to_string())
+                .push_bind(j.key.date().format("%Y-%m-%d").to_string())
+                .push_bind("ready")
+                .push_bind(j.origin.as_str())
+                .push_bind(to_millis(j.fire_at))
+                .push_bind(to_millis(j.window.start))
+                .push_bind(to_millis(j.window.end))
+                .push_bind(to_millis(j.ready_at))
+                .push_bind(now)
+                .push_bind(now);
+        });
+        qb.push(" ON CONFLICT DO NOTHING RETURNING key");
+        let keys: Vec<(String,)> = qb.build_query_as().fetch_all(&mut *conn).await?;
+        for (k,) in keys {
+            inserted.push(parse_key(&k)?);
+        }
+    }
+    Ok(inserted)
 }

@@ -61,48 +61,56 @@ impl SchedulerTick {
         }
     }
 
-    /// One tick at the clock's now.
+    /// One tick at the clock's now: every report's last tick in one read, then its due jobs
+    /// and every report's tick record in one transaction.
     pub async fn run_once(&self) -> Result<TickCounts, LedgerError> {
         let now = self.clock.now();
         let horizon = crate::clock::sub(now, self.catch_up.as_chrono());
+        let last_ticks = self.ledger.schedule_last_ticks().await?;
         let mut counts = TickCounts::default();
+        let mut jobs = Vec::new();
         for report in self.reports.iter() {
-            let last = self.ledger.schedule_last_tick(report.id.as_str()).await?;
+            let last = last_ticks.get(report.id.as_str()).copied();
             let after = last.map_or(horizon, |l| l.max(horizon));
             if let Some(last) = last.filter(|l| *l < horizon) {
-                let missed = report.schedule.fires(last, horizon);
-                if !missed.is_empty() {
-                    tracing::warn!(
-                        report = %report.id,
-                        missed = missed.len(),
-                        first = %missed[0],
-                        catch_up = %self.catch_up,
-                        "fires older than catch_up were not enqueued; use `backfill` to enqueue them"
-                    );
-                }
-                counts.missed += missed.len();
+                counts.missed += self.missed(report, last, horizon);
             }
-            let jobs: Vec<NewJob> = crate::schedule::plan([report], after, now)
-                .into_iter()
-                .map(|fire| NewJob {
-                    key: fire.key,
-                    fire_at: fire.fire_at,
-                    window: fire.window,
-                    ready_at: fire.fire_at,
-                    origin: JobOrigin::Schedule,
-                })
-                .collect();
-            counts.due += jobs.len();
-            let inserted = self.ledger.job_insert_many(&jobs, now).await?;
-            for key in &inserted {
-                tracing::info!(job = %key, "enqueued");
-            }
-            counts.inserted += inserted.len();
-            self.ledger
-                .schedule_record_tick(report.id.as_str(), now)
-                .await?;
+            jobs.extend(
+                crate::schedule::plan([report], after, now)
+                    .into_iter()
+                    .map(|fire| NewJob {
+                        key: fire.key,
+                        fire_at: fire.fire_at,
+                        window: fire.window,
+                        ready_at: fire.fire_at,
+                        origin: JobOrigin::Schedule,
+                    }),
+            );
         }
+        counts.due = jobs.len();
+        let ids: Vec<&str> = self.reports.iter().map(|r| r.id.as_str()).collect();
+        let inserted = self.ledger.schedule_tick(&jobs, &ids, now).await?;
+        for key in &inserted {
+            tracing::debug!(job = %key, "enqueued");
+        }
+        counts.inserted = inserted.len();
         Ok(counts)
+    }
+
+    /// Counts (and warns about) `report`'s fires in `[last, horizon)`: older than `catch_up`,
+    /// they are not enqueued.
+    fn missed(&self, report: &Report, last: DateTime<Utc>, horizon: DateTime<Utc>) -> usize {
+        let missed = report.schedule.fires(last, horizon);
+        if let Some(first) = missed.first() {
+            tracing::warn!(
+                report = %report.id,
+                missed = missed.len(),
+                first = %first,
+                catch_up = %self.catch_up,
+                "fires older than catch_up were not enqueued; use `backfill` to enqueue them"
+            );
+        }
+        missed.len()
     }
 
     /// Ticks once at start (to catch up), then on every heartbeat until `cancel`. Fails only
