@@ -30,7 +30,8 @@ fn main() {
         http_seen.count_only();
         smtp_seen.count_only();
         let enqueue_only = std::env::args().any(|a| a == "--enqueue-only");
-        let baseline = if enqueue_only { 0.0 } else { baseline(http, jobs * destinations).await };
+        let baseline =
+            if enqueue_only { (0.0, 0.0) } else { baseline(http, jobs * destinations).await };
         http_seen.reset();
         let report_defs = jobs.clamp(1, 100);
         // One email and the rest webhooks: both sinks are exercised.
@@ -82,8 +83,9 @@ fn main() {
     });
 }
 
-/// The same number of POSTs from one keep-alive client at the same concurrency, no queue.
-async fn baseline(http: std::net::SocketAddr, posts: usize) -> f64 {
+/// The same number of POSTs from one keep-alive client at the same concurrency, no queue:
+/// POSTs a second and µs of CPU per POST (this process: client and sink).
+async fn baseline(http: std::net::SocketAddr, posts: usize) -> (f64, f64) {
     let client = reqwest::Client::new();
     let body = bytes::Bytes::from(vec![b'x'; 6 * 1024]);
     let cpu = sinks::cpu_seconds();
@@ -115,11 +117,9 @@ async fn baseline(http: std::net::SocketAddr, posts: usize) -> f64 {
     }
     assert_eq!(ok, posts, "the baseline sink answered every POST");
     let rate = posts as f64 / started.elapsed().as_secs_f64();
-    eprintln!(
-        "# baseline: {:.0} µs of CPU per POST (this process: client and sink)",
-        (sinks::cpu_seconds() - cpu) / posts as f64 * 1e6
-    );
-    rate
+    let cpu_us = (sinks::cpu_seconds() - cpu) / posts as f64 * 1e6;
+    eprintln!("# baseline: {cpu_us:.0} µs of CPU per POST (this process: client and sink)");
+    (rate, cpu_us)
 }
 
 async fn run(
@@ -127,7 +127,7 @@ async fn run(
     config: &Config,
     ledger: Ledger,
     jobs: usize,
-    baseline: f64,
+    baseline: (f64, f64),
     artifacts: &std::path::Path,
 ) -> String {
     let now = chrono::Utc::now();
@@ -163,8 +163,16 @@ async fn run(
         .first()
         .map_or(0, |r| r.email.len() + r.webhooks.len());
     let expected = (jobs * per_job) as u64;
+    // Sampled every 10 ms: when the first delivery was sent and when the last job rendered.
+    let (mut first_sent, mut all_rendered) = (None, None);
     for tick in 0u64.. {
         let s = pipeline.stats.snapshot();
+        if first_sent.is_none() && s.sent > 0 {
+            first_sent = Some(started.elapsed());
+        }
+        if all_rendered.is_none() && s.rendered >= jobs as u64 {
+            all_rendered = Some(started.elapsed());
+        }
         // Once a second the ledger too, in case work ends some other way (a job quarantined).
         if s.sent + s.quarantined >= expected
             || (tick % 100 == 99 && finished(&ledger).await >= jobs)
@@ -178,6 +186,8 @@ async fn run(
     }
     let drain_s = started.elapsed().as_secs_f64();
     let cpu = sinks::cpu_seconds() - cpu;
+    let render_s = all_rendered.unwrap_or(started.elapsed()).as_secs_f64();
+    let first_delivery_ms = first_sent.unwrap_or(started.elapsed()).as_millis();
     cancel.cancel();
     worker.await.expect("join").expect("pool");
     let counts = ledger.job_count_by_state().await.expect("counts");
@@ -204,9 +214,10 @@ async fn run(
     };
     let objects = walk(artifacts);
     let rate = deliveries as f64 / drain_s;
+    let cpu_us = cpu / deliveries as f64 * 1e6;
     eprintln!(
         "# {backend}: {:.0} µs of CPU per delivery (this process: pipeline and sinks{}), {:.0}% of one core while draining",
-        cpu / deliveries as f64 * 1e6,
+        cpu_us,
         if backend == "postgres" {
             "; the PostgreSQL server's own CPU is not counted"
         } else {
@@ -221,8 +232,13 @@ async fn run(
         enqueue_s: round3(enqueue_s),
         drain_s: round3(drain_s),
         deliveries_per_s: rate.round(),
-        baseline_per_s: baseline.round(),
-        ratio: round3(rate / baseline),
+        first_delivery_ms,
+        renders_per_s: (jobs as f64 / render_s).round(),
+        cpu_us_per_delivery: cpu_us.round(),
+        baseline_per_s: baseline.0.round(),
+        baseline_cpu_us_per_post: baseline.1.round(),
+        ratio: round3(rate / baseline.0),
+        cpu_ratio: round3(cpu_us / baseline.1),
         p50_ms: pct(0.50),
         p99_ms: pct(0.99),
         peak_rss_mb: sinks::peak_rss_mb().round(),
@@ -250,8 +266,13 @@ struct Line<'a> {
     enqueue_s: f64,
     drain_s: f64,
     deliveries_per_s: f64,
+    first_delivery_ms: u128,
+    renders_per_s: f64,
+    cpu_us_per_delivery: f64,
     baseline_per_s: f64,
+    baseline_cpu_us_per_post: f64,
     ratio: f64,
+    cpu_ratio: f64,
     p50_ms: i64,
     p99_ms: i64,
     peak_rss_mb: f64,

@@ -180,31 +180,40 @@ async fn summarise(
     inserted: &HashSet<JobKey>,
     stats: StatsSnapshot,
 ) -> anyhow::Result<RunOnceSummary> {
-    let mut jobs = Vec::new();
-    let mut all_deliveries = Vec::new();
-    for &key in keys {
-        let Some(job) = ledger.job_get(key).await? else {
-            continue;
-        };
-        let listed = ledger.delivery_list(key).await?;
-        let deliveries = listed
-            .iter()
-            .map(|d| DeliverySummary {
+    // Two reads however many jobs: the jobs, then all their deliveries.
+    let mut by_key: std::collections::HashMap<JobKey, crate::ledger::Job> = ledger
+        .job_get_many(keys)
+        .await?
+        .into_iter()
+        .map(|j| (j.key.clone(), j))
+        .collect();
+    let all_deliveries = ledger.delivery_list_many(keys).await?;
+    let mut deliveries_of: std::collections::HashMap<&JobKey, Vec<DeliverySummary>> =
+        std::collections::HashMap::new();
+    for d in &all_deliveries {
+        deliveries_of
+            .entry(&d.job_key)
+            .or_default()
+            .push(DeliverySummary {
                 key: d.key.clone(),
                 state: d.state,
                 attempts: d.attempts,
                 last_class: d.last_class,
                 last_error: d.last_error.clone(),
-            })
-            .collect();
-        all_deliveries.extend(listed);
+            });
+    }
+    let mut jobs = Vec::with_capacity(keys.len());
+    for &key in keys {
+        let Some(job) = by_key.remove(key) else {
+            continue;
+        };
         jobs.push(JobSummary {
             enqueued: inserted.contains(key),
+            deliveries: deliveries_of.remove(key).unwrap_or_default(),
             key: job.key,
             state: job.state,
             attempts: job.attempts,
             last_error: job.last_error,
-            deliveries,
         });
     }
     let quarantined = jobs.iter().any(|j| j.state == JobState::Quarantined);

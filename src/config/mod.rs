@@ -88,10 +88,7 @@ impl Config {
         let settings_file = dir.join("dawnpost.toml");
         let settings = settings::load(&settings_file, &mut errors);
         let mut warnings = Vec::new();
-        let ctx = report::LoadContext {
-            root: &root,
-            settings: &settings,
-        };
+        let ctx = report::LoadContext::new(&root, &settings);
         let reports = load_reports(
             &report_files(dir, &mut errors),
             &ctx,
@@ -217,19 +214,21 @@ fn load_reports(
     warnings: &mut Vec<String>,
 ) -> Vec<Report> {
     let mut reports: Vec<Report> = Vec::new();
+    let mut first_file: std::collections::HashMap<crate::keys::ReportId, PathBuf> =
+        std::collections::HashMap::new();
     for file in files {
         for r in report::load_file(file, ctx, errors, warnings) {
-            match reports.iter().find(|o| o.id == r.id) {
+            match first_file.get(&r.id) {
                 Some(first) => errors.push(ConfigError {
                     file: file.clone(),
                     report: Some(r.id.to_string()),
                     field: "id".into(),
-                    message: format!(
-                        "duplicate report id (first defined in {})",
-                        first.file.display()
-                    ),
+                    message: format!("duplicate report id (first defined in {})", first.display()),
                 }),
-                None => reports.push(r),
+                None => {
+                    first_file.insert(r.id.clone(), r.file.clone());
+                    reports.push(r);
+                }
             }
         }
     }

@@ -78,6 +78,35 @@ pub(super) struct LoadContext<'a> {
     pub root: &'a Path,
     #[allow(dead_code)]
     pub settings: &'a Settings,
+    /// Each data file read once, however many reports name it: why it is unusable, if it is.
+    pub data_files: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<String>>>,
+}
+
+impl<'a> LoadContext<'a> {
+    pub fn new(root: &'a Path, settings: &'a Settings) -> LoadContext<'a> {
+        LoadContext {
+            root,
+            settings,
+            data_files: Default::default(),
+        }
+    }
+
+    /// Why the JSON file at `path` cannot be used, if it cannot; read once per path.
+    fn json_file_problem(&self, path: &Path) -> Option<String> {
+        self.data_files
+            .borrow_mut()
+            .entry(path.to_path_buf())
+            .or_insert_with(|| {
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                    .and_then(|text| {
+                        serde_json::from_str::<serde::de::IgnoredAny>(&text)
+                            .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
+                    })
+                    .err()
+            })
+            .clone()
+    }
 }
 
 pub(super) fn load_file(
@@ -146,7 +175,7 @@ fn load_report(
         Some(toml::Value::Table(t)) => {
             let place = place.nested("source");
             source_limit = source_limit_of(t, &place, errors).unwrap_or(DEFAULT_SOURCE_LIMIT);
-            load_source(t, &place, ctx.root, errors)
+            load_source(t, &place, ctx, errors)
         }
         Some(_) => {
             let message = "expected a table such as { kind = \"file\", path = \"…\" }";
@@ -348,13 +377,14 @@ fn load_webhook(
 fn load_source(
     table: &toml::Table,
     place: &Place<'_>,
-    root: &Path,
+    ctx: &LoadContext<'_>,
     errors: &mut Vec<ConfigError>,
 ) -> Option<SourceSpec> {
+    let root = ctx.root;
     let mut f = Fields::new(table, place.clone());
     let _ = f.raw("limit"); // read by `source_limit_of`
     let spec = match f.req::<String>("kind", errors)?.as_str() {
-        "file" => file_source(&mut f, root, errors),
+        "file" => file_source(&mut f, ctx, errors),
         "http" => http_source(&mut f, errors),
         "sql" => sql_source(&mut f, root, errors),
         other => {
@@ -416,19 +446,13 @@ fn parse_bytes(s: &str) -> Option<u64> {
 /// `{ kind = "file", path }`: a JSON file, read and parsed now.
 fn file_source(
     f: &mut Fields<'_, '_>,
-    root: &Path,
+    ctx: &LoadContext<'_>,
     errors: &mut Vec<ConfigError>,
 ) -> Option<SourceSpec> {
-    let path = resolve(root, &f.req::<PathBuf>("path", errors)?);
-    let parsed = std::fs::read_to_string(&path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
-        .and_then(|text| {
-            serde_json::from_str::<serde_json::Value>(&text)
-                .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))
-        });
-    match parsed {
-        Ok(_) => Some(SourceSpec::File { path }),
-        Err(message) => {
+    let path = resolve(ctx.root, &f.req::<PathBuf>("path", errors)?);
+    match ctx.json_file_problem(&path) {
+        None => Some(SourceSpec::File { path }),
+        Some(message) => {
             errors.push(f.place.error("path", message));
             None
         }

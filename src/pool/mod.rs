@@ -346,23 +346,33 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Leases up to `n` items, jobs first, waits for admission of what it leased, and spawns the
-    /// work. Returns how many it leased.
+    /// Leases up to `n` items, waits for admission of what it leased, and spawns the work.
+    /// Returns how many it leased. Due deliveries come first (up to three quarters of `n`, so
+    /// renders keep a share): a job's deliveries start as soon as its render commits, not once
+    /// every ready job is rendered. Jobs fill the rest, and deliveries what jobs leave.
     async fn lease_batch(
         self: &Arc<Self>,
         n: u32,
         running: &mut Running,
     ) -> Result<u32, PoolError> {
-        let jobs = self.ledger.job_lease(&self.lease_params(n)).await?;
-        let mut count = jobs.len() as u32;
-        let deliveries = if count < n {
-            self.ledger
-                .delivery_lease(&self.lease_params(n - count))
-                .await?
-        } else {
-            Vec::new()
+        let first = (n - n / 4).max(1);
+        let mut deliveries = self
+            .ledger
+            .delivery_lease(&self.lease_params(first))
+            .await?;
+        let jobs = match n.saturating_sub(deliveries.len() as u32) {
+            0 => Vec::new(),
+            rest => self.ledger.job_lease(&self.lease_params(rest)).await?,
         };
-        count += deliveries.len() as u32;
+        let mut count = (jobs.len() + deliveries.len()) as u32;
+        if count < n && deliveries.len() as u32 == first {
+            let more = self
+                .ledger
+                .delivery_lease(&self.lease_params(n - count))
+                .await?;
+            count += more.len() as u32;
+            deliveries.extend(more);
+        }
         if count > 0 {
             self.admission.admit(count).await;
         }
