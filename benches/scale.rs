@@ -5,7 +5,8 @@
 //!
 //! - `load_ms`: `Config::load` of the whole configuration (the best of three);
 //! - `tick_first_ms`: the first tick ever, which enqueues every report (all fired in the last
-//!   24 hours); `tick_ms`: a tick a minute later (nothing due, every tick recorded);
+//!   24 hours); `tick_ms`: a tick a minute later (the few reports due in that minute,
+//!   `tick_inserted`, and every report's tick recorded);
 //! - `jobs_ms`, `show_ms`, `dlq_ms`: the release binary's `jobs --limit 1`, `show KEY` and
 //!   `dlq` against that ledger, wall time from spawn to exit (the best of three);
 //! - `daemon_start_ms`: `dawnpost run` from spawn to "dawnpost running"; `daemon_rss_mb` its
@@ -127,7 +128,6 @@ async fn measure(
     let started = Instant::now();
     let quiet = tick.run_once().await.expect("tick");
     let tick_ms = started.elapsed().as_secs_f64() * 1e3;
-    assert_eq!(quiet.inserted, 0);
 
     let key = format!("r0:{}", first_key_date(ledger).await);
     let command = |args: &[&str]| {
@@ -156,6 +156,7 @@ async fn measure(
         "load_ms": round1(load_ms),
         "tick_first_ms": round1(tick_first_ms),
         "tick_ms": round1(tick_ms),
+        "tick_inserted": quiet.inserted,
         "jobs_ms": round1(jobs_ms),
         "show_ms": round1(show_ms),
         "dlq_ms": round1(dlq_ms),

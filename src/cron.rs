@@ -96,21 +96,29 @@ impl Schedule {
     /// The next `n` job-making fires after `after`.
     pub fn next_fires(&self, after: DateTime<Utc>, n: usize) -> Vec<DateTime<Utc>> {
         let mut out = Vec::with_capacity(n);
-        let mut cursor = after;
         // Ten years bound the search for patterns that fire rarely (29 February).
         let horizon = crate::clock::add(after, chrono::Duration::days(3660));
+        // As `fires`, one local date at a time, but stopping at the n-th: a search per fire
+        // found, not one per day of the horizon.
+        let mut date = after.with_timezone(&self.tz).date_naive();
         while out.len() < n {
-            let step = crate::clock::add(cursor, chrono::Duration::days(400)).min(horizon);
-            let found = self.fires(cursor, step);
-            if found.is_empty() && step >= horizon {
+            let Some(fire) = self.first_fire_on_or_after(date) else {
+                break;
+            };
+            if fire > horizon {
                 break;
             }
-            for f in found {
-                if out.len() < n {
-                    out.push(f);
-                }
+            if fire > after {
+                out.push(fire);
             }
-            cursor = step;
+            match fire
+                .with_timezone(&self.tz)
+                .date_naive()
+                .checked_add_days(Days::new(1))
+            {
+                Some(next) => date = next,
+                None => break,
+            }
         }
         out
     }
@@ -128,5 +136,38 @@ impl Schedule {
             .find_next_occurrence(&start, true)
             .ok()
             .map(|t| t.with_timezone(&Utc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utc(y: i32, m: u32, d: u32, h: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(y, m, d, h, 0, 0).single().expect("instant")
+    }
+
+    #[test]
+    fn next_fires_agrees_with_fires_and_stops_at_n() {
+        let s = Schedule::parse("0 30 6 * * MON-FRI", chrono_tz::Europe::Berlin).expect("parse");
+        let after = utc(2026, 10, 20, 12);
+        let next = s.next_fires(after, 5);
+        let all = s.fires(after, utc(2026, 11, 20, 0));
+        assert_eq!(next, all[..5], "the first five of the same sequence");
+        // 2026-10-25 is a Sunday and the night CEST ends: 26 Oct 06:30 is 05:30Z.
+        assert_eq!(next[3], utc(2026, 10, 26, 5) + chrono::Duration::minutes(30));
+    }
+
+    #[test]
+    fn a_leap_day_schedule_is_found_years_ahead_and_an_impossible_one_never() {
+        let s = Schedule::parse("0 0 9 29 2 *", chrono_tz::UTC).expect("parse");
+        assert_eq!(
+            s.next_fires(utc(2026, 3, 1, 0), 2),
+            [utc(2028, 2, 29, 9), utc(2032, 2, 29, 9)]
+        );
+        assert!(matches!(
+            Schedule::parse("0 0 9 30 2 *", chrono_tz::UTC),
+            Err(CronError::NeverFires(_))
+        ));
     }
 }

@@ -80,7 +80,12 @@ pub(super) struct LoadContext<'a> {
     pub settings: &'a Settings,
     /// Each data file read once, however many reports name it: why it is unusable, if it is.
     pub data_files: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<String>>>,
+    /// Each schedule (expression and timezone) parsed and checked once, however many reports
+    /// share it.
+    pub schedules: std::cell::RefCell<ScheduleCache>,
 }
+
+type ScheduleCache = std::collections::HashMap<(String, Tz), Result<Schedule, String>>;
 
 impl<'a> LoadContext<'a> {
     pub fn new(root: &'a Path, settings: &'a Settings) -> LoadContext<'a> {
@@ -88,6 +93,7 @@ impl<'a> LoadContext<'a> {
             root,
             settings,
             data_files: Default::default(),
+            schedules: Default::default(),
         }
     }
 
@@ -168,7 +174,7 @@ fn load_report(
         empty.then(|| errors.push(place.error("title", "must not be empty")));
         !empty
     });
-    let schedule = load_schedule(&mut f, &place, errors);
+    let schedule = load_schedule(&mut f, &place, ctx, errors);
     let template = load_template(&mut f, &place, errors);
     let mut source_limit = DEFAULT_SOURCE_LIMIT;
     let source = match f.raw("source") {
@@ -259,6 +265,7 @@ fn load_template(
 fn load_schedule(
     f: &mut Fields<'_, '_>,
     place: &Place<'_>,
+    ctx: &LoadContext<'_>,
     errors: &mut Vec<ConfigError>,
 ) -> Option<Schedule> {
     let timezone = f.req::<String>("timezone", errors).and_then(|tz| {
@@ -271,9 +278,13 @@ fn load_schedule(
             })
             .ok()
     });
-    let expr = f.req::<String>("schedule", errors);
-    Schedule::parse(&expr?, timezone?)
-        .map_err(|e| errors.push(place.error("schedule", e.to_string())))
+    let (expr, timezone) = (f.req::<String>("schedule", errors)?, timezone?);
+    ctx.schedules
+        .borrow_mut()
+        .entry((expr, timezone))
+        .or_insert_with_key(|(expr, tz)| Schedule::parse(expr, *tz).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|e| errors.push(place.error("schedule", e)))
         .ok()
 }
 
