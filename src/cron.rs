@@ -144,7 +144,9 @@ mod tests {
     use super::*;
 
     fn utc(y: i32, m: u32, d: u32, h: u32) -> DateTime<Utc> {
-        Utc.with_ymd_and_hms(y, m, d, h, 0, 0).single().expect("instant")
+        Utc.with_ymd_and_hms(y, m, d, h, 0, 0)
+            .single()
+            .expect("instant")
     }
 
     #[test]
@@ -155,7 +157,10 @@ mod tests {
         let all = s.fires(after, utc(2026, 11, 20, 0));
         assert_eq!(next, all[..5], "the first five of the same sequence");
         // 2026-10-25 is a Sunday and the night CEST ends: 26 Oct 06:30 is 05:30Z.
-        assert_eq!(next[3], utc(2026, 10, 26, 5) + chrono::Duration::minutes(30));
+        assert_eq!(
+            next[3],
+            utc(2026, 10, 26, 5) + chrono::Duration::minutes(30)
+        );
     }
 
     #[test]

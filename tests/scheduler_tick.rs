@@ -185,7 +185,47 @@ async fn one_tick_writes_thousands_of_reports_at_once(t: &TestLedger) {
     assert!(ticks.values().all(|at| *at == later));
 }
 
+/// Ticks every 10 minutes for two days: each report's fire enqueued once, and a report's
+/// tick recorded only when it fired (a quiet tick writes nothing for it).
+async fn ticks_record_only_reports_that_fired(t: &TestLedger) {
+    let mut reports = report("morning", "0 30 6 * * *", "Europe/Berlin");
+    reports.push_str(&report("evening", "0 0 18 * * *", "Europe/Berlin"));
+    let p = Project::new(&reports);
+    let config = p.load();
+    let clock = ManualClock::new(at(2026, 11, 29, 0, 0));
+    let tick = SchedulerTick::new(
+        t.ledger.clone(),
+        Arc::new(config.reports.clone()),
+        Arc::new(clock.clone()),
+        Span::from_secs(3600),
+    );
+    for _ in 0..(2 * 24 * 6) {
+        tick.run_once().await.expect("tick");
+        let ticks = t.ledger.schedule_last_ticks().await.expect("ticks");
+        if let Some(morning) = ticks.get("morning") {
+            // 06:30 CET is 05:30Z: recorded by the tick that found it, and not again.
+            assert!(
+                [at(2026, 11, 29, 5, 30), at(2026, 11, 30, 5, 30)]
+                    .iter()
+                    .any(|fire| *morning >= *fire && *morning < *fire + Duration::minutes(10)),
+                "morning recorded at {morning}"
+            );
+        }
+        clock.advance(Duration::minutes(10));
+    }
+    assert_eq!(
+        job_keys(t).await,
+        [
+            "evening:2026-11-29",
+            "evening:2026-11-30",
+            "morning:2026-11-29",
+            "morning:2026-11-30"
+        ]
+    );
+}
+
 on_both_backends!(
+    ticks_record_only_reports_that_fired,
     one_tick_writes_thousands_of_reports_at_once,
     catch_up_after_three_day_outage_is_bounded,
     restart_before_catch_up_runs_out_enqueues_the_missed_report,
