@@ -175,13 +175,13 @@ async fn run(
         }
         // Once a second the ledger too, in case work ends some other way (a job quarantined).
         if s.sent + s.quarantined >= expected
-            || (tick % 100 == 99 && finished(&ledger).await >= jobs)
+            || (tick % 100 == 99 && sinks::finished(&ledger).await >= jobs)
         {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    while finished(&ledger).await < jobs {
+    while sinks::finished(&ledger).await < jobs {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let drain_s = started.elapsed().as_secs_f64();
@@ -245,16 +245,6 @@ async fn run(
         artifacts_written: objects / 2,
     };
     serde_json::to_string(&line).expect("json")
-}
-
-/// Jobs in a terminal state.
-async fn finished(ledger: &Ledger) -> usize {
-    let counts = ledger.job_count_by_state().await.expect("counts");
-    counts
-        .iter()
-        .filter(|(s, _)| s.is_terminal())
-        .map(|(_, n)| *n)
-        .sum::<i64>() as usize
 }
 
 /// One result line, fields in the documented order.

@@ -207,7 +207,7 @@ async fn run_daemon(config_dir: &Path, url: &str, ledger: &Ledger, reports: usiz
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut done = 0;
     while Instant::now() < deadline {
-        done = finished(ledger).await;
+        done = sinks::finished(ledger).await;
         if done >= reports {
             break;
         }
@@ -224,15 +224,6 @@ async fn run_daemon(config_dir: &Path, url: &str, ledger: &Ledger, reports: usiz
         peak_rss_mb,
         done,
     }
-}
-
-async fn finished(ledger: &Ledger) -> usize {
-    let counts = ledger.job_count_by_state().await.expect("counts");
-    counts
-        .iter()
-        .filter(|(s, _)| s.is_terminal())
-        .map(|(_, n)| *n)
-        .sum::<i64>() as usize
 }
 
 async fn first_key_date(ledger: &Ledger) -> String {
@@ -270,21 +261,7 @@ fn round1(x: f64) -> f64 {
 /// `reports` daily reports spread over the day and five timezones, one webhook each on the
 /// sink, the shipped template and one sample file.
 fn write_project(dir: &Path, reports: usize, http: std::net::SocketAddr) {
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::fs::create_dir_all(dir.join("config/sample")).expect("mkdir");
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    for part in ["daily_ops.html.hbs", "daily_ops.txt.hbs"] {
-        std::fs::copy(
-            shipped.join("templates").join(part),
-            dir.join("templates").join(part),
-        )
-        .expect("copy");
-    }
-    std::fs::copy(
-        shipped.join("config/sample/warehouse-17.json"),
-        dir.join("config/sample/data.json"),
-    )
-    .expect("copy");
+    sinks::template_and_sample(dir);
     let mut toml = String::new();
     for r in 0..reports {
         toml.push_str(&format!(

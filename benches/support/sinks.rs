@@ -249,21 +249,7 @@ pub fn project(
     smtp: SocketAddr,
     settings: &str,
 ) {
-    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    std::fs::create_dir_all(dir.join("config/sample")).expect("mkdir");
-    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
-    for part in ["daily_ops.html.hbs", "daily_ops.txt.hbs"] {
-        std::fs::copy(
-            shipped.join("templates").join(part),
-            dir.join("templates").join(part),
-        )
-        .expect("copy");
-    }
-    std::fs::copy(
-        shipped.join("config/sample/warehouse-17.json"),
-        dir.join("config/sample/data.json"),
-    )
-    .expect("copy");
+    template_and_sample(dir);
     let mut toml = String::new();
     for r in 0..reports {
         toml.push_str(&format!(
@@ -282,6 +268,36 @@ pub fn project(
         format!("[email]\nfrom = \"Bench <bench@bench.test>\"\ntransport = \"smtp\"\nsmtp_url = \"smtp://{smtp}\"\n{settings}"),
     )
     .expect("write");
+}
+
+/// The shipped `daily_ops` template into `dir/templates` and one sample file as
+/// `dir/config/sample/data.json`.
+pub fn template_and_sample(dir: &std::path::Path) {
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(dir.join("config/sample")).expect("mkdir");
+    std::fs::create_dir_all(dir.join("templates")).expect("mkdir");
+    for part in ["daily_ops.html.hbs", "daily_ops.txt.hbs"] {
+        std::fs::copy(
+            shipped.join("templates").join(part),
+            dir.join("templates").join(part),
+        )
+        .expect("copy");
+    }
+    std::fs::copy(
+        shipped.join("config/sample/warehouse-17.json"),
+        dir.join("config/sample/data.json"),
+    )
+    .expect("copy");
+}
+
+/// Jobs in a terminal state.
+pub async fn finished(ledger: &dawnpost::Ledger) -> usize {
+    let counts = ledger.job_count_by_state().await.expect("counts");
+    counts
+        .iter()
+        .filter(|(s, _)| s.is_terminal())
+        .map(|(_, n)| *n)
+        .sum::<i64>() as usize
 }
 
 /// `n` jobs, ready at `now`: every report of `config` for 2026-01-01, then the next day, and so on.
