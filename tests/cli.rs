@@ -4,7 +4,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{Project, report};
+use common::{Project, report, run_in};
 
 fn dawnpost(p: &Project, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dawnpost"))
@@ -329,17 +329,6 @@ fn shipped_copy() -> tempfile::TempDir {
     copy_dir(&shipped.join("config"), &dir.path().join("config"));
     copy_dir(&shipped.join("templates"), &dir.path().join("templates"));
     dir
-}
-
-fn run_in(dir: &std::path::Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dawnpost"))
-        .current_dir(dir)
-        .args(args)
-        .env_remove("DAWNPOST_DATABASE_URL")
-        .env_remove("DAWNPOST_CONFIG")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run dawnpost")
 }
 
 #[test]

@@ -477,16 +477,7 @@ fn the_binary_refuses_every_case_without_a_panic() {
     for case in &cases() {
         let p = base();
         apply(&p, &case.edits);
-        let dawnpost = |args: &[&str]| {
-            std::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
-                .current_dir(p.root())
-                .args(args)
-                .env_remove("DAWNPOST_DATABASE_URL")
-                .env_remove("DAWNPOST_CONFIG")
-                .env_remove("RUST_LOG")
-                .output()
-                .expect("run dawnpost")
-        };
+        let dawnpost = |args: &[&str]| common::run_in(p.root(), args);
         let check = dawnpost(&["check"]);
         let err = String::from_utf8_lossy(&check.stderr);
         if check.status.code() != Some(1)

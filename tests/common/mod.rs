@@ -14,6 +14,19 @@ use tempfile::TempDir;
 
 pub const POSTGRES_ENV: &str = "DAWNPOST_TEST_POSTGRES_URL";
 
+/// The binary run in the project folder `dir` (its default `config/`), with no database URL,
+/// configuration directory or log filter inherited from the environment.
+pub fn run_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("DAWNPOST_DATABASE_URL")
+        .env_remove("DAWNPOST_CONFIG")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run dawnpost")
+}
+
 /// A project root in a temp folder: `config/`, `templates/` (the shipped ones) and sample data.
 pub struct Project {
     pub dir: TempDir,
