@@ -12,6 +12,7 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use sha2::{Digest, Sha256};
 
+use crate::config::ArtifactSettings;
 use crate::ledger::ArtifactRef;
 use crate::render::Rendered;
 
@@ -35,8 +36,22 @@ pub struct ArtifactStore {
 
 impl ArtifactStore {
     /// `file://PATH` (relative to `root` unless absolute), `memory://`, or any URL object_store
-    /// understands (`s3://…` and friends with the `cloud` feature).
+    /// understands (`s3://…` with the `s3` feature, `gs://` and `az://` with `cloud`), with
+    /// their settings from the environment.
     pub fn open(url: &str, root: &Path) -> Result<ArtifactStore, ArtifactError> {
+        let settings = ArtifactSettings {
+            url: url.to_string(),
+            ..ArtifactSettings::default()
+        };
+        Self::from_settings(&settings, root)
+    }
+
+    /// The store `[artifacts]` of dawnpost.toml describes.
+    pub fn from_settings(
+        settings: &ArtifactSettings,
+        root: &Path,
+    ) -> Result<ArtifactStore, ArtifactError> {
+        let url = settings.url.as_str();
         let open_err = |reason: String| ArtifactError::Open {
             url: url.to_string(),
             reason,
@@ -55,8 +70,8 @@ impl ArtifactStore {
             Arc::new(InMemory::new())
         } else {
             let parsed = url::Url::parse(url).map_err(|e| open_err(e.to_string()))?;
-            let (store, prefix) =
-                object_store::parse_url(&parsed).map_err(|e| open_err(e.to_string()))?;
+            let (store, prefix) = object_store::parse_url_opts(&parsed, store_options(settings))
+                .map_err(|e| open_err(e.to_string()))?;
             Arc::new(object_store::prefix::PrefixStore::new(store, prefix))
         };
         Ok(ArtifactStore {
@@ -64,6 +79,15 @@ impl ArtifactStore {
             url: url.to_string(),
             local_dir,
         })
+    }
+
+    /// A store already built (an S3 client with its credentials in hand, say), under `url`.
+    pub fn with_store(store: Arc<dyn ObjectStore>, url: &str) -> ArtifactStore {
+        ArtifactStore {
+            store,
+            url: url.to_string(),
+            local_dir: None,
+        }
     }
 
     pub fn url(&self) -> &str {
@@ -108,11 +132,7 @@ impl ArtifactStore {
         date: &str,
         rendered: &Rendered,
     ) -> Result<(ArtifactRef, bool), ArtifactError> {
-        let mut hasher = Sha256::new();
-        hasher.update(rendered.html.as_bytes());
-        hasher.update([0u8]);
-        hasher.update(rendered.text.as_bytes());
-        let sha256 = hex::encode(hasher.finalize());
+        let sha256 = digest(rendered.html.as_bytes(), rendered.text.as_bytes());
         let html_key = format!("{report}/{date}/{sha256}.html");
         let text_key = format!("{report}/{date}/{sha256}.txt");
         // The text part first: `find` treats an artifact as complete once its .html exists.
@@ -167,6 +187,31 @@ impl ArtifactStore {
             html: String::from_utf8_lossy(&html).into_owned(),
             text: String::from_utf8_lossy(&text).into_owned(),
         })
+    }
+
+    /// Reads an artifact the ledger names back from the store and checks it against its
+    /// sha256: what `show` reports, so an operator sees the bytes recipients were sent exist.
+    pub async fn check(&self, artifact: &ArtifactRef) -> Result<StoredArtifact, ArtifactError> {
+        let read = |key: String| async move {
+            match self.read(&key).await {
+                Ok(b) => Ok(Some(b)),
+                Err(ArtifactError::Store(object_store::Error::NotFound { .. })) => Ok(None),
+                Err(e) => Err(e),
+            }
+        };
+        let html = read(artifact.html_key.clone()).await?;
+        let text = read(artifact.text_key.clone()).await?;
+        let (Some(html), Some(text)) = (html, text) else {
+            return Ok(StoredArtifact::Missing);
+        };
+        let sha256 = digest(&html, &text);
+        if sha256 != artifact.sha256 {
+            return Ok(StoredArtifact::Altered { sha256 });
+        }
+        Ok(StoredArtifact::Intact(Rendered {
+            html: String::from_utf8_lossy(&html).into_owned(),
+            text: String::from_utf8_lossy(&text).into_owned(),
+        }))
     }
 
     /// Deletes one object; one already gone counts as deleted.
@@ -238,4 +283,54 @@ impl ArtifactStore {
             self.store.list(Some(&prefix)).try_collect().await?;
         Ok(listed.len())
     }
+}
+
+/// The options of a cloud store's builder: the provider's own environment variables
+/// (`AWS_*`, `GOOGLE_*`, `AZURE_*`, as its SDKs read them), then what `[artifacts]` sets, which
+/// wins. Credentials stay in the environment; the file names the variables.
+fn store_options(settings: &ArtifactSettings) -> Vec<(String, String)> {
+    let mut options: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| {
+            ["AWS_", "GOOGLE_", "AZURE_"]
+                .iter()
+                .any(|p| k.starts_with(p))
+        })
+        .collect();
+    let mut set = |key: &str, value: Option<String>| {
+        if let Some(v) = value {
+            options.push((key.to_string(), v));
+        }
+    };
+    set("aws_endpoint", settings.endpoint.clone());
+    set("aws_region", settings.region.clone());
+    if settings.allow_http {
+        set("aws_allow_http", Some("true".into()));
+    }
+    let from_env = |name: &Option<String>| name.as_ref().and_then(|n| std::env::var(n).ok());
+    set("aws_access_key_id", from_env(&settings.access_key_id_env));
+    set(
+        "aws_secret_access_key",
+        from_env(&settings.secret_access_key_env),
+    );
+    options
+}
+
+/// What [`ArtifactStore::check`] found in the store.
+#[derive(Debug, Clone)]
+pub enum StoredArtifact {
+    /// Both parts are there and hash to the ledger's sha256.
+    Intact(Rendered),
+    /// A part is gone.
+    Missing,
+    /// Both parts are there but hash to something else.
+    Altered { sha256: String },
+}
+
+/// The sha256 of an artifact: its HTML, a zero byte, its text.
+fn digest(html: &[u8], text: &[u8]) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(html);
+    hasher.update([0u8]);
+    hasher.update(text);
+    hex::encode(hasher.finalize())
 }

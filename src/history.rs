@@ -24,6 +24,18 @@ pub struct JobHistory {
     pub artifact_status: &'static str,
     pub deliveries: Vec<DeliveryHistory>,
     pub redrives: Vec<Redrive>,
+    /// What the artifact store holds for a stored artifact, when `show` looked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreCheck>,
+}
+
+/// The artifact read back from its store: `intact` (sha256 verified), `missing`, `altered`
+/// or `unreadable`, with the store's URL and what went wrong.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreCheck {
+    pub url: String,
+    pub status: &'static str,
+    pub detail: String,
 }
 
 impl JobHistory {
@@ -50,6 +62,7 @@ impl JobHistory {
             artifact_status,
             deliveries,
             redrives,
+            store: None,
         }))
     }
 
@@ -122,6 +135,9 @@ impl JobHistory {
                         "    deleted by retention at {}: the ledger rows remain",
                         rfc3339(at)
                     );
+                }
+                if let Some(s) = &self.store {
+                    let _ = writeln!(out, "    in store {}: {} ({})", s.url, s.status, s.detail);
                 }
             }
         }

@@ -121,7 +121,7 @@ impl Sweeper {
         ledger: Ledger,
         clock: SharedClock,
     ) -> Result<Sweeper, crate::artifact::ArtifactError> {
-        let artifacts = ArtifactStore::open(&config.settings.artifacts.url, &config.root)?;
+        let artifacts = ArtifactStore::from_settings(&config.settings.artifacts, &config.root)?;
         Ok(Sweeper::new(
             ledger,
             artifacts,

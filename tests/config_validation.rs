@@ -341,6 +341,58 @@ fn cases() -> Vec<Case> {
             message: "is not an object store",
         },
         Case {
+            name: "database pool of one connection",
+            edits: vec![Write(S, "[database]\nmax_connections = 1\n")],
+            file: "dawnpost.toml",
+            report: None,
+            field: "database.max_connections",
+            message: "out of range: 2 to 1000",
+        },
+        Case {
+            name: "s3 setting on a file store",
+            edits: vec![Write(
+                S,
+                "[artifacts]\nurl = \"file://var/artifacts\"\nendpoint = \"http://127.0.0.1:9000\"\n",
+            )],
+            file: "dawnpost.toml",
+            report: None,
+            field: "artifacts.endpoint",
+            message: "only applies to an s3:// store",
+        },
+        Case {
+            name: "s3 endpoint not a URL",
+            edits: vec![Write(
+                S,
+                "[artifacts]\nurl = \"s3://reports\"\nendpoint = \"minio:9000\"\n",
+            )],
+            file: "dawnpost.toml",
+            report: None,
+            field: "artifacts.endpoint",
+            message: "is not an http(s) URL",
+        },
+        Case {
+            name: "s3 plain http endpoint without allow_http",
+            edits: vec![Write(
+                S,
+                "[artifacts]\nurl = \"s3://reports\"\nendpoint = \"http://127.0.0.1:9000\"\n",
+            )],
+            file: "dawnpost.toml",
+            report: None,
+            field: "artifacts.endpoint",
+            message: "set allow_http = true",
+        },
+        Case {
+            name: "s3 credentials variable not a name",
+            edits: vec![Write(
+                S,
+                "[artifacts]\nurl = \"s3://reports\"\naccess_key_id_env = \"MY KEY\"\n",
+            )],
+            file: "dawnpost.toml",
+            report: None,
+            field: "artifacts.access_key_id_env",
+            message: "is not an environment variable name",
+        },
+        Case {
             name: "source limit over 1GiB",
             edits: vec![Replace(
                 R,

@@ -11,13 +11,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::print::{print_fire, print_plan, summary_text};
 use super::{
-    DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, RangeArgs, RedriveArgs, RunArgs,
-    ShowArgs, SweepArgs, parse_instant, plan_range, report_ids, shutdown_signal,
+    ArtifactPart, DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, RangeArgs, RedriveArgs,
+    RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range, report_ids, shutdown_signal,
 };
+use crate::artifact::{ArtifactStore, StoredArtifact};
 use crate::clock::SharedClock;
 use crate::config::Config;
-use crate::history::Redactions;
+use crate::history::{JobHistory, Redactions, StoreCheck};
 use crate::ledger::{JobFilter, JobOrigin, JobState, LedgerError, NewJob};
+use crate::render::Rendered;
 use crate::runner::RunOnceOptions;
 use crate::schedule::{Fire, rfc3339};
 use crate::sweeper::Sweeper;
@@ -273,12 +275,37 @@ pub(super) async fn daemon(
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) async fn show(ledger: &mut LedgerSlot<'_>, args: &ShowArgs) -> anyhow::Result<ExitCode> {
+pub(super) async fn show(
+    config: &Config,
+    ledger: &mut LedgerSlot<'_>,
+    args: &ShowArgs,
+) -> anyhow::Result<ExitCode> {
     let l = ledger.get().await?;
-    let Some(history) = crate::history::JobHistory::load(&l, &args.key).await? else {
+    let Some(mut history) = crate::history::JobHistory::load(&l, &args.key).await? else {
         errln!("no job {:?}", args.key);
         return Ok(ExitCode::from(EXIT_ERROR));
     };
+    let rendered = look_in_store(config, &mut history).await;
+    if let Some(part) = args.artifact {
+        let Some(r) = rendered else {
+            let why = history
+                .store
+                .as_ref()
+                .map_or(history.artifact_status.to_string(), |s| {
+                    format!("{} ({})", s.status, s.detail)
+                });
+            errln!("job {}: no artifact to print: {why}", args.key);
+            return Ok(ExitCode::from(EXIT_ERROR));
+        };
+        out!(
+            "{}",
+            match part {
+                ArtifactPart::Html => r.html,
+                ArtifactPart::Text => r.text,
+            }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let hide = if args.reveal {
         Redactions::default()
     } else {
@@ -286,6 +313,37 @@ pub(super) async fn show(ledger: &mut LedgerSlot<'_>, args: &ShowArgs) -> anyhow
     };
     print_redacted(&history, history.render_text(), &hide, args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads a stored artifact back from the artifact store and records what `show` found there.
+async fn look_in_store(config: &Config, history: &mut JobHistory) -> Option<Rendered> {
+    let (Some(artifact), None) = (&history.job.artifact, history.job.artifact_deleted_at) else {
+        return None;
+    };
+    let settings = &config.settings.artifacts;
+    let checked = match ArtifactStore::from_settings(settings, &config.root) {
+        Ok(store) => store.check(artifact).await,
+        Err(e) => Err(e),
+    };
+    let (status, detail, rendered) = match checked {
+        Ok(StoredArtifact::Intact(r)) => {
+            let detail = format!("sha256 verified, {} + {} bytes", r.html.len(), r.text.len());
+            ("intact", detail, Some(r))
+        }
+        Ok(StoredArtifact::Missing) => ("missing", "a part is not in the store".into(), None),
+        Ok(StoredArtifact::Altered { sha256 }) => (
+            "altered",
+            format!("the stored bytes hash to {sha256}"),
+            None,
+        ),
+        Err(e) => ("unreadable", e.to_string(), None),
+    };
+    history.store = Some(StoreCheck {
+        url: settings.url.clone(),
+        status,
+        detail,
+    });
+    rendered
 }
 
 pub(super) async fn dlq(ledger: &mut LedgerSlot<'_>, args: &DlqArgs) -> anyhow::Result<ExitCode> {

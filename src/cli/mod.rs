@@ -160,9 +160,20 @@ pub struct ShowArgs {
     pub key: JobKey,
     #[arg(long)]
     pub json: bool,
+    /// Print this part of the job's artifact, read from the artifact store and checked
+    /// against its sha256, instead of the history.
+    #[arg(long, value_enum, conflicts_with = "json")]
+    pub artifact: Option<ArtifactPart>,
     /// Print recipient addresses and webhook URLs in full.
     #[arg(long)]
     pub reveal: bool,
+}
+
+/// A part of an artifact.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ArtifactPart {
+    Html,
+    Text,
 }
 
 /// `dlq`'s arguments.
@@ -285,7 +296,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Command::Jobs(args) => commands::jobs(&mut ledger, args).await,
         Command::Run(args) if args.once => commands::run_once(c, &mut ledger, &args, clock).await,
         Command::Run(_) => commands::daemon(c, &mut ledger, clock).await,
-        Command::Show(args) => commands::show(&mut ledger, &args).await,
+        Command::Show(args) => commands::show(c, &mut ledger, &args).await,
         Command::Dlq(args) => commands::dlq(&mut ledger, &args).await,
         Command::Sweep(args) => commands::sweep(c, &mut ledger, &args, clock).await,
         Command::Redrive(args) => commands::redrive(&mut ledger, &args, clock).await,
@@ -345,7 +356,8 @@ pub(crate) async fn shutdown_signal() {
 pub async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
     let url = std::env::var("DAWNPOST_DATABASE_URL")
         .unwrap_or_else(|_| config.settings.database.url.clone());
-    Ok(Ledger::connect(&url, &config.root).await?)
+    let db = &config.settings.database;
+    Ok(Ledger::connect_sized(&url, &config.root, db.max_connections).await?)
 }
 
 pub(crate) fn report_ids(config: &Config) -> String {

@@ -33,12 +33,24 @@ pub struct DatabaseSettings {
     /// `sqlite://PATH` (relative to the project root) or `postgres://…`.
     /// Default `sqlite://var/dawnpost.db`; `DAWNPOST_DATABASE_URL` overrides it.
     pub url: String,
+    /// PostgreSQL only: the connections one process may hold. Default 16.
+    pub max_connections: u32,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ArtifactSettings {
     /// An object_store URL. Default `file://var/artifacts` (relative to the project root).
     pub url: String,
+    /// `s3://` only: the endpoint of an S3-compatible store (MinIO, R2, moto); default AWS's.
+    pub endpoint: Option<String>,
+    /// `s3://` only: the bucket's region; default `AWS_REGION` or `us-east-1`.
+    pub region: Option<String>,
+    /// `s3://` only: allow a plain `http://` endpoint. Default false.
+    pub allow_http: bool,
+    /// `s3://` only: the variables holding the access key id and secret; default
+    /// `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` (without either: the instance's role).
+    pub access_key_id_env: Option<String>,
+    pub secret_access_key_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,9 +124,11 @@ impl Default for Settings {
         Settings {
             database: DatabaseSettings {
                 url: "sqlite://var/dawnpost.db".into(),
+                max_connections: crate::ledger::DEFAULT_PG_CONNECTIONS,
             },
             artifacts: ArtifactSettings {
                 url: "file://var/artifacts".into(),
+                ..ArtifactSettings::default()
             },
             email: EmailSettings {
                 from: "Dawnpost <dawnpost@localhost>".parse().unwrap_or_else(|_| {
@@ -166,6 +180,8 @@ impl Settings {
             v.extend(self.email.smtp_user_env.as_deref());
             v.extend(self.email.smtp_password_env.as_deref());
         }
+        v.extend(self.artifacts.access_key_id_env.as_deref());
+        v.extend(self.artifacts.secret_access_key_env.as_deref());
         v
     }
 }
@@ -237,6 +253,16 @@ fn database(mut f: Fields<'_, '_>, d: &mut DatabaseSettings, errors: &mut Vec<Co
             ));
         }
     }
+    if let Some(n) = f.opt::<u32>("max_connections", errors) {
+        if (2..=1000).contains(&n) {
+            d.max_connections = n;
+        } else {
+            errors.push(f.place.error(
+                "max_connections",
+                format!("{n} is out of range: 2 to 1000 (the pool, the completer and the server share them)"),
+            ));
+        }
+    }
     f.finish(errors);
 }
 
@@ -246,6 +272,46 @@ fn artifacts(mut f: Fields<'_, '_>, a: &mut ArtifactSettings, errors: &mut Vec<C
             Ok(()) => a.url = url,
             Err(message) => errors.push(f.place.error("url", message)),
         }
+    }
+    if let Some(endpoint) = f.opt::<String>("endpoint", errors) {
+        match url::Url::parse(&endpoint) {
+            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {
+                a.endpoint = Some(endpoint);
+            }
+            _ => errors.push(f.place.error(
+                "endpoint",
+                format!("{endpoint:?} is not an http(s) URL such as https://s3.example.com"),
+            )),
+        }
+    }
+    a.region = f.opt::<String>("region", errors);
+    a.allow_http = f.opt::<bool>("allow_http", errors).unwrap_or(false);
+    a.access_key_id_env = f.env_name("access_key_id_env", errors);
+    a.secret_access_key_env = f.env_name("secret_access_key_env", errors);
+    let s3_only = [
+        ("endpoint", a.endpoint.is_some()),
+        ("region", a.region.is_some()),
+        ("allow_http", a.allow_http),
+        ("access_key_id_env", a.access_key_id_env.is_some()),
+        ("secret_access_key_env", a.secret_access_key_env.is_some()),
+    ];
+    if !a.url.starts_with("s3://") {
+        for (field, set) in s3_only {
+            if set {
+                errors.push(f.place.error(
+                    field,
+                    format!("only applies to an s3:// store; url is {:?}", a.url),
+                ));
+            }
+        }
+    }
+    if !a.allow_http
+        && let Some(e) = a.endpoint.as_deref().filter(|e| e.starts_with("http://"))
+    {
+        errors.push(f.place.error(
+            "endpoint",
+            format!("{e:?} is plain http: set allow_http = true to use it"),
+        ));
     }
     f.finish(errors);
 }
@@ -349,14 +415,16 @@ fn artifact_url(url: &str) -> Result<(), String> {
         format!("{url:?} is not an object store URL (file://, memory://, s3://…): {e}")
     })?;
     match Scheme::parse(&parsed) {
-        Ok((Scheme::AmazonS3 | Scheme::GoogleCloudStorage | Scheme::MicrosoftAzure, _))
-            if cfg!(feature = "cloud") =>
-        {
+        Ok((Scheme::AmazonS3, _)) if cfg!(feature = "s3") => Ok(()),
+        Ok((Scheme::GoogleCloudStorage | Scheme::MicrosoftAzure, _)) if cfg!(feature = "cloud") => {
             Ok(())
         }
-        Ok((Scheme::AmazonS3 | Scheme::GoogleCloudStorage | Scheme::MicrosoftAzure, _)) => Err(
-            format!("{url:?}: this build has no cloud object stores (build with --features cloud)"),
-        ),
+        Ok((Scheme::AmazonS3, _)) => Err(format!(
+            "{url:?}: this build has no S3 object store (build with --features s3)"
+        )),
+        Ok((Scheme::GoogleCloudStorage | Scheme::MicrosoftAzure, _)) => Err(format!(
+            "{url:?}: this build has no gs:// or az:// object stores (build with --features cloud)"
+        )),
         _ => Err(format!(
             "{url:?}: scheme {:?} is not an object store (file://, memory://, s3://, gs://, az://)",
             parsed.scheme()

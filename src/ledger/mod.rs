@@ -70,6 +70,9 @@ pub use leases::LeaseParams;
 pub use rescue::RescueBudget;
 pub use types::*;
 
+/// Connections a PostgreSQL ledger holds per process unless `database.max_connections` says.
+pub const DEFAULT_PG_CONNECTIONS: u32 = 16;
+
 /// What went wrong in the ledger.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -121,8 +124,13 @@ impl Ledger {
     /// Opens (creating if needed) and migrates the ledger at `url`. A relative SQLite path
     /// resolves against `root`.
     pub async fn connect(url: &str, root: &Path) -> Result<Ledger> {
+        Self::connect_sized(url, root, DEFAULT_PG_CONNECTIONS).await
+    }
+
+    /// [`Ledger::connect`] with at most `pg_connections` connections on PostgreSQL.
+    pub async fn connect_sized(url: &str, root: &Path, pg_connections: u32) -> Result<Ledger> {
         let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Backend::Postgres(postgres::connect(url, None).await?)
+            Backend::Postgres(postgres::connect(url, None, pg_connections).await?)
         } else if url.starts_with("sqlite:") {
             Backend::Sqlite(sqlite::connect(url, root).await?)
         } else {
@@ -137,7 +145,9 @@ impl Ledger {
     /// Opens a PostgreSQL ledger inside its own schema (created if missing): how tests isolate.
     pub async fn connect_postgres_schema(url: &str, schema: &str) -> Result<Ledger> {
         Ok(Ledger {
-            backend: Backend::Postgres(postgres::connect(url, Some(schema)).await?),
+            backend: Backend::Postgres(
+                postgres::connect(url, Some(schema), DEFAULT_PG_CONNECTIONS).await?,
+            ),
         })
     }
 

@@ -31,7 +31,11 @@ pub(super) fn pick(statement: PerBackend) -> &'static str {
 }
 
 /// Connects, optionally inside `schema` (created if missing), and migrates.
-pub(super) async fn connect(url: &str, schema: Option<&str>) -> Result<PgPool, LedgerError> {
+pub(super) async fn connect(
+    url: &str,
+    schema: Option<&str>,
+    max_connections: u32,
+) -> Result<PgPool, LedgerError> {
     let open_err = |e: sqlx::Error| LedgerError::Open {
         url: redact_url(url),
         reason: e.to_string(),
@@ -61,7 +65,7 @@ pub(super) async fn connect(url: &str, schema: Option<&str>) -> Result<PgPool, L
         options = options.options([("search_path", schema)]);
     }
     let pool = PgPoolOptions::new()
-        .max_connections(16)
+        .max_connections(max_connections.max(2))
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options)
         .await

@@ -213,7 +213,7 @@ impl Pipeline {
                 templates.insert(r.template.clone(), Arc::new(t));
             }
         }
-        let artifacts = ArtifactStore::open(&config.settings.artifacts.url, root)?;
+        let artifacts = ArtifactStore::from_settings(&config.settings.artifacts, root)?;
         let email = EmailSender::from_settings(&config.settings.email, root, pool.concurrency)?;
         let send_timeouts = (
             config.settings.email.timeout.as_std(),

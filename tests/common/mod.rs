@@ -2,6 +2,8 @@
 #![allow(dead_code)]
 
 pub mod fixtures;
+#[cfg(feature = "s3")]
+pub mod moto;
 pub mod ops_server;
 pub mod peers;
 pub mod world;
@@ -228,7 +230,7 @@ impl TestLedger {
     }
 }
 
-fn unique_suffix() -> String {
+pub fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
