@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use sqlx::PgPool;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 
 use super::LedgerError;
 use super::sql::PerBackend;
@@ -41,6 +41,9 @@ pub(super) async fn connect(
         reason: e.to_string(),
     };
     let mut options = PgConnectOptions::from_str(url).map_err(open_err)?;
+    if plain_on_loopback(url, options.get_host()) {
+        options = options.ssl_mode(PgSslMode::Disable);
+    }
     if let Some(schema) = schema {
         if !schema
             .chars()
@@ -74,6 +77,20 @@ pub(super) async fn connect(
     Ok(pool)
 }
 
+/// Whether to skip TLS: a loopback server and no `sslmode` asked for (in the URL or
+/// `PGSSLMODE`). libpq's default, `prefer`, would negotiate TLS that protects nothing on
+/// loopback and costs ~100 ms of handshake and certificate loading per connection, which every
+/// command pays. `sslmode=require` (or any mode) in the URL keeps TLS.
+fn plain_on_loopback(url: &str, host: &str) -> bool {
+    let asked = url.contains("sslmode=") || std::env::var_os("PGSSLMODE").is_some();
+    let loopback = host == "localhost"
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    !asked && loopback
+}
+
 /// Drops a schema made by [`connect`]; for tests that clean up after themselves.
 pub(super) async fn drop_schema(pool: &PgPool, schema: &str) -> Result<(), LedgerError> {
     if schema
@@ -87,4 +104,25 @@ pub(super) async fn drop_schema(pool: &PgPool, schema: &str) -> Result<(), Ledge
         .await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_on_loopback;
+
+    #[test]
+    fn tls_is_skipped_only_on_loopback_when_no_mode_is_asked() {
+        assert!(plain_on_loopback("postgres://u@127.0.0.1/db", "127.0.0.1"));
+        assert!(plain_on_loopback("postgres://u@localhost/db", "localhost"));
+        assert!(plain_on_loopback("postgres://u@[::1]/db", "::1"));
+        assert!(!plain_on_loopback(
+            "postgres://u@127.0.0.1/db?sslmode=require",
+            "127.0.0.1"
+        ));
+        assert!(!plain_on_loopback(
+            "postgres://u@db.internal/db",
+            "db.internal"
+        ));
+        assert!(!plain_on_loopback("postgres://u@10.0.0.5/db", "10.0.0.5"));
+    }
 }
