@@ -4,7 +4,8 @@
 //! Prints one JSON line per backend: SQLite always, PostgreSQL when DAWNPOST_TEST_POSTGRES_URL
 //! is set. Jobs are `reports` report definitions (at most 100) times as many dates as needed.
 //! `--enqueue-only` measures the enqueue alone (e.g. `-- --reports 100000 --enqueue-only`);
-//! `--backend sqlite|postgres` runs one backend only.
+//! `--backend sqlite|postgres` runs one backend only; `--webhooks-only` makes every destination
+//! a webhook (default: one email and the rest webhooks).
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
@@ -34,8 +35,14 @@ fn main() {
             if enqueue_only { (0.0, 0.0) } else { baseline(http, jobs * destinations).await };
         http_seen.reset();
         let report_defs = jobs.clamp(1, 100);
-        // One email and the rest webhooks: both sinks are exercised.
-        let (webhooks, emails) = if destinations >= 2 { (destinations - 1, 1) } else { (1, 0) };
+        // One email and the rest webhooks, so both sinks are exercised; `--webhooks-only` as
+        // the target (10,000 × 3 webhooks).
+        let webhooks_only = std::env::args().any(|a| a == "--webhooks-only");
+        let (webhooks, emails) = match destinations {
+            d if webhooks_only => (d.max(1), 0),
+            d if d >= 2 => (d - 1, 1),
+            _ => (1, 0),
+        };
         // A project folder per backend, all kept until the end: deleting the first backend's
         // artifacts before the second runs would make the second pay for the file system
         // reclaiming them.
