@@ -1,6 +1,8 @@
 //! A report's schedule: a six-field cron expression evaluated in an IANA timezone (croner on
 //! chrono-tz). Plain data the configuration holds; [`crate::schedule`] turns its fires into jobs.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Days, NaiveDate, TimeZone, Utc};
 use chrono_tz::Tz;
 use croner::Cron;
@@ -24,8 +26,10 @@ pub enum CronError {
 /// A validated cron expression in a timezone.
 #[derive(Debug, Clone)]
 pub struct Schedule {
-    expr: String,
-    cron: Cron,
+    expr: Arc<str>,
+    /// Shared by every report with this expression: croner keeps a byte per possible year
+    /// (10 KB a pattern), which 10,000 reports must not each hold.
+    cron: Arc<Cron>,
     tz: Tz,
 }
 
@@ -49,8 +53,8 @@ impl Schedule {
                 reason: e.to_string(),
             })?;
         let schedule = Schedule {
-            expr: expr.to_string(),
-            cron,
+            expr: Arc::from(expr),
+            cron: Arc::new(cron),
             tz,
         };
         // A pattern such as "0 0 0 31 2 *" parses but never fires.
@@ -62,6 +66,15 @@ impl Schedule {
             return Err(CronError::NeverFires(expr.to_string()));
         }
         Ok(schedule)
+    }
+
+    /// The same expression in another timezone, sharing the parsed pattern.
+    pub fn in_tz(&self, tz: Tz) -> Schedule {
+        Schedule {
+            expr: self.expr.clone(),
+            cron: self.cron.clone(),
+            tz,
+        }
     }
 
     pub fn expr(&self) -> &str {

@@ -60,14 +60,15 @@ impl Fire {
 }
 
 /// Every fire of every report in `(after, until]`, sorted by instant, then report.
-pub fn plan<'a>(
-    reports: impl IntoIterator<Item = &'a Report>,
+pub fn plan<'a, R: AsRef<Report> + 'a>(
+    reports: impl IntoIterator<Item = &'a R>,
     after: DateTime<Utc>,
     until: DateTime<Utc>,
 ) -> Vec<Fire> {
     let mut fires: Vec<Fire> = reports
         .into_iter()
         .flat_map(|r| {
+            let r = r.as_ref();
             r.schedule
                 .fires(after, until)
                 .into_iter()

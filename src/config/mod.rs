@@ -13,6 +13,7 @@ mod settings;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, ReportId, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
@@ -64,7 +65,8 @@ pub struct Config {
     /// The project root, against which relative paths resolve.
     pub root: PathBuf,
     pub settings: Settings,
-    pub reports: Vec<Report>,
+    /// Shared, not copied, by the pool, the server and the scheduler.
+    pub reports: Vec<Arc<Report>>,
     pub retention: RetentionPolicy,
     /// Things worth saying that do not stop a run (e.g. a secret's variable is unset here).
     pub warnings: Vec<String>,
@@ -147,7 +149,10 @@ impl Config {
     }
 
     pub fn report(&self, id: &str) -> Option<&Report> {
-        self.reports.iter().find(|r| r.id.as_str() == id)
+        self.reports
+            .iter()
+            .find(|r| r.id.as_str() == id)
+            .map(|r| &**r)
     }
 
     /// Resolves a path from the configuration against the project root.
@@ -212,8 +217,8 @@ fn load_reports(
     ctx: &report::LoadContext<'_>,
     errors: &mut Vec<ConfigError>,
     warnings: &mut Vec<String>,
-) -> Vec<Report> {
-    let mut reports: Vec<Report> = Vec::new();
+) -> Vec<Arc<Report>> {
+    let mut reports: Vec<Arc<Report>> = Vec::new();
     let mut first_file: std::collections::HashMap<crate::keys::ReportId, PathBuf> =
         std::collections::HashMap::new();
     for file in files {
@@ -227,7 +232,7 @@ fn load_reports(
                 }),
                 None => {
                     first_file.insert(r.id.clone(), r.file.clone());
-                    reports.push(r);
+                    reports.push(Arc::new(r));
                 }
             }
         }
@@ -236,7 +241,11 @@ fn load_reports(
 }
 
 /// A work item never runs past its lease: a longer timeout is cut there, which is worth saying.
-fn lease_warnings(settings_file: &Path, settings: &Settings, reports: &[Report]) -> Vec<String> {
+fn lease_warnings(
+    settings_file: &Path,
+    settings: &Settings,
+    reports: &[Arc<Report>],
+) -> Vec<String> {
     let lease = settings.pool.lease;
     let transports = [
         ("email.timeout".to_string(), settings.email.timeout),

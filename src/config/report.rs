@@ -34,6 +34,12 @@ pub struct Report {
     pub webhooks: Vec<Webhook>,
 }
 
+impl AsRef<Report> for Report {
+    fn as_ref(&self) -> &Report {
+        self
+    }
+}
+
 impl Report {
     pub fn timezone(&self) -> Tz {
         self.schedule.tz()
@@ -80,12 +86,12 @@ pub(super) struct LoadContext<'a> {
     pub settings: &'a Settings,
     /// Each data file read once, however many reports name it: why it is unusable, if it is.
     pub data_files: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<String>>>,
-    /// Each schedule (expression and timezone) parsed and checked once, however many reports
-    /// share it.
+    /// Each cron expression parsed and checked once (in UTC), however many reports share it;
+    /// each report's schedule is it in the report's timezone, sharing the parsed pattern.
     pub schedules: std::cell::RefCell<ScheduleCache>,
 }
 
-type ScheduleCache = std::collections::HashMap<(String, Tz), Result<Schedule, String>>;
+type ScheduleCache = std::collections::HashMap<String, Result<Schedule, String>>;
 
 impl<'a> LoadContext<'a> {
     pub fn new(root: &'a Path, settings: &'a Settings) -> LoadContext<'a> {
@@ -281,10 +287,11 @@ fn load_schedule(
     let (expr, timezone) = (f.req::<String>("schedule", errors)?, timezone?);
     ctx.schedules
         .borrow_mut()
-        .entry((expr, timezone))
-        .or_insert_with_key(|(expr, tz)| Schedule::parse(expr, *tz).map_err(|e| e.to_string()))
-        .clone()
-        .map_err(|e| errors.push(place.error("schedule", e)))
+        .entry(expr)
+        .or_insert_with_key(|expr| Schedule::parse(expr, Tz::UTC).map_err(|e| e.to_string()))
+        .as_ref()
+        .map(|s| s.in_tz(timezone))
+        .map_err(|e| errors.push(place.error("schedule", e.clone())))
         .ok()
 }
 

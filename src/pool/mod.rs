@@ -174,7 +174,7 @@ impl Stats {
 #[derive(Debug)]
 pub struct Pipeline {
     pub ledger: Ledger,
-    pub reports: HashMap<String, Report>,
+    pub reports: HashMap<String, Arc<Report>>,
     pub templates: HashMap<String, Arc<Templates>>,
     pub artifacts: ArtifactStore,
     pub email: EmailSender,

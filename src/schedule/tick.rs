@@ -41,7 +41,7 @@ pub struct TickCounts {
 #[derive(Debug, Clone)]
 pub struct SchedulerTick {
     ledger: Ledger,
-    reports: Arc<Vec<Report>>,
+    reports: Arc<Vec<Arc<Report>>>,
     clock: SharedClock,
     catch_up: Span,
 }
@@ -54,7 +54,7 @@ pub struct TickError(#[from] tokio_cron_scheduler::JobSchedulerError);
 impl SchedulerTick {
     pub fn new(
         ledger: Ledger,
-        reports: Arc<Vec<Report>>,
+        reports: Arc<Vec<Arc<Report>>>,
         clock: SharedClock,
         catch_up: Span,
     ) -> Self {

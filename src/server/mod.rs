@@ -41,7 +41,7 @@ pub const TIMESTAMP_TOLERANCE_SECS: i64 = 5 * 60;
 #[derive(Clone)]
 pub struct ServerState {
     pub ledger: Ledger,
-    pub reports: Arc<HashMap<String, Report>>,
+    pub reports: Arc<HashMap<String, Arc<Report>>>,
     pub clock: SharedClock,
     pub ingest_secret: Option<Secret>,
     pub ops_token: Option<String>,
