@@ -1,5 +1,6 @@
 //! Batched reads (what `run --once`'s progress and summary use): any number of keys in a few
-//! statements, across the statement-size boundary, on both backends.
+//! statements, across the statement-size boundary, on both backends; and claims whose size
+//! changes from one to the next.
 
 mod common;
 
@@ -64,4 +65,51 @@ async fn many_jobs_and_their_deliveries_in_few_reads(t: &TestLedger) {
     );
 }
 
-on_both_backends!(many_jobs_and_their_deliveries_in_few_reads);
+/// The pool asks for as many items as it has free slots, a different number almost every time:
+/// each claim takes what it asked for, whatever the previous one asked.
+async fn each_claim_takes_its_own_limit(t: &TestLedger) {
+    let l = &t.ledger;
+    let jobs: Vec<_> = (0..7)
+        .map(|i| new_job(&format!("r{i}"), "2026-10-25", t0()))
+        .collect();
+    l.job_insert_many(&jobs, t0()).await.expect("insert");
+    let mut taken = Vec::new();
+    for limit in [1, 3, 2, 5] {
+        let leased = l
+            .job_lease(&params("w1", t0(), limit))
+            .await
+            .expect("lease");
+        taken.push(leased.len());
+        for j in &leased {
+            let key = j.job.key.to_string();
+            let emails: Vec<String> = (0..3).map(|e| format!("{e}@example.com")).collect();
+            let emails: Vec<&str> = emails.iter().map(String::as_str).collect();
+            l.job_rendered(&j.lease, &artifact(), &destinations(&key, &emails), t0())
+                .await
+                .expect("rendered");
+        }
+    }
+    assert_eq!(
+        taken,
+        [1, 3, 2, 1],
+        "jobs: each claim's own limit, then what is left"
+    );
+    let mut sent = Vec::new();
+    for limit in [2, 7, 1, 4, 30] {
+        let leased = l
+            .delivery_lease(&params("w1", t0(), limit))
+            .await
+            .expect("lease deliveries");
+        sent.push(leased.len());
+    }
+    assert_eq!(
+        sent,
+        [2, 7, 1, 4, 7],
+        "deliveries: each claim's own limit, then the rest"
+    );
+}
+
+on_both_backends!(
+    many_jobs_and_their_deliveries_in_few_reads,
+    each_claim_takes_its_own_limit
+);
