@@ -93,14 +93,16 @@ impl Running {
             .unwrap_or_else(|e| e.into_inner())
             .insert(key.clone(), held.clone());
         pipeline.metrics.active_workers.inc();
-        self.tasks.spawn(async move {
+        // Boxed: a work item's state machine is ~12 KB (a render or an HTTP send in flight),
+        // which tokio would otherwise copy into the task and again at each stage change.
+        self.tasks.spawn(Box::pin(async move {
             me.clone().with_lease(held, work).await;
             me.metrics.active_workers.dec();
             registry
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .remove(&key);
-        });
+        }));
         Ok(())
     }
 
