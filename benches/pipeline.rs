@@ -5,7 +5,8 @@
 //! is set. Jobs are `reports` report definitions (at most 100) times as many dates as needed.
 //! `--enqueue-only` measures the enqueue alone (e.g. `-- --reports 100000 --enqueue-only`);
 //! `--backend sqlite|postgres` runs one backend only; `--webhooks-only` makes every destination
-//! a webhook (default: one email and the rest webhooks).
+//! a webhook (default: one email and the rest webhooks); `--artifacts URL` another artifact
+//! store (e.g. `memory://`, to see the pipeline without the file system's share).
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
@@ -22,6 +23,13 @@ use tokio_util::sync::CancellationToken;
 const CONCURRENCY: u32 = 16;
 
 fn main() {
+    // `RUST_LOG=sqlx=debug` shows every statement with its time, for profiling the ledger.
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let (jobs, destinations) = sinks::size();
     sinks::runtime().block_on(async move {
         let (http, http_seen) = sinks::http_sink().await;
@@ -54,7 +62,10 @@ fn main() {
                 emails,
                 http,
                 smtp,
-                &format!("[pool]\nconcurrency = {CONCURRENCY}\nadmission_per_second = 1000000\nlease = \"5m\"\n"),
+                &format!(
+                    "[artifacts]\nurl = \"{}\"\n[pool]\nconcurrency = {CONCURRENCY}\nadmission_per_second = 1000000\nlease = \"5m\"\n",
+                    sinks::arg("--artifacts").unwrap_or_else(|| "file://var/artifacts".into())
+                ),
             );
             Config::load(&dir.join("config")).unwrap_or_else(|e| panic!("{e}"))
         };
