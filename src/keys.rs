@@ -97,7 +97,23 @@ impl JobKey {
 
 impl fmt::Display for JobKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.report, self.date.format("%Y-%m-%d"))
+        write!(f, "{}:{}", self.report, IsoDate(self.date))
+    }
+}
+
+/// `YYYY-MM-DD`, as chrono's `%Y-%m-%d` writes it, without parsing a format string each time:
+/// keys are formatted for every statement, log line and delivery.
+pub struct IsoDate(pub NaiveDate);
+
+impl fmt::Display for IsoDate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use chrono::Datelike;
+        let d = self.0;
+        if (0..=9999).contains(&d.year()) {
+            write!(f, "{:04}-{:02}-{:02}", d.year(), d.month(), d.day())
+        } else {
+            write!(f, "{}", d.format("%Y-%m-%d"))
+        }
     }
 }
 
@@ -321,6 +337,25 @@ pub enum KeyError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iso_dates_read_as_chrono_writes_them() {
+        for (y, m, d) in [
+            (2026, 10, 25),
+            (1, 1, 1),
+            (999, 12, 31),
+            (9999, 2, 28),
+            (0, 3, 1),
+        ] {
+            let date = NaiveDate::from_ymd_opt(y, m, d).expect("date");
+            assert_eq!(
+                IsoDate(date).to_string(),
+                date.format("%Y-%m-%d").to_string()
+            );
+        }
+        let far = NaiveDate::from_ymd_opt(12345, 1, 2).expect("date");
+        assert_eq!(IsoDate(far).to_string(), far.format("%Y-%m-%d").to_string());
+    }
 
     #[test]
     fn report_ids() {

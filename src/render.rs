@@ -171,7 +171,7 @@ pub fn context(
 ) -> Value {
     json!({
         "report": { "id": report.id.as_str(), "title": report.title, "timezone": report.timezone().name() },
-        "date": date.format("%Y-%m-%d").to_string(),
+        "date": crate::keys::IsoDate(date).to_string(),
         "window": { "start": rfc3339(window.start), "end": rfc3339(window.end) },
         "data": data,
         "generated_at": rfc3339(generated_at),

@@ -463,7 +463,7 @@ impl<'a> InsertColumns<'a> {
             report: jobs.iter().map(|j| j.key.report().to_string()).collect(),
             date: jobs
                 .iter()
-                .map(|j| j.key.date().format("%Y-%m-%d").to_string())
+                .map(|j| crate::keys::IsoDate(j.key.date()).to_string())
                 .collect(),
             origin: jobs.iter().map(|j| j.origin.as_str()).collect(),
             fire: jobs.iter().map(|j| to_millis(j.fire_at)).collect(),
@@ -518,7 +518,7 @@ pub(super) async fn insert_jobs_sqlite(
         qb.push_values(chunk, |mut b, j| {
             b.push_bind(j.key.to_string())
                 .push_bind(j.key.report().to_string())
-                .push_bind(j.key.date().format("%Y-%m-%d").to_string())
+                .push_bind(crate::keys::IsoDate(j.key.date()).to_string())
                 .push_bind("ready")
                 .push_bind(j.origin.as_str())
                 .push_bind(to_millis(j.fire_at))
