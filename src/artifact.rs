@@ -32,7 +32,14 @@ pub struct ArtifactStore {
     /// The folder of a `file://` store: what a purge removes beyond the listed objects (the
     /// staging files `<key>#<n>` a crash mid-write leaves, which listings hide).
     local_dir: Option<PathBuf>,
+    /// The artifacts this process wrote last, by `.html` key: a job's deliveries start right
+    /// after its render, and read it from here instead of the store (a GET on S3). Keys are
+    /// content hashes, so an entry can never disagree with the store.
+    recent: Arc<std::sync::Mutex<std::collections::VecDeque<(String, Rendered)>>>,
 }
+
+/// How many artifacts [`ArtifactStore`] keeps in memory after writing them.
+const RECENT: usize = 64;
 
 impl ArtifactStore {
     /// `file://PATH` (relative to `root` unless absolute), `memory://`, or any URL object_store
@@ -78,6 +85,7 @@ impl ArtifactStore {
             store,
             url: url.to_string(),
             local_dir,
+            recent: Arc::default(),
         })
     }
 
@@ -87,6 +95,7 @@ impl ArtifactStore {
             store,
             url: url.to_string(),
             local_dir: None,
+            recent: Arc::default(),
         }
     }
 
@@ -138,6 +147,7 @@ impl ArtifactStore {
         // The text part first: `find` treats an artifact as complete once its .html exists.
         let wrote_text = self.put_create(&text_key, rendered.text.clone()).await?;
         let wrote_html = self.put_create(&html_key, rendered.html.clone()).await?;
+        self.remember(&html_key, rendered);
         Ok((
             ArtifactRef {
                 html_key,
@@ -181,12 +191,39 @@ impl ArtifactStore {
 
     /// Reads both parts of an artifact.
     pub async fn read_rendered(&self, artifact: &ArtifactRef) -> Result<Rendered, ArtifactError> {
+        if let Some(r) = self.recalled(&artifact.html_key) {
+            return Ok(r);
+        }
         let html = self.read(&artifact.html_key).await?;
         let text = self.read(&artifact.text_key).await?;
         Ok(Rendered {
             html: String::from_utf8_lossy(&html).into_owned(),
             text: String::from_utf8_lossy(&text).into_owned(),
         })
+    }
+
+    fn remember(&self, html_key: &str, rendered: &Rendered) {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.iter().any(|(k, _)| k == html_key) {
+            return;
+        }
+        if recent.len() >= RECENT {
+            recent.pop_front();
+        }
+        recent.push_back((html_key.to_string(), rendered.clone()));
+    }
+
+    fn forget(&self, gone: impl Fn(&str) -> bool) {
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent.retain(|(k, _)| !gone(k));
+    }
+
+    fn recalled(&self, html_key: &str) -> Option<Rendered> {
+        let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        recent
+            .iter()
+            .find(|(k, _)| k == html_key)
+            .map(|(_, r)| r.clone())
     }
 
     /// Reads an artifact the ledger names back from the store and checks it against its
@@ -216,6 +253,11 @@ impl ArtifactStore {
 
     /// Deletes one object; one already gone counts as deleted.
     pub async fn delete(&self, key: &str) -> Result<(), ArtifactError> {
+        let stem = key
+            .strip_suffix(".html")
+            .or_else(|| key.strip_suffix(".txt"))
+            .unwrap_or(key);
+        self.forget(|html_key| html_key.strip_suffix(".html") == Some(stem));
         match self.store.delete(&ObjectPath::from(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(e.into()),
@@ -227,6 +269,8 @@ impl ArtifactStore {
     pub async fn purge(&self, report: &str, date: &str) -> Result<u64, ArtifactError> {
         use futures_util::TryStreamExt;
         let prefix = ObjectPath::from(format!("{report}/{date}"));
+        let job_prefix = format!("{report}/{date}/");
+        self.forget(|html_key| html_key.starts_with(&job_prefix));
         let listed: Vec<object_store::ObjectMeta> =
             self.store.list(Some(&prefix)).try_collect().await?;
         let mut deleted = 0;
@@ -333,4 +377,69 @@ fn digest(html: &[u8], text: &[u8]) -> String {
     hasher.update([0u8]);
     hasher.update(text);
     hex::encode(hasher.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rendered() -> Rendered {
+        Rendered {
+            html: "<p>Carrier 7</p>".into(),
+            text: "Carrier 7".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn what_was_written_is_read_without_the_store_until_deleted() {
+        let backing: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let store = ArtifactStore::with_store(backing.clone(), "memory://");
+        let (a, wrote) = store
+            .write("r", "2026-11-30", &rendered())
+            .await
+            .expect("write");
+        assert!(wrote);
+        // Gone from the store behind this process's back: the bytes it wrote are still the
+        // artifact (its key is their hash), and its deliveries need no read.
+        backing
+            .delete(&ObjectPath::from(a.html_key.as_str()))
+            .await
+            .expect("delete");
+        assert_eq!(store.read_rendered(&a).await.expect("read"), rendered());
+        // Deleted through the store (retention): no longer served.
+        store.purge("r", "2026-11-30").await.expect("purge");
+        assert!(store.read_rendered(&a).await.is_err(), "purged");
+        let (a, _) = store
+            .write("r", "2026-11-30", &rendered())
+            .await
+            .expect("write");
+        store.delete(&a.text_key).await.expect("delete");
+        assert!(store.read_rendered(&a).await.is_err(), "a part deleted");
+    }
+
+    #[tokio::test]
+    async fn the_cache_keeps_the_latest_artifacts_only() {
+        let backing: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let store = ArtifactStore::with_store(backing, "memory://");
+        let mut refs = Vec::new();
+        for i in 0..(RECENT + 3) {
+            let r = Rendered {
+                html: format!("<p>{i}</p>"),
+                text: i.to_string(),
+            };
+            refs.push(
+                store
+                    .write("r", &format!("d{i}"), &r)
+                    .await
+                    .expect("write")
+                    .0,
+            );
+        }
+        assert!(
+            store.recalled(&refs[0].html_key).is_none(),
+            "the oldest fell out"
+        );
+        assert!(store.recalled(&refs[RECENT + 2].html_key).is_some());
+        assert_eq!(store.recent.lock().expect("lock").len(), RECENT);
+    }
 }
