@@ -5,7 +5,8 @@
 //! is set. Jobs are `reports` report definitions (at most 100) times as many dates as needed.
 //! `--enqueue-only` measures the enqueue alone (e.g. `-- --reports 100000 --enqueue-only`);
 //! `--backend sqlite|postgres` runs one backend only; `--webhooks-only` makes every destination
-//! a webhook (default: one email and the rest webhooks); `--artifacts URL` another artifact
+//! a webhook (default: one email and the rest webhooks); `--concurrency N` (default 16) the
+//! pool's and the baseline's work in flight; `--artifacts URL` another artifact
 //! store (e.g. `memory://`, to see the pipeline without the file system's share).
 
 #[allow(dead_code)]
@@ -20,7 +21,12 @@ use dawnpost::pool::{Pipeline, PoolConfig};
 use dawnpost::{Config, SystemClock};
 use tokio_util::sync::CancellationToken;
 
-const CONCURRENCY: u32 = 16;
+/// The pool's `concurrency` and the baseline's requests in flight: 16, or `--concurrency N`.
+fn concurrency() -> u32 {
+    sinks::arg("--concurrency")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16)
+}
 
 fn main() {
     // `RUST_LOG=sqlx=debug` shows every statement with its time, for profiling the ledger.
@@ -63,8 +69,9 @@ fn main() {
                 http,
                 smtp,
                 &format!(
-                    "[artifacts]\nurl = \"{}\"\n[pool]\nconcurrency = {CONCURRENCY}\nadmission_per_second = 1000000\nlease = \"5m\"\n",
-                    sinks::arg("--artifacts").unwrap_or_else(|| "file://var/artifacts".into())
+                    "[artifacts]\nurl = \"{}\"\n[pool]\nconcurrency = {}\nadmission_per_second = 1000000\nlease = \"5m\"\n",
+                    sinks::arg("--artifacts").unwrap_or_else(|| "file://var/artifacts".into()),
+                    concurrency()
                 ),
             );
             Config::load(&dir.join("config")).unwrap_or_else(|e| panic!("{e}"))
@@ -111,9 +118,9 @@ async fn baseline(http: std::net::SocketAddr, posts: usize) -> (f64, f64) {
     let mut set = tokio::task::JoinSet::new();
     let mut ok = 0usize;
     for i in 0..posts {
-        // At most CONCURRENCY in flight, and finished ones collected as we go: memory stays
+        // At most `concurrency()` in flight, and finished ones collected as we go: memory stays
         // flat however many POSTs.
-        if set.len() >= CONCURRENCY as usize
+        if set.len() >= concurrency() as usize
             && let Some(r) = set.join_next().await
         {
             ok += usize::from(r.unwrap_or(false));
