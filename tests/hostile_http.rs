@@ -277,7 +277,6 @@ async fn hostile_run_requests_are_refused_in_json() {
 /// stops cleanly on SIGTERM, and nothing it printed says `panicked`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_daemon_answers_every_hostile_request_without_a_panic() {
-    use std::io::BufRead;
     let p = common::Project::new(&common::report(
         "warehouse-17",
         "0 30 6 * * *",
@@ -287,55 +286,22 @@ async fn the_daemon_answers_every_hostile_request_without_a_panic() {
         "config/dawnpost.toml",
         "[server]\nbind = \"127.0.0.1:0\"\nops_token_env = \"HOSTILE_OPS_TOKEN\"\ningest_secret_env = \"HOSTILE_INGEST_SECRET\"\n",
     );
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
-        .arg("--config")
+    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"));
+    run.arg("--config")
         .arg(p.config_dir())
         .arg("run")
         .env("HOSTILE_OPS_TOKEN", TOKEN)
         .env("HOSTILE_INGEST_SECRET", SECRET)
-        .env("RUST_LOG", "info")
-        .env_remove("DAWNPOST_DATABASE_URL")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the daemon");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stderr = child.stderr.take().expect("stderr");
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if let Some(addr) = line.split("listen=").nth(1) {
-                let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
-            }
-            all.push_str(&line);
-            all.push('\n');
-        }
-        all
-    });
-    let Ok(addr) = rx.recv_timeout(std::time::Duration::from_secs(60)) else {
-        let _ = child.kill();
-        let _ = child.wait();
-        panic!(
-            "the daemon never said where it listens: {:?}",
-            reader.join()
-        );
-    };
+        .env_remove("DAWNPOST_DATABASE_URL");
+    let daemon = common::daemon::Daemon::start(run);
+    let addr = daemon.addr.clone();
     let base = format!("http://{addr}");
     let now = chrono::Utc::now().timestamp();
     let mut cases = ops_cases();
     cases.extend(ingest_cases(now));
     let failed = failures(&base, &reqwest::Client::new(), &cases).await;
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(kill.success());
-    let status = child.wait().expect("wait");
-    let log = reader.join().expect("stderr reader");
+    let (code, log) = daemon.stop();
     assert!(failed.is_empty(), "{}\n{log}", failed.join("\n"));
-    assert_eq!(status.code(), Some(0), "{log}");
+    assert_eq!(code, Some(0), "{log}");
     assert!(!log.contains("panicked"), "{log}");
 }

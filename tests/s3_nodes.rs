@@ -7,10 +7,10 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::BufRead;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::daemon::Daemon;
 use common::moto::{self, S3};
 use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger};
@@ -72,54 +72,6 @@ fn run(p: &Project, args: &[&str]) -> (bool, String, String) {
     )
 }
 
-/// A daemon and its log.
-struct Node {
-    child: std::process::Child,
-    log: std::thread::JoinHandle<String>,
-}
-
-impl Node {
-    fn start(p: &Project) -> Node {
-        let mut child = command(p, &["run"])
-            .env("RUST_LOG", "info")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start dawnpost run");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().expect("stderr");
-        let log = std::thread::spawn(move || {
-            let mut all = String::new();
-            for line in std::io::BufReader::new(stderr)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if let Some(addr) = line.split("listen=").nth(1) {
-                    let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
-                }
-                all.push_str(&line);
-                all.push('\n');
-            }
-            all
-        });
-        let Ok(_listening) = rx.recv_timeout(Duration::from_secs(60)) else {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("a node never said where it listens: {:?}", log.join());
-        };
-        Node { child, log }
-    }
-
-    /// SIGTERM; the exit code and the log.
-    fn stop(mut self) -> (Option<i32>, String) {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let status = self.child.wait().expect("wait");
-        (status.code(), self.log.join().unwrap_or_default())
-    }
-}
-
 /// The project, on the given ledger URL, sharing the bucket.
 fn project(rx: &Receiver, s3: &S3, db_url: &str) -> Project {
     let p = Project::new(&reports_toml(rx));
@@ -155,7 +107,9 @@ async fn three_nodes(t: &TestLedger, db_url: &str) {
         "{out}"
     );
 
-    let nodes: Vec<Node> = (0..3).map(|_| Node::start(&p)).collect();
+    let nodes: Vec<Daemon> = (0..3)
+        .map(|_| Daemon::start(command(&p, &["run"])))
+        .collect();
     let deliveries = jobs * WEBHOOKS;
     if !rx.reached(deliveries, Duration::from_secs(120)).await {
         let logs: Vec<String> = nodes.into_iter().map(|n| n.stop().1).collect();

@@ -1,0 +1,60 @@
+//! `dawnpost run` as a child process: started with its log on a pipe, its ops address read
+//! from the "dawnpost running … listen=ADDR" line, stopped with SIGTERM.
+
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub struct Daemon {
+    child: Child,
+    /// Where its HTTP server listens (`server.bind = "127.0.0.1:0"` picks a port).
+    pub addr: String,
+    log: JoinHandle<String>,
+}
+
+impl Daemon {
+    /// Starts `command` (a `dawnpost … run` with its environment set) with `RUST_LOG=info`,
+    /// and waits until it says where it listens.
+    pub fn start(mut command: Command) -> Daemon {
+        let mut child = command
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start dawnpost run");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().expect("stderr");
+        let log = std::thread::spawn(move || {
+            let mut all = String::new();
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if let Some(addr) = line.split("listen=").nth(1) {
+                    let _ = tx.send(addr.split_whitespace().next().unwrap_or("").to_string());
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        let Ok(addr) = rx.recv_timeout(Duration::from_secs(60)) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the daemon never said where it listens: {:?}", log.join());
+        };
+        Daemon { child, addr, log }
+    }
+
+    /// SIGTERM, then its exit code and everything it logged.
+    pub fn stop(mut self) -> (Option<i32>, String) {
+        let kill = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(kill.success(), "SIGTERM delivered");
+        let status = self.child.wait().expect("wait");
+        (status.code(), self.log.join().unwrap_or_default())
+    }
+}
