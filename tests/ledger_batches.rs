@@ -45,6 +45,10 @@ async fn many_jobs_and_their_deliveries_in_few_reads(t: &TestLedger) {
     assert_eq!(got.len(), n, "every job once, the missing key left out");
     let deliveries = l.delivery_list_many(&keys).await.expect("deliveries");
     assert_eq!(deliveries.len(), 2 * n);
+    let order: Vec<String> = deliveries.iter().map(|d| d.key.to_string()).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted, "ordered by key across statements");
     for job in &jobs {
         let of_job: Vec<String> = deliveries
             .iter()

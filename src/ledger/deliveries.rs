@@ -75,23 +75,16 @@ impl Ledger {
 
     /// The deliveries of these jobs, ordered by key; 500 jobs a statement.
     pub async fn delivery_list_many(&self, job_keys: &[&JobKey]) -> Result<Vec<Delivery>> {
-        let mut recs: Vec<DeliveryRecord> = Vec::new();
-        on_backend!(self, |p, _d| {
-            for chunk in job_keys.chunks(500) {
-                let mut qb = sqlx::QueryBuilder::new(concat!(
-                    "SELECT ",
-                    delivery_columns!(),
-                    " FROM deliveries WHERE job_key IN ("
-                ));
-                let mut list = qb.separated(", ");
-                for key in chunk {
-                    list.push_bind(*key);
-                }
-                qb.push(") ORDER BY key");
-                recs.extend(qb.build_query_as::<DeliveryRecord>().fetch_all(p).await?);
-            }
-        });
-        recs.into_iter().map(Delivery::try_from).collect()
+        let head = concat!(
+            "SELECT ",
+            delivery_columns!(),
+            " FROM deliveries WHERE job_key IN ("
+        );
+        let mut out: Vec<Delivery> = self
+            .select_by_job_keys::<DeliveryRecord, _>(head, job_keys)
+            .await?;
+        out.sort_by_cached_key(|d| d.key.to_string());
+        Ok(out)
     }
 
     /// Every quarantined delivery, oldest first.

@@ -127,23 +127,8 @@ impl Ledger {
 
     /// The jobs with these keys, in no particular order; keys without a job are left out.
     pub async fn job_get_many(&self, keys: &[&JobKey]) -> Result<Vec<Job>> {
-        let mut recs: Vec<JobRecord> = Vec::with_capacity(keys.len());
-        on_backend!(self, |p, _d| {
-            for chunk in keys.chunks(500) {
-                let mut qb = sqlx::QueryBuilder::new(concat!(
-                    "SELECT ",
-                    job_columns!(),
-                    " FROM jobs WHERE key IN ("
-                ));
-                let mut list = qb.separated(", ");
-                for key in chunk {
-                    list.push_bind(*key);
-                }
-                qb.push(")");
-                recs.extend(qb.build_query_as::<JobRecord>().fetch_all(p).await?);
-            }
-        });
-        recs.into_iter().map(Job::try_from).collect()
+        let head = concat!("SELECT ", job_columns!(), " FROM jobs WHERE key IN (");
+        self.select_by_job_keys::<JobRecord, _>(head, keys).await
     }
 
     /// Jobs newest first, filtered by state and report.

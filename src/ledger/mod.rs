@@ -212,6 +212,35 @@ impl Ledger {
         recs.into_iter().map(T::try_from).collect()
     }
 
+    /// Runs `head (k1, k2, …)` for the job keys, 500 a statement (far below both backends'
+    /// bind limits), and converts each row to `T`. `head` ends in `IN (`.
+    async fn select_by_job_keys<R, T>(
+        &self,
+        head: &'static str,
+        keys: &[&crate::keys::JobKey],
+    ) -> Result<Vec<T>>
+    where
+        R: Send
+            + Unpin
+            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+        T: TryFrom<R, Error = LedgerError>,
+    {
+        let mut recs: Vec<R> = Vec::with_capacity(keys.len());
+        on_backend!(self, |p, _d| {
+            for chunk in keys.chunks(500) {
+                let mut qb = sqlx::QueryBuilder::new(head);
+                let mut list = qb.separated(", ");
+                for key in chunk {
+                    list.push_bind(*key);
+                }
+                qb.push(")");
+                recs.extend(qb.build_query_as::<R>().fetch_all(p).await?);
+            }
+        });
+        recs.into_iter().map(T::try_from).collect()
+    }
+
     /// Runs a `SELECT state, COUNT(*) … GROUP BY state` and parses its states.
     async fn count_by_state<S>(
         &self,
