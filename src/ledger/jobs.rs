@@ -429,7 +429,35 @@ impl Ledger {
     }
 }
 
+/// The columns of one new job, as both backends' inserts bind them.
+struct JobRow<'a> {
+    key: String,
+    report: String,
+    date: String,
+    origin: &'a str,
+    fire: i64,
+    start: i64,
+    end: i64,
+    ready: i64,
+}
+
+impl<'a> JobRow<'a> {
+    fn of(j: &'a NewJob) -> JobRow<'a> {
+        JobRow {
+            key: j.key.to_string(),
+            report: j.key.report().to_string(),
+            date: crate::keys::IsoDate(j.key.date()).to_string(),
+            origin: j.origin.as_str(),
+            fire: to_millis(j.fire_at),
+            start: to_millis(j.window.start),
+            end: to_millis(j.window.end),
+            ready: to_millis(j.ready_at),
+        }
+    }
+}
+
 /// A chunk of new jobs as the parallel arrays PostgreSQL's `UNNEST` insert binds.
+#[derive(Default)]
 struct InsertColumns<'a> {
     key: Vec<String>,
     report: Vec<String>,
@@ -443,19 +471,18 @@ struct InsertColumns<'a> {
 
 impl<'a> InsertColumns<'a> {
     fn of(jobs: &'a [NewJob]) -> InsertColumns<'a> {
-        InsertColumns {
-            key: jobs.iter().map(|j| j.key.to_string()).collect(),
-            report: jobs.iter().map(|j| j.key.report().to_string()).collect(),
-            date: jobs
-                .iter()
-                .map(|j| crate::keys::IsoDate(j.key.date()).to_string())
-                .collect(),
-            origin: jobs.iter().map(|j| j.origin.as_str()).collect(),
-            fire: jobs.iter().map(|j| to_millis(j.fire_at)).collect(),
-            start: jobs.iter().map(|j| to_millis(j.window.start)).collect(),
-            end: jobs.iter().map(|j| to_millis(j.window.end)).collect(),
-            ready: jobs.iter().map(|j| to_millis(j.ready_at)).collect(),
+        let mut c = InsertColumns::default();
+        for r in jobs.iter().map(JobRow::of) {
+            c.key.push(r.key);
+            c.report.push(r.report);
+            c.date.push(r.date);
+            c.origin.push(r.origin);
+            c.fire.push(r.fire);
+            c.start.push(r.start);
+            c.end.push(r.end);
+            c.ready.push(r.ready);
         }
+        c
     }
 }
 
@@ -500,16 +527,16 @@ pub(super) async fn insert_jobs_sqlite(
     let mut inserted = Vec::new();
     for chunk in jobs.chunks(500) {
         let mut qb = sqlx::QueryBuilder::new(JOB_INSERT_VALUES);
-        qb.push_values(chunk, |mut b, j| {
-            b.push_bind(j.key.to_string())
-                .push_bind(j.key.report().to_string())
-                .push_bind(crate::keys::IsoDate(j.key.date()).to_string())
+        qb.push_values(chunk.iter().map(JobRow::of), |mut b, r| {
+            b.push_bind(r.key)
+                .push_bind(r.report)
+                .push_bind(r.date)
                 .push_bind("ready")
-                .push_bind(j.origin.as_str())
-                .push_bind(to_millis(j.fire_at))
-                .push_bind(to_millis(j.window.start))
-                .push_bind(to_millis(j.window.end))
-                .push_bind(to_millis(j.ready_at))
+                .push_bind(r.origin)
+                .push_bind(r.fire)
+                .push_bind(r.start)
+                .push_bind(r.end)
+                .push_bind(r.ready)
                 .push_bind(now)
                 .push_bind(now);
         });
