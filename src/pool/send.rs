@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::Pipeline;
 use super::work::JobArtifact;
 use crate::config::Report;
-use crate::deliver::webhook::{WebhookBody, WindowBody};
+use crate::deliver::webhook::{EscapedParts, WebhookBody, WindowBody};
 use crate::deliver::{Outcome, redact_address};
 use crate::keys::DestinationKind;
 use crate::ledger::{ArtifactRef, Delivery, Job, ResponseClass};
@@ -21,6 +21,7 @@ struct Ready<'a> {
     report: &'a Report,
     artifact: ArtifactRef,
     rendered: &'a Rendered,
+    escaped: &'a std::sync::OnceLock<Result<EscapedParts, String>>,
 }
 
 fn permanent(reason: impl Into<String>) -> Outcome {
@@ -81,6 +82,7 @@ async fn prepare<'a>(p: &'a Pipeline, shared: &'a JobArtifact) -> Result<Ready<'
         report,
         artifact,
         rendered,
+        escaped: &shared.escaped,
     })
 }
 
@@ -130,7 +132,12 @@ async fn send_webhook(
             Some(Secret::parse(&value).map_err(|e| permanent(format!("{env}: {e}")))?)
         }
     };
-    let (job, rendered) = (ready.job, ready.rendered);
+    let job = ready.job;
+    let escaped = ready
+        .escaped
+        .get_or_init(|| EscapedParts::of(ready.rendered).map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|e| permanent(format!("cannot encode the body: {e}")))?;
     let body = WebhookBody {
         job: &job.key,
         delivery: &delivery.key,
@@ -142,8 +149,8 @@ async fn send_webhook(
             end: rfc3339(job.window.end),
         },
         artifact: &ready.artifact,
-        html: &rendered.html,
-        text: &rendered.text,
+        html: &escaped.html,
+        text: &escaped.text,
     };
     let body =
         serde_json::to_vec(&body).map_err(|e| permanent(format!("cannot encode the body: {e}")))?;

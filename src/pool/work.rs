@@ -12,6 +12,7 @@ use super::failure::RenderFailure;
 use super::running::Slot;
 use super::{Pipeline, Stats};
 use crate::deliver::Outcome;
+use crate::deliver::webhook::EscapedParts;
 use crate::deliver::webhook::host_of as url_host;
 use crate::keys::{DeliveryKey, DestinationKind};
 use crate::ledger::{
@@ -176,6 +177,8 @@ async fn hand_off(
 pub(super) struct JobArtifact {
     pub(super) job: Option<Arc<Job>>,
     pub(super) rendered: tokio::sync::OnceCell<Rendered>,
+    /// Its parts escaped for a webhook body, once for all the job's webhooks.
+    pub(super) escaped: std::sync::OnceLock<Result<EscapedParts, String>>,
 }
 
 impl JobArtifact {
@@ -183,6 +186,7 @@ impl JobArtifact {
         JobArtifact {
             job,
             rendered: tokio::sync::OnceCell::new(),
+            escaped: std::sync::OnceLock::new(),
         }
     }
 }
