@@ -308,3 +308,30 @@ async fn racing_writes_of_one_artifact_store_it_once() {
         dawnpost::artifact::StoredArtifact::Intact(r) if r == rendered
     ));
 }
+
+/// `check` opens a cloud store as `run` would, without a request: a setting `run` would refuse
+/// is refused here, naming the field.
+#[test]
+fn check_refuses_a_store_run_could_not_open() {
+    let p = Project::new(&common::report("warehouse-17", "0 30 6 * * *", "UTC"));
+    p.write(
+        "config/dawnpost.toml",
+        "[artifacts]\nurl = \"s3://reports-bucket/dawnpost\"\n",
+    );
+    let good = command(&p, &["check"]).output().expect("check");
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    let bad = command(&p, &["check"])
+        .env("AWS_ALLOW_HTTP", "maybe")
+        .output()
+        .expect("check");
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("dawnpost.toml: artifacts.url:") && err.contains("\"maybe\""),
+        "{err}"
+    );
+}

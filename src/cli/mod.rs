@@ -213,6 +213,23 @@ pub struct RedriveArgs {
     pub reason: String,
 }
 
+/// What `run` would refuse in opening a cloud artifact store (a bad setting in the `AWS_*`
+/// variables, say), found without a request. Local stores are left alone: opening one creates
+/// its folder.
+fn artifact_store_problem(config: &Config) -> Option<crate::config::ConfigError> {
+    let settings = &config.settings.artifacts;
+    if settings.url.starts_with("file://") || settings.url.starts_with("memory://") {
+        return None;
+    }
+    let e = crate::artifact::ArtifactStore::from_settings(settings, &config.root).err()?;
+    Some(crate::config::ConfigError {
+        file: config.dir.join("dawnpost.toml"),
+        report: None,
+        field: "artifacts.url".into(),
+        message: e.to_string(),
+    })
+}
+
 /// Hands memory freed after loading back to the OS. Parsing a large reports.toml goes through
 /// a token list and a document tree several times the file's size (~55 MB for 10,000
 /// reports), which glibc would otherwise keep for the daemon's whole life.
@@ -284,7 +301,8 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     release_freed_memory();
     if matches!(cli.command, Command::Check) {
         // Only `check` renders every template against its sample: the others load what they use.
-        let (errors, warnings) = crate::render::check_templates(&config);
+        let (mut errors, warnings) = crate::render::check_templates(&config);
+        errors.extend(artifact_store_problem(&config));
         if !errors.is_empty() {
             errln!("{}", crate::config::ConfigErrors(errors));
             return Ok(ExitCode::from(EXIT_ERROR));
