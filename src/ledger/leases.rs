@@ -10,8 +10,8 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::sql::PerBackend;
 use super::{Arg, Delivery, DeliveryLease, DeliveryRecord, Job, JobLease, JobRecord, Lease};
+use super::{BothRow, Ledger, Result};
 use super::{LeasedDelivery, LeasedJob};
-use super::{Ledger, Result};
 use crate::clock::to_millis;
 use crate::keys::JobKey;
 
@@ -149,10 +149,7 @@ impl Ledger {
     /// Runs a lease statement, after the dialect's `LEASE_PLAN` if it has one.
     async fn claim<R>(&self, statement: PerBackend, params: &LeaseParams) -> Result<Vec<R>>
     where
-        R: Send
-            + Unpin
-            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
-            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+        R: BothRow,
     {
         let expires = to_millis(crate::clock::add(params.now, params.lease_for));
         let now = to_millis(params.now);

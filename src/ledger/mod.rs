@@ -70,6 +70,23 @@ pub use leases::LeaseParams;
 pub use rescue::RescueBudget;
 pub use types::*;
 
+/// A row type both backends decode.
+pub(super) trait BothRow:
+    Send
+    + Unpin
+    + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+    + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+{
+}
+
+impl<R> BothRow for R where
+    R: Send
+        + Unpin
+        + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+        + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+{
+}
+
 /// Connections a PostgreSQL ledger holds per process unless `database.max_connections` says.
 pub const DEFAULT_PG_CONNECTIONS: u32 = 16;
 
@@ -195,10 +212,7 @@ impl Ledger {
     /// Runs a query of rows `R` with one bind (`$1`) and converts each row to `T`.
     async fn select<R, T, B>(&self, sql: &'static str, bind: B) -> Result<Vec<T>>
     where
-        R: Send
-            + Unpin
-            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
-            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+        R: BothRow,
         T: TryFrom<R, Error = LedgerError>,
         B: for<'q> sqlx::Encode<'q, sqlx::Sqlite>
             + sqlx::Type<sqlx::Sqlite>
@@ -220,10 +234,7 @@ impl Ledger {
         keys: &[&crate::keys::JobKey],
     ) -> Result<Vec<T>>
     where
-        R: Send
-            + Unpin
-            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
-            + for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+        R: BothRow,
         T: TryFrom<R, Error = LedgerError>,
     {
         let mut recs: Vec<R> = Vec::with_capacity(keys.len());
