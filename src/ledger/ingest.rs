@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::jobs::JOB_INSERT_ONE;
+use super::jobs::{JOB_INSERT_ONE, JobRow};
 use super::types::parse_key;
 use super::{IngestOutcome, Ledger, NewJob, Result};
 use crate::clock::to_millis;
@@ -45,15 +45,16 @@ impl Ledger {
                     replayed: true,
                 });
             }
+            let row = JobRow::of(job);
             let created: Option<(String,)> = sqlx::query_as(JOB_INSERT_ONE)
-                .bind(&job.key)
-                .bind(job.key.report().as_str())
-                .bind(job.key.date().format("%Y-%m-%d").to_string())
-                .bind(job.origin.as_str())
-                .bind(to_millis(job.fire_at))
-                .bind(to_millis(job.window.start))
-                .bind(to_millis(job.window.end))
-                .bind(to_millis(job.ready_at))
+                .bind(row.key)
+                .bind(row.report)
+                .bind(row.date)
+                .bind(row.origin)
+                .bind(row.fire)
+                .bind(row.start)
+                .bind(row.end)
+                .bind(row.ready)
                 .bind(now_ms)
                 .fetch_optional(&mut *tx)
                 .await?;

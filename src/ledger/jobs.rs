@@ -429,20 +429,21 @@ impl Ledger {
     }
 }
 
-/// The columns of one new job, as both backends' inserts bind them.
-struct JobRow<'a> {
-    key: String,
-    report: String,
-    date: String,
-    origin: &'a str,
-    fire: i64,
-    start: i64,
-    end: i64,
-    ready: i64,
+/// The columns of one new job, as every job insert binds them (both backends' batches and
+/// ingest's single insert).
+pub(super) struct JobRow<'a> {
+    pub key: String,
+    pub report: String,
+    pub date: String,
+    pub origin: &'a str,
+    pub fire: i64,
+    pub start: i64,
+    pub end: i64,
+    pub ready: i64,
 }
 
 impl<'a> JobRow<'a> {
-    fn of(j: &'a NewJob) -> JobRow<'a> {
+    pub(super) fn of(j: &'a NewJob) -> JobRow<'a> {
         JobRow {
             key: j.key.to_string(),
             report: j.key.report().to_string(),
