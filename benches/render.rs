@@ -29,11 +29,7 @@ fn main() {
         let store = ArtifactStore::open(&url, &config.root).expect("store");
         let http = reqwest::Client::new();
         let todo = sinks::jobs(&config, jobs, chrono::Utc::now());
-        let reports: std::collections::HashMap<_, _> = config
-            .reports
-            .iter()
-            .map(|r| (r.id.to_string(), r.clone()))
-            .collect();
+        let reports = config.reports_by_id();
         let cpu = sinks::cpu_seconds();
         let started = Instant::now();
         let mut set = tokio::task::JoinSet::new();

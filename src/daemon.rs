@@ -116,13 +116,7 @@ async fn server_for(
         .with_context(|| format!("cannot listen on {}", settings.bind))?;
     let state = ServerState {
         ledger: ledger.clone(),
-        reports: Arc::new(
-            config
-                .reports
-                .iter()
-                .map(|r| (r.id.to_string(), r.clone()))
-                .collect(),
-        ),
+        reports: Arc::new(config.reports_by_id()),
         clock: clock.clone(),
         ingest_secret,
         ops_token,

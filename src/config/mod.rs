@@ -148,6 +148,14 @@ impl Config {
         })
     }
 
+    /// Every report by id, sharing the reports: what the pool and the server look jobs up in.
+    pub fn reports_by_id(&self) -> std::collections::HashMap<String, Arc<Report>> {
+        self.reports
+            .iter()
+            .map(|r| (r.id.to_string(), r.clone()))
+            .collect()
+    }
+
     pub fn report(&self, id: &str) -> Option<&Report> {
         self.reports
             .iter()

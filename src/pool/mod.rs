@@ -221,11 +221,7 @@ impl Pipeline {
         );
         Ok(Pipeline {
             ledger,
-            reports: config
-                .reports
-                .iter()
-                .map(|r| (r.id.to_string(), r.clone()))
-                .collect(),
+            reports: config.reports_by_id(),
             templates,
             artifacts,
             email,

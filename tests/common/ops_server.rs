@@ -2,7 +2,6 @@
 //! ops API.
 #![allow(dead_code)]
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use dawnpost::ManualClock;
@@ -39,13 +38,7 @@ pub async fn start(t: &TestLedger) -> Server {
     let health = Arc::new(Health::default());
     let state = ServerState {
         ledger: t.ledger.clone(),
-        reports: Arc::new(
-            config
-                .reports
-                .iter()
-                .map(|r| (r.id.to_string(), r.clone()))
-                .collect::<HashMap<_, _>>(),
-        ),
+        reports: Arc::new(config.reports_by_id()),
         clock: Arc::new(clock.clone()),
         ingest_secret: Some(Secret::parse(SECRET).expect("secret")),
         ops_token: Some(TOKEN.into()),
