@@ -196,10 +196,7 @@ impl ArtifactStore {
         }
         let html = self.read(&artifact.html_key).await?;
         let text = self.read(&artifact.text_key).await?;
-        Ok(Rendered {
-            html: String::from_utf8_lossy(&html).into_owned(),
-            text: String::from_utf8_lossy(&text).into_owned(),
-        })
+        Ok(decoded(&html, &text))
     }
 
     fn remember(&self, html_key: &str, rendered: &Rendered) {
@@ -245,10 +242,7 @@ impl ArtifactStore {
         if sha256 != artifact.sha256 {
             return Ok(StoredArtifact::Altered { sha256 });
         }
-        Ok(StoredArtifact::Intact(Rendered {
-            html: String::from_utf8_lossy(&html).into_owned(),
-            text: String::from_utf8_lossy(&text).into_owned(),
-        }))
+        Ok(StoredArtifact::Intact(decoded(&html, &text)))
     }
 
     /// Deletes one object; one already gone counts as deleted.
@@ -368,6 +362,15 @@ pub enum StoredArtifact {
     Missing,
     /// Both parts are there but hash to something else.
     Altered { sha256: String },
+}
+
+/// An artifact's stored parts as text (bytes that are not UTF-8 are replaced, never refused:
+/// the store holds what dawnpost wrote).
+fn decoded(html: &[u8], text: &[u8]) -> Rendered {
+    Rendered {
+        html: String::from_utf8_lossy(html).into_owned(),
+        text: String::from_utf8_lossy(text).into_owned(),
+    }
 }
 
 /// The sha256 of an artifact: its HTML, a zero byte, its text.
