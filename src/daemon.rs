@@ -114,11 +114,19 @@ async fn server_for(
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
         .with_context(|| format!("cannot listen on {}", settings.bind))?;
+    let viewer_token = std::env::var(&settings.viewer_token_env)
+        .ok()
+        .filter(|t| !t.is_empty());
     let state = ServerState {
         ledger: ledger.clone(),
         reports: Arc::new(config.reports_by_id()),
         clock: clock.clone(),
         ingest_secret,
+        console: crate::server::console::session::Tokens {
+            ops: ops_token.clone(),
+            viewer: viewer_token,
+        },
+        secure_cookies: !settings.bind.ip().is_loopback(),
         ops_token,
         metrics: metrics.clone(),
         health: health.clone(),

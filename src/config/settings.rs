@@ -117,6 +117,8 @@ pub struct ServerSettings {
     pub ops_token_env: String,
     /// Default `DAWNPOST_INGEST_SECRET`.
     pub ingest_secret_env: String,
+    /// The console's read-only token. Default `DAWNPOST_VIEWER_TOKEN`.
+    pub viewer_token_env: String,
 }
 
 impl Default for Settings {
@@ -164,6 +166,7 @@ impl Default for Settings {
                 bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
                 ops_token_env: "DAWNPOST_OPS_TOKEN".into(),
                 ingest_secret_env: "DAWNPOST_INGEST_SECRET".into(),
+                viewer_token_env: "DAWNPOST_VIEWER_TOKEN".into(),
             },
             webhook: WebhookSettings {
                 timeout: Span::from_secs(30),
@@ -447,6 +450,9 @@ fn server(mut f: Fields<'_, '_>, s: &mut ServerSettings, errors: &mut Vec<Config
     }
     if let Some(env) = f.env_name("ingest_secret_env", errors) {
         s.ingest_secret_env = env;
+    }
+    if let Some(env) = f.env_name("viewer_token_env", errors) {
+        s.viewer_token_env = env;
     }
     f.finish(errors);
 }

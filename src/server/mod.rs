@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+pub mod console;
 mod ingest;
 mod ops;
 
@@ -45,6 +46,10 @@ pub struct ServerState {
     pub clock: SharedClock,
     pub ingest_secret: Option<Secret>,
     pub ops_token: Option<String>,
+    /// The console's login tokens (operator: the ops token; viewer).
+    pub console: console::session::Tokens,
+    /// Session cookies marked `Secure` (the server is not on loopback).
+    pub secure_cookies: bool,
     pub metrics: Arc<Metrics>,
     /// The daemon's services, for `/readyz`.
     pub health: Arc<Health>,
@@ -55,6 +60,7 @@ impl std::fmt::Debug for ServerState {
         f.debug_struct("ServerState")
             .field("ingest_secret", &self.ingest_secret.as_ref().map(|_| "***"))
             .field("ops_token", &self.ops_token.as_ref().map(|_| "***"))
+            .field("console", &self.console)
             .finish_non_exhaustive()
     }
 }
@@ -74,6 +80,7 @@ pub fn router(state: ServerState) -> Router {
         ));
     Router::new()
         .merge(ops)
+        .merge(console::router(state.clone()))
         .route("/v1/runs", post(ingest::ingest))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
@@ -107,7 +114,7 @@ async fn json_errors(response: Response) -> Response {
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("application/json"));
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/html"));
     if !(status.is_client_error() || status.is_server_error()) || is_json {
         return response;
     }

@@ -18,6 +18,7 @@ use super::{Project, TestLedger, at, report};
 pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 pub const OTHER_SECRET: &str = "whsec_c2VjcmV0LWIK";
 pub const TOKEN: &str = "ops-token-0123456789";
+pub const VIEWER_TOKEN: &str = "viewer-token-9876543210";
 
 pub struct Server {
     pub base: String,
@@ -42,6 +43,11 @@ pub async fn start(t: &TestLedger) -> Server {
         clock: Arc::new(clock.clone()),
         ingest_secret: Some(Secret::parse(SECRET).expect("secret")),
         ops_token: Some(TOKEN.into()),
+        console: dawnpost::server::console::session::Tokens {
+            ops: Some(TOKEN.into()),
+            viewer: Some(VIEWER_TOKEN.into()),
+        },
+        secure_cookies: false,
         metrics: metrics.clone(),
         health: health.clone(),
     };

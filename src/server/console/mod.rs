@@ -1,0 +1,215 @@
+//! The ops console under `/ui/` (DESIGN §12): server-rendered pages over the ledger, with
+//! no script and no external asset. A token login sets a signed session cookie ([`session`]);
+//! without one every page redirects to `/ui/login`. Every response carries a strict
+//! Content-Security-Policy; every state-changing form carries the session's CSRF token.
+
+pub mod pages;
+pub mod session;
+
+use axum::Router;
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use maud::Markup;
+use serde::Deserialize;
+
+use super::ServerState;
+use session::{COOKIE, SESSION_SECS, Session};
+
+/// The console's stylesheet, in the binary.
+const CSS: &str = include_str!("console.css");
+
+/// What every console response may load: its own stylesheet and nothing else; no script, no
+/// framing by other sites, forms posting back here only.
+pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
+     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// A console failure, shown as a page.
+#[derive(Debug, thiserror::Error)]
+pub enum ConsoleError {
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
+    #[error(
+        "this form has expired or did not come from this console: reload the page and try again"
+    )]
+    Csrf,
+    #[error("signed in as viewer: this action needs the operator token")]
+    ViewerOnly,
+}
+
+impl IntoResponse for ConsoleError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            ConsoleError::Ledger(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ConsoleError::Csrf | ConsoleError::ViewerOnly => StatusCode::FORBIDDEN,
+        };
+        if status.is_server_error() {
+            tracing::error!(error = %self, "console page failed");
+        }
+        let body = pages::shell(
+            "Error",
+            None,
+            maud::html! { h1 { "Error" } p.error role="alert" { (self.to_string()) } },
+        );
+        (status, page(body)).into_response()
+    }
+}
+
+/// The console's routes, all under `/ui`.
+pub fn router(state: ServerState) -> Router<ServerState> {
+    let signed_in = Router::new()
+        .route("/ui/", get(overview))
+        .route("/ui/logout", post(logout))
+        .route_layer(axum::middleware::from_fn_with_state(state, require_session));
+    Router::new()
+        .merge(signed_in)
+        .route("/ui", get(|| async { Redirect::to("/ui/") }))
+        .route("/ui/login", get(login_form).post(login))
+        .route("/ui/static/console.css", get(css))
+        .layer(axum::middleware::map_response(security_headers))
+}
+
+fn page(markup: Markup) -> Html<String> {
+    Html(markup.into_string())
+}
+
+async fn security_headers(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.entry(header::CACHE_CONTROL)
+        .or_insert(HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn css() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=3600"),
+        ],
+        CSS,
+    )
+        .into_response()
+}
+
+/// The session a request's cookie carries, if valid now.
+fn session_of(st: &ServerState, headers: &HeaderMap) -> Option<Session> {
+    let value = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value)?;
+    st.console.verify(value, st.clock.now())
+}
+
+/// Lets a signed-in request through with its [`Session`]; any other goes to the login.
+async fn require_session(
+    State(st): State<ServerState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    match session_of(&st, request.headers()) {
+        Some(s) => {
+            request.extensions_mut().insert(s);
+            next.run(request).await
+        }
+        None => Redirect::to("/ui/login").into_response(),
+    }
+}
+
+async fn login_form(State(st): State<ServerState>) -> Response {
+    let problem = (!st.console.any()).then_some(NO_TOKENS);
+    page(pages::login(problem)).into_response()
+}
+
+const NO_TOKENS: &str = "No console token is configured: set the ops token (server.ops_token_env) or the viewer token (server.viewer_token_env) and restart.";
+
+#[derive(Debug, Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    token: String,
+}
+
+async fn login(
+    State(st): State<ServerState>,
+    form: Result<Form<LoginForm>, FormRejection>,
+) -> Response {
+    let given = form.map(|Form(f)| f.token).unwrap_or_default();
+    let now = st.clock.now();
+    let issued = st
+        .console
+        .login(given.trim())
+        .and_then(|role| st.console.issue(role, now).map(|c| (role, c)));
+    let Some((role, cookie)) = issued else {
+        tracing::warn!("console login refused");
+        let problem = if st.console.any() {
+            "That token is not valid."
+        } else {
+            NO_TOKENS
+        };
+        return (StatusCode::UNAUTHORIZED, page(pages::login(Some(problem)))).into_response();
+    };
+    tracing::info!(role = role.as_str(), "console login");
+    let secure = if st.secure_cookies { "; Secure" } else { "" };
+    let set = format!(
+        "{COOKIE}={cookie}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{secure}"
+    );
+    see_other_with_cookie("/ui/", &set)
+}
+
+#[derive(Debug, Deserialize)]
+struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+async fn logout(
+    axum::Extension(session): axum::Extension<Session>,
+    form: Result<Form<CsrfForm>, FormRejection>,
+) -> Result<Response, ConsoleError> {
+    let given = form.map(|Form(f)| f.csrf).unwrap_or_default();
+    if !session.csrf_ok(&given) {
+        return Err(ConsoleError::Csrf);
+    }
+    let clear = format!("{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
+    Ok(see_other_with_cookie("/ui/login", &clear))
+}
+
+fn see_other_with_cookie(to: &str, cookie: &str) -> Response {
+    let mut r = Redirect::to(to).into_response();
+    if let Ok(v) = HeaderValue::from_str(cookie) {
+        r.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    r
+}
+
+async fn overview(
+    State(st): State<ServerState>,
+    axum::Extension(session): axum::Extension<Session>,
+) -> Result<Response, ConsoleError> {
+    let now = st.clock.now();
+    let o = pages::Overview {
+        jobs: st.ledger.job_count_by_state().await?,
+        deliveries: st.ledger.delivery_count_by_state().await?,
+        oldest_ready: st.ledger.job_oldest_ready(now).await?,
+        now,
+    };
+    Ok(page(pages::overview(&session, &o)).into_response())
+}

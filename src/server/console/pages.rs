@@ -1,0 +1,168 @@
+//! The console's pages as HTML (maud escapes every interpolated value). One page shell; each
+//! page a function from what it shows to markup.
+
+use chrono::{DateTime, Utc};
+use maud::{DOCTYPE, Markup, html};
+
+use super::session::{Role, Session};
+use crate::ledger::{DeliveryState, JobState};
+
+/// The page shell: head, navigation, the signed-in role and a sign-out form.
+pub fn shell(title: &str, session: Option<&Session>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="color-scheme" content="light dark";
+                title { (title) " · dawnpost" }
+                link rel="stylesheet" href="/ui/static/console.css";
+            }
+            body {
+                a.skip href="#main" { "Skip to content" }
+                header.top {
+                    a.brand href="/ui/" { "dawnpost" }
+                    @if let Some(s) = session {
+                        nav aria-label="Sections" {
+                            a href="/ui/" { "Overview" }
+                            a href="/ui/jobs" { "Jobs" }
+                            a href="/ui/dlq" { "Dead letters" }
+                            a href="/ui/retention" { "Retention" }
+                            a href="/ui/reports" { "Reports" }
+                        }
+                        form.signout method="post" action="/ui/logout" {
+                            input type="hidden" name="csrf" value=(s.csrf);
+                            span.role { (s.role.as_str()) }
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main id="main" { (body) }
+            }
+        }
+    }
+}
+
+/// The login form; `problem` says why the last try failed, or that no token is configured.
+pub fn login(problem: Option<&str>) -> Markup {
+    shell(
+        "Sign in",
+        None,
+        html! {
+            h1 { "Sign in" }
+            @if let Some(p) = problem {
+                p.error role="alert" { (p) }
+            }
+            form.login method="post" action="/ui/login" {
+                label for="token" { "Token" }
+                input id="token" name="token" type="password" autocomplete="current-password" required autofocus;
+                button type="submit" { "Sign in" }
+            }
+            p.hint {
+                "The ops token signs in as operator (redrive, cancel); the viewer token reads only."
+            }
+        },
+    )
+}
+
+/// What the overview shows.
+#[derive(Debug, Clone, Default)]
+pub struct Overview {
+    pub jobs: Vec<(JobState, i64)>,
+    pub deliveries: Vec<(DeliveryState, i64)>,
+    pub oldest_ready: Option<DateTime<Utc>>,
+    pub now: DateTime<Utc>,
+}
+
+pub fn overview(session: &Session, o: &Overview) -> Markup {
+    let oldest = o.oldest_ready.map(|at| age(at, o.now));
+    shell(
+        "Overview",
+        Some(session),
+        html! {
+            h1 { "Overview" }
+            section.cards aria-label="Queue" {
+                div.card {
+                    h2 { "Jobs" }
+                    (counts(o.jobs.iter().map(|(s, n)| (s.as_str(), *n))))
+                }
+                div.card {
+                    h2 { "Deliveries" }
+                    (counts(o.deliveries.iter().map(|(s, n)| (s.as_str(), *n))))
+                }
+                div.card {
+                    h2 { "Oldest ready job" }
+                    p.big {
+                        @match &oldest {
+                            Some(age) => { "waiting " (age) }
+                            None => { "none waiting" }
+                        }
+                    }
+                }
+            }
+            @if session.role == Role::Viewer {
+                p.hint { "Signed in as viewer: actions are not shown." }
+            }
+        },
+    )
+}
+
+/// A state → count table; states without rows are shown as 0 by their absence.
+fn counts<'a>(rows: impl Iterator<Item = (&'a str, i64)>) -> Markup {
+    let rows: Vec<(&str, i64)> = rows.collect();
+    html! {
+        @if rows.is_empty() {
+            p { "none" }
+        } @else {
+            table.counts {
+                tbody {
+                    @for (state, n) in &rows {
+                        tr {
+                            th scope="row" { span class={"state " (state)} { (state) } }
+                            td.num { (n) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// How long ago `at` was, in its two largest units (`2d 3h`, `1h 30m`, `45s`); never negative.
+pub fn age(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let secs = u64::try_from(now.signed_duration_since(at).num_seconds()).unwrap_or(0);
+    let units = [("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1)];
+    let Some(first) = units.iter().position(|(_, size)| secs >= *size) else {
+        return "0s".into();
+    };
+    units[first..]
+        .iter()
+        .take(2)
+        .scan(secs, |left, (unit, size)| {
+            let n = *left / size;
+            *left %= size;
+            Some((n, unit))
+        })
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_read_in_two_units() {
+        let now = DateTime::from_timestamp(1_000_000, 0).unwrap_or_default();
+        let ago = |s: i64| age(now - chrono::Duration::seconds(s), now);
+        assert_eq!(ago(0), "0s");
+        assert_eq!(ago(45), "45s");
+        assert_eq!(ago(5_400), "1h 30m");
+        assert_eq!(ago(3_600), "1h");
+        assert_eq!(ago(2 * 86_400 + 3 * 3_600 + 59), "2d 3h");
+        assert_eq!(ago(-30), "0s", "a future instant");
+    }
+}
