@@ -260,16 +260,7 @@ async fn rescue_settles_jobs_with_nothing_left_to_send(t: &TestLedger) {
 /// in it is refused alone and creates no deliveries.
 async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
     let l = &t.ledger;
-    l.job_insert_many(
-        &[
-            new_job("a", "2026-10-25", t0()),
-            new_job("b", "2026-10-25", t0()),
-            new_job("c", "2026-10-25", t0()),
-        ],
-        t0(),
-    )
-    .await
-    .expect("insert");
+    ready_jobs(t, &["a:2026-10-25", "b:2026-10-25", "c:2026-10-25"]).await;
     let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
     assert_eq!(leased.len(), 3);
     let lease = |key: &str| {

@@ -168,9 +168,7 @@ async fn concurrent_leases_never_share_a_job(t: &TestLedger) {
 
 async fn fenced_out_lease_cannot_write(t: &TestLedger) {
     let l = &t.ledger;
-    l.job_insert_many(&[new_job("a", "2026-10-25", t0())], t0())
-        .await
-        .expect("insert");
+    ready_jobs(t, &["a:2026-10-25"]).await;
     let old = l
         .job_lease(&params("w1", t0(), 1))
         .await
@@ -244,9 +242,7 @@ async fn fenced_out_lease_cannot_write(t: &TestLedger) {
 
 async fn extended_lease_is_not_rescued(t: &TestLedger) {
     let l = &t.ledger;
-    l.job_insert_many(&[new_job("a", "2026-10-25", t0())], t0())
-        .await
-        .expect("insert");
+    ready_jobs(t, &["a:2026-10-25"]).await;
     let lease = l
         .job_lease(&params("w1", t0(), 1))
         .await
@@ -282,15 +278,7 @@ async fn extended_lease_is_not_rescued(t: &TestLedger) {
 
 async fn render_retry_and_quarantine(t: &TestLedger) {
     let l = &t.ledger;
-    l.job_insert_many(
-        &[
-            new_job("a", "2026-10-25", t0()),
-            new_job("b", "2026-10-25", t0()),
-        ],
-        t0(),
-    )
-    .await
-    .expect("insert");
+    ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
     let leased = l.job_lease(&params("w1", t0(), 2)).await.expect("lease");
     let retry_at = t0() + Duration::minutes(3);
     l.job_retry(&leased[0].lease, retry_at, "source answered 503", t0())
@@ -340,9 +328,7 @@ async fn render_retry_and_quarantine(t: &TestLedger) {
 
 async fn release_does_not_count_an_attempt(t: &TestLedger) {
     let l = &t.ledger;
-    l.job_insert_many(&[new_job("a", "2026-10-25", t0())], t0())
-        .await
-        .expect("insert");
+    ready_jobs(t, &["a:2026-10-25"]).await;
     let lease = l
         .job_lease(&params("w1", t0(), 1))
         .await

@@ -44,9 +44,7 @@ async fn rendered_job_gets_artifact_and_one_delivery_per_destination(t: &TestLed
     );
 
     // A job without destinations is done at once.
-    l.job_insert_many(&[new_job("empty", "2026-10-25", t0())], t0())
-        .await
-        .expect("insert");
+    ready_jobs(t, &["empty:2026-10-25"]).await;
     let lease = l
         .job_lease(&params("w1", t0(), 1))
         .await
@@ -212,20 +210,7 @@ async fn settle_follows_deliveries(t: &TestLedger) {
     );
 
     let leases = rendered_job(t, "q:2026-10-25", &["a@example.com", "b@example.com"]).await;
-    l.delivery_finish(
-        &leases[0],
-        &attempt(ResponseClass::Accepted, t0()),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("sent");
-    l.delivery_finish(
-        &leases[1],
-        &attempt(ResponseClass::Permanent, t0()),
-        DeliveryNext::Quarantine,
-    )
-    .await
-    .expect("quarantine");
+    sent_and_quarantined(t, &leases).await;
     assert_eq!(
         l.job_settle(&jk("q:2026-10-25"), t0())
             .await

@@ -197,9 +197,7 @@ async fn a_lost_lease_past_max_age_quarantines(t: &TestLedger) {
 async fn a_render_that_loses_every_lease_is_quarantined(t: &TestLedger) {
     let l = &t.ledger;
     let key = "crashy:2026-10-25";
-    l.job_insert_many(&[new_job("crashy", "2026-10-25", t0())], t0())
-        .await
-        .expect("insert");
+    ready_jobs(t, &["crashy:2026-10-25"]).await;
     let b = budget(3, Duration::hours(6));
     let mut now = t0();
     for round in 1..=3 {
@@ -268,9 +266,7 @@ async fn a_send_cut_at_shutdown_is_an_unknown_attempt(t: &TestLedger) {
 async fn the_first_render_lease_fixes_generated_at(t: &TestLedger) {
     let l = &t.ledger;
     let key = "gen:2026-10-25";
-    l.job_insert_many(&[new_job("gen", "2026-10-25", t0())], t0())
-        .await
-        .expect("insert");
+    ready_jobs(t, &["gen:2026-10-25"]).await;
     let first = t0() + Duration::seconds(3);
     let leased = l.job_lease(&params("w", first, 1)).await.expect("lease");
     assert_eq!(leased[0].job.generated_at, Some(first));

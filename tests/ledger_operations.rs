@@ -15,20 +15,7 @@ use dawnpost::ledger::{
 async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
-    l.delivery_finish(
-        &leases[0],
-        &attempt(ResponseClass::Accepted, t0()),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("sent");
-    l.delivery_finish(
-        &leases[1],
-        &attempt(ResponseClass::Permanent, t0()),
-        DeliveryNext::Quarantine,
-    )
-    .await
-    .expect("quarantine");
+    sent_and_quarantined(t, &leases).await;
     l.job_settle(&jk("w:2026-10-25"), t0())
         .await
         .expect("settle");
@@ -109,9 +96,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     ));
 
     // A job quarantined at render goes back to ready.
-    l.job_insert_many(&[new_job("r", "2026-10-25", t0())], t0())
-        .await
-        .expect("insert");
+    ready_jobs(t, &["r:2026-10-25"]).await;
     let lease = l
         .job_lease(&params("w1", t0(), 1))
         .await
@@ -150,20 +135,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
 async fn job_redrive_returns_quarantined_deliveries(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
-    l.delivery_finish(
-        &leases[0],
-        &attempt(ResponseClass::Accepted, t0()),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("sent");
-    l.delivery_finish(
-        &leases[1],
-        &attempt(ResponseClass::Permanent, t0()),
-        DeliveryNext::Quarantine,
-    )
-    .await
-    .expect("quarantine");
+    sent_and_quarantined(t, &leases).await;
     l.job_settle(&jk("w:2026-10-25"), t0())
         .await
         .expect("settle");
@@ -262,15 +234,7 @@ async fn rescue_returns_expired_deliveries_and_explains(t: &TestLedger) {
 
 async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
     let l = &t.ledger;
-    l.job_insert_many(
-        &[
-            new_job("a", "2026-10-25", t0()),
-            new_job("b", "2026-10-25", t0()),
-        ],
-        t0(),
-    )
-    .await
-    .expect("insert");
+    ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
     l.job_cancel(&jk("a:2026-10-25"), t0())
         .await
         .expect("cancel ready");
@@ -298,16 +262,7 @@ async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
 
 async fn lists_filter_by_state_and_report(t: &TestLedger) {
     let l = &t.ledger;
-    l.job_insert_many(
-        &[
-            new_job("a", "2026-10-24", t0()),
-            new_job("a", "2026-10-25", t0()),
-            new_job("b", "2026-10-25", t0()),
-        ],
-        t0(),
-    )
-    .await
-    .expect("insert");
+    ready_jobs(t, &["a:2026-10-24", "a:2026-10-25", "b:2026-10-25"]).await;
     l.job_cancel(&jk("b:2026-10-25"), t0())
         .await
         .expect("cancel");
@@ -336,16 +291,7 @@ async fn lists_filter_by_state_and_report(t: &TestLedger) {
 
 async fn terminal_before_finds_only_finished_old_work(t: &TestLedger) {
     let l = &t.ledger;
-    l.job_insert_many(
-        &[
-            new_job("old", "2026-10-25", t0()),
-            new_job("new", "2026-10-25", t0()),
-            new_job("live", "2026-10-25", t0()),
-        ],
-        t0(),
-    )
-    .await
-    .expect("insert");
+    ready_jobs(t, &["old:2026-10-25", "new:2026-10-25", "live:2026-10-25"]).await;
     l.job_cancel(&jk("old:2026-10-25"), t0())
         .await
         .expect("cancel");

@@ -4,8 +4,8 @@
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
 use dawnpost::ledger::{
-    ArtifactRef, DeliveryLease, JobOrigin, LeaseParams, NewAttempt, NewDelivery, NewJob,
-    ResponseClass,
+    ArtifactRef, DeliveryLease, DeliveryNext, JobOrigin, LeaseParams, NewAttempt, NewDelivery,
+    NewJob, ResponseClass,
 };
 use dawnpost::schedule::Window;
 
@@ -70,12 +70,21 @@ pub fn attempt(class: ResponseClass, now: DateTime<Utc>) -> NewAttempt {
 }
 
 /// Inserts one job, renders it with the given destinations, and returns the delivery leases.
+/// Jobs `report:date`, ready at [`t0`] and inserted then.
+pub async fn ready_jobs(t: &TestLedger, keys: &[&str]) {
+    let jobs: Vec<NewJob> = keys
+        .iter()
+        .map(|k| {
+            let (report, date) = k.split_once(':').expect("key");
+            new_job(report, date, t0())
+        })
+        .collect();
+    t.ledger.job_insert_many(&jobs, t0()).await.expect("insert");
+}
+
 pub async fn rendered_job(t: &TestLedger, key: &str, emails: &[&str]) -> Vec<DeliveryLease> {
     let l = &t.ledger;
-    let (report, date) = key.split_once(':').expect("key");
-    l.job_insert_many(&[new_job(report, date, t0())], t0())
-        .await
-        .expect("insert");
+    ready_jobs(t, &[key]).await;
     let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
     let lease = &leased
         .iter()
@@ -91,4 +100,24 @@ pub async fn rendered_job(t: &TestLedger, key: &str, emails: &[&str]) -> Vec<Del
         .into_iter()
         .map(|d| d.lease)
         .collect()
+}
+
+/// A rendered job's first delivery sent and its second quarantined (permanent), at [`t0`].
+pub async fn sent_and_quarantined(t: &TestLedger, leases: &[DeliveryLease]) {
+    t.ledger
+        .delivery_finish(
+            &leases[0],
+            &attempt(ResponseClass::Accepted, t0()),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent");
+    t.ledger
+        .delivery_finish(
+            &leases[1],
+            &attempt(ResponseClass::Permanent, t0()),
+            DeliveryNext::Quarantine,
+        )
+        .await
+        .expect("quarantine");
 }
