@@ -55,14 +55,15 @@ async fn short_busy_waits(conn: &mut sqlx::SqliteConnection) -> Result<(), sqlx:
 /// The nap before busy try `count` (from 0), or `None` once the tries have waited about
 /// [`BUSY_TIMEOUT`] in all: 20 naps of 20 µs, 80 of 200 µs, then 2 ms each.
 fn busy_nap_before(count: u32) -> Option<Duration> {
-    const SHORT: u32 = 20;
-    const MEDIUM: u32 = 100;
-    let waited_ms = u64::from(SHORT) / 50 + u64::from(MEDIUM - SHORT) / 5;
-    let long_tries = (BUSY_TIMEOUT.as_millis() as u64).saturating_sub(waited_ms) / 2;
+    const SHORT: (u32, Duration) = (20, Duration::from_micros(20));
+    const MEDIUM: (u32, Duration) = (80, Duration::from_micros(200));
+    const LONG: Duration = Duration::from_millis(2);
+    let first_naps = SHORT.1 * SHORT.0 + MEDIUM.1 * MEDIUM.0;
+    let long_naps = BUSY_TIMEOUT.saturating_sub(first_naps).as_micros() / LONG.as_micros();
     match count {
-        c if c < SHORT => Some(Duration::from_micros(20)),
-        c if c < MEDIUM => Some(Duration::from_micros(200)),
-        c if u64::from(c - MEDIUM) < long_tries => Some(Duration::from_millis(2)),
+        c if c < SHORT.0 => Some(SHORT.1),
+        c if c < SHORT.0 + MEDIUM.0 => Some(MEDIUM.1),
+        c if u128::from(c - SHORT.0 - MEDIUM.0) < long_naps => Some(LONG),
         _ => None,
     }
 }
