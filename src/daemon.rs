@@ -13,6 +13,7 @@ use crate::config::Config;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 use crate::schedule::SchedulerTick;
+use crate::server::console::session::Tokens;
 use crate::server::{self, ServerState};
 use crate::signing::Secret;
 use crate::supervisor::{Health, OnFailure, Service, SupervisorConfig, supervise};
@@ -100,9 +101,12 @@ async fn server_for(
     health: &Arc<Health>,
 ) -> anyhow::Result<(tokio::net::TcpListener, ServerState)> {
     let settings = &config.settings.server;
-    let ops_token = std::env::var(&settings.ops_token_env)
-        .ok()
-        .filter(|t| !t.is_empty());
+    // A token set but empty is unset: an empty token would let anyone in.
+    let token = |name: &str| std::env::var(name).ok().filter(|t| !t.is_empty());
+    let tokens = Tokens {
+        ops: token(&settings.ops_token_env),
+        viewer: token(&settings.viewer_token_env),
+    };
     let ingest_secret = match std::env::var(&settings.ingest_secret_env) {
         Ok(s) if !s.is_empty() => Some(
             Secret::parse(&s)
@@ -110,24 +114,17 @@ async fn server_for(
         ),
         _ => None,
     };
-    server::check_exposure(settings.bind, ops_token.is_some(), ingest_secret.is_some())?;
+    server::check_exposure(settings.bind, tokens.ops.is_some(), ingest_secret.is_some())?;
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
         .with_context(|| format!("cannot listen on {}", settings.bind))?;
-    let viewer_token = std::env::var(&settings.viewer_token_env)
-        .ok()
-        .filter(|t| !t.is_empty());
     let state = ServerState {
         ledger: ledger.clone(),
         reports: Arc::new(config.reports_by_id()),
         clock: clock.clone(),
         ingest_secret,
-        console: crate::server::console::session::Tokens {
-            ops: ops_token.clone(),
-            viewer: viewer_token,
-        },
+        tokens,
         secure_cookies: !settings.bind.ip().is_loopback(),
-        ops_token,
         metrics: metrics.clone(),
         health: health.clone(),
     };

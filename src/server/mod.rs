@@ -45,9 +45,9 @@ pub struct ServerState {
     pub reports: Arc<HashMap<String, Arc<Report>>>,
     pub clock: SharedClock,
     pub ingest_secret: Option<Secret>,
-    pub ops_token: Option<String>,
-    /// The console's login tokens (operator: the ops token; viewer).
-    pub console: console::session::Tokens,
+    /// The ops token (the JSON ops API's bearer token and the console's operator login) and
+    /// the console's viewer token.
+    pub tokens: console::session::Tokens,
     /// Session cookies marked `Secure` (the server is not on loopback).
     pub secure_cookies: bool,
     pub metrics: Arc<Metrics>,
@@ -59,8 +59,7 @@ impl std::fmt::Debug for ServerState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerState")
             .field("ingest_secret", &self.ingest_secret.as_ref().map(|_| "***"))
-            .field("ops_token", &self.ops_token.as_ref().map(|_| "***"))
-            .field("console", &self.console)
+            .field("tokens", &self.tokens)
             .finish_non_exhaustive()
     }
 }

@@ -31,7 +31,7 @@ pub(super) async fn require_token(
 
 /// The bearer token check, in constant time.
 fn authorize(st: &ServerState, headers: &HeaderMap) -> Result<(), ApiError> {
-    let Some(expected) = &st.ops_token else {
+    let Some(expected) = &st.tokens.ops else {
         return Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
             "the ops API is not configured: the ops token is unset",

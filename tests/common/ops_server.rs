@@ -42,8 +42,7 @@ pub async fn start(t: &TestLedger) -> Server {
         reports: Arc::new(config.reports_by_id()),
         clock: Arc::new(clock.clone()),
         ingest_secret: Some(Secret::parse(SECRET).expect("secret")),
-        ops_token: Some(TOKEN.into()),
-        console: dawnpost::server::console::session::Tokens {
+        tokens: dawnpost::server::console::session::Tokens {
             ops: Some(TOKEN.into()),
             viewer: Some(VIEWER_TOKEN.into()),
         },

@@ -116,7 +116,7 @@ fn session_of(st: &ServerState, headers: &HeaderMap) -> Option<Session> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(name, _)| *name == COOKIE)
         .map(|(_, value)| value)?;
-    st.console.verify(value, st.clock.now())
+    st.tokens.verify(value, st.clock.now())
 }
 
 /// Lets a signed-in request through with its [`Session`]; any other goes to the login.
@@ -135,7 +135,7 @@ async fn require_session(
 }
 
 async fn login_form(State(st): State<ServerState>) -> Response {
-    let problem = (!st.console.any()).then_some(NO_TOKENS);
+    let problem = (!st.tokens.any()).then_some(NO_TOKENS);
     page(pages::login(problem)).into_response()
 }
 
@@ -154,12 +154,12 @@ async fn login(
     let given = form.map(|Form(f)| f.token).unwrap_or_default();
     let now = st.clock.now();
     let issued = st
-        .console
+        .tokens
         .login(given.trim())
-        .and_then(|role| st.console.issue(role, now).map(|c| (role, c)));
+        .and_then(|role| st.tokens.issue(role, now).map(|c| (role, c)));
     let Some((role, cookie)) = issued else {
         tracing::warn!("console login refused");
-        let problem = if st.console.any() {
+        let problem = if st.tokens.any() {
             "That token is not valid."
         } else {
             NO_TOKENS
