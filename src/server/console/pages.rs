@@ -108,7 +108,7 @@ pub fn overview(session: &Session, o: &Overview) -> Markup {
     )
 }
 
-/// A state → count table; states without rows are shown as 0 by their absence.
+/// A state → count table of the states that have any rows (an absent state has none).
 fn counts<'a>(rows: impl Iterator<Item = (&'a str, i64)>) -> Markup {
     let rows: Vec<(&str, i64)> = rows.collect();
     html! {
