@@ -118,8 +118,11 @@ async fn server_for(
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
         .with_context(|| format!("cannot listen on {}", settings.bind))?;
+    let artifacts =
+        crate::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)?;
     let state = ServerState {
         ledger: ledger.clone(),
+        artifacts: Arc::new(artifacts),
         reports: Arc::new(config.reports_by_id()),
         clock: clock.clone(),
         ingest_secret,

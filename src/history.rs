@@ -104,9 +104,14 @@ impl JobHistory {
         for r in &self.redrives {
             let _ = writeln!(
                 out,
-                "  redrive {} by {}: {}{}",
+                "  {} {} by {}{}: {}{}",
+                r.action,
                 rfc3339(r.at),
                 r.by,
+                r.via
+                    .as_ref()
+                    .map(|v| format!(" via {v}"))
+                    .unwrap_or_default(),
                 r.reason,
                 r.delivery_key
                     .as_ref()
@@ -192,8 +197,8 @@ impl Dlq {
             jobs: ledger
                 .job_list(&JobFilter {
                     state: Some(JobState::Quarantined),
-                    report: None,
                     limit: Some(1000),
+                    ..JobFilter::default()
                 })
                 .await?,
             deliveries: ledger.delivery_list_quarantined(1000).await?,

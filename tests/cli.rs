@@ -502,7 +502,7 @@ fn run_once_reports_quarantine_with_exit_3_and_redrive_is_audited() {
     );
     let show = run_in(dir.path(), &["show", "warehouse-17:2026-11-30"]);
     assert!(
-        stdout(&show).contains("by alice: source fixed"),
+        stdout(&show).contains("by alice via cli: source fixed"),
         "{}",
         stdout(&show)
     );

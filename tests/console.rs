@@ -3,69 +3,13 @@
 
 mod common;
 
+use common::console::{get, hidden, location, post_form, sign_in};
 use common::fixtures::new_job;
-use common::ops_server::{Server, TOKEN, VIEWER_TOKEN, start};
+use common::ops_server::{TOKEN, VIEWER_TOKEN, start};
 use common::{TestLedger, at};
 use dawnpost::server::console::CSP;
 use reqwest::StatusCode;
-use reqwest::header::{CONTENT_SECURITY_POLICY, LOCATION, SET_COOKIE};
-
-/// A client that does not follow redirects, so each 303 and its cookie can be checked.
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client")
-}
-
-async fn get(s: &Server, path: &str, cookie: Option<&str>) -> reqwest::Response {
-    let mut req = client().get(format!("{}{path}", s.base));
-    if let Some(c) = cookie {
-        req = req.header("cookie", c);
-    }
-    req.send().await.expect("request")
-}
-
-async fn post_form(
-    s: &Server,
-    path: &str,
-    cookie: Option<&str>,
-    form: &[(&str, &str)],
-) -> reqwest::Response {
-    let body = url::form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(form)
-        .finish();
-    let mut req = client()
-        .post(format!("{}{path}", s.base))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body);
-    if let Some(c) = cookie {
-        req = req.header("cookie", c);
-    }
-    req.send().await.expect("request")
-}
-
-/// Signs in with `token` and returns the `name=value` of the session cookie.
-async fn sign_in(s: &Server, token: &str) -> String {
-    let r = post_form(s, "/ui/login", None, &[("token", token)]).await;
-    assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    let set = r.headers()[SET_COOKIE].to_str().expect("ascii").to_string();
-    set.split(';').next().expect("pair").to_string()
-}
-
-fn location(r: &reqwest::Response) -> &str {
-    r.headers()
-        .get(LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-}
-
-/// The value of a hidden form field in a page.
-fn hidden(html: &str, name: &str) -> String {
-    let marker = format!("name=\"{name}\" value=\"");
-    let start = html.find(&marker).expect("field") + marker.len();
-    html[start..].split('"').next().expect("value").to_string()
-}
+use reqwest::header::{CONTENT_SECURITY_POLICY, SET_COOKIE};
 
 async fn login_sets_a_strict_session_cookie_that_every_page_needs(t: &TestLedger) {
     let s = start(t).await;

@@ -7,6 +7,7 @@ use common::jk;
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
+use dawnpost::ledger::Audit;
 use dawnpost::ledger::{
     DeliveryNext, DeliveryState, JobState, LedgerError, RescueBudget, ResponseClass,
 };
@@ -104,7 +105,7 @@ async fn sent_is_final(t: &TestLedger) {
         0
     );
     assert!(matches!(
-        l.delivery_redrive(lease.key(), "ops", "why not", later)
+        l.delivery_redrive(lease.key(), &Audit::new("ops", "why not", "cli"), later)
             .await,
         Err(LedgerError::WrongState {
             expected: "quarantined",

@@ -8,6 +8,7 @@ use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
 use dawnpost::keys::DeliveryKey;
+use dawnpost::ledger::Audit;
 use dawnpost::ledger::{
     DeliveryNext, DeliveryState, JobState, LedgerError, RescueBudget, ResponseClass,
 };
@@ -46,9 +47,13 @@ async fn a_redrive_between_the_check_and_the_delete_is_not_deleted(t: &TestLedge
     let page = l.job_terminal_before(later, 10).await.expect("page");
     assert_eq!(page.len(), 1);
     // ...then an operator redrives it before the delete...
-    l.job_redrive(&jk(key), "ops", "carrier fixed their inbox", later)
-        .await
-        .expect("redrive");
+    l.job_redrive(
+        &jk(key),
+        &Audit::new("ops", "carrier fixed their inbox", "cli"),
+        later,
+    )
+    .await
+    .expect("redrive");
     // ...and every retention write now refuses it.
     assert_eq!(l.job_delete(&jk(key)).await.expect("delete"), None);
     assert_eq!(
@@ -82,15 +87,16 @@ async fn redrives_racing_deletes_are_never_lost(t: &TestLedger) {
         let delivery = quarantined_job(t, &text).await;
         let key = jk(&text);
         let later = t0() + Duration::days(60);
+        let audit = Audit::new("ops", "retry", "cli");
         let (deleted, redriven) = if i % 2 == 0 {
             tokio::join!(
                 t.ledger.job_delete(&key),
-                other.job_redrive(&key, "ops", "retry", later)
+                other.job_redrive(&key, &audit, later)
             )
         } else {
             let (d, r) = tokio::join!(
                 t.ledger.job_delete(&key),
-                other.delivery_redrive(&delivery, "ops", "retry", later)
+                other.delivery_redrive(&delivery, &audit, later)
             );
             (d, r)
         };
@@ -296,12 +302,14 @@ async fn cancelling_a_job_closes_its_waiting_deliveries(t: &TestLedger) {
     let delivery = quarantined_job(t, key).await;
     let later = t0() + Duration::days(9);
     // Redriven after retention deleted its artifact: the job renders again, the delivery waits.
-    l.job_redrive(&jk(key), "ops", "again", later)
+    l.job_redrive(&jk(key), &Audit::new("ops", "again", "cli"), later)
         .await
         .expect("redrive");
     let d = l.delivery_get(&delivery).await.expect("get").expect("d");
     assert_eq!(d.state, DeliveryState::Pending);
-    l.job_cancel(&jk(key), later).await.expect("cancel");
+    l.job_cancel(&jk(key), &Audit::new("ops", "not needed", "cli"), later)
+        .await
+        .expect("cancel");
     let d = l.delivery_get(&delivery).await.expect("get").expect("d");
     assert_eq!(d.state, DeliveryState::Quarantined);
     assert_eq!(d.last_error.as_deref(), Some("the job was cancelled"));
@@ -314,7 +322,12 @@ async fn cancelling_a_job_closes_its_waiting_deliveries(t: &TestLedger) {
     let leases = rendered_job(t, "busy:2026-10-25", &["ops@example.com"]).await;
     l.delivery_release(&leases[0], t0()).await.expect("release");
     assert!(matches!(
-        l.job_cancel(&jk("busy:2026-10-25"), later).await,
+        l.job_cancel(
+            &jk("busy:2026-10-25"),
+            &Audit::new("ops", "not needed", "cli"),
+            later
+        )
+        .await,
         Err(LedgerError::WrongState { .. })
     ));
     let d = l

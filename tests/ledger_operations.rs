@@ -8,6 +8,7 @@ use common::{dk, jk};
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
+use dawnpost::ledger::Audit;
 use dawnpost::ledger::{
     DeliveryNext, DeliveryState, JobFilter, JobState, LedgerError, RescueBudget, ResponseClass,
 };
@@ -22,7 +23,11 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
 
     let later = t0() + Duration::hours(2);
     let out = l
-        .delivery_redrive(leases[1].key(), "alice", "mailbox fixed by carrier", later)
+        .delivery_redrive(
+            leases[1].key(),
+            &Audit::new("alice", "mailbox fixed by carrier", "cli"),
+            later,
+        )
         .await
         .expect("redrive");
     assert_eq!(out.job_key, "w:2026-10-25");
@@ -80,15 +85,14 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         .collect();
     assert_eq!(numbers, [1, 2]);
     assert!(matches!(
-        l.delivery_redrive(leases[1].key(), "alice", "again", later)
+        l.delivery_redrive(leases[1].key(), &Audit::new("alice", "again", "cli"), later)
             .await,
         Err(LedgerError::WrongState { .. })
     ));
     assert!(matches!(
         l.delivery_redrive(
             &dk("nope:2026-10-25/email:x@example.com"),
-            "alice",
-            "x",
+            &Audit::new("alice", "x", "cli"),
             later
         )
         .await,
@@ -106,9 +110,13 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     l.job_quarantine(&lease, "bad template", t0())
         .await
         .expect("quarantine");
-    l.job_redrive(&jk("r:2026-10-25"), "bob", "template fixed", later)
-        .await
-        .expect("redrive job");
+    l.job_redrive(
+        &jk("r:2026-10-25"),
+        &Audit::new("bob", "template fixed", "cli"),
+        later,
+    )
+    .await
+    .expect("redrive job");
     let r = l
         .job_get(&jk("r:2026-10-25"))
         .await
@@ -119,8 +127,12 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         (JobState::Ready, 1, None)
     );
     assert!(matches!(
-        l.job_redrive(&jk("r:2026-10-25"), "bob", "twice", later)
-            .await,
+        l.job_redrive(
+            &jk("r:2026-10-25"),
+            &Audit::new("bob", "twice", "cli"),
+            later
+        )
+        .await,
         Err(LedgerError::WrongState {
             expected: "quarantined",
             ..
@@ -140,7 +152,11 @@ async fn job_redrive_returns_quarantined_deliveries(t: &TestLedger) {
         .await
         .expect("settle");
     let out = l
-        .job_redrive(&jk("w:2026-10-25"), "ops", "receiver fixed", t0())
+        .job_redrive(
+            &jk("w:2026-10-25"),
+            &Audit::new("ops", "receiver fixed", "cli"),
+            t0(),
+        )
         .await
         .expect("redrive");
     assert_eq!(out.deliveries, 1, "only the quarantined delivery returns");
@@ -235,9 +251,13 @@ async fn rescue_returns_expired_deliveries_and_explains(t: &TestLedger) {
 async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
-    l.job_cancel(&jk("a:2026-10-25"), t0())
-        .await
-        .expect("cancel ready");
+    l.job_cancel(
+        &jk("a:2026-10-25"),
+        &Audit::new("ops", "not needed", "cli"),
+        t0(),
+    )
+    .await
+    .expect("cancel ready");
     assert_eq!(
         l.job_get(&jk("a:2026-10-25"))
             .await
@@ -248,14 +268,24 @@ async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
     );
     let _lease = l.job_lease(&params("w1", t0(), 1)).await.expect("lease");
     assert!(matches!(
-        l.job_cancel(&jk("b:2026-10-25"), t0()).await,
+        l.job_cancel(
+            &jk("b:2026-10-25"),
+            &Audit::new("ops", "not needed", "cli"),
+            t0()
+        )
+        .await,
         Err(LedgerError::WrongState {
             expected: "ready or quarantined",
             ..
         })
     ));
     assert!(matches!(
-        l.job_cancel(&jk("zz:2026-10-25"), t0()).await,
+        l.job_cancel(
+            &jk("zz:2026-10-25"),
+            &Audit::new("ops", "not needed", "cli"),
+            t0()
+        )
+        .await,
         Err(LedgerError::NotFound { .. })
     ));
 }
@@ -263,9 +293,13 @@ async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
 async fn lists_filter_by_state_and_report(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-24", "a:2026-10-25", "b:2026-10-25"]).await;
-    l.job_cancel(&jk("b:2026-10-25"), t0())
-        .await
-        .expect("cancel");
+    l.job_cancel(
+        &jk("b:2026-10-25"),
+        &Audit::new("ops", "not needed", "cli"),
+        t0(),
+    )
+    .await
+    .expect("cancel");
     let ready = l
         .job_list(&JobFilter {
             state: Some(JobState::Ready),
@@ -292,12 +326,20 @@ async fn lists_filter_by_state_and_report(t: &TestLedger) {
 async fn terminal_before_finds_only_finished_old_work(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["old:2026-10-25", "new:2026-10-25", "live:2026-10-25"]).await;
-    l.job_cancel(&jk("old:2026-10-25"), t0())
-        .await
-        .expect("cancel");
-    l.job_cancel(&jk("new:2026-10-25"), t0() + Duration::days(5))
-        .await
-        .expect("cancel");
+    l.job_cancel(
+        &jk("old:2026-10-25"),
+        &Audit::new("ops", "not needed", "cli"),
+        t0(),
+    )
+    .await
+    .expect("cancel");
+    l.job_cancel(
+        &jk("new:2026-10-25"),
+        &Audit::new("ops", "not needed", "cli"),
+        t0() + Duration::days(5),
+    )
+    .await
+    .expect("cancel");
     let found = l
         .job_terminal_before(t0() + Duration::days(1), 100)
         .await

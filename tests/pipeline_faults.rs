@@ -12,6 +12,7 @@ use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger, jk, run_date};
 use dawnpost::Config;
 use dawnpost::artifact::ArtifactStore;
+use dawnpost::ledger::Audit;
 use dawnpost::ledger::{DeliveryState, JobState, ResponseClass};
 use dawnpost::runner::RunOnceSummary;
 use dawnpost::sweeper::{Sweeper, SweeperConfig};
@@ -221,7 +222,11 @@ async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives
 
     // Redriven, the job renders again from the same data: the same bytes, the same sha256.
     t.ledger
-        .job_redrive(&key, "ops", "receiver is back", chrono::Utc::now())
+        .job_redrive(
+            &key,
+            &Audit::new("ops", "receiver is back", "cli"),
+            chrono::Utc::now(),
+        )
         .await
         .expect("redrive");
     let second = run(&p, t, Duration::from_secs(30)).await;

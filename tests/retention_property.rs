@@ -14,6 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use common::TestLedger;
 use common::world::*;
 use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey};
+use dawnpost::ledger::Audit;
 use dawnpost::ledger::{DeliveryState, JobState, Ledger, RescueBudget};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -179,8 +180,9 @@ async fn run_case(t: &TestLedger, c: Case) {
             Op::SweepRacingRedrive(i) => {
                 let key = pick(i);
                 let sweeper = world.sweeper(l, now);
+                let audit = Audit::new("ops", "race", "cli");
                 let (swept, redriven) =
-                    tokio::join!(sweeper.run_once(), l.job_redrive(&key, "ops", "race", now));
+                    tokio::join!(sweeper.run_once(), l.job_redrive(&key, &audit, now));
                 swept.expect("sweep");
                 if redriven.is_ok() {
                     assert!(
@@ -191,14 +193,20 @@ async fn run_case(t: &TestLedger, c: Case) {
                 }
             }
             Op::Redrive(i) => {
-                let _ = l.job_redrive(&pick(i), "ops", "again", now).await;
+                let _ = l
+                    .job_redrive(&pick(i), &Audit::new("ops", "again", "cli"), now)
+                    .await;
             }
             Op::RedriveDelivery(i) => {
                 let dk = DeliveryKey::new(pick(i), DestinationKind::Email, "ops@example.com");
-                let _ = l.delivery_redrive(&dk, "ops", "again", now).await;
+                let _ = l
+                    .delivery_redrive(&dk, &Audit::new("ops", "again", "cli"), now)
+                    .await;
             }
             Op::Cancel(i) => {
-                let _ = l.job_cancel(&pick(i), now).await;
+                let _ = l
+                    .job_cancel(&pick(i), &Audit::new("ops", "not needed", "cli"), now)
+                    .await;
             }
             Op::Rescue => {
                 l.lease_rescue(now, &RescueBudget::default())

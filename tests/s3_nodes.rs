@@ -156,9 +156,8 @@ async fn three_nodes(t: &TestLedger, db_url: &str) {
     let l = &t.ledger;
     let all = l
         .job_list(&JobFilter {
-            state: None,
-            report: None,
             limit: Some(1000),
+            ..JobFilter::default()
         })
         .await
         .expect("jobs");

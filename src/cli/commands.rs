@@ -18,7 +18,7 @@ use crate::artifact::{ArtifactStore, StoredArtifact};
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::history::{JobHistory, Redactions, StoreCheck};
-use crate::ledger::{JobFilter, JobOrigin, JobState, LedgerError, NewJob};
+use crate::ledger::{Audit, JobFilter, JobOrigin, JobState, LedgerError, NewJob};
 use crate::render::Rendered;
 use crate::runner::RunOnceOptions;
 use crate::schedule::{Fire, rfc3339};
@@ -196,6 +196,7 @@ pub(super) async fn jobs(ledger: &mut LedgerSlot<'_>, args: JobsArgs) -> anyhow:
             state,
             report: args.report,
             limit: Some(args.limit),
+            ..JobFilter::default()
         })
         .await?;
     if args.json {
@@ -426,6 +427,7 @@ pub(super) async fn redrive(
     }
     let l = ledger.get().await?;
     let now = clock.now();
+    let audit = Audit::new(by, reason, "cli");
     let result = match &args.delivery {
         Some(d) => {
             match l.delivery_get(d).await? {
@@ -438,9 +440,9 @@ pub(super) async fn redrive(
                 }
                 _ => {}
             }
-            l.delivery_redrive(d, by, reason, now).await
+            l.delivery_redrive(d, &audit, now).await
         }
-        None => l.job_redrive(key, by, reason, now).await,
+        None => l.job_redrive(key, &audit, now).await,
     };
     match result {
         Ok(out) => {

@@ -5,10 +5,9 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
-use super::jobs::AUDIT_REDRIVE;
 use super::types::parse_key;
 use super::{
-    Arg, Attempt, AttemptRecord, Delivery, DeliveryLease, DeliveryNext, DeliveryRecord,
+    Arg, Attempt, AttemptRecord, Audit, Delivery, DeliveryLease, DeliveryNext, DeliveryRecord,
     DeliveryState, Finish, Ledger, LedgerError, NewAttempt, Redrive, RedriveOutcome, RedriveRecord,
     Result, lease_lost,
 };
@@ -216,8 +215,7 @@ impl Ledger {
     pub async fn delivery_redrive(
         &self,
         key: &DeliveryKey,
-        by: &str,
-        reason: &str,
+        audit: &Audit<'_>,
         now: DateTime<Utc>,
     ) -> Result<RedriveOutcome> {
         let now_ms = to_millis(now);
@@ -239,12 +237,7 @@ impl Ledger {
                     .bind(job_key)
                     .execute(&mut *tx)
                     .await?;
-                sqlx::query(AUDIT_REDRIVE)
-                    .bind(job_key)
-                    .bind(key)
-                    .bind(by)
-                    .bind(reason)
-                    .bind(now_ms)
+                audit_query!(job_key, Some(key), audit, "redrive", now_ms)
                     .execute(&mut *tx)
                     .await?;
                 tx.commit().await?;

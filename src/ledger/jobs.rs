@@ -4,11 +4,11 @@ use chrono::{DateTime, Utc};
 
 use super::types::parse_key;
 use super::{
-    Arg, ArtifactRef, Job, JobFilter, JobLease, JobRecord, JobState, Ledger, LedgerError,
-    NewDelivery, NewJob, RedriveOutcome, Render, Result, fenced,
+    Arg, ArtifactRef, Audit, Job, JobLease, JobRecord, JobState, Ledger, LedgerError, NewDelivery,
+    NewJob, RedriveOutcome, Render, Result, fenced,
 };
 use crate::clock::to_millis;
-use crate::keys::JobKey;
+use crate::keys::{DeliveryKey, JobKey};
 
 /// Inserts jobs from parallel arrays (key, report, local date, origin, fire_at, window start
 /// and end, ready_at), created at `$9`; returns the keys it inserted. PostgreSQL plans the
@@ -91,10 +91,6 @@ pub(super) const REDRIVE_DELIVERIES: &str = "UPDATE deliveries SET state = 'pend
         redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
      WHERE job_key = $2 AND state = 'quarantined'";
 
-/// The audit row of a redrive: job `$1`, delivery `$2` (NULL for the whole job), by `$3`,
-/// reason `$4`, at `$5`.
-pub(super) const AUDIT_REDRIVE: &str = "INSERT INTO redrives (job_key, delivery_key, redriven_by, reason, at) VALUES ($1, $2, $3, $4, $5)";
-
 impl Ledger {
     /// Inserts jobs whose keys do not exist yet; returns the keys actually inserted. The key
     /// is the table's primary key, so two inserters racing on one key insert it once. One
@@ -129,25 +125,6 @@ impl Ledger {
     pub async fn job_get_many(&self, keys: &[&JobKey]) -> Result<Vec<Job>> {
         let head = concat!("SELECT ", job_columns!(), " FROM jobs WHERE key IN (");
         self.select_by_job_keys::<JobRecord, _>(head, keys).await
-    }
-
-    /// Jobs newest first, filtered by state and report.
-    pub async fn job_list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
-        let limit = i64::from(filter.limit.unwrap_or(1000));
-        let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs WHERE ($1 IS NULL OR state = $1) AND ($2 IS NULL OR report = $2)
-                  ORDER BY local_date DESC, report, key LIMIT $3"
-            ))
-            .bind(filter.state.map(JobState::as_str))
-            .bind(filter.report.as_deref())
-            .bind(limit)
-            .fetch_all(p)
-            .await?
-        });
-        recs.into_iter().map(Job::try_from).collect()
     }
 
     /// How many jobs are in each state.
@@ -327,8 +304,13 @@ impl Ledger {
     }
 
     /// `ready | quarantined → cancelled`, by an operator; deliveries still waiting (a job
-    /// redriven to render again) are closed as quarantined "the job was cancelled".
-    pub async fn job_cancel(&self, key: &JobKey, now: DateTime<Utc>) -> Result<()> {
+    /// redriven to render again) are closed as quarantined "the job was cancelled". Audited.
+    pub async fn job_cancel(
+        &self,
+        key: &JobKey,
+        audit: &Audit<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
         let now_ms = to_millis(now);
         let n = on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
@@ -342,6 +324,9 @@ impl Ledger {
                 sqlx::query(CANCEL_DELIVERIES)
                     .bind(now_ms)
                     .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+                audit_query!(key, None::<&DeliveryKey>, audit, "cancel", now_ms)
                     .execute(&mut *tx)
                     .await?;
                 tx.commit().await?;
@@ -363,8 +348,7 @@ impl Ledger {
     pub async fn job_redrive(
         &self,
         key: &JobKey,
-        by: &str,
-        reason: &str,
+        audit: &Audit<'_>,
         now: DateTime<Utc>,
     ) -> Result<RedriveOutcome> {
         let now_ms = to_millis(now);
@@ -386,12 +370,7 @@ impl Ledger {
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();
-                sqlx::query(AUDIT_REDRIVE)
-                    .bind(key)
-                    .bind(None::<&str>)
-                    .bind(by)
-                    .bind(reason)
-                    .bind(now_ms)
+                audit_query!(key, None::<&DeliveryKey>, audit, "redrive", now_ms)
                     .execute(&mut *tx)
                     .await?;
                 tx.commit().await?;

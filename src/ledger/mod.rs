@@ -48,6 +48,7 @@ macro_rules! on_backend {
 
 #[macro_use]
 mod sql;
+mod browse;
 mod deliveries;
 mod ingest;
 mod jobs;

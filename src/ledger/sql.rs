@@ -42,7 +42,7 @@ macro_rules! attempt_columns {
 /// The columns of `redrives`, in the order of `RedriveRecord`.
 macro_rules! redrive_columns {
     () => {
-        "job_key, delivery_key, redriven_by, reason, at"
+        "job_key, delivery_key, redriven_by, reason, at, action, via"
     };
 }
 
@@ -91,5 +91,24 @@ macro_rules! settled_state {
 macro_rules! redriven_job_state {
     () => {
         "CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL THEN 'ready' ELSE 'delivering' END"
+    };
+}
+
+/// The audit row of an action: job `$1`, delivery `$2` (NULL for the whole job), by `$3`,
+/// reason `$4`, at `$5`, action `$6` (`redrive`, `cancel`), via `$7`.
+pub(super) const AUDIT_REDRIVE: &str = "INSERT INTO redrives (job_key, delivery_key, redriven_by, reason, at, action, via) VALUES ($1, $2, $3, $4, $5, $6, $7)";
+
+/// The audit row's statement for job `$job`, delivery `$delivery` (an `Option`), an
+/// [`Audit`], the action and the instant in milliseconds, for either backend's transaction.
+macro_rules! audit_query {
+    ($job:expr, $delivery:expr, $audit:expr, $action:expr, $at_ms:expr) => {
+        sqlx::query(crate::ledger::sql::AUDIT_REDRIVE)
+            .bind($job)
+            .bind($delivery)
+            .bind($audit.by)
+            .bind($audit.reason)
+            .bind($at_ms)
+            .bind($action)
+            .bind($audit.via)
     };
 }

@@ -411,7 +411,21 @@ impl TryFrom<AttemptRecord> for Attempt {
     }
 }
 
-/// One audited redrive.
+/// Who did an audited action, why, and through what (`cli`, `api`, `console:operator`).
+#[derive(Debug, Clone, Copy)]
+pub struct Audit<'a> {
+    pub by: &'a str,
+    pub reason: &'a str,
+    pub via: &'a str,
+}
+
+impl<'a> Audit<'a> {
+    pub fn new(by: &'a str, reason: &'a str, via: &'a str) -> Audit<'a> {
+        Audit { by, reason, via }
+    }
+}
+
+/// One audited action on a job or a delivery: a redrive or a cancel.
 #[derive(Debug, Clone, Serialize)]
 pub struct Redrive {
     pub job_key: JobKey,
@@ -419,6 +433,10 @@ pub struct Redrive {
     pub by: String,
     pub reason: String,
     pub at: DateTime<Utc>,
+    /// `redrive` or `cancel`.
+    pub action: String,
+    /// Through what: `cli`, `api`, `console:operator`; unset on rows older than the column.
+    pub via: Option<String>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -428,6 +446,8 @@ pub(super) struct RedriveRecord {
     redriven_by: String,
     reason: String,
     at: i64,
+    action: String,
+    via: Option<String>,
 }
 
 impl TryFrom<RedriveRecord> for Redrive {
@@ -440,6 +460,8 @@ impl TryFrom<RedriveRecord> for Redrive {
             by: r.redriven_by,
             reason: r.reason,
             at: from_millis(r.at),
+            action: r.action,
+            via: r.via,
         })
     }
 }
@@ -544,11 +566,19 @@ pub struct RedriveOutcome {
     pub deliveries: u64,
 }
 
-/// Which jobs to list.
+/// Which jobs to list (every field narrows; unset fields do not).
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {
     pub state: Option<JobState>,
     pub report: Option<String>,
+    /// Local dates from this one, inclusive.
+    pub from: Option<chrono::NaiveDate>,
+    /// Local dates up to this one, inclusive.
+    pub to: Option<chrono::NaiveDate>,
+    /// Jobs with a delivery whose last attempt had this class.
+    pub class: Option<ResponseClass>,
+    /// The page after this key (in the list's order: newest date first, then key).
+    pub after: Option<JobKey>,
     pub limit: Option<u32>,
 }
 

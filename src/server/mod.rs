@@ -42,6 +42,8 @@ pub const TIMESTAMP_TOLERANCE_SECS: i64 = 5 * 60;
 #[derive(Clone)]
 pub struct ServerState {
     pub ledger: Ledger,
+    /// Where artifacts are read back from (the console's preview).
+    pub artifacts: Arc<crate::artifact::ArtifactStore>,
     pub reports: Arc<HashMap<String, Arc<Report>>>,
     pub clock: SharedClock,
     pub ingest_secret: Option<Secret>,

@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 use super::{ApiError, ServerState, header_str};
 use crate::history::{Dlq, JobHistory};
 use crate::keys::{DeliveryKey, JobKey};
-use crate::ledger::{JobFilter, JobState, LedgerError};
+use crate::ledger::{Audit, JobFilter, JobState, LedgerError};
 
 /// Refuses a request without the ops token before its handler parses anything.
 pub(super) async fn require_token(
@@ -102,6 +102,7 @@ pub(super) async fn list_jobs(
         state,
         report: q.report.filter(|r| !r.is_empty()),
         limit: Some(q.limit.unwrap_or(100).min(1000)),
+        ..JobFilter::default()
     };
     Ok(axum::Json(st.ledger.job_list(&filter).await?).into_response())
 }
@@ -157,7 +158,11 @@ pub(super) async fn redrive_job(
     let key: JobKey = path_key("job", &key)?;
     let out = st
         .ledger
-        .job_redrive(&key, &req.by, &req.reason, st.clock.now())
+        .job_redrive(
+            &key,
+            &Audit::new(&req.by, &req.reason, "api"),
+            st.clock.now(),
+        )
         .await?;
     Ok(axum::Json(json!({ "job": out.job_key, "deliveries": out.deliveries })).into_response())
 }
@@ -171,7 +176,11 @@ pub(super) async fn redrive_delivery(
     let key: DeliveryKey = path_key("delivery", &key)?;
     let out = st
         .ledger
-        .delivery_redrive(&key, &req.by, &req.reason, st.clock.now())
+        .delivery_redrive(
+            &key,
+            &Audit::new(&req.by, &req.reason, "api"),
+            st.clock.now(),
+        )
         .await?;
     Ok(axum::Json(json!({ "job": out.job_key, "delivery": key })).into_response())
 }

@@ -29,6 +29,7 @@ pub struct Server {
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
     pub project: Project,
+    pub artifacts: Arc<dawnpost::artifact::ArtifactStore>,
 }
 
 pub async fn start(t: &TestLedger) -> Server {
@@ -37,8 +38,13 @@ pub async fn start(t: &TestLedger) -> Server {
     let clock = ManualClock::new(at(2026, 11, 30, 9, 0));
     let metrics = Arc::new(Metrics::default());
     let health = Arc::new(Health::default());
+    let artifacts =
+        dawnpost::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
+            .expect("artifact store");
+    let artifacts = Arc::new(artifacts);
     let state = ServerState {
         ledger: t.ledger.clone(),
+        artifacts: artifacts.clone(),
         reports: Arc::new(config.reports_by_id()),
         clock: Arc::new(clock.clone()),
         ingest_secret: Some(Secret::parse(SECRET).expect("secret")),
@@ -69,6 +75,7 @@ pub async fn start(t: &TestLedger) -> Server {
         metrics,
         health,
         project: p,
+        artifacts,
     }
 }
 

@@ -126,7 +126,13 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
     match spec.shape {
         Shape::Ready => return k,
         Shape::Cancelled => {
-            l.job_cancel(&k, finished).await.expect("cancel");
+            l.job_cancel(
+                &k,
+                &dawnpost::ledger::Audit::new("ops", "not needed", "cli"),
+                finished,
+            )
+            .await
+            .expect("cancel");
             return k;
         }
         _ => {}
@@ -193,9 +199,13 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         .expect("finish");
     l.job_settle(&k, finished).await.expect("settle");
     if spec.shape == Shape::Redriven {
-        l.job_redrive(&k, "ops", "again", finished + Duration::hours(1))
-            .await
-            .expect("redrive");
+        l.job_redrive(
+            &k,
+            &dawnpost::ledger::Audit::new("ops", "again", "cli"),
+            finished + Duration::hours(1),
+        )
+        .await
+        .expect("redrive");
     }
     k
 }

@@ -3,6 +3,9 @@
 //! without one every page redirects to `/ui/login`. Every response carries a strict
 //! Content-Security-Policy; every state-changing form carries the session's CSRF token.
 
+mod job;
+mod job_view;
+mod jobs;
 pub mod pages;
 pub mod session;
 
@@ -25,13 +28,16 @@ const CSS: &str = include_str!("console.css");
 /// What every console response may load: its own stylesheet and nothing else; no script, no
 /// framing by other sites, forms posting back here only.
 pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
-     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+     frame-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// A console failure, shown as a page.
 #[derive(Debug, thiserror::Error)]
 pub enum ConsoleError {
     #[error(transparent)]
     Ledger(#[from] crate::ledger::LedgerError),
+    /// A form or query the console cannot act on: what is wrong, by field.
+    #[error("{0}")]
+    Invalid(String),
     #[error(
         "this form has expired or did not come from this console: reload the page and try again"
     )]
@@ -42,17 +48,35 @@ pub enum ConsoleError {
 
 impl IntoResponse for ConsoleError {
     fn into_response(self) -> Response {
+        use crate::ledger::LedgerError;
         let status = match &self {
+            ConsoleError::Ledger(LedgerError::NotFound { .. }) => StatusCode::NOT_FOUND,
+            ConsoleError::Ledger(LedgerError::WrongState { .. }) => StatusCode::CONFLICT,
             ConsoleError::Ledger(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ConsoleError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ConsoleError::Csrf | ConsoleError::ViewerOnly => StatusCode::FORBIDDEN,
         };
-        if status.is_server_error() {
-            tracing::error!(error = %self, "console page failed");
-        }
+        let shown = match &self {
+            ConsoleError::Ledger(
+                LedgerError::NotFound { key, .. } | LedgerError::WrongState { key, .. },
+            ) => {
+                // A delivery's key holds its recipient: shown redacted.
+                let redacted = key
+                    .parse::<crate::keys::DeliveryKey>()
+                    .map(|d| d.redacted())
+                    .unwrap_or_else(|_| key.clone());
+                self.to_string().replace(key.as_str(), &redacted)
+            }
+            ConsoleError::Ledger(_) => {
+                tracing::error!(error = %self, "console page failed");
+                "The ledger is unavailable; see the daemon's log.".to_string()
+            }
+            _ => self.to_string(),
+        };
         let body = pages::shell(
             "Error",
             None,
-            maud::html! { h1 { "Error" } p.error role="alert" { (self.to_string()) } },
+            maud::html! { h1 { "Error" } p.error role="alert" { (shown) } },
         );
         (status, page(body)).into_response()
     }
@@ -62,6 +86,11 @@ impl IntoResponse for ConsoleError {
 pub fn router(state: ServerState) -> Router<ServerState> {
     let signed_in = Router::new()
         .route("/ui/", get(overview))
+        .route("/ui/jobs", get(jobs::list))
+        .route("/ui/jobs/{key}", get(job::show))
+        .route("/ui/jobs/{key}/artifact", get(job::artifact))
+        .route("/ui/jobs/{key}/redrive", post(job::redrive))
+        .route("/ui/jobs/{key}/cancel", post(job::cancel))
         .route("/ui/logout", post(logout))
         .route_layer(axum::middleware::from_fn_with_state(state, require_session));
     Router::new()
@@ -78,10 +107,9 @@ fn page(markup: Markup) -> Html<String> {
 
 async fn security_headers(mut response: Response) -> Response {
     let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CSP),
-    );
+    // A handler's own policy stands (the artifact preview's).
+    h.entry(header::CONTENT_SECURITY_POLICY)
+        .or_insert(HeaderValue::from_static(CSP));
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),

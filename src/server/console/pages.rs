@@ -108,6 +108,18 @@ pub fn overview(session: &Session, o: &Overview) -> Markup {
     )
 }
 
+/// A state (or class) as a badge.
+pub fn state_badge(state: &str) -> Markup {
+    html! { span class={"state " (state)} { (state) } }
+}
+
+/// An instant, in UTC to the second, machine-readable in `datetime`.
+pub fn when(at: DateTime<Utc>) -> Markup {
+    html! {
+        time datetime=(crate::schedule::rfc3339(at)) { (at.format("%Y-%m-%d %H:%M:%S UTC")) }
+    }
+}
+
 /// A state → count table of the states that have any rows (an absent state has none).
 fn counts<'a>(rows: impl Iterator<Item = (&'a str, i64)>) -> Markup {
     let rows: Vec<(&str, i64)> = rows.collect();
@@ -119,7 +131,7 @@ fn counts<'a>(rows: impl Iterator<Item = (&'a str, i64)>) -> Markup {
                 tbody {
                     @for (state, n) in &rows {
                         tr {
-                            th scope="row" { span class={"state " (state)} { (state) } }
+                            th scope="row" { (state_badge(state)) }
                             td.num { (n) }
                         }
                     }

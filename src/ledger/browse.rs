@@ -1,0 +1,56 @@
+//! Reads for listing: jobs by filter, newest date first, a page at a time (keyset: a page
+//! starts after the last key of the one before, so no page pays for the rows before it).
+
+use super::{Job, JobFilter, JobRecord, Ledger, Result};
+
+impl Ledger {
+    /// Jobs newest date first, then by key, filtered by state, report, local date range and
+    /// the last error class of any of their deliveries; after `filter.after` when set.
+    pub async fn job_list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+        let limit = i64::from(filter.limit.unwrap_or(1000));
+        let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
+            let mut qb = sqlx::QueryBuilder::new(concat!(
+                "SELECT ",
+                job_columns!(),
+                " FROM jobs WHERE TRUE"
+            ));
+            if let Some(s) = filter.state {
+                qb.push(" AND state = ").push_bind(s.as_str());
+            }
+            if let Some(r) = &filter.report {
+                qb.push(" AND report = ").push_bind(r.as_str());
+            }
+            if let Some(d) = filter.from {
+                qb.push(" AND local_date >= ").push_bind(iso(d));
+            }
+            if let Some(d) = filter.to {
+                qb.push(" AND local_date <= ").push_bind(iso(d));
+            }
+            if let Some(c) = filter.class {
+                qb.push(
+                    " AND EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.last_class = ",
+                )
+                .push_bind(c.as_str())
+                .push(")");
+            }
+            if let Some(k) = &filter.after {
+                let date = iso(k.date());
+                qb.push(" AND (local_date < ")
+                    .push_bind(date.clone())
+                    .push(" OR (local_date = ")
+                    .push_bind(date)
+                    .push(" AND key > ")
+                    .push_bind(k.to_string())
+                    .push("))");
+            }
+            qb.push(" ORDER BY local_date DESC, key LIMIT ")
+                .push_bind(limit);
+            qb.build_query_as().fetch_all(p).await?
+        });
+        recs.into_iter().map(Job::try_from).collect()
+    }
+}
+
+fn iso(d: chrono::NaiveDate) -> String {
+    crate::keys::IsoDate(d).to_string()
+}

@@ -1,0 +1,165 @@
+//! `/ui/jobs/{key}`: one job as a timeline (what `show` tells), its artifact's preview in a
+//! sandboxed frame, and the operator's actions on it: redrive the job or one delivery, cancel.
+
+use axum::extract::rejection::FormRejection;
+use axum::extract::{Form, Path, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::job_view;
+use super::session::{Role, Session};
+use super::{ConsoleError, ServerState, page};
+use crate::history::JobHistory;
+use crate::keys::{DeliveryKey, JobKey};
+use crate::ledger::{Audit, LedgerError};
+
+/// What the artifact frame may do: show the report's own inline styles and data images; no
+/// script, no request, no form; a unique origin (`sandbox`).
+pub const ARTIFACT_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
+     frame-ancestors 'self'; sandbox";
+
+/// How the console audits its actions.
+pub const VIA: &str = "console:operator";
+
+/// A delivery named in a form without its key (which holds a recipient address): the first
+/// 16 hex digits of the key's sha256.
+pub fn delivery_ref(key: &DeliveryKey) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.to_string().as_bytes());
+    hex::encode(&digest[..8])
+}
+
+fn job_key(key: &str) -> Result<JobKey, ConsoleError> {
+    key.parse().map_err(|_| {
+        ConsoleError::Ledger(LedgerError::NotFound {
+            what: "job",
+            key: key.to_string(),
+        })
+    })
+}
+
+async fn history(st: &ServerState, key: &JobKey) -> Result<JobHistory, ConsoleError> {
+    JobHistory::load(&st.ledger, key).await?.ok_or_else(|| {
+        ConsoleError::Ledger(LedgerError::NotFound {
+            what: "job",
+            key: key.to_string(),
+        })
+    })
+}
+
+pub(super) async fn show(
+    State(st): State<ServerState>,
+    axum::Extension(session): axum::Extension<Session>,
+    Path(key): Path<String>,
+) -> Result<Response, ConsoleError> {
+    let key = job_key(&key)?;
+    let h = history(&st, &key).await?;
+    Ok(page(job_view::job(&session, &h, st.clock.now())).into_response())
+}
+
+/// The rendered HTML, for the preview frame, under its own policy.
+pub(super) async fn artifact(
+    State(st): State<ServerState>,
+    Path(key): Path<String>,
+) -> Result<Response, ConsoleError> {
+    let key = job_key(&key)?;
+    let h = history(&st, &key).await?;
+    let body = match (&h.job.artifact, h.job.artifact_deleted_at) {
+        (Some(a), None) => match st.artifacts.read_rendered(a).await {
+            Ok(r) => r.html,
+            Err(e) => {
+                tracing::warn!(job = %key, error = %e, "console preview: artifact unreadable");
+                let msg = "The artifact could not be read from the store; see the daemon's log.";
+                return Ok((StatusCode::BAD_GATEWAY, msg).into_response());
+            }
+        },
+        (Some(_), Some(_)) => {
+            return Ok((StatusCode::GONE, "Deleted by retention.").into_response());
+        }
+        (None, _) => return Ok((StatusCode::NOT_FOUND, "Not rendered.").into_response()),
+    };
+    let mut r = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(ARTIFACT_CSP),
+    );
+    Ok(r)
+}
+
+/// An action's form: the CSRF token, who and why (both required: actions are audited), and
+/// for a delivery's redrive its [`delivery_ref`].
+#[derive(Debug, Default, Deserialize)]
+pub struct ActionForm {
+    #[serde(default)]
+    pub csrf: String,
+    #[serde(default)]
+    pub by: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub delivery: String,
+}
+
+/// The form of an operator's action, after the CSRF and role checks, with `by` and `reason`.
+pub(super) fn checked(
+    session: &Session,
+    form: Result<Form<ActionForm>, FormRejection>,
+) -> Result<ActionForm, ConsoleError> {
+    let f = form.map(|Form(f)| f).unwrap_or_default();
+    if !session.csrf_ok(&f.csrf) {
+        return Err(ConsoleError::Csrf);
+    }
+    if session.role != Role::Operator {
+        return Err(ConsoleError::ViewerOnly);
+    }
+    if f.by.trim().is_empty() || f.reason.trim().is_empty() {
+        return Err(ConsoleError::Invalid(
+            "by and reason are required: actions are audited".into(),
+        ));
+    }
+    Ok(f)
+}
+
+pub(super) async fn redrive(
+    State(st): State<ServerState>,
+    axum::Extension(session): axum::Extension<Session>,
+    Path(key): Path<String>,
+    form: Result<Form<ActionForm>, FormRejection>,
+) -> Result<Response, ConsoleError> {
+    let f = checked(&session, form)?;
+    let key = job_key(&key)?;
+    let audit = Audit::new(f.by.trim(), f.reason.trim(), VIA);
+    let now = st.clock.now();
+    if f.delivery.is_empty() {
+        st.ledger.job_redrive(&key, &audit, now).await?;
+    } else {
+        let deliveries = st.ledger.delivery_list(&key).await?;
+        let Some(d) = deliveries
+            .iter()
+            .find(|d| delivery_ref(&d.key) == f.delivery)
+        else {
+            return Err(ConsoleError::Invalid(format!(
+                "job {key} has no delivery {}",
+                f.delivery
+            )));
+        };
+        st.ledger.delivery_redrive(&d.key, &audit, now).await?;
+    }
+    tracing::info!(job = %key, by = audit.by, via = VIA, "console redrive");
+    Ok(Redirect::to(&format!("/ui/jobs/{key}")).into_response())
+}
+
+pub(super) async fn cancel(
+    State(st): State<ServerState>,
+    axum::Extension(session): axum::Extension<Session>,
+    Path(key): Path<String>,
+    form: Result<Form<ActionForm>, FormRejection>,
+) -> Result<Response, ConsoleError> {
+    let f = checked(&session, form)?;
+    let key = job_key(&key)?;
+    let audit = Audit::new(f.by.trim(), f.reason.trim(), VIA);
+    st.ledger.job_cancel(&key, &audit, st.clock.now()).await?;
+    tracing::info!(job = %key, by = audit.by, via = VIA, "console cancel");
+    Ok(Redirect::to(&format!("/ui/jobs/{key}")).into_response())
+}

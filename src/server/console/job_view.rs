@@ -1,0 +1,224 @@
+//! The job page's markup: a timeline of everything that happened to the job, its artifact,
+//! each delivery with every attempt, the audit, and (for an operator) the actions.
+
+use chrono::{DateTime, Utc};
+use maud::{Markup, html};
+
+use super::job::delivery_ref;
+use super::pages::{age, shell, state_badge, when};
+use super::session::{Role, Session};
+use crate::history::{DeliveryHistory, JobHistory, Redactions};
+use crate::ledger::{DeliveryState, JobState};
+
+pub fn job(session: &Session, h: &JobHistory, now: DateTime<Utc>) -> Markup {
+    let j = &h.job;
+    let hide = h.redactions();
+    let operator = session.role == Role::Operator;
+    shell(
+        &j.key.to_string(),
+        Some(session),
+        html! {
+            p { a href="/ui/jobs" { "← Jobs" } }
+            h1 { "Job " (j.key) " " (state_badge(j.state.as_str())) }
+            dl.facts {
+                dt { "Fired" } dd { (when(j.fire_at)) " (" (j.origin) ")" }
+                dt { "Window" } dd { (when(j.window.start)) " → " (when(j.window.end)) }
+                dt { "Render attempts" } dd { (j.attempts) }
+                dt { "Redrives" } dd { (j.redrive_count) }
+                @if let Some(t) = j.terminal_at {
+                    dt { "Finished" } dd { (when(t)) " (" (age(t, now)) " ago)" }
+                }
+                @if let Some(e) = &j.last_error {
+                    dt { "Last error" } dd.error { (hide.text(e)) }
+                }
+            }
+            (artifact(h))
+            @if operator {
+                (job_actions(session, h))
+            }
+            h2 { "Timeline" }
+            (timeline(h, &hide))
+            h2 { "Deliveries" }
+            @if h.deliveries.is_empty() {
+                p { "None yet: deliveries are created when the render commits." }
+            }
+            @for d in &h.deliveries {
+                (delivery(session, d, &hide, operator))
+            }
+            h2 { "Audit" }
+            (audit(h, &hide))
+        },
+    )
+}
+
+fn artifact(h: &JobHistory) -> Markup {
+    let j = &h.job;
+    html! {
+        h2 { "Artifact" }
+        @match (&j.artifact, j.artifact_deleted_at) {
+            (None, _) => { p { "Not rendered." } }
+            (Some(a), deleted) => {
+                dl.facts {
+                    dt { "sha256" } dd { code { (a.sha256) } }
+                    dt { "Size" } dd { (a.bytes) " bytes" }
+                    @if let Some(g) = j.generated_at { dt { "Generated" } dd { (when(g)) } }
+                }
+                @if let Some(at) = deleted {
+                    p.swept { "Swept on " (when(at)) " by retention: the ledger rows remain." }
+                } @else {
+                    iframe.preview sandbox="" title="Rendered report"
+                        src={ "/ui/jobs/" (j.key) "/artifact" } {}
+                }
+            }
+        }
+    }
+}
+
+/// One line of the timeline: when, what.
+struct Event {
+    at: DateTime<Utc>,
+    what: Markup,
+}
+
+fn timeline(h: &JobHistory, hide: &Redactions) -> Markup {
+    let j = &h.job;
+    let mut events = vec![
+        Event {
+            at: j.fire_at,
+            what: html! { "Fired (" (j.origin) ")" },
+        },
+        Event {
+            at: j.created_at,
+            what: html! { "Job created" },
+        },
+    ];
+    if let Some(g) = j.generated_at {
+        events.push(Event {
+            at: g,
+            what: html! { "First render" },
+        });
+    }
+    for d in &h.deliveries {
+        for a in &d.attempt_log {
+            let dest = d.delivery.key.redacted();
+            events.push(Event {
+                at: a.finished_at,
+                what: html! {
+                    "Attempt " (a.attempt) " to " (dest) ": " (state_badge(a.class.as_str()))
+                    @if let Some(c) = a.code { " " (c) }
+                    @if let Some(r) = &a.reason { " — " (hide.text(r)) }
+                },
+            });
+        }
+    }
+    for r in &h.redrives {
+        events.push(Event {
+            at: r.at,
+            what: html! { (r.action) " by " (r.by) ": " (hide.text(&r.reason)) },
+        });
+    }
+    if let Some(t) = j.terminal_at {
+        events.push(Event {
+            at: t,
+            what: html! { "Finished: " (j.state.as_str()) },
+        });
+    }
+    if let Some(t) = j.artifact_deleted_at {
+        events.push(Event {
+            at: t,
+            what: html! { "Artifact swept by retention" },
+        });
+    }
+    events.sort_by_key(|e| e.at);
+    html! {
+        ol.timeline {
+            @for e in &events {
+                li { (when(e.at)) " " (e.what) }
+            }
+        }
+    }
+}
+
+fn delivery(session: &Session, d: &DeliveryHistory, hide: &Redactions, operator: bool) -> Markup {
+    let dl = &d.delivery;
+    html! {
+        section.delivery aria-label={ "Delivery " (dl.key.redacted()) } {
+            h3 { (dl.kind.as_str()) " " (dl.kind.redact(&dl.destination)) " " (state_badge(dl.state.as_str())) }
+            p.hint {
+                (dl.attempts) " attempt(s), " (dl.redrive_count) " redrive(s)"
+                @if dl.state == DeliveryState::Pending { "; next try " (when(dl.ready_at)) }
+                @if let Some(e) = &dl.last_error { "; last error: " (hide.text(e)) }
+            }
+            @if !d.attempt_log.is_empty() {
+                div.table-wrap { table.attempts {
+                    thead { tr {
+                        th scope="col" { "#" } th scope="col" { "Finished" } th scope="col" { "Class" }
+                        th scope="col" { "Code" } th scope="col" { "Retry-After" }
+                        th scope="col" { "Next ready" } th scope="col" { "Reason" }
+                    } }
+                    tbody { @for a in &d.attempt_log { tr {
+                        td.num { (a.attempt) }
+                        td { (when(a.finished_at)) }
+                        td { (state_badge(a.class.as_str())) }
+                        td { @if let Some(c) = a.code { (c) } }
+                        td { @if let Some(ms) = a.retry_after_ms { (ms / 1000) "s" } }
+                        td { @if let Some(t) = a.next_ready_at { (when(t)) } }
+                        td { @if let Some(r) = &a.reason { (hide.text(r)) } }
+                    } } }
+                } }
+            }
+            @if operator && dl.state == DeliveryState::Quarantined {
+                (action_form(session, &format!("/ui/jobs/{}/redrive", dl.job_key),
+                    Some(&delivery_ref(&dl.key)), "Redrive this delivery"))
+            }
+        }
+    }
+}
+
+fn job_actions(session: &Session, h: &JobHistory) -> Markup {
+    let j = &h.job;
+    html! {
+        @if j.state == JobState::Quarantined {
+            (action_form(session, &format!("/ui/jobs/{}/redrive", j.key), None, "Redrive the job"))
+        }
+        @if matches!(j.state, JobState::Ready | JobState::Quarantined) {
+            (action_form(session, &format!("/ui/jobs/{}/cancel", j.key), None, "Cancel the job"))
+        }
+    }
+}
+
+/// A POST form for an audited action: name and reason required, the session's CSRF token.
+fn action_form(session: &Session, action: &str, delivery: Option<&str>, label: &str) -> Markup {
+    html! {
+        form.action method="post" action=(action) aria-label=(label) {
+            input type="hidden" name="csrf" value=(session.csrf);
+            @if let Some(d) = delivery { input type="hidden" name="delivery" value=(d); }
+            label { "Your name " input name="by" required autocomplete="name"; }
+            label { "Reason " input name="reason" required size="32"; }
+            button type="submit" { (label) }
+        }
+    }
+}
+
+fn audit(h: &JobHistory, hide: &Redactions) -> Markup {
+    html! {
+        @if h.redrives.is_empty() {
+            p { "No action yet." }
+        } @else {
+            div.table-wrap { table.audit {
+                thead { tr {
+                    th scope="col" { "When" } th scope="col" { "Action" } th scope="col" { "By" }
+                    th scope="col" { "Via" } th scope="col" { "What" } th scope="col" { "Reason" }
+                } }
+                tbody { @for r in &h.redrives { tr {
+                    td { (when(r.at)) }
+                    td { (r.action) }
+                    td { (r.by) }
+                    td { (r.via.as_deref().unwrap_or("")) }
+                    td { @match &r.delivery_key { Some(d) => (d.redacted()), None => "the job" } }
+                    td { (hide.text(&r.reason)) }
+                } } }
+            } }
+        }
+    }
+}
