@@ -164,6 +164,25 @@ impl DestinationKind {
         }
     }
 
+    /// Where a destination of this kind is received, for grouping dead letters: an address's
+    /// domain (lowercase), a webhook URL's `host:port`.
+    pub fn host(self, destination: &str) -> String {
+        match self {
+            DestinationKind::Email => destination
+                .rsplit_once('@')
+                .map_or("", |(_, domain)| domain)
+                .to_ascii_lowercase(),
+            DestinationKind::Webhook => match url::Url::parse(destination) {
+                Ok(u) => format!(
+                    "{}:{}",
+                    u.host_str().unwrap_or(""),
+                    u.port_or_known_default().unwrap_or(0)
+                ),
+                Err(_) => String::new(),
+            },
+        }
+    }
+
     pub fn parse(s: &str) -> Option<DestinationKind> {
         match s {
             "email" => Some(DestinationKind::Email),

@@ -40,6 +40,7 @@ pub mod pool;
 pub mod redact;
 pub mod render;
 pub mod retry;
+pub mod runbook;
 pub mod runner;
 pub mod schedule;
 pub mod server;

@@ -39,13 +39,13 @@ const SEND_DEFER: &str = "UPDATE deliveries SET state = 'pending', attempts = at
         lease_expires_at = NULL, updated_at = $4
      WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
 
-const REDRIVE: &str = "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts, budget_since = $1,
+pub(super) const REDRIVE: &str = "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts, budget_since = $1,
         redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
      WHERE key = $2 AND state = 'quarantined' RETURNING job_key";
 
 /// The job of a redriven delivery delivers again, or renders again first when retention
 /// deleted its artifact (the same bytes: see `generated_at`); its redriven delivery waits.
-const REDRIVE_JOB: &str = concat!(
+pub(super) const REDRIVE_JOB: &str = concat!(
     "UPDATE jobs SET state = ",
     redriven_job_state!(),
     ", ready_at = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL THEN $1 ELSE ready_at END,
@@ -221,30 +221,13 @@ impl Ledger {
         let now_ms = to_millis(now);
         let job_key: Option<String> = on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
-            // The job's row first, as retention takes it: the two never wait on each other
-            // in opposite orders.
-            if let Some(lock) = d::LOCK_JOB {
-                sqlx::query(lock).bind(key.job()).execute(&mut *tx).await?;
-            }
-            let row: Option<(String,)> = sqlx::query_as(REDRIVE)
-                .bind(now_ms)
-                .bind(key)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if let Some((job_key,)) = &row {
-                sqlx::query(REDRIVE_JOB)
-                    .bind(now_ms)
-                    .bind(job_key)
-                    .execute(&mut *tx)
-                    .await?;
-                audit_query!(job_key, Some(key), audit, "redrive", now_ms)
-                    .execute(&mut *tx)
-                    .await?;
+            let row = redrive_delivery_in!(tx, d, key, audit, now_ms);
+            if row.is_some() {
                 tx.commit().await?;
             } else {
                 tx.rollback().await?;
             }
-            row.map(|(job_key,)| job_key)
+            row
         });
         match job_key {
             Some(job_key) => Ok(RedriveOutcome {

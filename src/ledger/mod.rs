@@ -56,6 +56,7 @@ mod leases;
 mod postgres;
 mod rescue;
 mod retention;
+mod runbooks;
 mod schedule;
 mod sqlite;
 mod types;
@@ -69,6 +70,7 @@ pub use crate::outcome::ResponseClass;
 pub use crate::redact::redact_url;
 pub use leases::LeaseParams;
 pub use rescue::RescueBudget;
+pub use runbooks::{Runbook, RunbookSpec, RunbookStep, StepRecord, Transition};
 pub use types::*;
 
 /// A row type both backends decode.

@@ -112,3 +112,34 @@ macro_rules! audit_query {
             .bind($audit.via)
     };
 }
+
+/// Redrives quarantined delivery `$key` inside transaction `$tx` of dialect `$d`, with its
+/// audit row: the delivery back to `pending`, its job back to delivering (or to render). The
+/// job's row is locked first, as retention takes it: the two never wait on each other in
+/// opposite orders. Evaluates to the job's key, or `None` when the delivery is not quarantined.
+macro_rules! redrive_delivery_in {
+    ($tx:ident, $d:ident, $key:expr, $audit:expr, $now_ms:expr) => {{
+        if let Some(lock) = $d::LOCK_JOB {
+            sqlx::query(lock)
+                .bind($key.job())
+                .execute(&mut *$tx)
+                .await?;
+        }
+        let row: Option<(String,)> = sqlx::query_as(crate::ledger::deliveries::REDRIVE)
+            .bind($now_ms)
+            .bind($key)
+            .fetch_optional(&mut *$tx)
+            .await?;
+        if let Some((job_key,)) = &row {
+            sqlx::query(crate::ledger::deliveries::REDRIVE_JOB)
+                .bind($now_ms)
+                .bind(job_key)
+                .execute(&mut *$tx)
+                .await?;
+            audit_query!(job_key, Some($key), $audit, "redrive", $now_ms)
+                .execute(&mut *$tx)
+                .await?;
+        }
+        row.map(|(job_key,)| job_key)
+    }};
+}
