@@ -70,7 +70,7 @@ pub async fn groups(ledger: &Ledger) -> Result<(Vec<Group>, bool), RunbookError>
         g.newest = Some(g.newest.map_or(at, |n| n.max(at)));
     }
     let mut out: Vec<Group> = by.into_values().collect();
-    out.sort_by(|a, b| b.count.cmp(&a.count));
+    out.sort_by_key(|g| std::cmp::Reverse(g.count));
     Ok((out, truncated))
 }
 
