@@ -46,6 +46,7 @@ pub async fn run(
         "dawnpost running"
     );
     let (tick, rescuer, sweeper) = (Arc::new(tick), Arc::new(rescuer), Arc::new(sweeper));
+    let runbooks = Arc::new(crate::runbook::Driver::new(ledger.clone(), clock.clone()));
     // The listener cannot be rebuilt in place: if the server fails, the daemon stops.
     let server = std::sync::Mutex::new(Some((listener, server::router(state))));
     let services = vec![
@@ -69,6 +70,13 @@ pub async fn run(
             let sweeper = sweeper.clone();
             Box::pin(async move {
                 sweeper.run(cancel).await;
+                Ok(())
+            })
+        }),
+        Service::new("runbooks", OnFailure::Restart, move |cancel| {
+            let runbooks = runbooks.clone();
+            Box::pin(async move {
+                runbooks.run(cancel).await;
                 Ok(())
             })
         }),

@@ -92,7 +92,7 @@ impl Default for Metrics {
 
 /// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
 /// here so that their failure series exist from the start.
-pub const SERVICES: [&str; 5] = ["tick", "pool", "rescuer", "sweeper", "server"];
+pub const SERVICES: [&str; 6] = ["tick", "pool", "rescuer", "sweeper", "runbooks", "server"];
 
 /// The names `GET /metrics` always exports.
 pub const NAMES: &[&str] = &[

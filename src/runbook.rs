@@ -328,3 +328,61 @@ async fn finish(
     };
     Ok(ledger.runbook_move(rb.id, t, record, now).await?)
 }
+
+/// The daemon's `runbooks` service: advances every running runbook every `every`, so a bulk
+/// redrive started from the console (or a CLI that stopped following) carries on. Several
+/// nodes may run it: each step is claimed in the ledger, so one driver takes it.
+#[derive(Debug, Clone)]
+pub struct Driver {
+    ledger: Ledger,
+    clock: crate::clock::SharedClock,
+    every: std::time::Duration,
+}
+
+impl Driver {
+    pub fn new(ledger: Ledger, clock: crate::clock::SharedClock) -> Driver {
+        Driver {
+            ledger,
+            clock,
+            every: std::time::Duration::from_secs(2),
+        }
+    }
+
+    /// Advances each running runbook once; returns how many took a step or finished.
+    pub async fn run_once(&self) -> Result<usize, RunbookError> {
+        let mut moved = 0;
+        for rb in self.ledger.runbook_list(true, 100).await? {
+            if rb.state != "running" {
+                continue;
+            }
+            match advance(&self.ledger, rb.id, self.clock.now()).await? {
+                Advance::Redrove { step, count } => {
+                    tracing::info!(runbook = rb.id, step, count, "bulk redrive step");
+                    moved += 1;
+                }
+                Advance::Stopped(why) => {
+                    tracing::warn!(runbook = rb.id, outcome = %why, "bulk redrive stopped itself");
+                    moved += 1;
+                }
+                Advance::Done(why) => {
+                    tracing::info!(runbook = rb.id, outcome = %why, "bulk redrive done");
+                    moved += 1;
+                }
+                Advance::Waiting(_) | Advance::Planned | Advance::Finished => {}
+            }
+        }
+        Ok(moved)
+    }
+
+    pub async fn run(&self, cancel: tokio_util::sync::CancellationToken) {
+        loop {
+            if let Err(e) = self.run_once().await {
+                tracing::error!(error = %e, "advancing bulk redrives failed; retrying");
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(self.every) => {}
+            }
+        }
+    }
+}

@@ -421,7 +421,10 @@ pub(super) async fn redrive(
     args: &RedriveArgs,
     clock: SharedClock,
 ) -> anyhow::Result<ExitCode> {
-    let (key, by, reason) = (&args.key, &args.by, &args.reason);
+    let (by, reason) = (&args.by, &args.reason);
+    let Some(key) = &args.key else {
+        bail!("a job key or --report is required");
+    };
     if by.trim().is_empty() || reason.trim().is_empty() {
         bail!("--by and --reason must not be empty: the redrive is audited");
     }

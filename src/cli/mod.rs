@@ -40,6 +40,7 @@ macro_rules! errln {
     };
 }
 
+mod bulk;
 mod commands;
 mod print;
 
@@ -198,12 +199,16 @@ pub struct SweepArgs {
     pub json: bool,
 }
 
+/// `redrive KEY [--delivery D]` redrives one job or delivery; `redrive --report R --class C`
+/// redrives a group of dead letters as a runbook: a dry run, a canary, then batches, stopping
+/// by itself when the work comes back quarantined with the same class.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["key", "report"])))]
 pub struct RedriveArgs {
     /// The job key.
-    pub key: JobKey,
+    pub key: Option<JobKey>,
     /// Only this delivery of the job.
-    #[arg(long)]
+    #[arg(long, requires = "key")]
     pub delivery: Option<DeliveryKey>,
     /// Who is redriving.
     #[arg(long)]
@@ -211,6 +216,31 @@ pub struct RedriveArgs {
     /// Why.
     #[arg(long)]
     pub reason: String,
+    /// Bulk: the report whose quarantined deliveries to redrive.
+    #[arg(long, conflicts_with = "key", requires = "class")]
+    pub report: Option<String>,
+    /// Bulk: their last error class (permanent, transient, ambiguous, rate_limited, unknown).
+    #[arg(long, requires = "report")]
+    pub class: Option<String>,
+    /// Bulk: only deliveries to this host (an address's domain, a webhook's host:port).
+    #[arg(long, requires = "report")]
+    pub host: Option<String>,
+    /// Bulk: only deliveries quarantined at or after this instant (RFC 3339 or YYYY-MM-DD).
+    #[arg(long, requires = "report")]
+    pub since: Option<String>,
+    /// Bulk: deliveries the canary redrives first.
+    #[arg(long, default_value_t = 1, requires = "report")]
+    pub canary: u32,
+    /// Bulk: deliveries per batch after the canary.
+    #[arg(long, default_value_t = 50, requires = "report")]
+    pub batch: u32,
+    /// Bulk: show what would be redriven, and stop.
+    #[arg(long, requires = "report")]
+    pub dry_run: bool,
+    /// Bulk: how long to follow the runbook (the daemon sends its deliveries and carries it on
+    /// after this command stops following).
+    #[arg(long, default_value = "30m", requires = "report")]
+    pub wait: String,
 }
 
 /// What `run` would refuse in opening a cloud artifact store (a bad setting in the `AWS_*`
@@ -330,6 +360,9 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Command::Show(args) => commands::show(c, &mut ledger, &args).await,
         Command::Dlq(args) => commands::dlq(&mut ledger, &args).await,
         Command::Sweep(args) => commands::sweep(c, &mut ledger, &args, clock).await,
+        Command::Redrive(args) if args.report.is_some() => {
+            bulk::redrive(&mut ledger, &args, clock).await
+        }
         Command::Redrive(args) => commands::redrive(&mut ledger, &args, clock).await,
     };
     ledger.close().await;
