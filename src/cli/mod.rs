@@ -89,7 +89,7 @@ pub enum Command {
     /// Delete finished work past its retention (config/retention.toml).
     Sweep(SweepArgs),
     /// Return quarantined work to the queue, with the same keys and an audit row.
-    Redrive(RedriveArgs),
+    Redrive(Box<RedriveArgs>),
 }
 
 impl Command {
