@@ -10,18 +10,6 @@ use common::fixtures::*;
 use dawnpost::ledger::{DeliveryNext, ResponseClass, RunbookSpec};
 use dawnpost::runbook::{self, Advance};
 
-/// `n` jobs `carrier:2026-10-DD` whose one delivery to `email` is quarantined with `class`.
-async fn dead_letters(t: &TestLedger, first_day: u32, n: u32, email: &str, class: ResponseClass) {
-    for day in first_day..first_day + n {
-        let key = format!("carrier:2026-09-{day:02}");
-        let leases = rendered_job(t, &key, &[email]).await;
-        t.ledger
-            .delivery_finish(&leases[0], &attempt(class, t0()), DeliveryNext::Quarantine)
-            .await
-            .expect("quarantine");
-    }
-}
-
 fn spec(canary: u32, batch: u32) -> RunbookSpec {
     RunbookSpec {
         report: "carrier".into(),
@@ -36,35 +24,34 @@ fn spec(canary: u32, batch: u32) -> RunbookSpec {
     }
 }
 
-/// Sends (or quarantines again, `Permanent`) every delivery due now, as the pool would.
-async fn deliver_due(
-    t: &TestLedger,
-    now: chrono::DateTime<chrono::Utc>,
-    class: ResponseClass,
-) -> usize {
-    let leased = t
-        .ledger
-        .delivery_lease(&params("pool", now, 100))
-        .await
-        .expect("lease");
-    for d in &leased {
-        let next = if class == ResponseClass::Accepted {
-            DeliveryNext::Sent
-        } else {
-            DeliveryNext::Quarantine
-        };
-        t.ledger
-            .delivery_finish(&d.lease, &attempt(class, now), next)
-            .await
-            .expect("finish");
-    }
-    leased.len()
-}
-
 async fn dead_letters_group_by_report_host_and_class(t: &TestLedger) {
-    dead_letters(t, 1, 3, "bad@Carrier-Y.example", ResponseClass::Permanent).await;
-    dead_letters(t, 10, 1, "x@other.example", ResponseClass::Permanent).await;
-    dead_letters(t, 20, 2, "slow@carrier-y.example", ResponseClass::Transient).await;
+    dead_letters(
+        t,
+        "carrier",
+        1,
+        3,
+        "bad@Carrier-Y.example",
+        ResponseClass::Permanent,
+    )
+    .await;
+    dead_letters(
+        t,
+        "carrier",
+        10,
+        1,
+        "x@other.example",
+        ResponseClass::Permanent,
+    )
+    .await;
+    dead_letters(
+        t,
+        "carrier",
+        20,
+        2,
+        "slow@carrier-y.example",
+        ResponseClass::Transient,
+    )
+    .await;
     let (groups, truncated) = runbook::groups(&t.ledger).await.expect("groups");
     assert!(!truncated);
     let shape: Vec<(&str, &str, &str, usize)> = groups
@@ -89,8 +76,24 @@ async fn dead_letters_group_by_report_host_and_class(t: &TestLedger) {
 }
 
 async fn a_runbook_goes_canary_then_batches_and_stops_on_a_repeat(t: &TestLedger) {
-    dead_letters(t, 1, 6, "bad@carrier-y.example", ResponseClass::Permanent).await;
-    dead_letters(t, 10, 1, "x@other.example", ResponseClass::Permanent).await;
+    dead_letters(
+        t,
+        "carrier",
+        1,
+        6,
+        "bad@carrier-y.example",
+        ResponseClass::Permanent,
+    )
+    .await;
+    dead_letters(
+        t,
+        "carrier",
+        10,
+        1,
+        "x@other.example",
+        ResponseClass::Permanent,
+    )
+    .await;
     let l = &t.ledger;
     let now = t0() + Duration::hours(1);
 
@@ -175,7 +178,15 @@ async fn a_runbook_goes_canary_then_batches_and_stops_on_a_repeat(t: &TestLedger
 }
 
 async fn a_canary_back_in_quarantine_stops_before_any_batch(t: &TestLedger) {
-    dead_letters(t, 1, 4, "bad@carrier-y.example", ResponseClass::Permanent).await;
+    dead_letters(
+        t,
+        "carrier",
+        1,
+        4,
+        "bad@carrier-y.example",
+        ResponseClass::Permanent,
+    )
+    .await;
     let l = &t.ledger;
     let now = t0() + Duration::hours(1);
     let (rb, _) = runbook::plan(l, &spec(1, 50), now).await.expect("plan");
@@ -189,7 +200,15 @@ async fn a_canary_back_in_quarantine_stops_before_any_batch(t: &TestLedger) {
 }
 
 async fn a_runbook_whose_work_is_sent_finishes_done(t: &TestLedger) {
-    dead_letters(t, 1, 3, "bad@carrier-y.example", ResponseClass::Permanent).await;
+    dead_letters(
+        t,
+        "carrier",
+        1,
+        3,
+        "bad@carrier-y.example",
+        ResponseClass::Permanent,
+    )
+    .await;
     let l = &t.ledger;
     let now = t0() + Duration::hours(1);
     let (rb, _) = runbook::plan(l, &spec(1, 5), now).await.expect("plan");

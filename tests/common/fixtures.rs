@@ -121,3 +121,48 @@ pub async fn sent_and_quarantined(t: &TestLedger, leases: &[DeliveryLease]) {
         .await
         .expect("quarantine");
 }
+
+/// `n` jobs `REPORT:2026-09-DD` (from day `first_day`) whose one delivery to `email` is
+/// quarantined with `class`.
+pub async fn dead_letters(
+    t: &TestLedger,
+    report: &str,
+    first_day: u32,
+    n: u32,
+    email: &str,
+    class: ResponseClass,
+) {
+    for day in first_day..first_day + n {
+        let key = format!("{report}:2026-09-{day:02}");
+        let leases = rendered_job(t, &key, &[email]).await;
+        t.ledger
+            .delivery_finish(&leases[0], &attempt(class, t0()), DeliveryNext::Quarantine)
+            .await
+            .expect("quarantine");
+    }
+}
+
+/// Sends (or quarantines again, `Permanent`) every delivery due now, as the pool would.
+pub async fn deliver_due(
+    t: &TestLedger,
+    now: chrono::DateTime<chrono::Utc>,
+    class: ResponseClass,
+) -> usize {
+    let leased = t
+        .ledger
+        .delivery_lease(&params("pool", now, 100))
+        .await
+        .expect("lease");
+    for d in &leased {
+        let next = if class == ResponseClass::Accepted {
+            DeliveryNext::Sent
+        } else {
+            DeliveryNext::Quarantine
+        };
+        t.ledger
+            .delivery_finish(&d.lease, &attempt(class, now), next)
+            .await
+            .expect("finish");
+    }
+    leased.len()
+}

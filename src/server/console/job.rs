@@ -101,18 +101,24 @@ pub struct ActionForm {
     pub delivery: String,
 }
 
+/// Refuses a form without this session's CSRF token, then a viewer's.
+pub(super) fn checked_csrf_and_role(session: &Session, csrf: &str) -> Result<(), ConsoleError> {
+    if !session.csrf_ok(csrf) {
+        return Err(ConsoleError::Csrf);
+    }
+    if session.role != Role::Operator {
+        return Err(ConsoleError::ViewerOnly);
+    }
+    Ok(())
+}
+
 /// The form of an operator's action, after the CSRF and role checks, with `by` and `reason`.
 pub(super) fn checked(
     session: &Session,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Result<ActionForm, ConsoleError> {
     let f = form.map(|Form(f)| f).unwrap_or_default();
-    if !session.csrf_ok(&f.csrf) {
-        return Err(ConsoleError::Csrf);
-    }
-    if session.role != Role::Operator {
-        return Err(ConsoleError::ViewerOnly);
-    }
+    checked_csrf_and_role(session, &f.csrf)?;
     if f.by.trim().is_empty() || f.reason.trim().is_empty() {
         return Err(ConsoleError::Invalid(
             "by and reason are required: actions are audited".into(),

@@ -3,6 +3,7 @@
 //! without one every page redirects to `/ui/login`. Every response carries a strict
 //! Content-Security-Policy; every state-changing form carries the session's CSRF token.
 
+mod dlq;
 mod job;
 mod job_view;
 mod jobs;
@@ -91,6 +92,11 @@ pub fn router(state: ServerState) -> Router<ServerState> {
         .route("/ui/jobs/{key}/artifact", get(job::artifact))
         .route("/ui/jobs/{key}/redrive", post(job::redrive))
         .route("/ui/jobs/{key}/cancel", post(job::cancel))
+        .route("/ui/dlq", get(dlq::groups))
+        .route("/ui/dlq/plan", post(dlq::plan))
+        .route("/ui/runbooks/{id}", get(dlq::show))
+        .route("/ui/runbooks/{id}/start", post(dlq::start))
+        .route("/ui/runbooks/{id}/stop", post(dlq::stop))
         .route("/ui/logout", post(logout))
         .route_layer(axum::middleware::from_fn_with_state(state, require_session));
     Router::new()
