@@ -7,7 +7,7 @@ mod common;
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
-use dawnpost::ledger::{DeliveryNext, ResponseClass, RunbookSpec};
+use dawnpost::ledger::{ResponseClass, RunbookSpec};
 use dawnpost::runbook::{self, Advance};
 
 fn spec(canary: u32, batch: u32) -> RunbookSpec {
