@@ -28,24 +28,31 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::default());
     let health = Arc::new(Health::default());
-    let (listener, state) = server_for(config, &ledger, &clock, &metrics, &health).await?;
     let (pipeline, rescuer) =
         crate::pool::build(config, ledger.clone(), clock.clone(), metrics.clone())?;
+    let sweeper = Arc::new(
+        Sweeper::from_config(config, ledger.clone(), clock.clone())?.with_metrics(metrics.clone()),
+    );
+    let node = server::Node {
+        metrics: metrics.clone(),
+        health: health.clone(),
+        sweeper: sweeper.clone(),
+        pipeline: pipeline.clone(),
+    };
+    let (listener, state) = server_for(config, &ledger, &clock, node).await?;
     let tick = SchedulerTick::new(
         ledger.clone(),
         Arc::new(config.reports.clone()),
         clock.clone(),
         config.settings.schedule.catch_up,
     );
-    let sweeper =
-        Sweeper::from_config(config, ledger.clone(), clock.clone())?.with_metrics(metrics.clone());
     tracing::info!(
         reports = config.reports.len(),
         backend = ledger.backend_name(),
         listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         "dawnpost running"
     );
-    let (tick, rescuer, sweeper) = (Arc::new(tick), Arc::new(rescuer), Arc::new(sweeper));
+    let (tick, rescuer) = (Arc::new(tick), Arc::new(rescuer));
     let runbooks = Arc::new(crate::runbook::Driver::new(ledger.clone(), clock.clone()));
     // The listener cannot be rebuilt in place: if the server fails, the daemon stops.
     let server = std::sync::Mutex::new(Some((listener, server::router(state))));
@@ -105,8 +112,7 @@ async fn server_for(
     config: &Config,
     ledger: &Ledger,
     clock: &SharedClock,
-    metrics: &Arc<Metrics>,
-    health: &Arc<Health>,
+    node: server::Node,
 ) -> anyhow::Result<(tokio::net::TcpListener, ServerState)> {
     let settings = &config.settings.server;
     // A token set but empty is unset: an empty token would let anyone in.
@@ -136,8 +142,7 @@ async fn server_for(
         ingest_secret,
         tokens,
         secure_cookies: !settings.bind.ip().is_loopback(),
-        metrics: metrics.clone(),
-        health: health.clone(),
+        node,
     };
     Ok((listener, state))
 }

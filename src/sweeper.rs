@@ -110,6 +110,10 @@ pub struct Sweeper {
     policy: Mutex<RetentionPolicy>,
     /// Policy files that did not validate at a reload.
     pub reload_failures: AtomicU64,
+    /// The last reload's problems, while the file stays invalid: when and what.
+    reload_error: Mutex<Option<(DateTime<Utc>, String)>>,
+    /// This process's last sweeps, newest last (at most [`Sweeper::HISTORY`]).
+    history: Mutex<std::collections::VecDeque<(DateTime<Utc>, SweepCounts)>>,
     metrics: Option<Arc<Metrics>>,
 }
 
@@ -145,8 +149,32 @@ impl Sweeper {
             config,
             policy: Mutex::new(policy),
             reload_failures: AtomicU64::new(0),
+            reload_error: Mutex::new(None),
+            history: Mutex::new(std::collections::VecDeque::new()),
             metrics: None,
         }
+    }
+
+    /// Sweeps [`Sweeper::history`] keeps.
+    pub const HISTORY: usize = 10;
+
+    /// The policy file's problems at the last reload, if it is invalid now: when and what.
+    pub fn reload_error(&self) -> Option<(DateTime<Utc>, String)> {
+        self.reload_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// This process's last sweeps, newest first.
+    pub fn history(&self) -> Vec<(DateTime<Utc>, SweepCounts)> {
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        h.iter().rev().copied().collect()
+    }
+
+    /// The policy file this sweeper re-reads.
+    pub fn policy_file(&self) -> &std::path::Path {
+        &self.config.policy_file
     }
 
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Sweeper {
@@ -174,9 +202,12 @@ impl Sweeper {
         match loaded {
             Ok(p) => {
                 *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = p;
+                *self.reload_error.lock().unwrap_or_else(|e| e.into_inner()) = None;
                 Ok(())
             }
             Err(e) => {
+                *self.reload_error.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((self.clock.now(), e.to_string().trim_end().to_string()));
                 self.reload_failures.fetch_add(1, Ordering::Relaxed);
                 if let Some(m) = &self.metrics {
                     m.policy_reload_failures.inc();
@@ -191,7 +222,15 @@ impl Sweeper {
     pub async fn run_once(&self) -> Result<SweepCounts, SweepError> {
         let _ = self.reload();
         let mut plan = SweepPlan::default();
-        self.sweep(self.clock.now(), false, &mut plan).await?;
+        let now = self.clock.now();
+        self.sweep(now, false, &mut plan).await?;
+        {
+            let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+            if h.len() >= Self::HISTORY {
+                h.pop_front();
+            }
+            h.push_back((now, plan.counts));
+        }
         if plan.counts.artifacts_deleted
             + plan.counts.diagnostics_cleared
             + plan.counts.jobs_deleted

@@ -54,3 +54,35 @@ impl Ledger {
 fn iso(d: chrono::NaiveDate) -> String {
     crate::keys::IsoDate(d).to_string()
 }
+
+impl Ledger {
+    /// Attempts finished at or after `since`, by hour (the hour's start, UTC) and class.
+    pub async fn attempt_counts_by_hour(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<
+        Vec<(
+            chrono::DateTime<chrono::Utc>,
+            crate::outcome::ResponseClass,
+            i64,
+        )>,
+    > {
+        const HOUR_MS: i64 = 3_600_000;
+        let rows: Vec<(i64, String, i64)> = on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT finished_at / 3600000 AS hour, class, COUNT(*) FROM delivery_attempts
+                 WHERE finished_at >= $1 GROUP BY hour, class ORDER BY hour, class",
+            )
+            .bind(crate::clock::to_millis(since))
+            .fetch_all(p)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(h, c, n)| {
+                let at = crate::clock::from_millis(h.saturating_mul(HOUR_MS));
+                (at, crate::outcome::ResponseClass::parse(&c), n)
+            })
+            .collect())
+    }
+}

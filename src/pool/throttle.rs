@@ -101,6 +101,18 @@ impl HostThrottle {
             .remove(host);
     }
 
+    /// Every host paused at `now`, with the end of its pause, soonest first.
+    pub fn paused(&self, now: DateTime<Utc>) -> Vec<(String, DateTime<Utc>)> {
+        let hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());
+        let mut paused: Vec<(String, DateTime<Utc>)> = hosts
+            .iter()
+            .filter(|(_, s)| s.paused_until > now)
+            .map(|(h, s)| (h.clone(), s.paused_until))
+            .collect();
+        paused.sort_by_key(|(h, until)| (*until, h.clone()));
+        paused
+    }
+
     /// The end of a host's pause, if it is paused at `now`.
     pub fn paused_until(&self, host: &str, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         let hosts = self.hosts.lock().unwrap_or_else(|e| e.into_inner());

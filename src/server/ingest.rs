@@ -87,7 +87,8 @@ pub(super) async fn ingest(
         )
     })?;
     let duplicate = !out.created;
-    st.metrics
+    st.node
+        .metrics
         .ingest(if duplicate { "duplicate" } else { "created" });
     tracing::info!(job = %out.job_key, duplicate, "run requested");
     let status = if duplicate {

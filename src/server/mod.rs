@@ -52,9 +52,17 @@ pub struct ServerState {
     pub tokens: console::session::Tokens,
     /// Session cookies marked `Secure` (the server is not on loopback).
     pub secure_cookies: bool,
+    pub node: Node,
+}
+
+/// This process's services, as the server reports them: metrics, health (`/readyz`), the
+/// sweeper (its policy, reload error and last sweeps) and the pool (its paused hosts).
+#[derive(Clone)]
+pub struct Node {
     pub metrics: Arc<Metrics>,
-    /// The daemon's services, for `/readyz`.
     pub health: Arc<Health>,
+    pub sweeper: Arc<crate::sweeper::Sweeper>,
+    pub pipeline: Arc<crate::pool::Pipeline>,
 }
 
 impl std::fmt::Debug for ServerState {
@@ -213,7 +221,7 @@ async fn metrics(State(st): State<ServerState>) -> Response {
                 .iter()
                 .find(|(s, _)| *s == state)
                 .map_or(0, |(_, n)| *n);
-            st.metrics.set_jobs(state.as_str(), n);
+            st.node.metrics.set_jobs(state.as_str(), n);
         }
     }
     if let Ok(counts) = st.ledger.delivery_count_by_state().await {
@@ -222,19 +230,19 @@ async fn metrics(State(st): State<ServerState>) -> Response {
                 .iter()
                 .find(|(s, _)| s.as_str() == state)
                 .map_or(0, |(_, n)| *n);
-            st.metrics.set_deliveries(state, n);
+            st.node.metrics.set_deliveries(state, n);
         }
     }
     if let Ok(oldest) = st.ledger.job_oldest_ready(now).await {
         let age = oldest.map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
-        st.metrics.oldest_ready_age.set(age);
+        st.node.metrics.oldest_ready_age.set(age);
     }
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        st.metrics.render(),
+        st.node.metrics.render(),
     )
         .into_response()
 }
@@ -246,7 +254,7 @@ async fn healthz() -> Response {
 /// Ready when the ledger answers and is migrated and every service runs; otherwise 503 with
 /// what is wrong.
 async fn readyz(State(st): State<ServerState>) -> Response {
-    let mut problems = st.health.down();
+    let mut problems = st.node.health.down();
     // A ledger that does not answer within a second is not ready: a probe must not hang.
     let ledger_ready = tokio::time::timeout(std::time::Duration::from_secs(1), st.ledger.ready())
         .await
@@ -254,7 +262,7 @@ async fn readyz(State(st): State<ServerState>) -> Response {
     if !ledger_ready {
         problems.insert(0, "the ledger is unreachable or not migrated".to_string());
     }
-    let services = st.health.snapshot();
+    let services = st.node.health.snapshot();
     if problems.is_empty() {
         axum::Json(json!({ "status": "ready", "services": services })).into_response()
     } else {

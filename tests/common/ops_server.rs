@@ -30,6 +30,8 @@ pub struct Server {
     pub health: Arc<Health>,
     pub project: Project,
     pub artifacts: Arc<dawnpost::artifact::ArtifactStore>,
+    pub sweeper: Arc<dawnpost::sweeper::Sweeper>,
+    pub pipeline: Arc<dawnpost::pool::Pipeline>,
 }
 
 pub async fn start(t: &TestLedger) -> Server {
@@ -42,6 +44,18 @@ pub async fn start(t: &TestLedger) -> Server {
         dawnpost::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
             .expect("artifact store");
     let artifacts = Arc::new(artifacts);
+    let shared_clock: dawnpost::clock::SharedClock = Arc::new(clock.clone());
+    let (pipeline, _) = dawnpost::pool::build(
+        &config,
+        t.ledger.clone(),
+        shared_clock.clone(),
+        metrics.clone(),
+    )
+    .expect("pool");
+    let sweeper = Arc::new(
+        dawnpost::sweeper::Sweeper::from_config(&config, t.ledger.clone(), shared_clock)
+            .expect("sweeper"),
+    );
     let state = ServerState {
         ledger: t.ledger.clone(),
         artifacts: artifacts.clone(),
@@ -53,8 +67,12 @@ pub async fn start(t: &TestLedger) -> Server {
             viewer: Some(VIEWER_TOKEN.into()),
         },
         secure_cookies: false,
-        metrics: metrics.clone(),
-        health: health.clone(),
+        node: dawnpost::server::Node {
+            metrics: metrics.clone(),
+            health: health.clone(),
+            sweeper: sweeper.clone(),
+            pipeline: pipeline.clone(),
+        },
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -76,6 +94,8 @@ pub async fn start(t: &TestLedger) -> Server {
         health,
         project: p,
         artifacts,
+        sweeper,
+        pipeline,
     }
 }
 

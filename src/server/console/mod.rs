@@ -7,7 +7,10 @@ mod dlq;
 mod job;
 mod job_view;
 mod jobs;
+mod overview;
 pub mod pages;
+mod reports;
+mod retention;
 pub mod session;
 
 use axum::Router;
@@ -86,13 +89,15 @@ impl IntoResponse for ConsoleError {
 /// The console's routes, all under `/ui`.
 pub fn router(state: ServerState) -> Router<ServerState> {
     let signed_in = Router::new()
-        .route("/ui/", get(overview))
+        .route("/ui/", get(overview::show))
         .route("/ui/jobs", get(jobs::list))
         .route("/ui/jobs/{key}", get(job::show))
         .route("/ui/jobs/{key}/artifact", get(job::artifact))
         .route("/ui/jobs/{key}/redrive", post(job::redrive))
         .route("/ui/jobs/{key}/cancel", post(job::cancel))
         .route("/ui/dlq", get(dlq::groups))
+        .route("/ui/reports", get(reports::list))
+        .route("/ui/retention", get(retention::show))
         .route("/ui/dlq/plan", post(dlq::plan))
         .route("/ui/runbooks/{id}", get(dlq::show))
         .route("/ui/runbooks/{id}/start", post(dlq::start))
@@ -232,18 +237,4 @@ fn see_other_with_cookie(to: &str, cookie: &str) -> Response {
         r.headers_mut().insert(header::SET_COOKIE, v);
     }
     r
-}
-
-async fn overview(
-    State(st): State<ServerState>,
-    axum::Extension(session): axum::Extension<Session>,
-) -> Result<Response, ConsoleError> {
-    let now = st.clock.now();
-    let o = pages::Overview {
-        jobs: st.ledger.job_count_by_state().await?,
-        deliveries: st.ledger.delivery_count_by_state().await?,
-        oldest_ready: st.ledger.job_oldest_ready(now).await?,
-        now,
-    };
-    Ok(page(pages::overview(&session, &o)).into_response())
 }

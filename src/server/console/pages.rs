@@ -4,8 +4,7 @@
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
 
-use super::session::{Role, Session};
-use crate::ledger::{DeliveryState, JobState};
+use super::session::Session;
 
 /// The page shell: head, navigation, the signed-in role and a sign-out form.
 pub fn shell(title: &str, session: Option<&Session>, body: Markup) -> Markup {
@@ -66,48 +65,6 @@ pub fn login(problem: Option<&str>) -> Markup {
     )
 }
 
-/// What the overview shows.
-#[derive(Debug, Clone, Default)]
-pub struct Overview {
-    pub jobs: Vec<(JobState, i64)>,
-    pub deliveries: Vec<(DeliveryState, i64)>,
-    pub oldest_ready: Option<DateTime<Utc>>,
-    pub now: DateTime<Utc>,
-}
-
-pub fn overview(session: &Session, o: &Overview) -> Markup {
-    let oldest = o.oldest_ready.map(|at| age(at, o.now));
-    shell(
-        "Overview",
-        Some(session),
-        html! {
-            h1 { "Overview" }
-            section.cards aria-label="Queue" {
-                div.card {
-                    h2 { "Jobs" }
-                    (counts(o.jobs.iter().map(|(s, n)| (s.as_str(), *n))))
-                }
-                div.card {
-                    h2 { "Deliveries" }
-                    (counts(o.deliveries.iter().map(|(s, n)| (s.as_str(), *n))))
-                }
-                div.card {
-                    h2 { "Oldest ready job" }
-                    p.big {
-                        @match &oldest {
-                            Some(age) => { "waiting " (age) }
-                            None => { "none waiting" }
-                        }
-                    }
-                }
-            }
-            @if session.role == Role::Viewer {
-                p.hint { "Signed in as viewer: actions are not shown." }
-            }
-        },
-    )
-}
-
 /// A state (or class) as a badge.
 pub fn state_badge(state: &str) -> Markup {
     html! { span class={"state " (state)} { (state) } }
@@ -121,7 +78,7 @@ pub fn when(at: DateTime<Utc>) -> Markup {
 }
 
 /// A state → count table of the states that have any rows (an absent state has none).
-fn counts<'a>(rows: impl Iterator<Item = (&'a str, i64)>) -> Markup {
+pub fn counts<'a>(rows: impl Iterator<Item = (&'a str, i64)>) -> Markup {
     let rows: Vec<(&str, i64)> = rows.collect();
     html! {
         @if rows.is_empty() {
