@@ -38,6 +38,11 @@ pub struct Metrics {
     /// Log lines dropped because stderr was full or broken (shared with [`crate::logging`]).
     pub log_lines_dropped: Counter,
     pub service_failures: Family<Labels, Counter>,
+    /// 1 while a service runs, 0 while it is down or failed (refreshed at every scrape).
+    pub service_up: Family<Labels, Gauge>,
+    /// The finish of each report's last accepted delivery in the last 8 days, Unix seconds
+    /// (refreshed at every scrape from the ledger).
+    pub report_last_accepted: Family<Labels, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -60,6 +65,8 @@ impl Default for Metrics {
             ingested: Family::default(),
             log_lines_dropped: crate::logging::dropped_lines(),
             service_failures: Family::default(),
+            service_up: Family::default(),
+            report_last_accepted: Family::default(),
             registry: Registry::default(),
         };
         m.register(&mut registry);
@@ -81,7 +88,9 @@ impl Default for Metrics {
             let _ = m.sweeper_deleted.get_or_create(&label("class", class));
         }
         for service in SERVICES {
-            m.service_started(service);
+            let _ = m.service_failures.get_or_create(&label("service", service));
+            // Down until the supervisor starts it (and while a test runs no supervisor).
+            m.set_service_up(service, false);
         }
         for result in ["created", "duplicate"] {
             let _ = m.ingested.get_or_create(&label("result", result));
@@ -112,6 +121,7 @@ pub const NAMES: &[&str] = &[
     "dawnpost_ingested_runs_total",
     "dawnpost_log_lines_dropped_total",
     "dawnpost_service_failures_total",
+    "dawnpost_service_up",
 ];
 
 impl Metrics {
@@ -136,12 +146,14 @@ impl Metrics {
         let _ = self
             .service_failures
             .get_or_create(&label("service", service));
+        self.set_service_up(service, true);
     }
 
     pub fn service_failed(&self, service: &str) {
         self.service_failures
             .get_or_create(&label("service", service))
             .inc();
+        self.set_service_up(service, false);
     }
 
     pub fn ingest(&self, result: &str) {
@@ -150,6 +162,18 @@ impl Metrics {
 
     pub fn set_jobs(&self, state: &str, n: i64) {
         self.jobs.get_or_create(&label("state", state)).set(n);
+    }
+
+    pub fn set_service_up(&self, service: &str, up: bool) {
+        self.service_up
+            .get_or_create(&label("service", service))
+            .set(i64::from(up));
+    }
+
+    pub fn set_report_last_accepted(&self, report: &str, unix_seconds: f64) {
+        self.report_last_accepted
+            .get_or_create(&label("report", report))
+            .set(unix_seconds);
     }
 
     pub fn set_deliveries(&self, state: &str, n: i64) {
@@ -230,6 +254,16 @@ impl Metrics {
             "service_failures",
             "Daemon services that failed (error, panic or early return), by service",
             m.service_failures.clone(),
+        );
+        registry.register(
+            "service_up",
+            "1 while a daemon service runs, 0 while it is down or failed, by service",
+            m.service_up.clone(),
+        );
+        registry.register(
+            "report_last_accepted_timestamp_seconds",
+            "When each report's last accepted delivery finished (Unix seconds; reports with one in the last 8 days)",
+            m.report_last_accepted.clone(),
         );
     }
 

@@ -371,6 +371,20 @@ async fn metrics_and_health(t: &TestLedger) {
         "{text}"
     );
     assert!(text.contains("dawnpost_jobs{state=\"done\"} 1"), "{text}");
+    let last = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                "dawnpost_report_last_accepted_timestamp_seconds{report=\"warehouse-17\"} ",
+            )
+        })
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("the report's last accepted delivery: {text}"));
+    let sent_at = dawnpost::clock::Clock::now(&s.clock).timestamp() as f64;
+    assert!(
+        (sent_at..sent_at + 60.0).contains(&last),
+        "{last} vs {sent_at}"
+    );
     assert!(
         text.contains("dawnpost_render_duration_seconds_count 1"),
         "{text}"
@@ -403,8 +417,14 @@ async fn metrics_and_health(t: &TestLedger) {
         backoff_base: Duration::from_secs(3600),
         ..SupervisorConfig::default()
     };
+    let running = Service::new("tick", OnFailure::Restart, |cancel| {
+        Box::pin(async move {
+            cancel.cancelled().await;
+            Ok(())
+        })
+    });
     let supervisor = tokio::spawn(supervise(
-        vec![failing],
+        vec![failing, running],
         s.health.clone(),
         s.metrics.clone(),
         config,
@@ -442,6 +462,14 @@ async fn metrics_and_health(t: &TestLedger) {
         .expect("text");
     assert!(
         metrics.contains("dawnpost_service_failures_total{service=\"pool\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("dawnpost_service_up{service=\"pool\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("dawnpost_service_up{service=\"tick\"} 1"),
         "{metrics}"
     );
     stop.cancel();

@@ -86,3 +86,28 @@ impl Ledger {
             .collect())
     }
 }
+
+impl Ledger {
+    /// Each report's last accepted delivery finished at or after `since`.
+    pub async fn report_last_accepted(
+        &self,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Vec<(String, chrono::DateTime<chrono::Utc>)>> {
+        let rows: Vec<(String, i64)> = on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT j.report, MAX(a.finished_at) FROM delivery_attempts a
+                   JOIN deliveries d ON d.key = a.delivery_key
+                   JOIN jobs j ON j.key = d.job_key
+                 WHERE a.class = 'accepted' AND a.finished_at >= $1
+                 GROUP BY j.report",
+            )
+            .bind(crate::clock::to_millis(since))
+            .fetch_all(p)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(r, ms)| (r, crate::clock::from_millis(ms)))
+            .collect())
+    }
+}

@@ -237,6 +237,17 @@ async fn metrics(State(st): State<ServerState>) -> Response {
         let age = oldest.map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
         st.node.metrics.oldest_ready_age.set(age);
     }
+    let week = crate::clock::sub(now, chrono::Duration::days(8));
+    if let Ok(last) = st.ledger.report_last_accepted(week).await {
+        for (report, at) in last {
+            let secs = crate::clock::to_millis(at) as f64 / 1000.0;
+            st.node.metrics.set_report_last_accepted(&report, secs);
+        }
+    }
+    for (service, state) in st.node.health.snapshot() {
+        let up = matches!(state, crate::supervisor::ServiceState::Running);
+        st.node.metrics.set_service_up(service, up);
+    }
     (
         [(
             header::CONTENT_TYPE,
