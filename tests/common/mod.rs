@@ -1,6 +1,7 @@
 //! Shared test helpers: config directories in temp folders, and ledgers on both backends.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod console;
 pub mod daemon;
 pub mod fixtures;

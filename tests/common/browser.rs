@@ -1,0 +1,142 @@
+//! Headless Chromium driven through chromedriver (W3C WebDriver, with fantoccini): Debian's
+//! `chromium` and `chromium-driver`, started on a free loopback port per test, with the flags
+//! this machine's closed network needs. Screenshots go to `target/ui-screenshots/`.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+
+pub struct Browser {
+    pub client: Client,
+    driver: Child,
+    pub base: String,
+    _profile: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+impl Browser {
+    /// Chromium at 1280×900 (or `width` wide), its pages under `base`.
+    pub async fn start(base: &str, width: u32) -> Browser {
+        let port = free_port();
+        let driver = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (Debian's chromium-driver) is needed");
+        let profile = tempfile::tempdir().expect("profile dir");
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            serde_json::json!({
+                "binary": "/usr/bin/chromium",
+                "args": [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-quic", "--no-first-run", "--disable-background-networking",
+                    "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+                    format!("--window-size={width},900"),
+                    format!("--user-data-dir={}", profile.path().display()),
+                ],
+            }),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let mut last = None;
+        for _ in 0..100 {
+            let builder = ClientBuilder::rustls().map(|mut b| {
+                b.capabilities(caps.clone());
+                b
+            });
+            match builder {
+                Ok(b) => match b.connect(&url).await {
+                    Ok(client) => {
+                        return Browser {
+                            client,
+                            driver,
+                            base: base.to_string(),
+                            _profile: profile,
+                        };
+                    }
+                    Err(e) => last = Some(e.to_string()),
+                },
+                Err(e) => last = Some(e.to_string()),
+            }
+            // chromedriver is still starting: it gives no other signal than answering.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("chromedriver did not start a session: {last:?}");
+    }
+
+    pub async fn goto(&self, path: &str) {
+        self.client
+            .goto(&format!("{}{path}", self.base))
+            .await
+            .expect("goto");
+    }
+
+    pub async fn path(&self) -> String {
+        let u = self.client.current_url().await.expect("url");
+        match u.query() {
+            Some(q) => format!("{}?{q}", u.path()),
+            None => u.path().to_string(),
+        }
+    }
+
+    pub async fn html(&self) -> String {
+        self.client.source().await.expect("source")
+    }
+
+    pub async fn fill(&self, css: &str, text: &str) {
+        let e = self.client.find(Locator::Css(css)).await.expect(css);
+        e.clear().await.expect("clear");
+        e.send_keys(text).await.expect("type");
+    }
+
+    pub async fn click(&self, css: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .expect(css)
+            .click()
+            .await
+            .expect("click");
+    }
+
+    /// Saves a PNG of the viewport under `target/ui-screenshots/NAME.png`.
+    pub async fn screenshot(&self, name: &str) -> PathBuf {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let png = self.client.screenshot().await.expect("screenshot");
+        assert!(png.starts_with(b"\x89PNG"), "a PNG");
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).expect("write screenshot");
+        path
+    }
+
+    /// Whether the page is wider than the window (a horizontal scroll bar).
+    pub async fn overflows(&self) -> bool {
+        let v = self
+            .client
+            .execute(
+                "return document.documentElement.scrollWidth > window.innerWidth;",
+                vec![],
+            )
+            .await
+            .expect("script");
+        v.as_bool().unwrap_or(true)
+    }
+
+    pub async fn stop(mut self) {
+        let _ = self.client.close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
