@@ -106,7 +106,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
     assert_eq!(b.path().await, "/ui/login");
     b.screenshot("login-1280").await;
     b.fill("input[name=token]", OPS).await;
-    b.click("form.login button").await;
+    b.submit("form.login button").await;
     assert_eq!(b.path().await, "/ui/");
     let html = b.html().await;
     assert!(
@@ -143,7 +143,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         .await
         .expect("select");
     b.fill("input[name=report]", "carrier-x").await;
-    b.click("form.filters button").await;
+    b.submit("form.filters button").await;
     assert_eq!(
         b.path().await,
         "/ui/jobs?state=quarantined&report=carrier-x&from=&to=&class="
@@ -154,7 +154,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         "{html}"
     );
     capture(&b, "jobs").await;
-    b.click("a[href='/ui/jobs/carrier-x:2026-11-29']").await;
+    b.submit("a[href='/ui/jobs/carrier-x:2026-11-29']").await;
     let html = b.html().await;
     assert!(html.contains("Redrive this delivery"), "{html}");
     assert!(
@@ -175,7 +175,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         "carrier fixed their endpoint",
     )
     .await;
-    b.click(&format!("{form} button")).await;
+    b.submit(&format!("{form} button")).await;
     assert_eq!(b.path().await, "/ui/jobs/carrier-x:2026-11-29");
     rx.wait_for(13, Duration::from_secs(30)).await;
     let html = until(&b, "the job done", |h| {
@@ -199,11 +199,11 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         "receiver says it is fixed",
     )
     .await;
-    b.click(&format!("{form} button")).await;
+    b.submit(&format!("{form} button")).await;
     let html = b.html().await;
     assert!(html.contains("dry run: 4 deliver(ies)"), "{html}");
     b.fill("form[aria-label=Start] input[name=by]", "ann").await;
-    b.click("form[aria-label=Start] button").await;
+    b.submit("form[aria-label=Start] button").await;
     let html = until(&b, "the runbook stopped", |h| h.contains(">stopped<")).await;
     assert!(
         html.contains("of the canary came back quarantined permanent"),

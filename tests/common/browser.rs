@@ -110,6 +110,33 @@ impl Browser {
             .expect("click");
     }
 
+    /// Clicks what submits a form or follows a link, and waits until the next page has loaded
+    /// (the old document is marked first, so a redirect back to the same URL counts too).
+    pub async fn submit(&self, css: &str) {
+        self.client
+            .execute("document.documentElement.dataset.left = 'no';", vec![])
+            .await
+            .expect("mark the page");
+        self.click(css).await;
+        for _ in 0..300 {
+            let loaded = self
+                .client
+                .execute(
+                    "return document.documentElement.dataset.left === undefined \
+                     && document.readyState === 'complete';",
+                    vec![],
+                )
+                .await
+                .map(|v| v.as_bool().unwrap_or(false))
+                .unwrap_or(false);
+            if loaded {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no new page after clicking {css}");
+    }
+
     /// Saves a PNG of the viewport under `target/ui-screenshots/NAME.png`.
     pub async fn screenshot(&self, name: &str) -> PathBuf {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
