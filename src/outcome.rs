@@ -16,6 +16,24 @@ pub enum ResponseClass {
 }
 
 impl ResponseClass {
+    /// Every class, from accepted to unknown.
+    pub const ALL: [ResponseClass; 6] = [
+        ResponseClass::Accepted,
+        ResponseClass::RateLimited,
+        ResponseClass::Transient,
+        ResponseClass::Ambiguous,
+        ResponseClass::Permanent,
+        ResponseClass::Unknown,
+    ];
+
+    /// A class dead letters can have, by its name (not `accepted`: nothing accepted is
+    /// quarantined), or `None`.
+    pub fn of_dead_letter(name: &str) -> Option<ResponseClass> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.as_str() == name && *c != ResponseClass::Accepted)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ResponseClass::Accepted => "accepted",

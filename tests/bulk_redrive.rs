@@ -73,6 +73,15 @@ secret_env = "{SECRET_ENV}"
     }
     assert_eq!(rx.hits().len(), 3);
 
+    let mut accepted: Vec<&str> = BULK.to_vec();
+    accepted[4] = "accepted";
+    let (code, _, err) = run(&p, &accepted);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("--class: \"accepted\" is not a dead-letter class"),
+        "{err}"
+    );
+
     let mut dry: Vec<&str> = BULK.to_vec();
     dry.push("--dry-run");
     let (code, out, err) = run(&p, &dry);

@@ -19,12 +19,11 @@ const POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The classes a group may have (a delivery is never quarantined `accepted`).
 fn class(s: &str) -> anyhow::Result<ResponseClass> {
-    let c = ResponseClass::parse(s);
-    if c.as_str() != s || c == ResponseClass::Accepted {
+    let Some(c) = ResponseClass::of_dead_letter(s) else {
         bail!(
             "--class: {s:?} is not a dead-letter class (permanent, transient, ambiguous, rate_limited, unknown)"
         );
-    }
+    };
     Ok(c)
 }
 

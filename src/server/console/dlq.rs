@@ -161,13 +161,12 @@ impl PlanForm {
                     ))
                 })
         };
-        let class = ResponseClass::parse(&self.class);
-        if class.as_str() != self.class || class == ResponseClass::Accepted {
-            return Err(invalid(format!(
+        let class = ResponseClass::of_dead_letter(&self.class).ok_or_else(|| {
+            invalid(format!(
                 "class: {:?} is not a dead-letter class",
                 self.class
-            )));
-        }
+            ))
+        })?;
         let since = match self.since.trim() {
             "" => None,
             d => Some(

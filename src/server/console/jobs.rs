@@ -33,25 +33,6 @@ pub struct JobsQuery {
     pub after: String,
 }
 
-/// Classes a delivery's last attempt may have, as the filter offers them.
-const CLASSES: [ResponseClass; 6] = [
-    ResponseClass::Accepted,
-    ResponseClass::RateLimited,
-    ResponseClass::Transient,
-    ResponseClass::Ambiguous,
-    ResponseClass::Permanent,
-    ResponseClass::Unknown,
-];
-
-const STATES: [JobState; 6] = [
-    JobState::Ready,
-    JobState::Rendering,
-    JobState::Delivering,
-    JobState::Done,
-    JobState::Quarantined,
-    JobState::Cancelled,
-];
-
 impl JobsQuery {
     /// The ledger filter, or what is wrong with the form (field: problem).
     fn filter(&self) -> Result<JobFilter, String> {
@@ -69,7 +50,7 @@ impl JobsQuery {
             .transpose()?;
         let class = set(&self.class)
             .map(|c| {
-                CLASSES
+                ResponseClass::ALL
                     .into_iter()
                     .find(|k| k.as_str() == c)
                     .ok_or_else(|| format!("class: {c:?} is not a response class"))
@@ -184,7 +165,7 @@ fn filters(q: &JobsQuery) -> Markup {
             label { "State "
                 select name="state" {
                     option value="" { "any" }
-                    @for s in STATES {
+                    @for s in JobState::ALL {
                         option value=(s.as_str()) selected[q.state == s.as_str()] { (s.as_str()) }
                     }
                 }
@@ -195,7 +176,7 @@ fn filters(q: &JobsQuery) -> Markup {
             label { "Error class "
                 select name="class" {
                     option value="" { "any" }
-                    @for c in CLASSES {
+                    @for c in ResponseClass::ALL {
                         option value=(c.as_str()) selected[q.class == c.as_str()] { (c.as_str()) }
                     }
                 }

@@ -18,14 +18,7 @@ use crate::sweeper::SweepCounts;
 /// Reports whose next fire the overview lists (the Reports page lists every one).
 const NEXT_FIRES: usize = 20;
 /// The chart's classes, bottom to top.
-const CLASSES: [ResponseClass; 6] = [
-    ResponseClass::Accepted,
-    ResponseClass::RateLimited,
-    ResponseClass::Transient,
-    ResponseClass::Ambiguous,
-    ResponseClass::Permanent,
-    ResponseClass::Unknown,
-];
+const CLASSES: [ResponseClass; 6] = ResponseClass::ALL;
 
 /// What the overview shows.
 #[derive(Debug, Clone, Default)]
