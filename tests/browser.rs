@@ -220,6 +220,17 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         b.goto(&format!("/ui/{page}")).await;
         capture(&b, page).await;
     }
+
+    // Dark mode follows the system's preference.
+    b.goto("/ui/jobs/carrier-x:2026-11-29").await;
+    let light = b.background().await;
+    b.color_scheme("dark").await;
+    b.client.refresh().await.expect("refresh");
+    assert!(b.prefers_dark().await);
+    let dark = b.background().await;
+    assert_ne!(light, dark, "the background changes with the scheme");
+    assert_eq!(dark, "rgb(15, 18, 22)", "the dark palette's background");
+    b.screenshot("job-dark-1280").await;
     b.stop().await;
     let (code, log) = daemon.stop();
     assert_eq!(code, Some(0), "{log}");

@@ -12,6 +12,8 @@ use fantoccini::{Client, ClientBuilder, Locator};
 pub struct Browser {
     pub client: Client,
     driver: Child,
+    /// chromedriver's own address, for Chromium's DevTools commands.
+    driver_url: String,
     pub base: String,
     _profile: tempfile::TempDir,
 }
@@ -61,6 +63,7 @@ impl Browser {
                         return Browser {
                             client,
                             driver,
+                            driver_url: url.clone(),
                             base: base.to_string(),
                             _profile: profile,
                         };
@@ -146,6 +149,58 @@ impl Browser {
         let path = dir.join(format!("{name}.png"));
         std::fs::write(&path, png).expect("write screenshot");
         path
+    }
+
+    /// Emulates the system's `prefers-color-scheme` (`light` or `dark`) through chromedriver's
+    /// DevTools endpoint; the page must be reloaded to show it in a capture.
+    pub async fn color_scheme(&self, scheme: &str) {
+        let id = self
+            .client
+            .session_id()
+            .await
+            .expect("session")
+            .expect("a session id");
+        let r = reqwest::Client::new()
+            .post(format!("{}/session/{id}/goog/cdp/execute", self.driver_url))
+            .header("content-type", "application/json")
+            .body(
+                serde_json::json!({
+                    "cmd": "Emulation.setEmulatedMedia",
+                    "params": { "features": [{ "name": "prefers-color-scheme", "value": scheme }] },
+                })
+                .to_string(),
+            )
+            .send()
+            .await
+            .expect("cdp");
+        assert!(r.status().is_success(), "{:?}", r.text().await);
+    }
+
+    /// Whether the system prefers dark, as the page sees it.
+    pub async fn prefers_dark(&self) -> bool {
+        self.client
+            .execute(
+                "return window.matchMedia('(prefers-color-scheme: dark)').matches;",
+                vec![],
+            )
+            .await
+            .expect("script")
+            .as_bool()
+            .unwrap_or(false)
+    }
+
+    /// The page's computed background colour.
+    pub async fn background(&self) -> String {
+        self.client
+            .execute(
+                "return getComputedStyle(document.body).backgroundColor;",
+                vec![],
+            )
+            .await
+            .expect("script")
+            .as_str()
+            .unwrap_or("")
+            .to_string()
     }
 
     /// Whether the page is wider than the window (a horizontal scroll bar).
