@@ -155,4 +155,85 @@ async fn a_group_is_redriven_as_a_runbook_that_stops_on_its_canary(t: &TestLedge
     s.cancel.cancel();
 }
 
-on_both_backends!(a_group_is_redriven_as_a_runbook_that_stops_on_its_canary);
+async fn a_planned_runbook_is_stopped_by_an_operator_not_started_by_a_viewer(t: &TestLedger) {
+    let s = start(t).await;
+    dead_letters(
+        t,
+        "carrier",
+        1,
+        2,
+        "bad@carrier-y.example",
+        ResponseClass::Permanent,
+    )
+    .await;
+    let spec = dawnpost::ledger::RunbookSpec {
+        report: "carrier".into(),
+        host: String::new(),
+        class: ResponseClass::Permanent,
+        since: None,
+        canary: 1,
+        batch: 10,
+        by: "ann".into(),
+        reason: "fixed".into(),
+        via: "cli".into(),
+    };
+    let (rb, _) = dawnpost::runbook::plan(&t.ledger, &spec, s.clock.now())
+        .await
+        .expect("plan");
+    let path = format!("/ui/runbooks/{}", rb.id);
+
+    let viewer = sign_in(&s, VIEWER_TOKEN).await;
+    let html = page(&s, &path, &viewer).await;
+    assert!(
+        !html.contains("Start: redrive") && !html.contains(">Stop<"),
+        "{html}"
+    );
+    let csrf = hidden(&html, "csrf");
+    let r = post_form(
+        &s,
+        &format!("{path}/start"),
+        Some(&viewer),
+        &[("csrf", &csrf), ("by", "vic")],
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    let operator = sign_in(&s, TOKEN).await;
+    let csrf = hidden(&page(&s, &path, &operator).await, "csrf");
+    let r = post_form(
+        &s,
+        &format!("{path}/stop"),
+        Some(&operator),
+        &[("csrf", &csrf), ("by", "")],
+    )
+    .await;
+    assert_eq!(
+        r.status(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "a stop is audited: a name is needed"
+    );
+    let r = post_form(
+        &s,
+        &format!("{path}/stop"),
+        Some(&operator),
+        &[("csrf", &csrf), ("by", "bob")],
+    )
+    .await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let html = page(&s, &path, &operator).await;
+    assert!(
+        html.contains(">stopped<") && html.contains("stopped by bob (console:operator)"),
+        "{html}"
+    );
+    assert_eq!(
+        deliver_due(t, s.clock.now(), ResponseClass::Accepted).await,
+        0,
+        "nothing redriven"
+    );
+    s.cancel.cancel();
+}
+
+on_both_backends!(
+    a_group_is_redriven_as_a_runbook_that_stops_on_its_canary,
+    a_planned_runbook_is_stopped_by_an_operator_not_started_by_a_viewer,
+);

@@ -277,7 +277,47 @@ async fn an_operator_cancels_a_ready_job_with_a_reason(t: &TestLedger) {
     s.cancel.cancel();
 }
 
+async fn an_operator_redrives_the_whole_job_and_a_viewer_cannot_cancel(t: &TestLedger) {
+    let s = start(t).await;
+    let leases = quarantined_job(&s, t).await;
+    let path = format!("/ui/jobs/{JOB}");
+
+    let viewer = sign_in(&s, VIEWER_TOKEN).await;
+    let csrf = hidden(&page(&s, &path, &viewer).await, "csrf");
+    let form = [("csrf", csrf.as_str()), ("by", "vic"), ("reason", "stale")];
+    let r = post_form(&s, &format!("{path}/cancel"), Some(&viewer), &form).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+
+    let operator = sign_in(&s, TOKEN).await;
+    let csrf = hidden(&page(&s, &path, &operator).await, "csrf");
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("by", "ann"),
+        ("reason", "all receivers fixed"),
+    ];
+    let r = post_form(&s, &format!("{path}/redrive"), Some(&operator), &form).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let job = t.ledger.job_get(&jk(JOB)).await.expect("get").expect("job");
+    assert_eq!(job.state, JobState::Delivering);
+    let d = t
+        .ledger
+        .delivery_get(leases[1].key())
+        .await
+        .expect("get")
+        .expect("delivery");
+    assert_eq!(d.state, DeliveryState::Pending);
+    let audit = t.ledger.redrive_list(&jk(JOB)).await.expect("audit");
+    assert_eq!(audit.len(), 1);
+    assert!(audit[0].delivery_key.is_none(), "the whole job");
+    assert_eq!(
+        (audit[0].action.as_str(), audit[0].via.as_deref()),
+        ("redrive", Some("console:operator"))
+    );
+    s.cancel.cancel();
+}
+
 on_both_backends!(
+    an_operator_redrives_the_whole_job_and_a_viewer_cannot_cancel,
     jobs_filter_and_page_without_offsets,
     the_job_page_tells_the_whole_story_redacted,
     a_delivery_redrive_is_checked_then_audited,
