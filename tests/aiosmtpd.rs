@@ -62,12 +62,13 @@ timezone = "Europe/Berlin"
 template = "daily_ops"
 source = { kind = "file", path = "config/sample/warehouse-17.json" }
 email = ["ok@example.com", "busy@example.com", "bad@example.com"]
+list_unsubscribe = "mailto:unsubscribe@dawnpost.test?subject=relay"
 "#,
     );
     p.write(
         "config/dawnpost.toml",
         &format!(
-            "[email]\nfrom = \"Reports <reports@dawnpost.test>\"\ntransport = \"smtp\"\nsmtp_url = \"smtp://127.0.0.1:{port}\"\ntimeout = \"10s\"\n[retry]\nbase = \"100ms\"\ncap = \"500ms\"\nmax_attempts = 3\n"
+            "[email]\nfrom = \"Reports <reports@dawnpost.test>\"\nreply_to = \"Ops desk <ops@dawnpost.test>\"\nlist_domain = \"reports.dawnpost.test\"\ntransport = \"smtp\"\nsmtp_url = \"smtp://127.0.0.1:{port}\"\ntimeout = \"10s\"\n[retry]\nbase = \"100ms\"\ncap = \"500ms\"\nmax_attempts = 3\n"
         ),
     );
     let t = TestLedger::sqlite().await;
@@ -94,6 +95,15 @@ email = ["ok@example.com", "busy@example.com", "bad@example.com"]
     .expect("read");
     assert!(busy.contains("X-Dawnpost-Delivery: relay:2026-11-30/email:busy@example.com"));
     assert!(busy.contains("multipart/alternative"));
+    // The headers receivers expect of an automated list, as the relay received them.
+    for header in [
+        "Auto-Submitted: auto-generated",
+        "List-Id: <relay.dawnpost.reports.dawnpost.test>",
+        "List-Unsubscribe: <mailto:unsubscribe@dawnpost.test?subject=relay>",
+        "Reply-To: \"Ops desk\" <ops@dawnpost.test>",
+    ] {
+        assert!(busy.contains(header), "{header} in {busy}");
+    }
 
     let l = &t.ledger;
     let busy_attempts = l

@@ -360,6 +360,16 @@ fn run_once_on_the_shipped_config_delivers_to_the_outbox_once() {
     .expect("eml");
     assert!(eml.contains("Subject: Warehouse 17 daily operations"));
     assert!(eml.contains("X-Dawnpost-Delivery: warehouse-17:2026-11-30/email:ops-17@example.com"));
+    // Receivers see an automated list: List-Id from the From address's domain.
+    assert!(eml.contains("Auto-Submitted: auto-generated"), "{eml}");
+    assert!(
+        eml.contains("List-Id: <warehouse-17.dawnpost.example.com>"),
+        "{eml}"
+    );
+    assert!(
+        !eml.contains("List-Unsubscribe") && !eml.contains("Reply-To"),
+        "{eml}"
+    );
 
     // Again: nothing is enqueued or sent twice.
     let second = run_in(

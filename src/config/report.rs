@@ -32,6 +32,8 @@ pub struct Report {
     /// One delivery per address.
     pub email: Vec<lettre::Address>,
     pub webhooks: Vec<Webhook>,
+    /// `List-Unsubscribe` of its emails (`mailto:…`), for reports sent outside the company.
+    pub list_unsubscribe: Option<String>,
 }
 
 impl AsRef<Report> for Report {
@@ -210,6 +212,21 @@ fn load_report(
     });
     let email = load_emails(&mut f, &place, errors);
     let webhooks = load_webhooks(&mut f, &place, errors, warnings);
+    let list_unsubscribe = f.opt::<String>("list_unsubscribe", errors).and_then(|u| {
+        let address = u
+            .strip_prefix("mailto:")
+            .map(|a| a.split('?').next().unwrap_or(""));
+        match address.map(str::parse::<lettre::Address>) {
+            Some(Ok(_)) => Some(u),
+            _ => {
+                let message = format!(
+                    "{u:?} is not a mailto: URL with an address (mailto:unsubscribe@example.com)"
+                );
+                errors.push(place.error("list_unsubscribe", message));
+                None
+            }
+        }
+    });
     f.finish(errors);
 
     let (Some(id), Some(title), Some(schedule), Some(template), Some(source)) =
@@ -237,6 +254,7 @@ fn load_report(
         source_limit,
         email,
         webhooks,
+        list_unsubscribe,
     })
 }
 

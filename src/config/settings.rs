@@ -75,6 +75,19 @@ pub struct EmailSettings {
     pub smtp_password_env: Option<String>,
     /// The bound of one whole SMTP send. Default 60s.
     pub timeout: Span,
+    /// `Reply-To` of every email; none by default.
+    pub reply_to: Option<Mailbox>,
+    /// The domain of `List-Id: <REPORT.dawnpost.DOMAIN>`; default: the `from` address's.
+    pub list_domain: Option<String>,
+}
+
+impl EmailSettings {
+    /// The `List-Id` domain: `list_domain`, or the `from` address's domain.
+    pub fn list_domain(&self) -> &str {
+        self.list_domain
+            .as_deref()
+            .unwrap_or_else(|| self.from.email.domain())
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -145,6 +158,8 @@ impl Default for Settings {
                 smtp_user_env: None,
                 smtp_password_env: None,
                 timeout: Span::from_secs(60),
+                reply_to: None,
+                list_domain: None,
             },
             pool: PoolSettings {
                 concurrency: 16,
@@ -361,6 +376,28 @@ fn email(mut f: Fields<'_, '_>, e: &mut EmailSettings, errors: &mut Vec<ConfigEr
     }
     if let Some(t) = f.positive("timeout", errors) {
         e.timeout = t;
+    }
+    if let Some(r) = f.opt::<String>("reply_to", errors) {
+        match r.parse::<Mailbox>() {
+            Ok(m) => e.reply_to = Some(m),
+            Err(err) => errors.push(
+                f.place
+                    .error("reply_to", format!("invalid address {r:?}: {err}")),
+            ),
+        }
+    }
+    if let Some(d) = f.opt::<String>("list_domain", errors) {
+        let ok = !d.is_empty()
+            && d.split('.')
+                .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
+        if ok {
+            e.list_domain = Some(d.to_ascii_lowercase());
+        } else {
+            errors.push(
+                f.place
+                    .error("list_domain", format!("{d:?} is not a domain name")),
+            );
+        }
     }
     f.finish(errors);
 }

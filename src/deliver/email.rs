@@ -209,6 +209,19 @@ pub fn file_name(delivery_key: &str) -> String {
     format!("{safe}.eml")
 }
 
+/// What a report's emails carry besides their content: the headers receivers expect of an
+/// automated list (RFC 2919 `List-Id`, RFC 3834 `Auto-Submitted`, RFC 2369
+/// `List-Unsubscribe`) and an optional `Reply-To`.
+#[derive(Debug, Clone, Copy)]
+pub struct ListHeaders<'a> {
+    /// `List-Id: <REPORT.dawnpost.DOMAIN>`.
+    pub report: &'a str,
+    pub domain: &'a str,
+    pub reply_to: Option<&'a Mailbox>,
+    /// A `mailto:` URL.
+    pub unsubscribe: Option<&'a str>,
+}
+
 /// Builds the message of one delivery.
 pub fn build_message(
     from: &Mailbox,
@@ -217,29 +230,45 @@ pub fn build_message(
     delivery_key: &DeliveryKey,
     date: SystemTime,
     rendered: &Rendered,
+    list: &ListHeaders<'_>,
 ) -> Result<Message, lettre::error::Error> {
-    let mut message = Message::builder()
+    let mut builder = Message::builder()
         .from(from.clone())
         .to(Mailbox::new(None, to.clone()))
         .subject(subject)
         .date(date)
-        .message_id(Some(message_id(delivery_key, from)))
-        .multipart(
-            MultiPart::alternative()
-                .singlepart(
-                    SinglePart::builder()
-                        .header(ContentType::TEXT_PLAIN)
-                        .body(rendered.text.clone()),
-                )
-                .singlepart(
-                    SinglePart::builder()
-                        .header(ContentType::TEXT_HTML)
-                        .body(rendered.html.clone()),
-                ),
-        )?;
-    message.headers_mut().insert_raw(HeaderValue::new(
-        HeaderName::new_from_ascii_str(DELIVERY_HEADER),
-        delivery_key.to_string(),
-    ));
+        .message_id(Some(message_id(delivery_key, from)));
+    if let Some(r) = list.reply_to {
+        builder = builder.reply_to(r.clone());
+    }
+    let mut message = builder.multipart(
+        MultiPart::alternative()
+            .singlepart(
+                SinglePart::builder()
+                    .header(ContentType::TEXT_PLAIN)
+                    .body(rendered.text.clone()),
+            )
+            .singlepart(
+                SinglePart::builder()
+                    .header(ContentType::TEXT_HTML)
+                    .body(rendered.html.clone()),
+            ),
+    )?;
+    let headers = message.headers_mut();
+    let mut raw = |name: &'static str, value: String| {
+        headers.insert_raw(HeaderValue::new(
+            HeaderName::new_from_ascii_str(name),
+            value,
+        ));
+    };
+    raw(DELIVERY_HEADER, delivery_key.to_string());
+    raw("Auto-Submitted", "auto-generated".into());
+    raw(
+        "List-Id",
+        format!("<{}.dawnpost.{}>", list.report, list.domain),
+    );
+    if let Some(u) = list.unsubscribe {
+        raw("List-Unsubscribe", format!("<{u}>"));
+    }
     Ok(message)
 }

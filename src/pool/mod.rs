@@ -179,6 +179,9 @@ pub struct Pipeline {
     pub artifacts: ArtifactStore,
     pub email: EmailSender,
     pub email_from: lettre::message::Mailbox,
+    pub email_reply_to: Option<lettre::message::Mailbox>,
+    /// The domain of every email's `List-Id`.
+    pub email_list_domain: String,
     pub webhook: WebhookSender,
     pub http: reqwest::Client,
     pub policy: RetryPolicy,
@@ -226,6 +229,8 @@ impl Pipeline {
             artifacts,
             email,
             email_from: config.settings.email.from.clone(),
+            email_reply_to: config.settings.email.reply_to.clone(),
+            email_list_domain: config.settings.email.list_domain().to_string(),
             webhook: WebhookSender::new(config.settings.webhook.timeout.as_std())?,
             http: reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(10))

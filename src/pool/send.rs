@@ -106,6 +106,12 @@ async fn send_email(
         &delivery.key,
         now.into(),
         ready.rendered,
+        &crate::deliver::email::ListHeaders {
+            report: ready.report.id.as_str(),
+            domain: &p.email_list_domain,
+            reply_to: p.email_reply_to.as_ref(),
+            unsubscribe: ready.report.list_unsubscribe.as_deref(),
+        },
     )
     .map_err(|e| permanent(format!("cannot build the message: {e}")))?;
     Ok(p.email
