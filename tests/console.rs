@@ -16,6 +16,27 @@ async fn login_sets_a_strict_session_cookie_that_every_page_needs(t: &TestLedger
     let r = get(&s, "/ui/", None).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(location(&r), "/ui/login");
+    for page in [
+        "/ui/jobs",
+        "/ui/jobs/warehouse-17:2026-11-29",
+        "/ui/jobs/warehouse-17:2026-11-29/artifact",
+        "/ui/dlq",
+        "/ui/runbooks/1",
+        "/ui/reports",
+        "/ui/retention",
+    ] {
+        let r = get(&s, page, None).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "{page}");
+        assert_eq!(location(&r), "/ui/login", "{page}");
+    }
+    for action in [
+        "/ui/jobs/warehouse-17:2026-11-29/redrive",
+        "/ui/dlq/plan",
+        "/ui/runbooks/1/start",
+    ] {
+        let r = post_form(&s, action, None, &[("by", "x"), ("reason", "y")]).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "{action}");
+    }
     assert_eq!(location(&get(&s, "/ui", None).await), "/ui/");
 
     let r = get(&s, "/ui/login", None).await;
