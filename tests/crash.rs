@@ -177,7 +177,12 @@ async fn sigterm_drains_within_its_bound_and_records_cut_sends_as_unknown() {
             1 => {
                 cut += 1;
                 assert_eq!(attempts.len(), 1, "{}", d.key);
-                assert_eq!(attempts[0].class, dawnpost::ledger::ResponseClass::Unknown);
+                assert_eq!(
+                    attempts[0].class,
+                    dawnpost::ledger::ResponseClass::Unknown,
+                    "{:?}",
+                    attempts[0]
+                );
                 let reason = attempts[0].reason.as_deref().unwrap_or_default();
                 assert!(reason.contains("shutdown"), "{reason}");
             }
