@@ -370,6 +370,19 @@ fn run_once_on_the_shipped_config_delivers_to_the_outbox_once() {
         !eml.contains("List-Unsubscribe") && !eml.contains("Reply-To"),
         "{eml}"
     );
+    // The window and numbers as the shipped template shows them: local time with its offset.
+    let text = run_in(
+        dir.path(),
+        &["show", "warehouse-17:2026-11-30", "--artifact", "text"],
+    );
+    let text = stdout(&text);
+    assert!(
+        text.contains(
+            "Data window: 2026-11-29 00:00 CET (UTC+01:00) to 2026-11-30 00:00 CET (UTC+01:00)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("Orders shipped:  1,842"), "{text}");
 
     // Again: nothing is enqueued or sent twice.
     let second = run_in(
