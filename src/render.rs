@@ -198,9 +198,8 @@ fn number(
     _: &mut handlebars::RenderContext<'_, '_>,
     out: &mut dyn handlebars::Output,
 ) -> handlebars::HelperResult {
-    let value = h
-        .param(0)
-        .and_then(|p| p.value().as_f64())
+    let value = param(h, "number")?
+        .as_f64()
         .ok_or_else(|| handlebars::RenderErrorReason::Other("number needs a number".into()))?;
     let decimals = h
         .hash_get("decimals")
@@ -411,6 +410,9 @@ mod tests {
             "6,210"
         );
         let missing = render("{{number data.n}}", "UTC", json!({}));
-        assert!(missing.starts_with("error:"), "strict: {missing}");
+        assert!(
+            missing.starts_with("error:") && missing.contains("data.n"),
+            "strict, naming the field: {missing}"
+        );
     }
 }

@@ -217,7 +217,15 @@ impl Browser {
     }
 
     pub async fn stop(mut self) {
-        let _ = self.client.close().await;
+        let _ = self.client.clone().close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// A test that panics still stops its chromedriver.
+impl Drop for Browser {
+    fn drop(&mut self) {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }

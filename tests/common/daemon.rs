@@ -10,7 +10,7 @@ pub struct Daemon {
     child: Child,
     /// Where its HTTP server listens (`server.bind = "127.0.0.1:0"` picks a port).
     pub addr: String,
-    log: JoinHandle<String>,
+    log: Option<JoinHandle<String>>,
 }
 
 impl Daemon {
@@ -44,7 +44,11 @@ impl Daemon {
             let _ = child.wait();
             panic!("the daemon never said where it listens: {:?}", log.join());
         };
-        Daemon { child, addr, log }
+        Daemon {
+            child,
+            addr,
+            log: Some(log),
+        }
     }
 
     /// SIGTERM, then its exit code and everything it logged.
@@ -55,6 +59,15 @@ impl Daemon {
             .expect("kill");
         assert!(kill.success(), "SIGTERM delivered");
         let status = self.child.wait().expect("wait");
-        (status.code(), self.log.join().unwrap_or_default())
+        let log = self.log.take().map(|l| l.join().unwrap_or_default());
+        (status.code(), log.unwrap_or_default())
+    }
+}
+
+/// A test that panics still kills its daemon (after `stop`, the child has exited already).
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
