@@ -48,6 +48,7 @@ macro_rules! on_backend {
 
 #[macro_use]
 mod sql;
+mod audit;
 mod browse;
 mod deliveries;
 mod ingest;
@@ -68,6 +69,8 @@ use sqlx::{PgPool, SqlitePool};
 use crate::keys::Key;
 pub use crate::outcome::ResponseClass;
 pub use crate::redact::redact_url;
+use audit::RedriveRecord;
+pub use audit::{Audit, Redrive};
 pub use leases::LeaseParams;
 pub use rescue::RescueBudget;
 pub use runbooks::{Runbook, RunbookSpec, RunbookStep, StepRecord, Transition};

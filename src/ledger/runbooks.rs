@@ -123,6 +123,21 @@ const INSERT: &str = "INSERT INTO runbooks (report, host, class, since, canary, 
 const STEP: &str = "INSERT INTO runbook_steps (runbook_id, step, action, count, detail, actor, at)
      VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
+/// The audit row of step `$step` of runbook `$id`: a [`StepRecord`] at `$at_ms`, for either
+/// backend's transaction.
+macro_rules! step_query {
+    ($id:expr, $step:expr, $record:expr, $at_ms:expr) => {
+        sqlx::query(STEP)
+            .bind($id)
+            .bind($step)
+            .bind($record.action)
+            .bind($record.count)
+            .bind($record.detail)
+            .bind($record.by)
+            .bind($at_ms)
+    };
+}
+
 /// A runbook's move: from state `from` at step `step` to state `to` (at `step + 1` when
 /// `next_step`), with the `outcome` it ends with, if any.
 #[derive(Debug, Clone, Copy)]
@@ -198,14 +213,13 @@ impl Ledger {
                 .bind(now_ms)
                 .fetch_one(&mut *tx)
                 .await?;
-            sqlx::query(STEP)
-                .bind(id)
-                .bind(0_i64)
-                .bind("plan")
-                .bind(planned)
-                .bind(detail)
-                .bind(&spec.by)
-                .bind(now_ms)
+            let plan = StepRecord {
+                action: "plan",
+                count: planned,
+                detail,
+                by: &spec.by,
+            };
+            step_query!(id, 0_i64, plan, now_ms)
                 .execute(&mut *tx)
                 .await?;
             tx.commit().await?;
@@ -306,14 +320,7 @@ impl Ledger {
             .rows_affected()
                 == 1;
             if moved {
-                sqlx::query(STEP)
-                    .bind(id)
-                    .bind(new_step)
-                    .bind(record.action)
-                    .bind(record.count)
-                    .bind(record.detail)
-                    .bind(record.by)
-                    .bind(now_ms)
+                step_query!(id, new_step, record, now_ms)
                     .execute(&mut *tx)
                     .await?;
                 tx.commit().await?;
@@ -372,14 +379,11 @@ impl Ledger {
                         redriven.push(key.clone());
                     }
                 }
-                sqlx::query(STEP)
-                    .bind(id)
-                    .bind(step + 1)
-                    .bind(record.action)
-                    .bind(i64::try_from(redriven.len()).unwrap_or(i64::MAX))
-                    .bind(record.detail)
-                    .bind(record.by)
-                    .bind(now_ms)
+                let taken = StepRecord {
+                    count: i64::try_from(redriven.len()).unwrap_or(i64::MAX),
+                    ..record
+                };
+                step_query!(id, step + 1, taken, now_ms)
                     .execute(&mut *tx)
                     .await?;
                 tx.commit().await?;
