@@ -1,5 +1,6 @@
 //! Artifacts: the rendered report, written once and never changed, under content-addressed
-//! keys `<report>/<date>/<sha256>.html` and `.txt`, with create-only writes. A render repeated
+//! keys `<report>/<date>/<sha256>.html`, `.txt` and (a report with a CSV attachment) `.csv`,
+//! with create-only writes. A render repeated
 //! after a crash finds the complete artifact already stored and reuses it, so a job has exactly
 //! one artifact whatever its attempts.
 
@@ -120,11 +121,15 @@ impl ArtifactStore {
                 let text_key = format!("{stem}.txt");
                 if let Some(text) = listed.iter().find(|m| m.location.as_ref() == text_key) {
                     let sha256 = stem.rsplit('/').next().unwrap_or_default().to_string();
+                    let csv_key = format!("{stem}.csv");
+                    let csv = listed.iter().find(|m| m.location.as_ref() == csv_key);
+                    let size = meta.size + text.size + csv.map_or(0, |c| c.size);
                     html = Some(ArtifactRef {
                         html_key: key.clone(),
                         text_key,
+                        csv_key: csv.map(|_| csv_key),
                         sha256,
-                        bytes: i64::try_from(meta.size + text.size).unwrap_or(i64::MAX),
+                        bytes: i64::try_from(size).unwrap_or(i64::MAX),
                     });
                     break;
                 }
@@ -133,7 +138,7 @@ impl ArtifactStore {
         Ok(html)
     }
 
-    /// Writes both parts create-only; an object already there is the "already rendered" signal
+    /// Writes every part create-only; an object already there is the "already rendered" signal
     /// and is reused. Returns the reference and whether this call wrote anything.
     pub async fn write(
         &self,
@@ -141,21 +146,29 @@ impl ArtifactStore {
         date: &str,
         rendered: &Rendered,
     ) -> Result<(ArtifactRef, bool), ArtifactError> {
-        let sha256 = digest(rendered.html.as_bytes(), rendered.text.as_bytes());
+        let csv = rendered.csv.as_deref().map(str::as_bytes);
+        let sha256 = digest(rendered.html.as_bytes(), rendered.text.as_bytes(), csv);
         let html_key = format!("{report}/{date}/{sha256}.html");
         let text_key = format!("{report}/{date}/{sha256}.txt");
-        // The text part first: `find` treats an artifact as complete once its .html exists.
-        let wrote_text = self.put_create(&text_key, rendered.text.clone()).await?;
-        let wrote_html = self.put_create(&html_key, rendered.html.clone()).await?;
+        let csv_key = format!("{report}/{date}/{sha256}.csv");
+        // The other parts first: `find` treats an artifact as complete once its .html exists.
+        let mut wrote = false;
+        if let Some(csv) = &rendered.csv {
+            wrote |= self.put_create(&csv_key, csv.clone()).await?;
+        }
+        wrote |= self.put_create(&text_key, rendered.text.clone()).await?;
+        wrote |= self.put_create(&html_key, rendered.html.clone()).await?;
         self.remember(&html_key, rendered);
+        let size = rendered.html.len() + rendered.text.len() + csv.map_or(0, <[u8]>::len);
         Ok((
             ArtifactRef {
                 html_key,
                 text_key,
+                csv_key: rendered.csv.as_ref().map(|_| csv_key),
                 sha256,
-                bytes: i64::try_from(rendered.html.len() + rendered.text.len()).unwrap_or(i64::MAX),
+                bytes: i64::try_from(size).unwrap_or(i64::MAX),
             },
-            wrote_text || wrote_html,
+            wrote,
         ))
     }
 
@@ -189,14 +202,18 @@ impl ArtifactStore {
             .await?)
     }
 
-    /// Reads both parts of an artifact.
+    /// Reads every part of an artifact.
     pub async fn read_rendered(&self, artifact: &ArtifactRef) -> Result<Rendered, ArtifactError> {
         if let Some(r) = self.recalled(&artifact.html_key) {
             return Ok(r);
         }
         let html = self.read(&artifact.html_key).await?;
         let text = self.read(&artifact.text_key).await?;
-        Ok(decoded(&html, &text))
+        let csv = match &artifact.csv_key {
+            Some(key) => Some(self.read(key).await?),
+            None => None,
+        };
+        Ok(decoded(&html, &text, csv.as_deref()))
     }
 
     fn remember(&self, html_key: &str, rendered: &Rendered) {
@@ -235,14 +252,25 @@ impl ArtifactStore {
         };
         let html = read(artifact.html_key.clone()).await?;
         let text = read(artifact.text_key.clone()).await?;
-        let (Some(html), Some(text)) = (html, text) else {
+        let csv = match &artifact.csv_key {
+            Some(key) => match read(key.clone()).await? {
+                Some(csv) => Some(Some(csv)),
+                None => return Ok(StoredArtifact::Missing),
+            },
+            None => Some(None),
+        };
+        let (Some(html), Some(text), Some(csv)) = (html, text, csv) else {
             return Ok(StoredArtifact::Missing);
         };
-        let sha256 = digest(&html, &text);
+        let sha256 = digest(&html, &text, csv.as_deref());
         if sha256 != artifact.sha256 {
             return Ok(StoredArtifact::Altered { sha256 });
         }
-        Ok(StoredArtifact::Intact(decoded(&html, &text)))
+        Ok(StoredArtifact::Intact(decoded(
+            &html,
+            &text,
+            csv.as_deref(),
+        )))
     }
 
     /// Deletes one object; one already gone counts as deleted.
@@ -250,6 +278,7 @@ impl ArtifactStore {
         let stem = key
             .strip_suffix(".html")
             .or_else(|| key.strip_suffix(".txt"))
+            .or_else(|| key.strip_suffix(".csv"))
             .unwrap_or(key);
         self.forget(|html_key| html_key.strip_suffix(".html") == Some(stem));
         match self.store.delete(&ObjectPath::from(key)).await {
@@ -366,19 +395,26 @@ pub enum StoredArtifact {
 
 /// An artifact's stored parts as text (bytes that are not UTF-8 are replaced, never refused:
 /// the store holds what dawnpost wrote).
-fn decoded(html: &[u8], text: &[u8]) -> Rendered {
+fn decoded(html: &[u8], text: &[u8], csv: Option<&[u8]>) -> Rendered {
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     Rendered {
-        html: String::from_utf8_lossy(html).into_owned(),
-        text: String::from_utf8_lossy(text).into_owned(),
+        html: lossy(html),
+        text: lossy(text),
+        csv: csv.map(lossy),
     }
 }
 
-/// The sha256 of an artifact: its HTML, a zero byte, its text.
-fn digest(html: &[u8], text: &[u8]) -> String {
+/// The sha256 of an artifact: its HTML, a zero byte, its text, and, when it attaches a CSV, a
+/// zero byte and the CSV (an artifact without one hashes as before CSV parts existed).
+fn digest(html: &[u8], text: &[u8], csv: Option<&[u8]>) -> String {
     let mut hasher = Sha256::new();
     hasher.update(html);
     hasher.update([0u8]);
     hasher.update(text);
+    if let Some(csv) = csv {
+        hasher.update([0u8]);
+        hasher.update(csv);
+    }
     hex::encode(hasher.finalize())
 }
 
@@ -390,6 +426,7 @@ mod tests {
         Rendered {
             html: "<p>Carrier 7</p>".into(),
             text: "Carrier 7".into(),
+            csv: None,
         }
     }
 
@@ -429,6 +466,7 @@ mod tests {
             let r = Rendered {
                 html: format!("<p>{i}</p>"),
                 text: i.to_string(),
+                csv: None,
             };
             refs.push(
                 store

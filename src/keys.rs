@@ -93,6 +93,11 @@ impl JobKey {
     pub fn date(&self) -> NaiveDate {
         self.date
     }
+
+    /// The file name of the job's CSV attachment: `warehouse-17-2026-10-25.csv`.
+    pub fn csv_filename(&self) -> String {
+        format!("{}-{}.csv", self.report, IsoDate(self.date))
+    }
 }
 
 impl fmt::Display for JobKey {

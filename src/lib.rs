@@ -37,6 +37,7 @@ pub mod logging;
 pub mod metrics;
 pub mod outcome;
 pub mod pool;
+pub mod preview;
 pub mod redact;
 pub mod render;
 pub mod retry;

@@ -43,6 +43,11 @@ pub struct Metrics {
     /// The finish of each report's last accepted delivery in the last 8 days, Unix seconds
     /// (refreshed at every scrape from the ledger).
     pub report_last_accepted: Family<Labels, Gauge<f64, AtomicU64>>,
+    /// `[[rate_limit]]`: each entry's sends a second and burst, by its host pattern.
+    pub rate_limit_per_second: Family<Labels, Gauge<f64, AtomicU64>>,
+    pub rate_limit_burst: Family<Labels, Gauge>,
+    /// Sends turned back to the queue by a rate limit, by host pattern.
+    pub rate_limit_deferred: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -67,6 +72,9 @@ impl Default for Metrics {
             service_failures: Family::default(),
             service_up: Family::default(),
             report_last_accepted: Family::default(),
+            rate_limit_per_second: Family::default(),
+            rate_limit_burst: Family::default(),
+            rate_limit_deferred: Family::default(),
             registry: Registry::default(),
         };
         m.register(&mut registry);
@@ -170,6 +178,22 @@ impl Metrics {
             .set(i64::from(up));
     }
 
+    /// Publishes one configured rate limit.
+    pub fn set_rate_limit(&self, host: &str, per_second: f64, burst: u32) {
+        let l = label("host", host);
+        self.rate_limit_per_second.get_or_create(&l).set(per_second);
+        self.rate_limit_burst
+            .get_or_create(&l)
+            .set(i64::from(burst));
+        let _ = self.rate_limit_deferred.get_or_create(&l);
+    }
+
+    pub fn rate_limit_deferred(&self, host: &str) {
+        self.rate_limit_deferred
+            .get_or_create(&label("host", host))
+            .inc();
+    }
+
     pub fn set_report_last_accepted(&self, report: &str, unix_seconds: f64) {
         self.report_last_accepted
             .get_or_create(&label("report", report))
@@ -209,6 +233,21 @@ impl Metrics {
             "rate_limited",
             "Rate-limited replies (HTTP 429, SMTP 421/450/451/452)",
             m.rate_limited.clone(),
+        );
+        registry.register(
+            "rate_limit_per_second",
+            "Configured [[rate_limit]] sends a second, by host pattern",
+            m.rate_limit_per_second.clone(),
+        );
+        registry.register(
+            "rate_limit_burst",
+            "Configured [[rate_limit]] burst, by host pattern",
+            m.rate_limit_burst.clone(),
+        );
+        registry.register(
+            "rate_limit_deferred",
+            "Sends turned back to the queue by a rate limit, by host pattern",
+            m.rate_limit_deferred.clone(),
         );
         registry.register(
             "retry_delay_seconds",

@@ -51,6 +51,14 @@ pub async fn fetch(
 /// [`fetch`], cut at `deadline` or the source's own timeout, whichever comes first: a hung
 /// source is a transient failure, never a worker held forever. At most `max_bytes` are read
 /// (a body, a file, the rows of a query as JSON); more is a permanent failure that says so.
+/// The HTTP client of `http` sources (each request bounded by the source's own timeout).
+pub fn http_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
 pub async fn fetch_within(
     spec: &SourceSpec,
     window: &Window,

@@ -4,7 +4,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{Project, report, run_in};
+use common::{Project, report, run_in, shipped_copy};
 
 fn dawnpost(p: &Project, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dawnpost"))
@@ -310,27 +310,6 @@ fn migrate_creates_the_sqlite_ledger_under_the_project_root() {
     assert!(again.status.success(), "migrations apply once");
 }
 
-/// A copy of the shipped config/, templates/ and sample data.
-fn shipped_copy() -> tempfile::TempDir {
-    fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-        std::fs::create_dir_all(to).expect("mkdir");
-        for entry in std::fs::read_dir(from).expect("read dir") {
-            let p = entry.expect("entry").path();
-            let target = to.join(p.file_name().expect("name"));
-            if p.is_dir() {
-                copy_dir(&p, &target);
-            } else {
-                std::fs::copy(&p, &target).expect("copy");
-            }
-        }
-    }
-    let dir = tempfile::tempdir().expect("tempdir");
-    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    copy_dir(&shipped.join("config"), &dir.path().join("config"));
-    copy_dir(&shipped.join("templates"), &dir.path().join("templates"));
-    dir
-}
-
 #[test]
 fn run_once_on_the_shipped_config_delivers_to_the_outbox_once() {
     let dir = shipped_copy();
@@ -601,7 +580,8 @@ fn sweep_previews_with_dry_run_then_deletes_and_show_says_so() {
             .map(|r| r.count())
             .unwrap_or(0)
     };
-    assert_eq!(objects(dir.path()), 2, "the dry run deleted nothing");
+    // One artifact: its HTML, text and CSV parts.
+    assert_eq!(objects(dir.path()), 3, "the dry run deleted nothing");
 
     let swept = run_in(dir.path(), &["sweep", "--as-of", &in_10_days, "--json"]);
     assert!(swept.status.success(), "{}", stderr(&swept));

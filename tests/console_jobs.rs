@@ -24,6 +24,7 @@ async fn quarantined_job(s: &Server, t: &TestLedger) -> Vec<DeliveryLease> {
     let rendered = Rendered {
         html: "<html><body><h1>Stock at warehouse 17</h1></body></html>".into(),
         text: "Stock at warehouse 17".into(),
+        csv: None,
     };
     let (artifact, _) = s
         .artifacts

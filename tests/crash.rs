@@ -124,8 +124,8 @@ async fn sigkill_mid_run_loses_nothing_and_resends_at_most_once() {
         dawnpost::artifact::ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
     assert_eq!(
         store.count("crash", "2026-11-30").await.expect("count"),
-        2,
-        "one artifact"
+        3,
+        "one artifact: its HTML, text and CSV parts"
     );
     l.close().await;
 }

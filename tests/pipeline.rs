@@ -221,8 +221,8 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
     assert_eq!(third.stats.sent, 0);
     assert_eq!(
         artifact_objects(&p, "mail").await,
-        2,
-        "one artifact (html + txt) whatever the attempts"
+        3,
+        "one artifact (html + txt + csv) whatever the attempts"
     );
 }
 
@@ -285,7 +285,22 @@ async fn webhooks_honour_retry_after_keep_keys_and_sign(t: &TestLedger) {
                 .as_str()
                 .is_some_and(|s| s.len() == 64)
         );
-        assert!(body["html"].as_str().is_some_and(|h| h.contains("<table>")));
+        assert!(body["html"].as_str().is_some_and(|h| h.contains("<table")));
+        // The CSV attachment: its content, and a reference to its object in the store.
+        assert!(
+            body["csv"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("shift,lead,picked"))
+        );
+        let attachment = &body["attachments"][0];
+        assert_eq!(attachment["filename"], "hooks-2026-11-30.csv");
+        assert_eq!(attachment["content_type"], "text/csv; charset=utf-8");
+        assert_eq!(attachment["key"], body["artifact"]["csv_key"]);
+        assert!(
+            attachment["key"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("hooks/2026-11-30/") && k.ends_with(".csv"))
+        );
         assert!(body["text"].as_str().is_some_and(|h| h.contains("SHIFTS")));
     }
     assert_eq!(rx.hits_for("ok").len(), 1);
@@ -403,6 +418,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     let earlier = dawnpost::render::Rendered {
         html: "<p>rendered before the crash</p>".into(),
         text: "rendered before the crash".into(),
+        csv: None,
     };
     let (stored, wrote) = store.write("esc", DATE, &earlier).await.expect("write");
     assert!(wrote);
@@ -453,9 +469,14 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
         rendered.text.contains("Missing customs papers <EU-12>"),
         "text is not"
     );
+    let csv = rendered
+        .csv
+        .as_deref()
+        .expect("the shipped template attaches a CSV");
+    assert!(csv.contains("Early,A. Krüger,6210"), "{csv}");
     assert_eq!(
         artifact.bytes as usize,
-        rendered.html.len() + rendered.text.len()
+        rendered.html.len() + rendered.text.len() + csv.len()
     );
 
     // Strict: data that lost a field the template uses is a permanent failure naming it.

@@ -199,13 +199,13 @@ async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives
     let job = t.ledger.job_get(&key).await.expect("get").expect("job");
     let sha = job.artifact.clone().expect("artifact").sha256;
     let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
-    assert_eq!(store.count_files("again", DATE).await.expect("count"), 2);
+    assert_eq!(store.count_files("again", DATE).await.expect("count"), 3);
 
-    // A crash left a staging file and a stray render beside the recorded pair.
+    // A crash left a staging file and a stray render beside the recorded parts (HTML, text, CSV).
     let dir = p.root().join("var/artifacts/again").join(DATE);
     std::fs::write(dir.join(format!("{sha}.txt#1")), "partial").expect("staging");
     std::fs::write(dir.join("0000.txt"), "stray").expect("stray");
-    assert_eq!(store.count_files("again", DATE).await.expect("count"), 4);
+    assert_eq!(store.count_files("again", DATE).await.expect("count"), 5);
 
     // Ten days on the artifact class is due (7d): everything under the job's prefix goes.
     let terminal = job.terminal_at.expect("terminal");
@@ -237,7 +237,7 @@ async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives
         sha,
         "byte-identical"
     );
-    assert_eq!(store.count_files("again", DATE).await.expect("count"), 2);
+    assert_eq!(store.count_files("again", DATE).await.expect("count"), 3);
     let hits = rx.hits_for("gone");
     assert_eq!(hits.len(), 2);
     assert_eq!(

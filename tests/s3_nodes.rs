@@ -165,8 +165,8 @@ async fn three_nodes(t: &TestLedger, db_url: &str) {
     let keys: BTreeSet<String> = s3.keys("reports").await.into_iter().collect();
     assert_eq!(
         keys.len(),
-        2 * jobs,
-        "an .html and a .txt per job: {keys:?}"
+        3 * jobs,
+        "an .html, a .txt and a .csv per job: {keys:?}"
     );
     for j in &all {
         assert_eq!(j.state, JobState::Done, "{}", j.key);
@@ -181,6 +181,11 @@ async fn three_nodes(t: &TestLedger, db_url: &str) {
             "{}",
             a.text_key
         );
+        let csv_key = a
+            .csv_key
+            .as_ref()
+            .expect("the shipped template attaches a CSV");
+        assert!(keys.contains(&format!("reports/{csv_key}")), "{csv_key}");
         let sent = l.delivery_list(&j.key).await.expect("deliveries");
         assert_eq!(sent.len(), WEBHOOKS);
         assert!(sent.iter().all(|d| d.state == DeliveryState::Sent));
@@ -282,6 +287,7 @@ async fn racing_writes_of_one_artifact_store_it_once() {
     let rendered = Rendered {
         html: "<html><body>Carrier 7</body></html>".into(),
         text: "Carrier 7".into(),
+        csv: None,
     };
     let writes = (0..6).map(|_| {
         let (store, rendered) = (store.clone(), rendered.clone());

@@ -181,6 +181,7 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
     let artifact = dawnpost::ledger::ArtifactRef {
         html_key: "a.html".into(),
         text_key: "a.txt".into(),
+        csv_key: None,
         sha256: "00".into(),
         bytes: 1,
     };

@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::print::{print_fire, print_plan, summary_text};
 use super::{
-    ArtifactPart, DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, RangeArgs, RedriveArgs,
-    RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range, report_ids, shutdown_signal,
+    ArtifactPart, DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, PreviewArgs, RangeArgs,
+    RedriveArgs, RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range, report_ids,
+    shutdown_signal,
 };
 use crate::artifact::{ArtifactStore, StoredArtifact};
 use crate::clock::SharedClock;
@@ -237,6 +238,23 @@ fn cancel_on_signal(what: &'static str) -> CancellationToken {
         tracing::info!("shutdown requested: {what}");
     });
     cancel
+}
+
+pub(super) async fn preview(
+    config: &Config,
+    args: &PreviewArgs,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
+    let date = args.date.as_deref().map(local_date).transpose()?;
+    let out = crate::config::resolve(&config.root, &args.out);
+    let files = crate::preview::preview(config, &args.report, date, &out, clock.now()).await?;
+    for path in files.paths() {
+        out!("{}", path.display());
+    }
+    if files.eml.is_none() {
+        out!("(no .eml: report {} has no email recipient)", args.report);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 pub(super) async fn run_once(

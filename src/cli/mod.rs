@@ -90,6 +90,21 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Return quarantined work to the queue, with the same keys and an audit row.
     Redrive(Box<RedriveArgs>),
+    /// Render what REPORT would send for a date (source fetched, CSS inlined, attachments) into
+    /// files: HTML, text, CSV and the first recipient's .eml. Writes nothing to the ledger or
+    /// the artifact store and sends nothing.
+    Preview(PreviewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PreviewArgs {
+    pub report: String,
+    /// The report's local date, YYYY-MM-DD (default: today in its timezone).
+    #[arg(long)]
+    pub date: Option<String>,
+    /// Where to write the files.
+    #[arg(long, default_value = "var/preview")]
+    pub out: PathBuf,
 }
 
 impl Command {
@@ -359,6 +374,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Command::Run(_) => commands::daemon(c, &mut ledger, clock).await,
         Command::Show(args) => commands::show(c, &mut ledger, &args).await,
         Command::Dlq(args) => commands::dlq(&mut ledger, &args).await,
+        Command::Preview(args) => commands::preview(c, &args, clock).await,
         Command::Sweep(args) => commands::sweep(c, &mut ledger, &args, clock).await,
         Command::Redrive(args) if args.report.is_some() => {
             bulk::redrive(&mut ledger, &args, clock).await

@@ -122,6 +122,52 @@ pub(super) fn print_fire(fire: &Fire, json: bool, inserted: Option<bool>) -> any
     Ok(())
 }
 
+/// One line per `[[rate_limit]]`: its rate and the destinations it holds back, in the order
+/// the pool applies them (the first entry matching a host wins).
+fn rate_limit_lines(config: &Config) -> Vec<String> {
+    let relay = crate::pool::limits::relay_host(&config.settings.email.smtp_url);
+    let specs = &config.settings.rate_limits;
+    let first_match = |host: &str| specs.iter().position(|s| s.matches(host));
+    specs
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            let mut hosts: Vec<String> = Vec::new();
+            let emails = config
+                .reports
+                .iter()
+                .filter(|r| !r.email.is_empty())
+                .count();
+            if emails > 0 && first_match(&relay) == Some(i) {
+                hosts.push(format!("the SMTP relay {relay} ({emails} report(s))"));
+            }
+            let mut webhook_hosts: Vec<String> = config
+                .reports
+                .iter()
+                .flat_map(|r| &r.webhooks)
+                .map(|w| crate::keys::DestinationKind::Webhook.host(w.url.as_str()))
+                .filter(|h| first_match(h) == Some(i))
+                .collect();
+            webhook_hosts.sort();
+            webhook_hosts.dedup();
+            hosts.extend(
+                webhook_hosts
+                    .into_iter()
+                    .map(|h| format!("webhook host {h}")),
+            );
+            let applies = if hosts.is_empty() {
+                "matches no destination of these reports".to_string()
+            } else {
+                format!("applies to {}", hosts.join(", "))
+            };
+            format!(
+                "rate limit {}: {}/s, burst {} — {applies}",
+                spec.host, spec.per_second, spec.burst
+            )
+        })
+        .collect()
+}
+
 pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {
     let r = &config.retention.defaults;
     out!(
@@ -134,6 +180,9 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
         r.ledger,
         config.retention.overrides.len()
     );
+    for line in rate_limit_lines(config) {
+        out!("{line}");
+    }
     for report in &config.reports {
         let tz = report.timezone();
         out!(

@@ -7,6 +7,7 @@
 //! parent of the configuration directory.
 
 mod fields;
+mod rate_limits;
 mod report;
 mod retention;
 mod settings;
@@ -15,6 +16,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use rate_limits::RateLimitSpec;
 pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, ReportId, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
 pub use settings::{

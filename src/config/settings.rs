@@ -20,6 +20,8 @@ pub struct Settings {
     pub schedule: ScheduleSettings,
     pub server: ServerSettings,
     pub webhook: WebhookSettings,
+    /// `[[rate_limit]]`: per-destination send rates, in file order.
+    pub rate_limits: Vec<super::RateLimitSpec>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -186,6 +188,7 @@ impl Default for Settings {
             webhook: WebhookSettings {
                 timeout: Span::from_secs(30),
             },
+            rate_limits: Vec::new(),
         }
     }
 }
@@ -253,6 +256,8 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
         }
         f.finish(errors);
     }
+    let rate_limits = top.raw("rate_limit");
+    s.rate_limits = super::rate_limits::load(rate_limits, &place, errors);
     top.finish(errors);
     s
 }

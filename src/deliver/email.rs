@@ -1,4 +1,5 @@
-//! Email: one message per recipient, multipart/alternative (text and HTML), a Subject from the
+//! Email: one message per recipient, multipart/alternative (text and HTML) — inside
+//! multipart/mixed with the CSV attachment when the report has one —, a Subject from the
 //! title and date, a Message-ID derived from the delivery key (the same on every retry) and an
 //! `X-Dawnpost-Delivery` header carrying the key.
 //!
@@ -188,6 +189,11 @@ pub fn classify(e: &lettre::transport::smtp::Error, to: &str) -> Outcome {
     Outcome::new(ResponseClass::Transient, None, "SMTP connection failed").with_diagnostics(detail)
 }
 
+/// The Subject of a report's email: `Warehouse 17 daily operations — 2026-11-29`.
+pub fn subject(title: &str, date: &str) -> String {
+    format!("{title} — {date}")
+}
+
 /// The Message-ID of a delivery: the same for every retry.
 pub fn message_id(delivery_key: &DeliveryKey, from: &Mailbox) -> String {
     let digest = hex::encode(Sha256::digest(delivery_key.to_string().as_bytes()));
@@ -241,19 +247,32 @@ pub fn build_message(
     if let Some(r) = list.reply_to {
         builder = builder.reply_to(r.clone());
     }
-    let mut message = builder.multipart(
-        MultiPart::alternative()
-            .singlepart(
-                SinglePart::builder()
-                    .header(ContentType::TEXT_PLAIN)
-                    .body(rendered.text.clone()),
-            )
-            .singlepart(
-                SinglePart::builder()
-                    .header(ContentType::TEXT_HTML)
-                    .body(rendered.html.clone()),
-            ),
-    )?;
+    let alternative = MultiPart::alternative()
+        .singlepart(
+            SinglePart::builder()
+                .header(ContentType::TEXT_PLAIN)
+                .body(rendered.text.clone()),
+        )
+        .singlepart(
+            SinglePart::builder()
+                .header(ContentType::TEXT_HTML)
+                .body(rendered.html.clone()),
+        );
+    let mut message = match &rendered.csv {
+        None => builder.multipart(alternative)?,
+        Some(csv) => {
+            // A constant that parses; lettre has no error of its own for it.
+            let csv_type = ContentType::parse("text/csv; charset=utf-8")
+                .map_err(|_| lettre::error::Error::CannotParseFilename)?;
+            let attachment = lettre::message::Attachment::new(delivery_key.job().csv_filename())
+                .body(csv.clone(), csv_type);
+            builder.multipart(
+                MultiPart::mixed()
+                    .multipart(alternative)
+                    .singlepart(attachment),
+            )?
+        }
+    };
     let headers = message.headers_mut();
     let mut raw = |name: &'static str, value: String| {
         headers.insert_raw(HeaderValue::new(

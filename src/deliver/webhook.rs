@@ -31,6 +31,36 @@ pub struct WebhookBody<'a> {
     pub artifact: &'a ArtifactRef,
     pub html: &'a RawValue,
     pub text: &'a RawValue,
+    /// The CSV attachment's content, when the report has one (also named in `attachments`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csv: Option<&'a RawValue>,
+    /// The files an email of this job attaches, each with its key in the artifact store.
+    pub attachments: Vec<AttachmentBody>,
+}
+
+/// One attachment as a webhook body references it.
+#[derive(Debug, Serialize)]
+pub struct AttachmentBody {
+    pub filename: String,
+    pub content_type: &'static str,
+    /// Its object key in the artifact store (part of the artifact's sha256).
+    pub key: String,
+    pub bytes: usize,
+}
+
+impl AttachmentBody {
+    /// The CSV attachment of a job, if its artifact has one.
+    pub fn csv_of(job: &JobKey, artifact: &ArtifactRef, csv: Option<&str>) -> Vec<AttachmentBody> {
+        match (&artifact.csv_key, csv) {
+            (Some(key), Some(csv)) => vec![AttachmentBody {
+                filename: job.csv_filename(),
+                content_type: "text/csv; charset=utf-8",
+                key: key.clone(),
+                bytes: csv.len(),
+            }],
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// An artifact's parts as JSON strings, escaped once for all the webhooks of its job (the
@@ -39,6 +69,7 @@ pub struct WebhookBody<'a> {
 pub struct EscapedParts {
     pub html: Box<RawValue>,
     pub text: Box<RawValue>,
+    pub csv: Option<Box<RawValue>>,
 }
 
 impl EscapedParts {
@@ -46,6 +77,10 @@ impl EscapedParts {
         Ok(EscapedParts {
             html: serde_json::value::to_raw_value(&rendered.html)?,
             text: serde_json::value::to_raw_value(&rendered.text)?,
+            csv: match &rendered.csv {
+                Some(csv) => Some(serde_json::value::to_raw_value(csv)?),
+                None => None,
+            },
         })
     }
 }

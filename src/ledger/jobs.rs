@@ -46,7 +46,7 @@ const RENDER_QUARANTINE: &str =
 
 const RENDERED: &str = "UPDATE jobs SET state = $3, artifact_key = $4, artifact_text_key = $5, artifact_sha256 = $6,
         artifact_bytes = $7, artifact_deleted_at = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
-        updated_at = $8, terminal_at = CASE WHEN $3 = 'done' THEN $8 ELSE NULL END
+        updated_at = $8, terminal_at = CASE WHEN $3 = 'done' THEN $8 ELSE NULL END, artifact_csv_key = $9
      WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
 
 /// The head of a multi-row delivery insert.
@@ -230,6 +230,7 @@ impl Ledger {
                     .bind(&r.artifact.sha256)
                     .bind(r.artifact.bytes)
                     .bind(now_ms)
+                    .bind(&r.artifact.csv_key)
                     .execute(&mut *tx)
                     .await?
                     .rows_affected();

@@ -17,8 +17,9 @@ macro_rules! job_columns {
     () => {
         "key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at,
          attempts, lease_owner, lease_token, lease_expires_at, artifact_key, artifact_text_key,
-         artifact_sha256, artifact_bytes, artifact_deleted_at, last_error, redrive_count,
-         created_at, updated_at, terminal_at, diagnostics_cleared_at, generated_at, lease_losses"
+         artifact_csv_key, artifact_sha256, artifact_bytes, artifact_deleted_at, last_error,
+         redrive_count, created_at, updated_at, terminal_at, diagnostics_cleared_at, generated_at,
+         lease_losses"
     };
 }
 

@@ -134,6 +134,9 @@ pub struct NewJob {
 pub struct ArtifactRef {
     pub html_key: String,
     pub text_key: String,
+    /// The CSV attachment, when the report's template has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csv_key: Option<String>,
     pub sha256: String,
     pub bytes: i64,
 }
@@ -186,6 +189,7 @@ pub(super) struct JobRecord {
     lease_expires_at: Option<i64>,
     artifact_key: Option<String>,
     artifact_text_key: Option<String>,
+    artifact_csv_key: Option<String>,
     artifact_sha256: Option<String>,
     artifact_bytes: Option<i64>,
     artifact_deleted_at: Option<i64>,
@@ -212,6 +216,7 @@ impl TryFrom<JobRecord> for Job {
             (Some(html_key), Some(text_key), Some(sha256), Some(bytes)) => Some(ArtifactRef {
                 html_key,
                 text_key,
+                csv_key: r.artifact_csv_key,
                 sha256,
                 bytes,
             }),

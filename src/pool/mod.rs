@@ -12,6 +12,7 @@
 
 mod completer;
 mod failure;
+pub mod limits;
 pub mod rescuer;
 mod running;
 mod send;
@@ -187,6 +188,8 @@ pub struct Pipeline {
     pub policy: RetryPolicy,
     pub clock: SharedClock,
     pub throttle: HostThrottle,
+    /// `[[rate_limit]]`: the send rate each destination host accepts.
+    pub limits: limits::RateLimits,
     pub admission: Admission,
     pub stats: Stats,
     pub config: PoolConfig,
@@ -232,10 +235,7 @@ impl Pipeline {
             email_reply_to: config.settings.email.reply_to.clone(),
             email_list_domain: config.settings.email.list_domain().to_string(),
             webhook: WebhookSender::new(config.settings.webhook.timeout.as_std())?,
-            http: reqwest::Client::builder()
-                .connect_timeout(Duration::from_secs(10))
-                .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")))
-                .build()?,
+            http: crate::source::http_client()?,
             policy: RetryPolicy::from(&config.settings.retry),
             clock,
             // A probe that never answers expires after the longest a send may take.
@@ -248,18 +248,32 @@ impl Pipeline {
                 )
                 .unwrap_or(throttle::DEFAULT_PROBE_TTL),
             ),
+            limits: limits::RateLimits::new(
+                &config.settings.rate_limits,
+                &config.settings.email.smtp_url,
+            ),
             admission: Admission::new(pool.admission_per_second),
             stats: Stats::default(),
             config: pool,
             metrics: Arc::default(),
             send_timeouts,
             wake: Notify::new(),
-        })
+        }
+        .publishing_limits())
     }
 
     /// Records into shared metrics (the HTTP server's) instead of private ones.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Pipeline {
         self.metrics = metrics;
+        self.publishing_limits()
+    }
+
+    /// Shows the configured rate limits in the metrics.
+    fn publishing_limits(self) -> Pipeline {
+        for spec in self.limits.specs() {
+            self.metrics
+                .set_rate_limit(&spec.host, spec.per_second, spec.burst);
+        }
         self
     }
 
@@ -389,14 +403,27 @@ impl Pipeline {
         }
         // The deliveries of one job leased together read its artifact once.
         let mut shared: HashMap<JobKey, Arc<work::JobArtifact>> = HashMap::new();
+        // Sends turned back by a rate limit in this round, by host.
+        let mut limited: HashMap<String, u32> = HashMap::new();
         for leased in deliveries {
             let now = self.clock.now();
             let host = work::host_of(&leased.delivery);
             if let throttle::Gate::WaitUntil(until) = self.throttle.gate(&host, now) {
-                Stats::bump(&self.stats.deferred);
-                if let Err(e) = self.ledger.delivery_defer(&leased.lease, until, now).await {
-                    tracing::warn!(error = %e, "could not defer a delivery to a paused host");
+                self.defer(&leased, until, now, "a paused host").await;
+                continue;
+            }
+            let sent_to = self.limits.host_of(&leased.delivery);
+            let queued = limited.get(&sent_to).copied().unwrap_or(0);
+            if let Err(wait) = self.limits.take(&sent_to, queued) {
+                limited.insert(sent_to.clone(), queued.saturating_add(1));
+                if let Some(spec) = self.limits.spec_for(&sent_to) {
+                    self.metrics.rate_limit_deferred(&spec.host);
                 }
+                let until = crate::clock::add(
+                    now,
+                    chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
+                );
+                self.defer(&leased, until, now, "a rate-limited host").await;
                 continue;
             }
             let artifact = shared
@@ -411,6 +438,20 @@ impl Pipeline {
             })?;
         }
         Ok(count)
+    }
+
+    /// Puts a leased delivery back in the queue, ready at `until`, without an attempt.
+    async fn defer(
+        &self,
+        leased: &crate::ledger::LeasedDelivery,
+        until: chrono::DateTime<chrono::Utc>,
+        now: chrono::DateTime<chrono::Utc>,
+        why: &str,
+    ) {
+        Stats::bump(&self.stats.deferred);
+        if let Err(e) = self.ledger.delivery_defer(&leased.lease, until, now).await {
+            tracing::warn!(error = %e, "could not defer a delivery to {why}");
+        }
     }
 
     /// Runs `work` while extending its lease every third of the lease length; if the lease is

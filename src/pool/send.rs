@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::Pipeline;
 use super::work::JobArtifact;
 use crate::config::Report;
-use crate::deliver::webhook::{EscapedParts, WebhookBody, WindowBody};
+use crate::deliver::webhook::{AttachmentBody, EscapedParts, WebhookBody, WindowBody};
 use crate::deliver::{Outcome, redact_address};
 use crate::keys::DestinationKind;
 use crate::ledger::{ArtifactRef, Delivery, Job, ResponseClass};
@@ -98,7 +98,7 @@ async fn send_email(
             redact_address(&delivery.destination)
         ))
     })?;
-    let subject = format!("{} — {}", ready.report.title, ready.job.date);
+    let subject = crate::deliver::email::subject(&ready.report.title, &ready.job.date);
     let message = crate::deliver::email::build_message(
         &p.email_from,
         &to,
@@ -157,6 +157,12 @@ async fn send_webhook(
         artifact: &ready.artifact,
         html: &escaped.html,
         text: &escaped.text,
+        csv: escaped.csv.as_deref(),
+        attachments: AttachmentBody::csv_of(
+            &job.key,
+            &ready.artifact,
+            ready.rendered.csv.as_deref(),
+        ),
     };
     let body =
         serde_json::to_vec(&body).map_err(|e| permanent(format!("cannot encode the body: {e}")))?;

@@ -142,7 +142,26 @@ impl Browser {
 
     /// Saves a PNG of the viewport under `target/ui-screenshots/NAME.png`.
     pub async fn screenshot(&self, name: &str) -> PathBuf {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/ui-screenshots");
+        self.screenshot_in("ui-screenshots", name).await
+    }
+
+    /// Emulates a viewport `width` wide and as tall as the page, so a capture shows all of it.
+    pub async fn fit_height(&self, width: u32) {
+        let height = self
+            .client
+            .execute("return document.documentElement.scrollHeight;", vec![])
+            .await
+            .expect("script")
+            .as_u64()
+            .unwrap_or(900);
+        self.viewport(width, height.clamp(200, 6000) as u32).await;
+    }
+
+    /// Saves a PNG of the viewport under `target/DIR/NAME.png`.
+    pub async fn screenshot_in(&self, dir: &str, name: &str) -> PathBuf {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("target")
+            .join(dir);
         std::fs::create_dir_all(&dir).expect("mkdir");
         let png = self.client.screenshot().await.expect("screenshot");
         assert!(png.starts_with(b"\x89PNG"), "a PNG");
@@ -154,6 +173,27 @@ impl Browser {
     /// Emulates the system's `prefers-color-scheme` (`light` or `dark`) through chromedriver's
     /// DevTools endpoint; the page must be reloaded to show it in a capture.
     pub async fn color_scheme(&self, scheme: &str) {
+        self.cdp(
+            "Emulation.setEmulatedMedia",
+            serde_json::json!({ "features": [{ "name": "prefers-color-scheme", "value": scheme }] }),
+        )
+        .await;
+    }
+
+    /// Emulates a phone's viewport `width` × `height` CSS pixels (Chromium will not make a
+    /// window narrower than 500 px, so a 375 px page needs this).
+    pub async fn viewport(&self, width: u32, height: u32) {
+        self.cdp(
+            "Emulation.setDeviceMetricsOverride",
+            serde_json::json!({
+                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 500,
+            }),
+        )
+        .await;
+    }
+
+    /// One Chrome DevTools command through chromedriver.
+    async fn cdp(&self, cmd: &str, params: serde_json::Value) {
         let id = self
             .client
             .session_id()
@@ -163,17 +203,21 @@ impl Browser {
         let r = reqwest::Client::new()
             .post(format!("{}/session/{id}/goog/cdp/execute", self.driver_url))
             .header("content-type", "application/json")
-            .body(
-                serde_json::json!({
-                    "cmd": "Emulation.setEmulatedMedia",
-                    "params": { "features": [{ "name": "prefers-color-scheme", "value": scheme }] },
-                })
-                .to_string(),
-            )
+            .body(serde_json::json!({ "cmd": cmd, "params": params }).to_string())
             .send()
             .await
             .expect("cdp");
         assert!(r.status().is_success(), "{:?}", r.text().await);
+    }
+
+    /// The viewport's width in CSS pixels, as the page sees it.
+    pub async fn inner_width(&self) -> u64 {
+        self.client
+            .execute("return window.innerWidth;", vec![])
+            .await
+            .expect("script")
+            .as_u64()
+            .unwrap_or(0)
     }
 
     /// Whether the system prefers dark, as the page sees it.

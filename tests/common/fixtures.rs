@@ -42,6 +42,7 @@ pub fn artifact() -> ArtifactRef {
     ArtifactRef {
         html_key: "artifacts/r/2026-10-25/abc.html".into(),
         text_key: "artifacts/r/2026-10-25/abc.txt".into(),
+        csv_key: None,
         sha256: "abc".into(),
         bytes: 1234,
     }

@@ -32,6 +32,27 @@ pub fn run_in(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("run dawnpost")
 }
 
+/// A copy of the shipped config/, templates/ and sample data.
+pub fn shipped_copy() -> tempfile::TempDir {
+    fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for entry in std::fs::read_dir(from).expect("read dir") {
+            let p = entry.expect("entry").path();
+            let target = to.join(p.file_name().expect("name"));
+            if p.is_dir() {
+                copy_dir(&p, &target);
+            } else {
+                std::fs::copy(&p, &target).expect("copy");
+            }
+        }
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    copy_dir(&shipped.join("config"), &dir.path().join("config"));
+    copy_dir(&shipped.join("templates"), &dir.path().join("templates"));
+    dir
+}
+
 /// A project root in a temp folder: `config/`, `templates/` (the shipped ones) and sample data.
 pub struct Project {
     pub dir: TempDir,

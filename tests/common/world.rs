@@ -159,6 +159,7 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
     let rendered = Rendered {
         html: format!("<p>{k}</p>"),
         text: k.to_string(),
+        csv: None,
     };
     let (artifact, _) = store
         .write(&spec.report, &date.to_string(), &rendered)

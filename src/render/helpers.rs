@@ -1,0 +1,204 @@
+//! Template helpers: `local_time` and `number`, so templates never format by hand.
+
+use chrono::DateTime;
+use handlebars::Handlebars;
+use serde_json::Value;
+
+/// `{{local_time INSTANT}}`: an RFC 3339 instant in the report's timezone with its offset
+/// (`2026-11-28 00:00 CET (UTC+01:00)`); `format="%H:%M"` picks a chrono format instead.
+pub(super) fn local_time(
+    h: &handlebars::Helper<'_>,
+    _: &Handlebars<'_>,
+    ctx: &handlebars::Context,
+    _: &mut handlebars::RenderContext<'_, '_>,
+    out: &mut dyn handlebars::Output,
+) -> handlebars::HelperResult {
+    out.write(&local_time_text(h, ctx)?)?;
+    Ok(())
+}
+
+/// `local_time` in a CSV template: the same text, as one CSV field.
+pub(super) fn csv_local_time(
+    h: &handlebars::Helper<'_>,
+    _: &Handlebars<'_>,
+    ctx: &handlebars::Context,
+    _: &mut handlebars::RenderContext<'_, '_>,
+    out: &mut dyn handlebars::Output,
+) -> handlebars::HelperResult {
+    out.write(&super::csv::escape(&local_time_text(h, ctx)?))?;
+    Ok(())
+}
+
+fn local_time_text(
+    h: &handlebars::Helper<'_>,
+    ctx: &handlebars::Context,
+) -> Result<String, handlebars::RenderErrorReason> {
+    let other = |m: String| handlebars::RenderErrorReason::Other(m);
+    let instant = param(h, "local_time")?
+        .as_str()
+        .ok_or_else(|| other("local_time needs an RFC 3339 instant".into()))?;
+    let t = DateTime::parse_from_rfc3339(instant).map_err(|e| {
+        other(format!(
+            "local_time: {instant:?} is not an RFC 3339 instant: {e}"
+        ))
+    })?;
+    let zone = ctx
+        .data()
+        .pointer("/report/timezone")
+        .and_then(|v| v.as_str())
+        .unwrap_or("UTC");
+    let tz: chrono_tz::Tz = zone
+        .parse()
+        .map_err(|_| other(format!("local_time: {zone:?} is not a timezone")))?;
+    let format = h
+        .hash_get("format")
+        .and_then(|v| v.value().as_str())
+        .unwrap_or("%Y-%m-%d %H:%M %Z (UTC%:z)");
+    let mut shown = String::new();
+    std::fmt::Write::write_fmt(
+        &mut shown,
+        format_args!("{}", t.with_timezone(&tz).format(format)),
+    )
+    .map_err(|_| other(format!("local_time: {format:?} is not a time format")))?;
+    Ok(shown)
+}
+
+/// `{{number X}}`: a number with thousands separators (`1,842`); `decimals=N` rounds to N
+/// places (`98.8`).
+pub(super) fn number(
+    h: &handlebars::Helper<'_>,
+    _: &Handlebars<'_>,
+    _: &handlebars::Context,
+    _: &mut handlebars::RenderContext<'_, '_>,
+    out: &mut dyn handlebars::Output,
+) -> handlebars::HelperResult {
+    out.write(&number_text(h)?)?;
+    Ok(())
+}
+
+/// `number` in a CSV template: the same text, as one CSV field (quoted when grouped).
+pub(super) fn csv_number(
+    h: &handlebars::Helper<'_>,
+    _: &Handlebars<'_>,
+    _: &handlebars::Context,
+    _: &mut handlebars::RenderContext<'_, '_>,
+    out: &mut dyn handlebars::Output,
+) -> handlebars::HelperResult {
+    out.write(&super::csv::escape(&number_text(h)?))?;
+    Ok(())
+}
+
+fn number_text(h: &handlebars::Helper<'_>) -> Result<String, handlebars::RenderErrorReason> {
+    let value = param(h, "number")?
+        .as_f64()
+        .ok_or_else(|| handlebars::RenderErrorReason::Other("number needs a number".into()))?;
+    let decimals = h
+        .hash_get("decimals")
+        .and_then(|v| v.value().as_u64())
+        .unwrap_or(0)
+        .min(6) as usize;
+    Ok(grouped(value, decimals))
+}
+
+/// A helper's first parameter; a missing field is refused naming it, as strict mode does.
+fn param<'a>(
+    h: &'a handlebars::Helper<'_>,
+    helper: &str,
+) -> Result<&'a Value, handlebars::RenderErrorReason> {
+    let p = h.param(0).ok_or_else(|| {
+        handlebars::RenderErrorReason::Other(format!("{helper} needs a parameter"))
+    })?;
+    if p.is_value_missing() || p.value().is_null() {
+        return Err(handlebars::RenderErrorReason::MissingVariable(
+            p.relative_path().cloned(),
+        ));
+    }
+    Ok(p.value())
+}
+
+/// `value` to `decimals` places with a comma every three digits of its integer part.
+pub fn grouped(value: f64, decimals: usize) -> String {
+    let text = format!("{:.*}", decimals, value.abs());
+    let (int, frac) = text
+        .split_once('.')
+        .map_or((text.as_str(), None), |(i, f)| (i, Some(f)));
+    let mut out = String::new();
+    for (i, c) in int.chars().enumerate() {
+        if i > 0 && (int.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if let Some(f) = frac {
+        out.push('.');
+        out.push_str(f);
+    }
+    if value < 0.0 && out.chars().any(|c| c.is_ascii_digit() && c != '0') {
+        out.insert(0, '-');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn render(template: &str, tz: &str, data: Value) -> String {
+        let mut h = super::super::strict_registry();
+        h.register_template_string("t", template).expect("template");
+        let ctx = json!({ "report": { "timezone": tz }, "data": data });
+        h.render("t", &ctx)
+            .unwrap_or_else(|e| format!("error: {e}"))
+    }
+
+    #[test]
+    fn local_time_shows_the_reports_zone_and_offset_across_dst() {
+        let t = "{{local_time data.at}}";
+        let winter = json!({ "at": "2026-11-28T23:00:00Z" });
+        assert_eq!(
+            render(t, "Europe/Berlin", winter),
+            "2026-11-29 00:00 CET (UTC+01:00)"
+        );
+        let summer = json!({ "at": "2026-07-01T22:00:00Z" });
+        assert_eq!(
+            render(t, "Europe/Berlin", summer),
+            "2026-07-02 00:00 CEST (UTC+02:00)"
+        );
+        let sydney = json!({ "at": "2026-11-28T13:00:00Z" });
+        assert_eq!(
+            render(t, "Australia/Sydney", sydney),
+            "2026-11-29 00:00 AEDT (UTC+11:00)"
+        );
+        let custom = render(
+            "{{local_time data.at format=\"%H:%M\"}}",
+            "Europe/Berlin",
+            json!({ "at": "2026-11-28T05:30:00Z" }),
+        );
+        assert_eq!(custom, "06:30");
+        let bad = render(t, "Europe/Berlin", json!({ "at": "yesterday" }));
+        assert!(
+            bad.starts_with("error:") && bad.contains("not an RFC 3339 instant"),
+            "{bad}"
+        );
+    }
+
+    #[test]
+    fn numbers_are_grouped_and_rounded() {
+        assert_eq!(grouped(1842.0, 0), "1,842");
+        assert_eq!(grouped(1_234_567.0, 0), "1,234,567");
+        assert_eq!(grouped(999.0, 0), "999");
+        assert_eq!(grouped(98.76, 1), "98.8");
+        assert_eq!(grouped(-12_345.5, 1), "-12,345.5");
+        assert_eq!(grouped(-0.01, 1), "0.0");
+        assert_eq!(
+            render("{{number data.n}}", "UTC", json!({ "n": 6210 })),
+            "6,210"
+        );
+        let missing = render("{{number data.n}}", "UTC", json!({}));
+        assert!(
+            missing.starts_with("error:") && missing.contains("data.n"),
+            "strict, naming the field: {missing}"
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! Rendering: handlebars in strict mode, an HTML part (escaped) and a plain-text part.
+//!
+//! Registration only catches syntax errors; unknown helpers, unknown partials and missing fields
+//! fail at render time. So `check` renders every report's template against its sample data
+//! ([`check_templates`]); other commands only load what they use.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use handlebars::Handlebars;
+use serde_json::{Value, json};
+
+use crate::config::Report;
+use crate::window::{Window, rfc3339};
+
+mod check;
+mod csv;
+mod email_html;
+mod helpers;
+
+pub use check::check_templates;
+pub use helpers::grouped;
+
+/// The parts of one report template, each in its own registry: HTML escaping for the HTML
+/// part, none for the text part, CSV field quoting for the CSV part.
+#[derive(Debug)]
+pub struct Templates {
+    name: String,
+    html: Handlebars<'static>,
+    text: Handlebars<'static>,
+    /// `<name>.csv.hbs`, escaping each value as a CSV field.
+    csv: Option<Handlebars<'static>>,
+}
+
+/// What went wrong loading or rendering a template.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Syntax {
+        path: PathBuf,
+        source: Box<handlebars::TemplateError>,
+    },
+    /// A render failed: a missing field, an unknown helper or partial. The text names the
+    /// part, the line and the column.
+    #[error("{part}: {source}")]
+    Render {
+        part: String,
+        source: Box<handlebars::RenderError>,
+    },
+    #[error("cannot read sample {path}: {source}")]
+    SampleRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("sample {path} is not valid JSON: {source}")]
+    Sample {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("does not render against sample {path}: {source}")]
+    AgainstSample {
+        path: PathBuf,
+        source: Box<RenderError>,
+    },
+    /// The rendered HTML cannot be sent: its CSS does not parse, or an image has no alt text.
+    #[error("{part}: {reason}")]
+    Html { part: String, reason: String },
+    #[error("does not render: {0}")]
+    Lenient(Box<RenderError>),
+    #[error("no window for the sample date")]
+    NoWindow,
+}
+
+/// The rendered parts of one job: the email's HTML (CSS inlined) and text, and the CSV
+/// attachment when the report's template has one (`<name>.csv.hbs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub html: String,
+    pub text: String,
+    pub csv: Option<String>,
+}
+
+impl Templates {
+    /// Loads `templates/<name>.html.hbs`, `templates/<name>.txt.hbs`, `templates/<name>.csv.hbs`
+    /// when it exists (the report then attaches its data as CSV), and any partials in
+    /// `templates/partials/*.hbs`.
+    pub fn load(root: &Path, name: &str) -> Result<Templates, RenderError> {
+        let dir = root.join("templates");
+        let mut html = strict_registry();
+        let mut text = strict_registry();
+        text.register_escape_fn(handlebars::no_escape);
+        for (registry, ext) in [(&mut html, "html.hbs"), (&mut text, "txt.hbs")] {
+            let path = dir.join(format!("{name}.{ext}"));
+            registry
+                .register_template_string(name, read(&path)?)
+                .map_err(|e| syntax(&path, e))?;
+        }
+        let csv_path = dir.join(format!("{name}.csv.hbs"));
+        let mut csv = match std::fs::metadata(&csv_path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            _ => {
+                let mut registry = strict_registry();
+                registry.register_escape_fn(csv::escape);
+                registry.register_helper("local_time", Box::new(helpers::csv_local_time));
+                registry.register_helper("number", Box::new(helpers::csv_number));
+                registry
+                    .register_template_string(name, read(&csv_path)?)
+                    .map_err(|e| syntax(&csv_path, e))?;
+                Some(registry)
+            }
+        };
+        for (stem, path, source) in partials(&dir)? {
+            for registry in [Some(&mut html), Some(&mut text), csv.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                registry
+                    .register_partial(&stem, source.clone())
+                    .map_err(|e| syntax(&path, e))?;
+            }
+        }
+        Ok(Templates {
+            name: name.to_string(),
+            html,
+            text,
+            csv,
+        })
+    }
+
+    /// Whether the report attaches a CSV part.
+    pub fn has_csv(&self) -> bool {
+        self.csv.is_some()
+    }
+
+    /// Renders every part; a missing field is an error that names it. The HTML part then has
+    /// its `<style>` rules inlined on each element (the block is kept for clients that read it)
+    /// and every image must carry alt text.
+    pub fn render(&self, context: &Value) -> Result<Rendered, RenderError> {
+        let part = |ext: &str, e| RenderError::Render {
+            part: format!("{}.{ext}", self.name),
+            source: Box::new(e),
+        };
+        let html = self
+            .html
+            .render(&self.name, context)
+            .map_err(|e| part("html.hbs", e))?;
+        let html = email_html::prepare(&html).map_err(|reason| RenderError::Html {
+            part: format!("{}.html.hbs", self.name),
+            reason,
+        })?;
+        let text = self
+            .text
+            .render(&self.name, context)
+            .map_err(|e| part("txt.hbs", e))?;
+        let csv = match &self.csv {
+            Some(registry) => Some(
+                registry
+                    .render(&self.name, context)
+                    .map_err(|e| part("csv.hbs", e))?,
+            ),
+            None => None,
+        };
+        Ok(Rendered { html, text, csv })
+    }
+
+    /// Renders without strict mode: used when no sample data exists, to still catch unknown
+    /// helpers and partials.
+    pub(super) fn render_lenient(&mut self, context: &Value) -> Result<Rendered, RenderError> {
+        let registries = |t: &mut Templates, strict: bool| {
+            for r in [Some(&mut t.html), Some(&mut t.text), t.csv.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                r.set_strict_mode(strict);
+            }
+        };
+        registries(self, false);
+        let result = self.render(context);
+        registries(self, true);
+        result
+    }
+}
+
+/// The partials in `templates/partials/*.hbs`, by file stem, in name order.
+fn partials(dir: &Path) -> Result<Vec<(String, PathBuf, String)>, RenderError> {
+    let Ok(entries) = std::fs::read_dir(dir.join("partials")) else {
+        return Ok(Vec::new());
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for path in paths
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "hbs"))
+    {
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let source = read(&path)?;
+        out.push((stem.to_string(), path, source));
+    }
+    Ok(out)
+}
+
+fn strict_registry() -> Handlebars<'static> {
+    let mut h = Handlebars::new();
+    h.set_strict_mode(true);
+    h.register_helper("local_time", Box::new(helpers::local_time));
+    h.register_helper("number", Box::new(helpers::number));
+    h
+}
+
+fn read(path: &Path) -> Result<String, RenderError> {
+    std::fs::read_to_string(path).map_err(|source| RenderError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn syntax(path: &Path, e: handlebars::TemplateError) -> RenderError {
+    RenderError::Syntax {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    }
+}
+
+/// The template context (DESIGN §10).
+pub fn context(
+    report: &Report,
+    date: NaiveDate,
+    window: &Window,
+    data: Value,
+    generated_at: DateTime<Utc>,
+) -> Value {
+    json!({
+        "report": { "id": report.id.as_str(), "title": report.title, "timezone": report.timezone().name() },
+        "date": crate::keys::IsoDate(date).to_string(),
+        "window": { "start": rfc3339(window.start), "end": rfc3339(window.end) },
+        "data": data,
+        "generated_at": rfc3339(generated_at),
+    })
+}
