@@ -129,9 +129,14 @@ impl JobHistory {
                 let _ = writeln!(out, "  artifact: not rendered");
             }
             (Some(a), deleted) => {
+                let parts = if a.csv_key.is_some() {
+                    "+ .txt, .csv"
+                } else {
+                    "+ .txt"
+                };
                 let _ = writeln!(
                     out,
-                    "  artifact: {} (+ .txt)  sha256 {}  {} bytes",
+                    "  artifact: {} ({parts})  sha256 {}  {} bytes",
                     a.html_key, a.sha256, a.bytes
                 );
                 if let Some(at) = deleted {

@@ -30,7 +30,7 @@ fn previewed(dir: &std::path::Path, report: &str) -> std::path::PathBuf {
         .find(|l| l.ends_with(".html"))
         .expect("an .html path")
         .to_string();
-    std::path::PathBuf::from(html)
+    dir.join(html)
 }
 
 async fn number(b: &Browser, script: &str) -> f64 {

@@ -25,7 +25,8 @@ fn preview(dir: &Path, report: &str) -> Vec<PathBuf> {
         &["preview", report, "--date", DATE, "--out", "preview"],
     );
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
-    stdout(&out).lines().map(PathBuf::from).collect()
+    // Paths as given: `--out preview` is relative to the working directory.
+    stdout(&out).lines().map(|l| dir.join(l)).collect()
 }
 
 fn content_type(m: &Message<'_>, part: u32) -> String {
@@ -187,8 +188,14 @@ fn preview_writes_what_run_sends_and_touches_nothing() {
     assert_eq!(
         sent.attachment(0)
             .map(|a| String::from_utf8_lossy(a.contents()).replace("\r\n", "\n")),
-        Some(csv)
+        Some(csv.clone())
     );
+    // `show` names the CSV part and prints it from the store.
+    let key = "warehouse-17:2026-11-30";
+    let shown = stdout(&run_in(dir.path(), &["show", key]));
+    assert!(shown.contains("(+ .txt, .csv)  sha256"), "{shown}");
+    let stored = run_in(dir.path(), &["show", key, "--artifact", "csv"]);
+    assert_eq!(stdout(&stored).trim_end(), csv.trim_end());
 }
 
 #[test]

@@ -246,7 +246,10 @@ pub(super) async fn preview(
     clock: SharedClock,
 ) -> anyhow::Result<ExitCode> {
     let date = args.date.as_deref().map(local_date).transpose()?;
-    let out = crate::config::resolve(&config.root, &args.out);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| config.root.join("var/preview"));
     let files = crate::preview::preview(config, &args.report, date, &out, clock.now()).await?;
     for path in files.paths() {
         out!("{}", path.display());
@@ -316,13 +319,18 @@ pub(super) async fn show(
             errln!("job {}: no artifact to print: {why}", args.key);
             return Ok(ExitCode::from(EXIT_ERROR));
         };
-        out!(
-            "{}",
-            match part {
-                ArtifactPart::Html => r.html,
-                ArtifactPart::Text => r.text,
-            }
-        );
+        let text = match part {
+            ArtifactPart::Html => r.html,
+            ArtifactPart::Text => r.text,
+            ArtifactPart::Csv => match r.csv {
+                Some(csv) => csv,
+                None => {
+                    errln!("job {}: its report attaches no CSV", args.key);
+                    return Ok(ExitCode::from(EXIT_ERROR));
+                }
+            },
+        };
+        out!("{text}");
         return Ok(ExitCode::SUCCESS);
     }
     let hide = if args.reveal {

@@ -102,9 +102,9 @@ pub struct PreviewArgs {
     /// The report's local date, YYYY-MM-DD (default: today in its timezone).
     #[arg(long)]
     pub date: Option<String>,
-    /// Where to write the files.
-    #[arg(long, default_value = "var/preview")]
-    pub out: PathBuf,
+    /// Where to write the files (default: `var/preview` in the project root).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 impl Command {
@@ -190,6 +190,8 @@ pub struct ShowArgs {
 pub enum ArtifactPart {
     Html,
     Text,
+    /// The CSV attachment, when the report has one.
+    Csv,
 }
 
 /// `dlq`'s arguments.
