@@ -62,10 +62,12 @@ async fn until(b: &Browser, what: &str, done: impl Fn(&str) -> bool) -> String {
 async fn capture(b: &Browser, name: &str) {
     b.client.set_window_size(1280, 900).await.expect("resize");
     b.screenshot(&format!("{name}-1280")).await;
-    b.client.set_window_size(375, 800).await.expect("resize");
+    // A phone's viewport (Chromium makes no window narrower than 500 px).
+    b.viewport(375, 800).await;
+    assert_eq!(b.inner_width().await, 375, "{name}");
     b.screenshot(&format!("{name}-375")).await;
     assert!(!b.overflows().await, "{name} scrolls sideways at 375 px");
-    b.client.set_window_size(1280, 900).await.expect("resize");
+    b.clear_viewport().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

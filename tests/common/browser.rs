@@ -192,6 +192,15 @@ impl Browser {
         .await;
     }
 
+    /// Back to the window's own viewport.
+    pub async fn clear_viewport(&self) {
+        self.cdp(
+            "Emulation.clearDeviceMetricsOverride",
+            serde_json::json!({}),
+        )
+        .await;
+    }
+
     /// One Chrome DevTools command through chromedriver.
     async fn cdp(&self, cmd: &str, params: serde_json::Value) {
         let id = self
