@@ -170,6 +170,10 @@ fn check_shows_each_limit_and_what_it_holds_back() {
     ] {
         assert!(text.contains(want), "{want} in\n{text}");
     }
+    assert!(
+        text.contains("template daily_ops (+ CSV attachment)  destinations: 1 email, 2 webhook"),
+        "{text}"
+    );
     // The webhook path is never shown.
     assert!(!text.contains("/r/17"), "{text}");
 

@@ -185,13 +185,22 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
     }
     for report in &config.reports {
         let tz = report.timezone();
+        let csv = config
+            .root
+            .join("templates")
+            .join(format!("{}.csv.hbs", report.template));
         out!(
-            "\n{}  \"{}\"  schedule \"{}\" in {}  template {}  destinations: {} email, {} webhook",
+            "\n{}  \"{}\"  schedule \"{}\" in {}  template {}{}  destinations: {} email, {} webhook",
             report.id,
             report.title,
             report.schedule.expr(),
             tz.name(),
             report.template,
+            if csv.is_file() {
+                " (+ CSV attachment)"
+            } else {
+                ""
+            },
             report.email.len(),
             report.webhooks.len()
         );
