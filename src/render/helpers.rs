@@ -4,29 +4,48 @@ use chrono::DateTime;
 use handlebars::Handlebars;
 use serde_json::Value;
 
-/// `{{local_time INSTANT}}`: an RFC 3339 instant in the report's timezone with its offset
-/// (`2026-11-28 00:00 CET (UTC+01:00)`); `format="%H:%M"` picks a chrono format instead.
-pub(super) fn local_time(
-    h: &handlebars::Helper<'_>,
-    _: &Handlebars<'_>,
-    ctx: &handlebars::Context,
-    _: &mut handlebars::RenderContext<'_, '_>,
-    out: &mut dyn handlebars::Output,
-) -> handlebars::HelperResult {
-    out.write(&local_time_text(h, ctx)?)?;
-    Ok(())
+type Text = fn(
+    &handlebars::Helper<'_>,
+    &handlebars::Context,
+) -> Result<String, handlebars::RenderErrorReason>;
+
+/// A helper that formats a value and writes it through `escape` (as is in HTML and text
+/// templates, as one CSV field in a CSV template).
+pub(super) struct Formatted {
+    text: Text,
+    escape: fn(&str) -> String,
 }
 
-/// `local_time` in a CSV template: the same text, as one CSV field.
-pub(super) fn csv_local_time(
-    h: &handlebars::Helper<'_>,
-    _: &Handlebars<'_>,
-    ctx: &handlebars::Context,
-    _: &mut handlebars::RenderContext<'_, '_>,
-    out: &mut dyn handlebars::Output,
-) -> handlebars::HelperResult {
-    out.write(&super::csv::escape(&local_time_text(h, ctx)?))?;
-    Ok(())
+impl handlebars::HelperDef for Formatted {
+    fn call<'reg: 'rc, 'rc>(
+        &self,
+        h: &handlebars::Helper<'rc>,
+        _: &'reg Handlebars<'reg>,
+        ctx: &'rc handlebars::Context,
+        _: &mut handlebars::RenderContext<'reg, 'rc>,
+        out: &mut dyn handlebars::Output,
+    ) -> handlebars::HelperResult {
+        out.write(&(self.escape)(&(self.text)(h, ctx)?))?;
+        Ok(())
+    }
+}
+
+/// `{{local_time INSTANT}}`: an RFC 3339 instant in the report's timezone with its offset
+/// (`2026-11-28 00:00 CET (UTC+01:00)`); `format="%H:%M"` picks a chrono format instead.
+pub(super) fn local_time(escape: fn(&str) -> String) -> Box<Formatted> {
+    Box::new(Formatted {
+        text: local_time_text,
+        escape,
+    })
+}
+
+/// `{{number X}}`: a number with thousands separators (`1,842`); `decimals=N` rounds to N
+/// places (`98.8`).
+pub(super) fn number(escape: fn(&str) -> String) -> Box<Formatted> {
+    Box::new(Formatted {
+        text: number_text,
+        escape,
+    })
 }
 
 fn local_time_text(
@@ -63,32 +82,10 @@ fn local_time_text(
     Ok(shown)
 }
 
-/// `{{number X}}`: a number with thousands separators (`1,842`); `decimals=N` rounds to N
-/// places (`98.8`).
-pub(super) fn number(
+fn number_text(
     h: &handlebars::Helper<'_>,
-    _: &Handlebars<'_>,
     _: &handlebars::Context,
-    _: &mut handlebars::RenderContext<'_, '_>,
-    out: &mut dyn handlebars::Output,
-) -> handlebars::HelperResult {
-    out.write(&number_text(h)?)?;
-    Ok(())
-}
-
-/// `number` in a CSV template: the same text, as one CSV field (quoted when grouped).
-pub(super) fn csv_number(
-    h: &handlebars::Helper<'_>,
-    _: &Handlebars<'_>,
-    _: &handlebars::Context,
-    _: &mut handlebars::RenderContext<'_, '_>,
-    out: &mut dyn handlebars::Output,
-) -> handlebars::HelperResult {
-    out.write(&super::csv::escape(&number_text(h)?))?;
-    Ok(())
-}
-
-fn number_text(h: &handlebars::Helper<'_>) -> Result<String, handlebars::RenderErrorReason> {
+) -> Result<String, handlebars::RenderErrorReason> {
     let value = param(h, "number")?
         .as_f64()
         .ok_or_else(|| handlebars::RenderErrorReason::Other("number needs a number".into()))?;
@@ -199,6 +196,20 @@ mod tests {
         assert!(
             missing.starts_with("error:") && missing.contains("data.n"),
             "strict, naming the field: {missing}"
+        );
+    }
+
+    #[test]
+    fn in_a_csv_template_every_value_is_one_field() {
+        let mut h = super::super::strict_registry();
+        h.register_escape_fn(super::super::csv::escape);
+        h.register_helper("number", number(super::super::csv::escape));
+        h.register_template_string("t", "{{number data.n}},{{data.s}},{{data.f}}")
+            .expect("template");
+        let ctx = json!({ "data": { "n": 1842, "s": "Trailer 4, door 2", "f": "=1+1" } });
+        assert_eq!(
+            h.render("t", &ctx).expect("render"),
+            "\"1,842\",\"Trailer 4, door 2\",'=1+1"
         );
     }
 }

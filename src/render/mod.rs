@@ -106,8 +106,8 @@ impl Templates {
             _ => {
                 let mut registry = strict_registry();
                 registry.register_escape_fn(csv::escape);
-                registry.register_helper("local_time", Box::new(helpers::csv_local_time));
-                registry.register_helper("number", Box::new(helpers::csv_number));
+                registry.register_helper("local_time", helpers::local_time(csv::escape));
+                registry.register_helper("number", helpers::number(csv::escape));
                 registry
                     .register_template_string(name, read(&csv_path)?)
                     .map_err(|e| syntax(&csv_path, e))?;
@@ -210,8 +210,8 @@ fn partials(dir: &Path) -> Result<Vec<(String, PathBuf, String)>, RenderError> {
 fn strict_registry() -> Handlebars<'static> {
     let mut h = Handlebars::new();
     h.set_strict_mode(true);
-    h.register_helper("local_time", Box::new(helpers::local_time));
-    h.register_helper("number", Box::new(helpers::number));
+    h.register_helper("local_time", helpers::local_time(str::to_string));
+    h.register_helper("number", helpers::number(str::to_string));
     h
 }
 
