@@ -24,7 +24,7 @@ async fn quarantined_job(s: &Server, t: &TestLedger) -> Vec<DeliveryLease> {
     let rendered = Rendered {
         html: "<html><body><h1>Stock at warehouse 17</h1></body></html>".into(),
         text: "Stock at warehouse 17".into(),
-        csv: None,
+        csv: Some("shift,picked\nEarly,6210\n".into()),
     };
     let (artifact, _) = s
         .artifacts
@@ -158,7 +158,22 @@ async fn the_job_page_tells_the_whole_story_redacted(t: &TestLedger) {
             .contains("Stock at warehouse 17")
     );
 
+    // The CSV attachment, linked from the page and served as a download.
+    let link = format!("href=\"/ui/jobs/{JOB}/artifact.csv\">warehouse-17-2026-11-29.csv</a>");
+    assert!(html.contains(&link), "{html}");
+    let r = get(&s, &format!("/ui/jobs/{JOB}/artifact.csv"), Some(&cookie)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        r.headers()["content-disposition"],
+        "attachment; filename=\"warehouse-17-2026-11-29.csv\""
+    );
+    assert_eq!(r.text().await.expect("body"), "shift,picked\nEarly,6210\n");
+    let r = get(&s, "/ui/jobs/warehouse-17:2026-11-28/artifact.csv", None).await;
+    assert_ne!(r.status(), StatusCode::OK, "signed in only");
+
     let r = get(&s, "/ui/jobs/nope:2026-11-29", Some(&cookie)).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let r = get(&s, "/ui/jobs/nope:2026-11-29/artifact.csv", Some(&cookie)).await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     s.cancel.cancel();
 }

@@ -64,20 +64,9 @@ pub(super) async fn artifact(
     Path(key): Path<String>,
 ) -> Result<Response, ConsoleError> {
     let key = job_key(&key)?;
-    let h = history(&st, &key).await?;
-    let body = match (&h.job.artifact, h.job.artifact_deleted_at) {
-        (Some(a), None) => match st.artifacts.read_rendered(a).await {
-            Ok(r) => r.html,
-            Err(e) => {
-                tracing::warn!(job = %key, error = %e, "console preview: artifact unreadable");
-                let msg = "The artifact could not be read from the store; see the daemon's log.";
-                return Ok((StatusCode::BAD_GATEWAY, msg).into_response());
-            }
-        },
-        (Some(_), Some(_)) => {
-            return Ok((StatusCode::GONE, "Deleted by retention.").into_response());
-        }
-        (None, _) => return Ok((StatusCode::NOT_FOUND, "Not rendered.").into_response()),
+    let body = match stored(&st, &key).await? {
+        Ok(r) => r.html,
+        Err(refused) => return Ok(refused),
     };
     let mut r = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response();
     r.headers_mut().insert(
@@ -85,6 +74,47 @@ pub(super) async fn artifact(
         HeaderValue::from_static(ARTIFACT_CSP),
     );
     Ok(r)
+}
+
+/// `GET /ui/jobs/{key}/artifact.csv`: the CSV attachment, as a download.
+pub(super) async fn artifact_csv(
+    State(st): State<ServerState>,
+    Path(key): Path<String>,
+) -> Result<Response, ConsoleError> {
+    let key = job_key(&key)?;
+    let csv = match stored(&st, &key).await? {
+        Ok(r) => r.csv,
+        Err(refused) => return Ok(refused),
+    };
+    let Some(csv) = csv else {
+        return Ok((StatusCode::NOT_FOUND, "This report attaches no CSV.").into_response());
+    };
+    let disposition = format!("attachment; filename=\"{}\"", key.csv_filename());
+    let mut r = ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], csv).into_response();
+    if let Ok(v) = HeaderValue::from_str(&disposition) {
+        r.headers_mut().insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(r)
+}
+
+/// A job's stored artifact, or the page that says why there is none to show.
+async fn stored(
+    st: &ServerState,
+    key: &crate::keys::JobKey,
+) -> Result<Result<crate::render::Rendered, Response>, ConsoleError> {
+    let h = history(st, key).await?;
+    Ok(match (&h.job.artifact, h.job.artifact_deleted_at) {
+        (Some(a), None) => match st.artifacts.read_rendered(a).await {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                tracing::warn!(job = %key, error = %e, "console: artifact unreadable");
+                let msg = "The artifact could not be read from the store; see the daemon's log.";
+                Err((StatusCode::BAD_GATEWAY, msg).into_response())
+            }
+        },
+        (Some(_), Some(_)) => Err((StatusCode::GONE, "Deleted by retention.").into_response()),
+        (None, _) => Err((StatusCode::NOT_FOUND, "Not rendered.").into_response()),
+    })
 }
 
 /// An action's form: the CSRF token, who and why (both required: actions are audited), and

@@ -66,6 +66,10 @@ fn artifact(h: &JobHistory) -> Markup {
                 @if let Some(at) = deleted {
                     p.swept { "Swept on " (when(at)) " by retention: the ledger rows remain." }
                 } @else {
+                    @if a.csv_key.is_some() {
+                        p { "Attached to every email: "
+                            a href={ "/ui/jobs/" (j.key) "/artifact.csv" } { (j.key.csv_filename()) } }
+                    }
                     iframe.preview sandbox="" title="Rendered report"
                         src={ "/ui/jobs/" (j.key) "/artifact" } {}
                 }

@@ -93,6 +93,7 @@ pub fn router(state: ServerState) -> Router<ServerState> {
         .route("/ui/jobs", get(jobs::list))
         .route("/ui/jobs/{key}", get(job::show))
         .route("/ui/jobs/{key}/artifact", get(job::artifact))
+        .route("/ui/jobs/{key}/artifact.csv", get(job::artifact_csv))
         .route("/ui/jobs/{key}/redrive", post(job::redrive))
         .route("/ui/jobs/{key}/cancel", post(job::cancel))
         .route("/ui/dlq", get(dlq::groups))
