@@ -136,7 +136,9 @@ async fn a_limited_host_is_held_to_its_rate_and_others_are_not(t: &TestLedger) {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
         .expect("the deferred series");
-    assert!(deferred >= 1.0, "{deferred}");
+    // Turned back queue one period apart, so each comes back when the budget has room: about
+    // one turn-back per send over the burst (190 here), not one per lease round.
+    assert!((1.0..=400.0).contains(&deferred), "{deferred}");
 }
 
 on_both_backends!(a_limited_host_is_held_to_its_rate_and_others_are_not);

@@ -3,8 +3,10 @@
 //! whose host has no send left is not held in a worker slot: it goes back to the queue, ready
 //! when the host's budget allows it, so deliveries to other hosts are not held back.
 
+use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::time::Duration;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -28,6 +30,10 @@ pub struct RateLimits {
     limits: Vec<Limit>,
     /// The SMTP relay's `host:port`: the host every email is sent to.
     relay: String,
+    /// By host: when the last send turned back is due. The next one turned back is due one
+    /// period later, so a backlog comes back one by one at the host's rate instead of all at
+    /// once (and being turned back again).
+    queue_end: Mutex<HashMap<String, Instant>>,
 }
 
 impl RateLimits {
@@ -50,6 +56,7 @@ impl RateLimits {
         RateLimits {
             limits,
             relay: relay_host(smtp_url),
+            queue_end: Mutex::default(),
         }
     }
 
@@ -71,21 +78,27 @@ impl RateLimits {
         self.limits.iter().find(|l| l.spec.matches(host))
     }
 
-    /// Takes one send from `host`'s budget, or says how long until the send may start. `queued`
-    /// is how many sends to this host were already turned back in this round: each waits one
-    /// period more, so they come back one after the other instead of all at once.
-    pub fn take(&self, host: &str, queued: u32) -> Result<(), Duration> {
+    /// Takes one send from `host`'s budget, or says how long to wait before trying again: the
+    /// first send turned back waits until the budget has room, each further one a period after
+    /// the one before it.
+    pub fn take(&self, host: &str) -> Result<(), Duration> {
         let Some(limit) = self.limit_for(host) else {
             return Ok(());
         };
         let key = host.to_ascii_lowercase();
-        match limit.limiter.check_key(&key) {
-            Ok(()) => Ok(()),
-            Err(not_until) => {
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
-                Err(wait.saturating_add(limit.period.saturating_mul(queued)))
-            }
-        }
+        let not_until = match limit.limiter.check_key(&key) {
+            Ok(()) => return Ok(()),
+            Err(not_until) => not_until,
+        };
+        let now = Instant::now();
+        let ready = now + not_until.wait_time_from(DefaultClock::default().now());
+        let mut queue = self.queue_end.lock().unwrap_or_else(|e| e.into_inner());
+        let due = match queue.get(&key) {
+            Some(end) if *end + limit.period > ready => *end + limit.period,
+            _ => ready,
+        };
+        queue.insert(key, due);
+        Err(due.saturating_duration_since(now))
     }
 
     /// The configured entries, for `/metrics`.
@@ -128,21 +141,22 @@ mod tests {
             &[spec("*.carrier.example", 20.0, 3)],
             "smtp://relay.example:2525",
         );
+        let host = "hooks.carrier.example:443";
         for _ in 0..3 {
-            assert_eq!(limits.take("hooks.carrier.example:443", 0), Ok(()));
+            assert_eq!(limits.take(host), Ok(()));
         }
-        let wait = limits
-            .take("hooks.carrier.example:443", 0)
-            .expect_err("over its burst");
+        let wait = limits.take(host).expect_err("over its burst");
         assert!(wait <= Duration::from_millis(50), "{wait:?}");
-        let later = limits
-            .take("hooks.carrier.example:443", 4)
-            .expect_err("queued behind four");
-        assert!(later >= Duration::from_millis(200), "{later:?}");
+        // Those turned back after it queue one period (50 ms) apart.
+        let waits: Vec<Duration> = (0..4)
+            .map(|_| limits.take(host).expect_err("still over"))
+            .collect();
+        assert!(waits[3] >= Duration::from_millis(190), "{waits:?}");
+        assert!(waits.windows(2).all(|w| w[1] > w[0]), "{waits:?}");
         // Each host a glob matches has its own budget; unmatched hosts are never limited.
-        assert_eq!(limits.take("eu.carrier.example:443", 0), Ok(()));
+        assert_eq!(limits.take("eu.carrier.example:443"), Ok(()));
         for _ in 0..100 {
-            assert_eq!(limits.take("relay.example:2525", 0), Ok(()));
+            assert_eq!(limits.take("relay.example:2525"), Ok(()));
         }
     }
 

@@ -403,8 +403,6 @@ impl Pipeline {
         }
         // The deliveries of one job leased together read its artifact once.
         let mut shared: HashMap<JobKey, Arc<work::JobArtifact>> = HashMap::new();
-        // Sends turned back by a rate limit in this round, by host.
-        let mut limited: HashMap<String, u32> = HashMap::new();
         for leased in deliveries {
             let now = self.clock.now();
             let host = work::host_of(&leased.delivery);
@@ -413,9 +411,7 @@ impl Pipeline {
                 continue;
             }
             let sent_to = self.limits.host_of(&leased.delivery);
-            let queued = limited.get(&sent_to).copied().unwrap_or(0);
-            if let Err(wait) = self.limits.take(&sent_to, queued) {
-                limited.insert(sent_to.clone(), queued.saturating_add(1));
+            if let Err(wait) = self.limits.take(&sent_to) {
                 if let Some(spec) = self.limits.spec_for(&sent_to) {
                     self.metrics.rate_limit_deferred(&spec.host);
                 }
