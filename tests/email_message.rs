@@ -235,6 +235,43 @@ fn preview_names_what_it_cannot_do() {
 }
 
 #[test]
+fn preview_of_a_webhook_only_report_writes_no_eml() {
+    let dir = shipped_copy();
+    let reports = dir.path().join("config/reports.toml");
+    let mut toml = std::fs::read_to_string(&reports).expect("reports");
+    toml.push_str(
+        "\n[[report]]\nid = \"carrier-hooks\"\ntitle = \"Carrier hooks\"\n\
+         schedule = \"0 30 6 * * *\"\ntimezone = \"Europe/Berlin\"\ntemplate = \"daily_ops\"\n\
+         source = { kind = \"file\", path = \"config/sample/warehouse-17.json\" }\n\
+         [[report.webhook]]\nurl = \"http://127.0.0.1:9/in\"\n",
+    );
+    std::fs::write(&reports, toml).expect("write");
+    let out = run_in(
+        dir.path(),
+        &[
+            "preview",
+            "carrier-hooks",
+            "--date",
+            DATE,
+            "--out",
+            "preview",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    // stdout is only the paths written; the missing .eml is said on stderr.
+    let lines: Vec<String> = stdout(&out).lines().map(str::to_string).collect();
+    assert_eq!(
+        lines,
+        [
+            "preview/carrier-hooks-2026-11-30.html",
+            "preview/carrier-hooks-2026-11-30.txt",
+            "preview/carrier-hooks-2026-11-30.csv"
+        ]
+    );
+    assert!(stderr(&out).contains("no .eml: report carrier-hooks has no email recipient"));
+}
+
+#[test]
 fn check_refuses_an_image_without_alt_text() {
     let dir = shipped_copy();
     let path = dir.path().join("templates/daily_ops.html.hbs");

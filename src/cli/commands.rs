@@ -255,7 +255,7 @@ pub(super) async fn preview(
         out!("{}", path.display());
     }
     if files.eml.is_none() {
-        out!("(no .eml: report {} has no email recipient)", args.report);
+        errln!("no .eml: report {} has no email recipient", args.report);
     }
     Ok(ExitCode::SUCCESS)
 }

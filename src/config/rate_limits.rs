@@ -7,6 +7,9 @@
 //! burst = 14                  # sends allowed at once after a quiet spell; default per_second
 //! ```
 //!
+//! `rate = "14/s"` (or `"300/m"`, `"1000/h"`, or a bare number of sends a second) may stand
+//! instead of `per_second`.
+//!
 //! An email's host is the relay's (`smtp_url`), a webhook's its URL's. A pattern is matched,
 //! without regard to case, against both `host` and `host:port`; the first entry that matches
 //! applies, and a glob limits each host it matches on its own.
@@ -76,9 +79,28 @@ pub(super) fn load(
 
 fn entry(mut f: Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Option<RateLimitSpec> {
     let host: Option<String> = f.req("host", errors);
-    let per_second: Option<f64> = f.req("per_second", errors);
-    let burst: Option<u32> = f.opt("burst", errors);
     let place = f.place.clone();
+    let per_second: Option<f64> = f.opt("per_second", errors);
+    let rate = f.raw("rate").cloned();
+    let per_second = match (per_second, rate) {
+        (Some(_), Some(_)) => {
+            errors.push(place.error("rate", "set per_second or rate, not both"));
+            None
+        }
+        (Some(n), None) => Some(n),
+        (None, Some(rate)) => match parse_rate(&rate) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                errors.push(place.error("rate", e));
+                None
+            }
+        },
+        (None, None) => {
+            errors.push(place.error("per_second", "missing required field (or rate = \"N/s\")"));
+            None
+        }
+    };
+    let burst: Option<u32> = f.opt("burst", errors);
     f.finish(errors);
     let host = host?.trim().to_ascii_lowercase();
     if host.is_empty() || host.contains(['/', '@']) {
@@ -120,6 +142,27 @@ fn entry(mut f: Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Option<RateLim
     })
 }
 
+/// `rate`: a number of sends a second, or `"N/s"`, `"N/m"`, `"N/h"`.
+fn parse_rate(value: &toml::Value) -> Result<f64, String> {
+    let bad = || format!("{value} is not a rate: write 20, \"20/s\", \"300/m\" or \"1000/h\"");
+    match value {
+        toml::Value::Integer(n) => Ok(*n as f64),
+        toml::Value::Float(n) => Ok(*n),
+        toml::Value::String(s) => {
+            let (n, unit) = s.split_once('/').ok_or_else(bad)?;
+            let n: f64 = n.trim().parse().map_err(|_| bad())?;
+            let per = match unit.trim() {
+                "s" | "sec" | "second" => 1.0,
+                "m" | "min" | "minute" => 60.0,
+                "h" | "hour" => 3600.0,
+                _ => return Err(bad()),
+            };
+            Ok(n / per)
+        }
+        _ => Err(bad()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,12 +194,37 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_may_be_written_per_second_minute_or_hour() {
+        let (specs, errors) = parse(
+            "[[rate_limit]]\nhost = \"a.example\"\nrate = \"14/s\"\n\
+             [[rate_limit]]\nhost = \"b.example\"\nrate = \"300/m\"\n\
+             [[rate_limit]]\nhost = \"c.example\"\nrate = 5\n",
+        );
+        assert!(errors.is_empty(), "{errors:?}");
+        let rates: Vec<f64> = specs.iter().map(|s| s.per_second).collect();
+        assert_eq!(rates, [14.0, 5.0, 5.0]);
+        let (_, errors) = parse(
+            "[[rate_limit]]\nhost = \"a.example\"\nrate = \"14 per second\"\n\
+             [[rate_limit]]\nhost = \"b.example\"\nrate = \"1/s\"\nper_second = 1\n",
+        );
+        let all = errors.join("\n");
+        assert!(
+            all.contains("rate_limit[0].rate: \"14 per second\" is not a rate"),
+            "{all}"
+        );
+        assert!(
+            all.contains("rate_limit[1].rate: set per_second or rate"),
+            "{all}"
+        );
+    }
+
+    #[test]
     fn bad_entries_name_their_field() {
         let (_, errors) = parse(
             "[[rate_limit]]\nhost = \"a.example\"\nper_second = 0\n\
              [[rate_limit]]\nper_second = 5\n\
              [[rate_limit]]\nhost = \"https://b.example/hook\"\nper_second = 5\n\
-             [[rate_limit]]\nhost = \"c.example\"\nper_second = 5\nburst = 0\nrate = 3\n\
+             [[rate_limit]]\nhost = \"c.example\"\nper_second = 5\nburst = 0\nspeed = 3\n\
              [[rate_limit]]\nhost = \"d.example\"\nper_second = 5\n\
              [[rate_limit]]\nhost = \"D.example\"\nper_second = 6\n",
         );
@@ -166,7 +234,7 @@ mod tests {
             "rate_limit[1].host: missing required field",
             "rate_limit[2].host: \"https://b.example/hook\" is not a host",
             "rate_limit[3].burst: must be at least 1",
-            "rate_limit[3].rate:",
+            "rate_limit[3].speed: unknown key",
             "rate_limit[5].host: \"d.example\" has a rate limit already",
         ] {
             assert!(all.contains(want), "{want} in\n{all}");
