@@ -254,12 +254,12 @@ impl ArtifactStore {
         let text = read(artifact.text_key.clone()).await?;
         let csv = match &artifact.csv_key {
             Some(key) => match read(key.clone()).await? {
-                Some(csv) => Some(Some(csv)),
+                Some(csv) => Some(csv),
                 None => return Ok(StoredArtifact::Missing),
             },
-            None => Some(None),
+            None => None,
         };
-        let (Some(html), Some(text), Some(csv)) = (html, text, csv) else {
+        let (Some(html), Some(text)) = (html, text) else {
             return Ok(StoredArtifact::Missing);
         };
         let sha256 = digest(&html, &text, csv.as_deref());

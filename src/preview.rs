@@ -3,7 +3,6 @@
 //! as the pool builds it (same Message-ID, headers and parts), but no job, no artifact, no send.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
 
@@ -124,12 +123,8 @@ async fn render(
         report: name.clone(),
         source: SourceError::Transient(e.to_string()),
     })?;
-    let deadline = config
-        .settings
-        .pool
-        .lease
-        .as_std()
-        .min(Duration::from_secs(300));
+    // The bound of a work item: its lease.
+    let deadline = config.settings.pool.lease.as_std();
     let data = crate::source::fetch_within(
         &report.source,
         &fire.window,

@@ -101,7 +101,7 @@ impl Templates {
                 .map_err(|e| syntax(&path, e))?;
         }
         let csv_path = dir.join(format!("{name}.csv.hbs"));
-        let mut csv = match std::fs::metadata(&csv_path) {
+        let csv = match std::fs::metadata(&csv_path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             _ => {
                 let mut registry = strict_registry();
@@ -114,27 +114,31 @@ impl Templates {
                 Some(registry)
             }
         };
+        let mut templates = Templates {
+            name: name.to_string(),
+            html,
+            text,
+            csv,
+        };
         for (stem, path, source) in partials(&dir)? {
-            for registry in [Some(&mut html), Some(&mut text), csv.as_mut()]
-                .into_iter()
-                .flatten()
-            {
+            for registry in templates.registries() {
                 registry
                     .register_partial(&stem, source.clone())
                     .map_err(|e| syntax(&path, e))?;
             }
         }
-        Ok(Templates {
-            name: name.to_string(),
-            html,
-            text,
-            csv,
-        })
+        Ok(templates)
     }
 
-    /// Whether the report attaches a CSV part.
-    pub fn has_csv(&self) -> bool {
-        self.csv.is_some()
+    /// Every part's registry: HTML, text, and CSV when there is one.
+    fn registries(&mut self) -> impl Iterator<Item = &mut Handlebars<'static>> {
+        [
+            Some(&mut self.html),
+            Some(&mut self.text),
+            self.csv.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
     }
 
     /// Renders every part; a missing field is an error that names it. The HTML part then has
@@ -171,17 +175,9 @@ impl Templates {
     /// Renders without strict mode: used when no sample data exists, to still catch unknown
     /// helpers and partials.
     pub(super) fn render_lenient(&mut self, context: &Value) -> Result<Rendered, RenderError> {
-        let registries = |t: &mut Templates, strict: bool| {
-            for r in [Some(&mut t.html), Some(&mut t.text), t.csv.as_mut()]
-                .into_iter()
-                .flatten()
-            {
-                r.set_strict_mode(strict);
-            }
-        };
-        registries(self, false);
+        self.registries().for_each(|r| r.set_strict_mode(false));
         let result = self.render(context);
-        registries(self, true);
+        self.registries().for_each(|r| r.set_strict_mode(true));
         result
     }
 }
