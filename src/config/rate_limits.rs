@@ -80,6 +80,8 @@ pub(super) fn load(
 fn entry(mut f: Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Option<RateLimitSpec> {
     let host: Option<String> = f.req("host", errors);
     let place = f.place.clone();
+    // A per_second of the wrong shape is refused by `opt` (and reads as absent).
+    let per_second_given = f.raw("per_second").is_some();
     let per_second: Option<f64> = f.opt("per_second", errors);
     let rate = f.raw("rate").cloned();
     let per_second = match (per_second, rate) {
@@ -96,7 +98,10 @@ fn entry(mut f: Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Option<RateLim
             }
         },
         (None, None) => {
-            errors.push(place.error("per_second", "missing required field (or rate = \"N/s\")"));
+            if !per_second_given {
+                errors
+                    .push(place.error("per_second", "missing required field (or rate = \"N/s\")"));
+            }
             None
         }
     };
@@ -239,5 +244,12 @@ mod tests {
         ] {
             assert!(all.contains(want), "{want} in\n{all}");
         }
+        // A value of the wrong shape is one error, not also "missing".
+        let (_, errors) = parse("[[rate_limit]]\nhost = \"a.example\"\nper_second = \"fast\"\n");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].contains("rate_limit[0].per_second:"),
+            "{errors:?}"
+        );
     }
 }
