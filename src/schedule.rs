@@ -1,14 +1,11 @@
 //! When reports fire, which job each fire makes, and the window of data it covers.
 //!
-//! Fire instants come from the report's cron expression evaluated in its IANA timezone (croner
-//! on chrono-tz), never from a fixed UTC offset. Each report makes at most one job per local
-//! date: the date's *first* fire. A fixed time inside a DST gap fires once, at the first valid
-//! instant after the gap (02:30 on a spring-forward night fires at 03:00); a fixed time that an
-//! overlap repeats fires once, at its first occurrence. The window is the previous local day,
-//! `[date-1 00:00, date 00:00)`, so it is 23 or 25 hours long around DST changes.
-//!
-//! Day-of-month and day-of-week combine with OR, as in Vixie cron; prefix the weekday with `+`
-//! (`0 0 6 1 * +MON`) to require both.
+//! Fire instants come from the report's cron expression evaluated in its IANA timezone, never
+//! from a fixed UTC offset ([`crate::cron`] states the rule: one fire per matching local date,
+//! at its first matching wall-clock time, a time a DST gap swallows firing at the gap's end and
+//! keeping its date; Vixie cron's day rule). Each fire makes one job keyed by its local date. The
+//! window is the previous local day, `[date-1 00:00, date 00:00)`, so it is 23 or 25 hours long
+//! around DST changes.
 
 mod tick;
 
@@ -18,7 +15,7 @@ use serde::Serialize;
 pub use tick::{SchedulerTick, TickCounts};
 
 use crate::config::Report;
-pub use crate::cron::Schedule;
+pub use crate::cron::{Occurrence, Schedule};
 use crate::keys::{JobKey, ReportId};
 pub use crate::window::{Window, rfc3339, start_of_local_date};
 
@@ -32,13 +29,12 @@ pub struct Fire {
 }
 
 impl Fire {
-    fn new(report: &Report, fire_at: DateTime<Utc>) -> Option<Fire> {
-        let date = fire_at.with_timezone(&report.schedule.tz()).date_naive();
+    fn new(report: &Report, fire: Occurrence) -> Option<Fire> {
         Some(Fire {
             report: report.id.clone(),
-            key: JobKey::new(report.id.clone(), date),
-            fire_at,
-            window: Window::previous_local_day(date, report.schedule.tz())?,
+            key: JobKey::new(report.id.clone(), fire.date),
+            fire_at: fire.at,
+            window: Window::previous_local_day(fire.date, report.schedule.tz())?,
         })
     }
 

@@ -10,7 +10,7 @@ use chrono::Duration;
 use common::{Project, TestLedger, at, report};
 use dawnpost::ledger::{JobFilter, JobState};
 use dawnpost::schedule::SchedulerTick;
-use dawnpost::{ManualClock, Span};
+use dawnpost::{Clock, ManualClock, Span};
 
 async fn job_keys(t: &TestLedger) -> Vec<String> {
     let mut keys: Vec<String> = t
@@ -224,7 +224,63 @@ async fn ticks_record_only_reports_that_fired(t: &TestLedger) {
     );
 }
 
+/// The daemon's tick, stepped every 10 minutes across the DST gaps outside tools found, inserts
+/// exactly the jobs `plan` lists for the range, at the same instants: a gap at local midnight
+/// (Azores), at the end of a day (Nuuk: the 27th's job fires at the gap's end, on the 28th,
+/// and keeps its date), and a gap time in a list (Berlin `2,9`).
+async fn the_tick_inserts_what_plan_lists_across_dst_gaps(t: &TestLedger) {
+    let mut reports = report("azores", "0 30 0 * * *", "Atlantic/Azores");
+    reports.push_str(&report("nuuk", "0 30 23 * * *", "America/Nuuk"));
+    reports.push_str(&report("berlin", "0 30 2,9 * * *", "Europe/Berlin"));
+    let p = Project::new(&reports);
+    let config = p.load();
+    let (from, to) = (at(2027, 3, 26, 0, 0), at(2027, 3, 30, 0, 0));
+    let clock = ManualClock::new(from);
+    let tick = SchedulerTick::new(
+        t.ledger.clone(),
+        Arc::new(config.reports.clone()),
+        Arc::new(clock.clone()),
+        Span::from_secs(3600),
+    );
+    tick.run_once().await.expect("first tick");
+    let start = clock.now();
+    while clock.now() < to {
+        clock.advance(Duration::minutes(10));
+        tick.run_once().await.expect("tick");
+    }
+    let mut planned: Vec<(String, chrono::DateTime<chrono::Utc>)> =
+        dawnpost::schedule::plan(config.reports.iter(), start - Duration::hours(1), to)
+            .into_iter()
+            .map(|f| (f.key.to_string(), f.fire_at))
+            .collect();
+    planned.sort();
+    let mut ticked = Vec::new();
+    for key in job_keys(t).await {
+        let job = t
+            .ledger
+            .job_get(&jk(&key))
+            .await
+            .expect("get")
+            .expect("job");
+        ticked.push((key, job.fire_at));
+    }
+    assert_eq!(ticked, planned);
+    for key in ["azores:2027-03-28", "nuuk:2027-03-27", "berlin:2027-03-28"] {
+        assert!(ticked.iter().any(|(k, _)| k == key), "{key} in {ticked:?}");
+    }
+    let nuuk = ticked
+        .iter()
+        .find(|(k, _)| k == "nuuk:2027-03-27")
+        .expect("nuuk");
+    assert_eq!(
+        nuuk.1,
+        at(2027, 3, 28, 1, 0),
+        "the gap's end, 00:00 -01 on the 28th"
+    );
+}
+
 on_both_backends!(
+    the_tick_inserts_what_plan_lists_across_dst_gaps,
     ticks_record_only_reports_that_fired,
     one_tick_writes_thousands_of_reports_at_once,
     catch_up_after_three_day_outage_is_bounded,

@@ -117,7 +117,7 @@ impl SchedulerTick {
             tracing::warn!(
                 report = %report.id,
                 missed = missed.len(),
-                first = %first,
+                first = %first.at,
                 catch_up = %self.catch_up,
                 "fires older than catch_up were not enqueued; use `backfill` to enqueue them"
             );
