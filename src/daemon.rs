@@ -56,6 +56,8 @@ pub async fn run(
     let runbooks = Arc::new(crate::runbook::Driver::new(ledger.clone(), clock.clone()));
     // The listener cannot be rebuilt in place: if the server fails, the daemon stops.
     let server = std::sync::Mutex::new(Some((listener, server::router(state))));
+    let limits = config.settings.server.limits();
+    let server_metrics = metrics.clone();
     let services = vec![
         // The tick, pool, rescuer and sweeper restart after a failure; the server does not (above).
         Service::new("tick", OnFailure::Restart, move |cancel| {
@@ -89,10 +91,11 @@ pub async fn run(
         }),
         Service::new("server", OnFailure::Exit, move |cancel| {
             let taken = server.lock().unwrap_or_else(|e| e.into_inner()).take();
+            let server_metrics = server_metrics.clone();
             Box::pin(async move {
                 let (listener, router) =
                     taken.ok_or_else(|| anyhow::anyhow!("the listener is gone"))?;
-                server::serve(listener, router, cancel).await?;
+                server::serve(listener, router, limits, server_metrics.clone(), cancel).await?;
                 Ok(())
             })
         }),

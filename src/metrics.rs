@@ -2,6 +2,8 @@
 //! happen; the ledger-derived gauges (jobs and deliveries by state, the age of the oldest ready
 //! job) are refreshed at every scrape.
 
+pub mod classic;
+
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::text::encode;
@@ -48,6 +50,10 @@ pub struct Metrics {
     pub rate_limit_burst: Family<Labels, Gauge>,
     /// Sends turned back to the queue by a rate limit, by host pattern.
     pub rate_limit_deferred: Family<Labels, Counter>,
+    /// HTTP connections open now.
+    pub http_connections_open: Gauge,
+    /// HTTP connections cut or refused by the server, by reason.
+    pub http_connections_cut: Family<Labels, Counter>,
 }
 
 impl Default for Metrics {
@@ -75,6 +81,8 @@ impl Default for Metrics {
             rate_limit_per_second: Family::default(),
             rate_limit_burst: Family::default(),
             rate_limit_deferred: Family::default(),
+            http_connections_open: Gauge::default(),
+            http_connections_cut: Family::default(),
             registry: Registry::default(),
         };
         m.register(&mut registry);
@@ -103,6 +111,11 @@ impl Default for Metrics {
         for result in ["created", "duplicate"] {
             let _ = m.ingested.get_or_create(&label("result", result));
         }
+        for reason in HTTP_CUT_REASONS {
+            let _ = m
+                .http_connections_cut
+                .get_or_create(&label("reason", reason));
+        }
         Metrics { registry, ..m }
     }
 }
@@ -110,6 +123,15 @@ impl Default for Metrics {
 /// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
 /// here so that their failure series exist from the start.
 pub const SERVICES: [&str; 6] = ["tick", "pool", "rescuer", "sweeper", "runbooks", "server"];
+
+/// Why the HTTP server cut or refused a connection: a head or body that did not arrive in time,
+/// a malformed or oversized head, the connection limit reached.
+pub const HTTP_CUT_REASONS: [&str; 4] = [
+    "header_timeout",
+    "body_timeout",
+    "malformed",
+    "too_many_connections",
+];
 
 /// The names `GET /metrics` always exports.
 pub const NAMES: &[&str] = &[
@@ -130,6 +152,8 @@ pub const NAMES: &[&str] = &[
     "dawnpost_log_lines_dropped_total",
     "dawnpost_service_failures_total",
     "dawnpost_service_up",
+    "dawnpost_http_connections_open",
+    "dawnpost_http_connections_cut_total",
 ];
 
 impl Metrics {
@@ -162,6 +186,13 @@ impl Metrics {
             .get_or_create(&label("service", service))
             .inc();
         self.set_service_up(service, false);
+    }
+
+    /// A connection the HTTP server cut or refused (one of [`HTTP_CUT_REASONS`]).
+    pub fn http_cut(&self, reason: &str) {
+        self.http_connections_cut
+            .get_or_create(&label("reason", reason))
+            .inc();
     }
 
     pub fn ingest(&self, result: &str) {
@@ -300,13 +331,28 @@ impl Metrics {
             m.service_up.clone(),
         );
         registry.register(
+            "http_connections_open",
+            "HTTP connections open now",
+            m.http_connections_open.clone(),
+        );
+        registry.register(
+            "http_connections_cut",
+            "HTTP connections the server cut or refused, by reason (header_timeout, body_timeout, malformed, too_many_connections)",
+            m.http_connections_cut.clone(),
+        );
+        registry.register(
             "report_last_accepted_timestamp_seconds",
             "When each report's last accepted delivery finished (Unix seconds; reports with one in the last 8 days)",
             m.report_last_accepted.clone(),
         );
     }
 
-    /// The Prometheus text exposition.
+    /// The exposition in the Prometheus text format 0.0.4.
+    pub fn render_text(&self) -> String {
+        classic::from_openmetrics(&self.render())
+    }
+
+    /// The OpenMetrics text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.

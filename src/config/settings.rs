@@ -134,6 +134,24 @@ pub struct ServerSettings {
     pub ingest_secret_env: String,
     /// The console's read-only token. Default `DAWNPOST_VIEWER_TOKEN`.
     pub viewer_token_env: String,
+    /// How long a request head may take to arrive (and a kept-alive connection may idle).
+    /// Default 10s.
+    pub header_timeout: Span,
+    /// How long a request body may take to arrive after its head. Default 30s.
+    pub body_timeout: Span,
+    /// Connections open at once; one more is refused 503. Default 512.
+    pub max_connections: u32,
+}
+
+impl ServerSettings {
+    /// The bounds the HTTP server holds every connection to.
+    pub fn limits(&self) -> crate::server::Limits {
+        crate::server::Limits {
+            header_timeout: self.header_timeout.as_std(),
+            body_timeout: self.body_timeout.as_std(),
+            max_connections: self.max_connections as usize,
+        }
+    }
 }
 
 impl Default for Settings {
@@ -184,6 +202,9 @@ impl Default for Settings {
                 ops_token_env: "DAWNPOST_OPS_TOKEN".into(),
                 ingest_secret_env: "DAWNPOST_INGEST_SECRET".into(),
                 viewer_token_env: "DAWNPOST_VIEWER_TOKEN".into(),
+                header_timeout: Span::from_secs(10),
+                body_timeout: Span::from_secs(30),
+                max_connections: 512,
             },
             webhook: WebhookSettings {
                 timeout: Span::from_secs(30),
@@ -495,6 +516,15 @@ fn server(mut f: Fields<'_, '_>, s: &mut ServerSettings, errors: &mut Vec<Config
     }
     if let Some(env) = f.env_name("viewer_token_env", errors) {
         s.viewer_token_env = env;
+    }
+    if let Some(t) = f.positive("header_timeout", errors) {
+        s.header_timeout = t;
+    }
+    if let Some(t) = f.positive("body_timeout", errors) {
+        s.body_timeout = t;
+    }
+    if let Some(n) = f.at_least_one("max_connections", errors) {
+        s.max_connections = n;
     }
     f.finish(errors);
 }

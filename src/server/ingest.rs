@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{ApiError, BODY_LIMIT, ServerState, TIMESTAMP_TOLERANCE_SECS, header_str};
+use super::{ApiError, ServerState, TIMESTAMP_TOLERANCE_SECS, header_str};
 use crate::ledger::{JobOrigin, NewJob};
 use crate::schedule::Fire;
 
@@ -49,11 +49,8 @@ pub(super) async fn ingest(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    // The body is read (up to the limit) before refusing it: a client still writing would
-    // otherwise race an early 413 into a broken pipe, and the signature needs the body anyway.
-    let body = axum::body::to_bytes(body, BODY_LIMIT)
-        .await
-        .map_err(|_| super::body_too_large())?;
+    // The signature needs the body anyway.
+    let body = super::read_json_body(&headers, body).await?;
     let now = st.clock.now();
     let id = verify_signature(&st, &headers, &body, now)?;
     let unprocessable = |m: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, m);

@@ -13,10 +13,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 pub mod console;
+mod head;
 mod ingest;
+mod listen;
 mod ops;
 
 pub use ingest::{RunRequest, parse_run_request};
+pub use listen::{BodyTimeout, HEAD_LIMIT, Limits, MAX_HEADERS, serve};
 
 use axum::Router;
 use axum::extract::State;
@@ -24,7 +27,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::config::Report;
@@ -158,17 +160,6 @@ pub fn check_exposure(
     }
 }
 
-/// Serves until `cancel`, then stops accepting and finishes the requests in flight.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    cancel: CancellationToken,
-) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(cancel.cancelled_owned())
-        .await
-}
-
 /// A refusal: its status and the message of its JSON body.
 #[derive(Debug)]
 pub(super) struct ApiError {
@@ -202,6 +193,51 @@ pub(super) fn announced_too_large(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
+/// Reads a JSON request body whole: refused 413 past [`BODY_LIMIT`], 408 when it does not
+/// arrive within the server's body timeout, 400 when it is malformed (a broken chunked
+/// encoding, a connection cut mid-body), and 415 when it is declared as anything but JSON.
+/// The body is read before it is refused, so a client still writing sees the answer rather
+/// than a broken pipe.
+pub(super) async fn read_json_body(
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<axum::body::Bytes, ApiError> {
+    let bytes = axum::body::to_bytes(body, BODY_LIMIT)
+        .await
+        .map_err(|e| body_error(&e))?;
+    if let Some(kind) = header_str(headers, header::CONTENT_TYPE.as_str()) {
+        let essence = kind.split(';').next().unwrap_or_default().trim();
+        if !essence.eq_ignore_ascii_case("application/json") {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("the body must be application/json, not {essence}"),
+            ));
+        }
+    }
+    Ok(bytes)
+}
+
+/// The refusal of a body that could not be read.
+fn body_error(e: &axum::Error) -> ApiError {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<http_body_util::LengthLimitError>()
+            .is_some()
+        {
+            return body_too_large();
+        }
+        if let Some(t) = c.downcast_ref::<BodyTimeout>() {
+            return ApiError::new(StatusCode::REQUEST_TIMEOUT, t.to_string());
+        }
+        cause = c.source();
+    }
+    let detail = std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string);
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        format!("the body could not be read: {detail}"),
+    )
+}
+
 pub(super) fn body_too_large() -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,
@@ -213,7 +249,9 @@ pub(super) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a s
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn metrics(State(st): State<ServerState>) -> Response {
+/// `GET /metrics`: OpenMetrics when the scraper asks for it (Prometheus does), the 0.0.4 text
+/// format otherwise.
+async fn metrics(State(st): State<ServerState>, headers: HeaderMap) -> Response {
     let now = st.clock.now();
     if let Ok(counts) = st.ledger.job_count_by_state().await {
         for state in JobState::ALL {
@@ -248,14 +286,18 @@ async fn metrics(State(st): State<ServerState>) -> Response {
         let up = matches!(state, crate::supervisor::ServiceState::Running);
         st.node.metrics.set_service_up(service, up);
     }
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        st.node.metrics.render(),
-    )
-        .into_response()
+    let accept = header_str(&headers, header::ACCEPT.as_str());
+    if crate::metrics::classic::wants_openmetrics(accept) {
+        let kind = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+        ([(header::CONTENT_TYPE, kind)], st.node.metrics.render()).into_response()
+    } else {
+        let kind = "text/plain; version=0.0.4; charset=utf-8";
+        (
+            [(header::CONTENT_TYPE, kind)],
+            st.node.metrics.render_text(),
+        )
+            .into_response()
+    }
 }
 
 async fn healthz() -> Response {

@@ -152,8 +152,10 @@ fn redrive_request(body: &[u8]) -> Result<RedriveRequest, ApiError> {
 pub(super) async fn redrive_job(
     State(st): State<ServerState>,
     Path(key): Path<String>,
-    body: axum::body::Bytes,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
+    let body = super::read_json_body(&headers, body).await?;
     let req = redrive_request(&body)?;
     let key: JobKey = path_key("job", &key)?;
     let out = st
@@ -170,8 +172,10 @@ pub(super) async fn redrive_job(
 pub(super) async fn redrive_delivery(
     State(st): State<ServerState>,
     Path(key): Path<String>,
-    body: axum::body::Bytes,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Body,
 ) -> Result<Response, ApiError> {
+    let body = super::read_json_body(&headers, body).await?;
     let req = redrive_request(&body)?;
     let key: DeliveryKey = path_key("delivery", &key)?;
     let out = st

@@ -82,6 +82,8 @@ pub async fn start(t: &TestLedger) -> Server {
     let handle = tokio::spawn(dawnpost::server::serve(
         listener,
         router(state),
+        dawnpost::server::Limits::default(),
+        metrics.clone(),
         cancel.clone(),
     ));
     Server {
