@@ -6,7 +6,8 @@
 //! The modules, bottom-up; each uses only those above it:
 //! - names, time and words: [`keys`] (report id, job key, delivery key), [`clock`] (the
 //!   injected clock), [`duration`], [`window`] (a job's data window), [`cron`], [`outcome`]
-//!   (how an attempt ended), [`redact`], [`logging`], [`metrics`].
+//!   (how an attempt ended), [`redact`], [`logging`], [`metrics`], [`tls`] (trust for
+//!   outgoing TLS).
 //! - [`config`]: the validated configuration (`dawnpost.toml`, `reports.toml`,
 //!   `retention.toml`), plain data.
 //! - [`schedule`] (fires, jobs, the tick), [`render`] (templates), [`source`] (a report's
@@ -49,6 +50,7 @@ pub mod signing;
 pub mod source;
 pub mod supervisor;
 pub mod sweeper;
+pub mod tls;
 pub mod window;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};

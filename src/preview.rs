@@ -119,9 +119,11 @@ async fn render(
             report: name.clone(),
             source,
         })?;
-    let http = crate::source::http_client().map_err(|e| PreviewError::Source {
-        report: name.clone(),
-        source: SourceError::Transient(e.to_string()),
+    let http = crate::source::http_client(config.settings.tls.ca.as_deref()).map_err(|e| {
+        PreviewError::Source {
+            report: name.clone(),
+            source: SourceError::Transient(e.to_string()),
+        }
     })?;
     // The bound of a work item: its lease.
     let deadline = config.settings.pool.lease.as_std();

@@ -52,11 +52,14 @@ pub async fn fetch(
 /// source is a transient failure, never a worker held forever. At most `max_bytes` are read
 /// (a body, a file, the rows of a query as JSON); more is a permanent failure that says so.
 /// The HTTP client of `http` sources (each request bounded by the source's own timeout).
-pub fn http_client() -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
+/// The platform's roots are trusted, and `ca`'s besides (`tls.ca_file`).
+pub fn http_client(
+    ca: Option<&crate::tls::CaBundle>,
+) -> Result<reqwest::Client, crate::tls::TlsError> {
+    let builder = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
-        .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")))
-        .build()
+        .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")));
+    Ok(crate::tls::trust(builder, ca)?.build()?)
 }
 
 pub async fn fetch_within(

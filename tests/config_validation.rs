@@ -437,6 +437,41 @@ fn cases() -> Vec<Case> {
             message: "is not a domain name",
         },
         Case {
+            name: "EHLO name without a dot",
+            edits: vec![Write(S, "[email]\nhelo_name = \"vm\"\n")],
+            file: "dawnpost.toml",
+            report: None,
+            field: "email.helo_name",
+            message: "is not a fully qualified domain name",
+        },
+        Case {
+            name: "CA bundle missing",
+            edits: vec![Write(S, "[tls]\nca_file = \"config/no-such-ca.pem\"\n")],
+            file: "dawnpost.toml",
+            report: None,
+            field: "tls.ca_file",
+            message: "cannot read",
+        },
+        Case {
+            name: "CA bundle without a certificate",
+            edits: vec![Write(S, "[tls]\nca_file = \"config/reports.toml\"\n")],
+            file: "dawnpost.toml",
+            report: None,
+            field: "tls.ca_file",
+            message: "holds no PEM certificate",
+        },
+        Case {
+            name: "server limits of zero",
+            edits: vec![Write(
+                S,
+                "[server]\nheader_timeout = \"0s\"\nmax_connections = 0\n",
+            )],
+            file: "dawnpost.toml",
+            report: None,
+            field: "server.header_timeout",
+            message: "must be longer than zero",
+        },
+        Case {
             name: "list-unsubscribe not mailto",
             edits: vec![Replace(
                 R,

@@ -90,7 +90,18 @@ impl Config {
             return Err(ConfigErrors(errors));
         }
         let settings_file = dir.join("dawnpost.toml");
-        let settings = settings::load(&settings_file, &mut errors);
+        let mut settings = settings::load(&settings_file, &mut errors);
+        if let Some(path) = &settings.tls.ca_file {
+            match crate::tls::CaBundle::load(&resolve(&root, path)) {
+                Ok(ca) => settings.tls.ca = Some(std::sync::Arc::new(ca)),
+                Err(e) => errors.push(ConfigError {
+                    file: settings_file.clone(),
+                    report: None,
+                    field: "tls.ca_file".into(),
+                    message: e.to_string(),
+                }),
+            }
+        }
         let mut warnings = Vec::new();
         let ctx = report::LoadContext::new(&root, &settings);
         let reports = load_reports(

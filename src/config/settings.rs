@@ -22,6 +22,16 @@ pub struct Settings {
     pub webhook: WebhookSettings,
     /// `[[rate_limit]]`: per-destination send rates, in file order.
     pub rate_limits: Vec<super::RateLimitSpec>,
+    pub tls: TlsSettings,
+}
+
+/// `[tls]`: trust for outgoing TLS (the relay, webhooks, http sources).
+#[derive(Debug, Clone, Default)]
+pub struct TlsSettings {
+    /// A PEM bundle of CA certificates trusted besides the platform's. Default none.
+    pub ca_file: Option<PathBuf>,
+    /// The bundle, read and checked when the configuration loads.
+    pub ca: Option<std::sync::Arc<crate::tls::CaBundle>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -81,9 +91,26 @@ pub struct EmailSettings {
     pub reply_to: Option<Mailbox>,
     /// The domain of `List-Id: <REPORT.dawnpost.DOMAIN>`; default: the `from` address's.
     pub list_domain: Option<String>,
+    /// The name given in `EHLO`; default [`EmailSettings::helo_name`]'s.
+    pub helo_name: Option<String>,
 }
 
 impl EmailSettings {
+    /// The name given in `EHLO`: `helo_name`, else this host's name when it is fully qualified
+    /// (has a dot), else the `from` address's domain — never a bare `vm`, which spam filters
+    /// score (HELO_NO_DOMAIN, FSL_HELO_NON_FQDN_1).
+    pub fn helo_name(&self) -> String {
+        if let Some(name) = &self.helo_name {
+            return name.clone();
+        }
+        let host = hostname();
+        if host.contains('.') && is_domain(&host) {
+            host.to_ascii_lowercase()
+        } else {
+            self.from.email.domain().to_ascii_lowercase()
+        }
+    }
+
     /// The `List-Id` domain: `list_domain`, or the `from` address's domain.
     pub fn list_domain(&self) -> &str {
         self.list_domain
@@ -180,6 +207,7 @@ impl Default for Settings {
                 timeout: Span::from_secs(60),
                 reply_to: None,
                 list_domain: None,
+                helo_name: None,
             },
             pool: PoolSettings {
                 concurrency: 16,
@@ -210,6 +238,7 @@ impl Default for Settings {
                 timeout: Span::from_secs(30),
             },
             rate_limits: Vec::new(),
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -270,6 +299,12 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
     }
     if let Some(f) = section("server", errors) {
         server(f, &mut s.server, errors);
+    }
+    if let Some(mut f) = section("tls", errors) {
+        if let Some(path) = f.opt::<PathBuf>("ca_file", errors) {
+            s.tls.ca_file = Some(path);
+        }
+        f.finish(errors);
     }
     if let Some(mut f) = section("webhook", errors) {
         if let Some(t) = f.positive("timeout", errors) {
@@ -412,11 +447,18 @@ fn email(mut f: Fields<'_, '_>, e: &mut EmailSettings, errors: &mut Vec<ConfigEr
             ),
         }
     }
+    if let Some(h) = f.opt::<String>("helo_name", errors) {
+        if is_domain(&h) && h.contains('.') {
+            e.helo_name = Some(h.to_ascii_lowercase());
+        } else {
+            errors.push(f.place.error(
+                "helo_name",
+                format!("{h:?} is not a fully qualified domain name (relays score a name without a dot as spam)"),
+            ));
+        }
+    }
     if let Some(d) = f.opt::<String>("list_domain", errors) {
-        let ok = !d.is_empty()
-            && d.split('.')
-                .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));
-        if ok {
+        if is_domain(&d) {
             e.list_domain = Some(d.to_ascii_lowercase());
         } else {
             errors.push(
@@ -426,6 +468,20 @@ fn email(mut f: Fields<'_, '_>, e: &mut EmailSettings, errors: &mut Vec<ConfigEr
         }
     }
     f.finish(errors);
+}
+
+/// Dot-separated labels of letters, digits and hyphens.
+fn is_domain(d: &str) -> bool {
+    !d.is_empty()
+        && d.split('.')
+            .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
+}
+
+/// This host's name, as the kernel knows it (empty when it cannot be read).
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
 }
 
 fn pool(mut f: Fields<'_, '_>, p: &mut PoolSettings, errors: &mut Vec<ConfigError>) {

@@ -21,6 +21,8 @@ use lettre::message::{Mailbox, MultiPart, SinglePart};
 use lettre::transport::smtp::AsyncSmtpTransportBuilder;
 use lettre::transport::smtp::PoolConfig;
 use lettre::transport::smtp::authentication::Credentials;
+use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
+use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 use sha2::{Digest, Sha256};
 
@@ -68,6 +70,7 @@ impl EmailSender {
     /// Builds the transport the settings name; secrets come from the variables they name.
     pub fn from_settings(
         s: &EmailSettings,
+        ca: Option<&crate::tls::CaBundle>,
         root: &std::path::Path,
         concurrency: u32,
     ) -> Result<EmailSender, DeliverError> {
@@ -88,6 +91,15 @@ impl EmailSender {
                     .map_err(|e| DeliverError::SmtpUrl(e.to_string()))?
                     .timeout(Some(s.timeout.as_std()))
                     .pool_config(PoolConfig::new().max_size(concurrency.max(1)));
+                // A name in the URL's path (lettre's own) wins; else the setting or its default.
+                if !has_path_name(&s.smtp_url) {
+                    builder = builder.hello_name(ClientId::Domain(s.helo_name()));
+                }
+                if let Some(ca) = ca
+                    && let Some(tls) = tls_with_ca(&s.smtp_url, ca)?
+                {
+                    builder = builder.tls(tls);
+                }
                 if let (Some(user_env), Some(pass_env)) = (&s.smtp_user_env, &s.smtp_password_env) {
                     let var = |name: &String| {
                         std::env::var(name).map_err(|_| DeliverError::MissingEnv(name.clone()))
@@ -163,9 +175,40 @@ impl EmailSender {
     }
 }
 
+/// Whether an `smtp_url` names the EHLO name in its path (`smtp://relay:25/mail.example.com`).
+fn has_path_name(smtp_url: &str) -> bool {
+    url::Url::parse(smtp_url).is_ok_and(|u| u.path().len() > 1)
+}
+
+/// The TLS mode `smtp_url` asks for (`smtps://` wrapper, `?tls=required` or `opportunistic`
+/// STARTTLS), trusting `ca` besides the platform's roots; `None` for plain SMTP.
+fn tls_with_ca(smtp_url: &str, ca: &crate::tls::CaBundle) -> Result<Option<Tls>, DeliverError> {
+    let bad = |m: String| DeliverError::SmtpUrl(m);
+    let url = url::Url::parse(smtp_url).map_err(|e| bad(e.to_string()))?;
+    let host = url.host_str().unwrap_or_default().to_string();
+    let mode = url
+        .query_pairs()
+        .find(|(k, _)| k == "tls")
+        .map(|(_, v)| v.to_string());
+    let cert = Certificate::from_pem(ca.pem())
+        .map_err(|e| bad(format!("{}: {e}", ca.path().display())))?;
+    let params = || {
+        TlsParameters::builder(host.clone())
+            .add_root_certificate(cert.clone())
+            .build_rustls()
+            .map_err(|e| bad(format!("{}: {e}", ca.path().display())))
+    };
+    Ok(match (url.scheme(), mode.as_deref()) {
+        ("smtps", _) => Some(Tls::Wrapper(params()?)),
+        (_, Some("required")) => Some(Tls::Required(params()?)),
+        (_, Some("opportunistic")) => Some(Tls::Opportunistic(params()?)),
+        _ => None,
+    })
+}
+
 /// Maps a lettre error to an outcome.
 pub fn classify(e: &lettre::transport::smtp::Error, to: &str) -> Outcome {
-    let detail = scrub(&e.to_string(), to);
+    let detail = scrub(&super::error_chain(e), to);
     if let Some(code) = e.status() {
         let n = u16::from(code);
         let class = match n {
@@ -174,8 +217,15 @@ pub fn classify(e: &lettre::transport::smtp::Error, to: &str) -> Outcome {
             500..=599 => ResponseClass::Permanent,
             _ => ResponseClass::Unknown,
         };
-        return Outcome::new(class, Some(i64::from(n)), format!("SMTP {n}"))
-            .with_diagnostics(detail);
+        let reason = match n {
+            552 | 523 => format!("SMTP {n}: the message is larger than the relay accepts"),
+            _ => format!("SMTP {n}"),
+        };
+        return Outcome::new(class, Some(i64::from(n)), reason).with_diagnostics(detail);
+    }
+    if let Some(why) = crate::tls::untrusted_certificate(e) {
+        // A misconfiguration (a private CA not trusted, a wrong host name): no retry mends it.
+        return Outcome::new(ResponseClass::Permanent, None, why).with_diagnostics(detail);
     }
     if e.is_timeout() {
         // lettre times out only the connect: nothing was sent.

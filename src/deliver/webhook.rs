@@ -97,13 +97,16 @@ pub struct WebhookSender {
 }
 
 impl WebhookSender {
-    pub fn new(timeout: Duration) -> Result<WebhookSender, super::DeliverError> {
-        let client = reqwest::Client::builder()
+    pub fn new(
+        timeout: Duration,
+        ca: Option<&crate::tls::CaBundle>,
+    ) -> Result<WebhookSender, super::DeliverError> {
+        let builder = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+            .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")));
+        let client = crate::tls::trust(builder, ca)?.build()?;
         Ok(WebhookSender { client })
     }
 
@@ -161,7 +164,11 @@ impl WebhookSender {
             }
             Err(e) => {
                 let detail = crate::redact::http_error(&e);
-                if e.is_connect() {
+                if let Some(why) = crate::tls::untrusted_certificate(&e) {
+                    // A misconfiguration (a private CA not trusted, a wrong host name): nothing
+                    // was sent, and no retry mends it.
+                    Outcome::new(ResponseClass::Permanent, None, why).with_diagnostics(detail)
+                } else if e.is_connect() {
                     Outcome::new(ResponseClass::Transient, None, "connection failed")
                         .with_diagnostics(detail)
                 } else if e.is_timeout() {

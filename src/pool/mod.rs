@@ -93,7 +93,7 @@ pub enum PoolError {
     #[error(transparent)]
     Transport(#[from] crate::deliver::DeliverError),
     #[error("the HTTP source client: {0}")]
-    Http(#[from] reqwest::Error),
+    Http(#[from] crate::tls::TlsError),
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error("the completer stopped: no outcome can be recorded")]
@@ -220,7 +220,8 @@ impl Pipeline {
             }
         }
         let artifacts = ArtifactStore::from_settings(&config.settings.artifacts, root)?;
-        let email = EmailSender::from_settings(&config.settings.email, root, pool.concurrency)?;
+        let ca = config.settings.tls.ca.as_deref();
+        let email = EmailSender::from_settings(&config.settings.email, ca, root, pool.concurrency)?;
         let send_timeouts = (
             config.settings.email.timeout.as_std(),
             config.settings.webhook.timeout.as_std(),
@@ -234,8 +235,8 @@ impl Pipeline {
             email_from: config.settings.email.from.clone(),
             email_reply_to: config.settings.email.reply_to.clone(),
             email_list_domain: config.settings.email.list_domain().to_string(),
-            webhook: WebhookSender::new(config.settings.webhook.timeout.as_std())?,
-            http: crate::source::http_client()?,
+            webhook: WebhookSender::new(config.settings.webhook.timeout.as_std(), ca)?,
+            http: crate::source::http_client(ca)?,
             policy: RetryPolicy::from(&config.settings.retry),
             clock,
             // A probe that never answers expires after the longest a send may take.

@@ -4,7 +4,7 @@ use std::{error::Error as StdError, fmt};
 
 use crate::{
     BoxError,
-    transport::smtp::response::{Code, Response, Severity},
+    transport::smtp::response::{Category, Code, Detail, Response, Severity},
 };
 
 // Inspired by https://github.com/seanmonstar/reqwest/blob/a8566383168c0ef06c21f38cbc9213af6ff6db31/src/error.rs
@@ -178,6 +178,22 @@ pub(crate) fn code(c: Code, s: Option<String>) -> Error {
 }
 
 /// Builds the error for a negative reply, keeping every line of the response.
+/// A message larger than the server's announced `SIZE`: refused before `MAIL FROM`, as the
+/// server's own 552 would be (RFC 1870 §6). (Patched for dawnpost.)
+pub(crate) fn message_too_large(size: usize, limit: usize) -> Error {
+    let code = Code::new(
+        Severity::PermanentNegativeCompletion,
+        Category::MailSystem,
+        Detail::Two,
+    );
+    Error::new(
+        Kind::Permanent(code),
+        Some(format!(
+            "the message is {size} bytes; the server accepts at most {limit} (SIZE)"
+        )),
+    )
+}
+
 pub(crate) fn code_from_response(response: &Response) -> Error {
     code(response.code(), Some(response.message_joined()))
 }

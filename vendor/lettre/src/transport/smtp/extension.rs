@@ -113,6 +113,9 @@ pub struct ServerInfo {
     ///
     /// It contains the features supported by the server and known by the `Extension` module.
     features: HashSet<Extension>,
+    /// The `SIZE` extension (RFC 1870), if announced: the largest message the server accepts,
+    /// `0` for no fixed limit. (Patched for dawnpost.)
+    max_size: Option<usize>,
 }
 
 impl Display for ServerInfo {
@@ -134,6 +137,7 @@ impl ServerInfo {
         };
 
         let mut features: HashSet<Extension> = HashSet::new();
+        let mut max_size = None;
 
         for line in response.message() {
             if line.is_empty() {
@@ -150,6 +154,11 @@ impl ServerInfo {
                 }
                 "STARTTLS" => {
                     features.insert(Extension::StartTls);
+                }
+                "SIZE" => {
+                    // "SIZE" alone, or with a limit the server does not state in digits,
+                    // declares no fixed limit.
+                    max_size = Some(split.next().and_then(|n| n.parse().ok()).unwrap_or(0));
                 }
                 "AUTH" => {
                     for mechanism in split {
@@ -174,7 +183,14 @@ impl ServerInfo {
         Ok(ServerInfo {
             name: name.to_owned(),
             features,
+            max_size,
         })
+    }
+
+    /// The `SIZE` the server announced (RFC 1870): `Some(0)` for no fixed limit, `None` when it
+    /// does not take the extension. (Patched for dawnpost.)
+    pub fn max_size(&self) -> Option<usize> {
+        self.max_size
     }
 
     /// Checks if the server supports an ESMTP feature

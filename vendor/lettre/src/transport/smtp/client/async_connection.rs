@@ -181,6 +181,15 @@ impl AsyncSmtpConnection {
             mail_options.push(MailParameter::Body(MailBodyParameter::EightBitMime));
         }
 
+        // SIZE (RFC 1870): declare the size, and do not send what the server said it refuses.
+        // (Patched for dawnpost.)
+        if let Some(limit) = self.server_info().max_size() {
+            if limit > 0 && email.len() > limit {
+                return Err(error::message_too_large(email.len(), limit));
+            }
+            mail_options.push(MailParameter::Size(email.len()));
+        }
+
         try_smtp!(
             self.command(Mail::new(envelope.from().cloned(), mail_options))
                 .await,
