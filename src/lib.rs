@@ -7,7 +7,7 @@
 //! - names, time and words: [`keys`] (report id, job key, delivery key), [`clock`] (the
 //!   injected clock), [`duration`], [`window`] (a job's data window), [`cron`], [`outcome`]
 //!   (how an attempt ended), [`redact`], [`logging`], [`metrics`], [`tls`] (trust for
-//!   outgoing TLS).
+//!   outgoing TLS), [`words`] (an error and its causes, each said once).
 //! - [`config`]: the validated configuration (`dawnpost.toml`, `reports.toml`,
 //!   `retention.toml`), plain data.
 //! - [`schedule`] (fires, jobs, the tick), [`render`] (templates), [`source`] (a report's
@@ -52,6 +52,7 @@ pub mod supervisor;
 pub mod sweeper;
 pub mod tls;
 pub mod window;
+pub mod words;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use config::Config;

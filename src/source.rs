@@ -20,7 +20,8 @@ use crate::window::{Window, rfc3339};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {
-    #[error("source failed (will retry): {0}")]
+    /// A source that may answer on a later attempt (a timeout, a 5xx, a connection refused).
+    #[error("source failed: {0}")]
     Transient(String),
     #[error("source failed: {0}")]
     Permanent(String),

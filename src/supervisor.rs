@@ -180,7 +180,7 @@ async fn keep_running(
         let error = match tokio::spawn((service.run)(cancel.clone())).await {
             Ok(Ok(())) if cancel.is_cancelled() => return Ok(()),
             Ok(Ok(())) => "it stopped by itself".to_string(),
-            Ok(Err(e)) => format!("{e:#}"),
+            Ok(Err(e)) => crate::words::error_chain(e.as_ref()),
             Err(e) if e.is_panic() => format!("it panicked: {}", panic_text(e)),
             Err(e) => format!("it was aborted: {e}"),
         };

@@ -304,7 +304,7 @@ pub(super) async fn show(
 ) -> anyhow::Result<ExitCode> {
     let l = ledger.get().await?;
     let Some(mut history) = crate::history::JobHistory::load(&l, &args.key).await? else {
-        errln!("no job {:?}", args.key);
+        errln!("no job {}", args.key);
         return Ok(ExitCode::from(EXIT_ERROR));
     };
     let rendered = look_in_store(config, &mut history).await;

@@ -296,7 +296,7 @@ pub async fn main() -> ExitCode {
     match run(cli, Arc::new(SystemClock)).await {
         Ok(code) => code,
         Err(e) => {
-            errln!("error: {e:#}");
+            errln!("error: {}", crate::words::error_chain(e.as_ref()));
             ExitCode::from(EXIT_ERROR)
         }
     }

@@ -26,31 +26,7 @@ pub enum DeliverError {
     Tls(#[from] crate::tls::TlsError),
 }
 
-/// An error and its causes in one line, each said once: `a: b: c`. Many errors print their
-/// cause after their own words (`Connection error: …`), so a level's text loses the text of
-/// the level below it before they are joined.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut texts = vec![e.to_string()];
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        texts.push(c.to_string());
-        cause = c.source();
-    }
-    let mut own: Vec<String> = Vec::with_capacity(texts.len());
-    for (i, text) in texts.iter().enumerate() {
-        let mut mine = text.as_str();
-        if let Some(below) = texts.get(i + 1)
-            && let Some(head) = mine.strip_suffix(below.as_str())
-        {
-            mine = head.trim_end().trim_end_matches(':').trim_end();
-        }
-        let repeated_below = texts.get(i + 1).is_some_and(|b| b.starts_with(mine));
-        if !mine.is_empty() && !repeated_below && own.last().map(String::as_str) != Some(mine) {
-            own.push(mine.to_string());
-        }
-    }
-    own.join(": ")
-}
+pub use crate::words::error_chain;
 
 /// How one attempt ended, as the ledger records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,22 +98,6 @@ pub fn scrub(text: &str, addr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("Connection error: {0}")]
-    struct Outer(#[source] Inner);
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("Connection error: invalid peer certificate")]
-    struct Inner;
-
-    #[test]
-    fn a_chain_says_each_cause_once() {
-        assert_eq!(
-            error_chain(&Outer(Inner)),
-            "Connection error: invalid peer certificate"
-        );
-    }
 
     #[test]
     fn redacts_addresses() {

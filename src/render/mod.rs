@@ -40,17 +40,20 @@ pub enum RenderError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: {source}")]
+    /// A template that does not parse: the file, where, and handlebars' reason.
+    #[error("{}{at}: {reason}", path.display())]
     Syntax {
         path: PathBuf,
-        source: Box<handlebars::TemplateError>,
+        at: String,
+        reason: String,
     },
     /// A render failed: a missing field, an unknown helper or partial. The text names the
     /// part, the line and the column.
-    #[error("{part}: {source}")]
+    #[error("{part}{at}: {reason}")]
     Render {
         part: String,
-        source: Box<handlebars::RenderError>,
+        at: String,
+        reason: String,
     },
     #[error("cannot read sample {path}: {source}")]
     SampleRead {
@@ -145,9 +148,10 @@ impl Templates {
     /// its `<style>` rules inlined on each element (the block is kept for clients that read it)
     /// and every image must carry alt text.
     pub fn render(&self, context: &Value) -> Result<Rendered, RenderError> {
-        let part = |ext: &str, e| RenderError::Render {
+        let part = |ext: &str, e: handlebars::RenderError| RenderError::Render {
             part: format!("{}.{ext}", self.name),
-            source: Box::new(e),
+            at: position(e.line_no.zip(e.column_no)),
+            reason: render_reason(&e),
         };
         let html = self
             .html
@@ -221,7 +225,32 @@ fn read(path: &Path) -> Result<String, RenderError> {
 fn syntax(path: &Path, e: handlebars::TemplateError) -> RenderError {
     RenderError::Syntax {
         path: path.to_path_buf(),
-        source: Box::new(e),
+        at: position(e.pos()),
+        reason: e.reason().to_string(),
+    }
+}
+
+/// ` line L, column C`, or nothing when handlebars does not say.
+fn position(at: Option<(usize, usize)>) -> String {
+    at.map_or(String::new(), |(line, column)| {
+        format!(" line {line}, column {column}")
+    })
+}
+
+/// Why a render failed, in words: a missing field by its path (handlebars' own text prints an
+/// `Option`'s debug form), anything else as handlebars says it.
+fn render_reason(e: &handlebars::RenderError) -> String {
+    use handlebars::RenderErrorReason as R;
+    match e.reason() {
+        R::MissingVariable(Some(path)) => {
+            format!(
+                "no field {path} in the data (templates are strict: a missing field is an error)"
+            )
+        }
+        R::MissingVariable(None) => {
+            "a field is missing from the data (templates are strict)".to_string()
+        }
+        other => other.to_string(),
     }
 }
 
