@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod checkers;
 pub mod console;
 pub mod daemon;
 pub mod fixtures;
