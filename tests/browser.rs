@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use common::Project;
 use common::browser::Browser;
+use common::checkers;
 use common::daemon::Daemon;
 use common::peers::Receiver;
 
@@ -58,16 +59,77 @@ async fn until(b: &Browser, what: &str, done: impl Fn(&str) -> bool) -> String {
     panic!("{what} never showed: {}", b.html().await);
 }
 
-/// Captures the current page at 1280 px and at 375 px, which must not scroll sideways.
-async fn capture(b: &Browser, name: &str) {
+/// What outside checkers found on the pages captured: axe-core's serious and critical
+/// violations (each page at both widths in both colour schemes), and each page's HTML for the
+/// Nu Html Checker at the end.
+#[derive(Default)]
+struct Audit {
+    violations: Vec<String>,
+    pages: Vec<(String, String)>,
+}
+
+impl Audit {
+    async fn axe(&mut self, b: &Browser, name: &str, width: u32) {
+        for scheme in ["light", "dark"] {
+            b.color_scheme(scheme).await;
+            for v in checkers::axe(b).await {
+                self.violations
+                    .push(format!("{name} at {width} px, {scheme}: {v}"));
+            }
+        }
+        b.color_scheme("light").await;
+    }
+
+    /// The Nu Html Checker's errors over every page kept.
+    fn nu_errors(&self) -> Vec<String> {
+        let dir = tempfile::tempdir().expect("dir");
+        let files: Vec<std::path::PathBuf> = self
+            .pages
+            .iter()
+            .map(|(name, html)| {
+                let path = dir.path().join(format!("{name}.html"));
+                std::fs::write(&path, html).expect("write");
+                path
+            })
+            .collect();
+        checkers::nu_errors(&files)
+    }
+}
+
+/// Captures the current page at 1280 px and at 375 px, which must not scroll sideways, and
+/// has axe-core check it at both widths in both colour schemes.
+async fn capture(b: &Browser, name: &str, audit: &mut Audit) {
     b.client.set_window_size(1280, 900).await.expect("resize");
     b.screenshot(&format!("{name}-1280")).await;
+    audit.axe(b, name, 1280).await;
     // A phone's viewport (Chromium makes no window narrower than 500 px).
     b.viewport(375, 800).await;
     assert_eq!(b.inner_width().await, 375, "{name}");
     b.screenshot(&format!("{name}-375")).await;
     assert!(!b.overflows().await, "{name} scrolls sideways at 375 px");
+    audit.axe(b, name, 375).await;
     b.clear_viewport().await;
+    audit.pages.push((name.to_string(), served_html(b).await));
+}
+
+/// The page as the server sent it (the DOM Chromium serialises has lost its doctype): fetched
+/// again with the browser's session cookie.
+async fn served_html(b: &Browser) -> String {
+    let url = b.client.current_url().await.expect("url");
+    let cookies = b.client.get_all_cookies().await.expect("cookies");
+    let cookie = cookies
+        .iter()
+        .map(|c| format!("{}={}", c.name(), c.value()))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let resp = reqwest::Client::new()
+        .get(url.as_str())
+        .header("cookie", cookie)
+        .send()
+        .await
+        .expect("page");
+    assert!(resp.status().is_success(), "{url}: {}", resp.status());
+    resp.text().await.expect("html")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,7 +168,8 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
     // Every page needs a session: the login form, then the overview.
     b.goto("/ui/jobs").await;
     assert_eq!(b.path().await, "/ui/login");
-    b.screenshot("login-1280").await;
+    let mut audit = Audit::default();
+    capture(&b, "login", &mut audit).await;
     b.fill("input[name=token]", OPS).await;
     b.submit("form.login button").await;
     assert_eq!(b.path().await, "/ui/");
@@ -133,7 +196,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         .await
         .expect("text");
     assert_eq!(first, "Skip to content");
-    capture(&b, "overview").await;
+    capture(&b, "overview", &mut audit).await;
 
     // Filter the jobs to the quarantined ones; open carrier-x's.
     b.goto("/ui/jobs").await;
@@ -155,7 +218,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         html.contains("carrier-x:2026-11-29") && !html.contains("carrier-y:"),
         "{html}"
     );
-    capture(&b, "jobs").await;
+    capture(&b, "jobs", &mut audit).await;
     b.submit("a[href='/ui/jobs/carrier-x:2026-11-29']").await;
     let html = b.html().await;
     assert!(html.contains("Redrive this delivery"), "{html}");
@@ -167,7 +230,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         !html.contains("ops@carrier-x.example"),
         "addresses redacted: {html}"
     );
-    capture(&b, "job").await;
+    capture(&b, "job", &mut audit).await;
 
     // Redrive the quarantined delivery with a reason; the daemon sends it.
     let form = "form[aria-label='Redrive this delivery']";
@@ -193,7 +256,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
     // Bulk: carrier-y's four refused deliveries; a dry run, then the canary, which the
     // receiver refuses again: the runbook stops by itself, before any batch.
     b.goto("/ui/dlq").await;
-    capture(&b, "dlq").await;
+    capture(&b, "dlq", &mut audit).await;
     let form = "form[aria-label='Plan a bulk redrive of carrier-y']";
     b.fill(&format!("{form} input[name=by]"), "ann").await;
     b.fill(
@@ -211,7 +274,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         html.contains("of the canary came back quarantined permanent"),
         "{html}"
     );
-    capture(&b, "runbook").await;
+    capture(&b, "runbook", &mut audit).await;
     assert_eq!(
         rx.hits_for("refuse/k3y").len(),
         5,
@@ -220,7 +283,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
 
     for page in ["reports", "retention"] {
         b.goto(&format!("/ui/{page}")).await;
-        capture(&b, page).await;
+        capture(&b, page, &mut audit).await;
     }
 
     // Dark mode follows the system's preference.
@@ -234,6 +297,13 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
     assert_eq!(dark, "rgb(15, 18, 22)", "the dark palette's background");
     b.screenshot("job-dark-1280").await;
     b.stop().await;
+    assert!(
+        audit.violations.is_empty(),
+        "axe-core: {:#?}",
+        audit.violations
+    );
+    let errors = audit.nu_errors();
+    assert!(errors.is_empty(), "the Nu Html Checker: {errors:#?}");
     let (code, log) = daemon.stop();
     assert_eq!(code, Some(0), "{log}");
     assert!(!log.contains("panicked"), "{log}");

@@ -131,6 +131,19 @@ async fn the_job_page_tells_the_whole_story_redacted(t: &TestLedger) {
     for full in ["ops@carrier-x.example", "bad@carrier-y.example"] {
         assert!(!html.contains(full), "{full} redacted: {html}");
     }
+    // Times in the report's zone (Europe/Berlin) with the offset, UTC beside them: the
+    // fixture fires at 05:30 UTC on 2026-10-25, 06:30 CET, the night summer time ends; its
+    // window starts before the change, in CEST, on the previous UTC date.
+    assert!(
+        html.contains(
+            "<time datetime=\"2026-10-25T05:30:00Z\">2026-10-25 06:30:00 CET (UTC+01:00) · 05:30:00 UTC</time>"
+        ),
+        "{html}"
+    );
+    assert!(
+        html.contains("2026-10-24 01:30:00 CEST (UTC+02:00) · 2026-10-23 23:30:00 UTC"),
+        "{html}"
+    );
     assert!(
         html.contains("carrier-y.example"),
         "the domain stays: {html}"

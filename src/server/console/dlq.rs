@@ -52,6 +52,7 @@ pub(super) async fn groups(
         @if groups.is_empty() {
             p { "No quarantined delivery." }
         } @else {
+            h2 { "Quarantined deliveries by group" }
             @if truncated {
                 p.hint { "Grouped from the oldest " (runbook::SCAN_LIMIT) " quarantined deliveries." }
             }
@@ -87,8 +88,8 @@ fn group(session: &Session, g: &Group) -> Markup {
                     input type="hidden" name="report" value=(g.report);
                     input type="hidden" name="host" value=(g.host);
                     input type="hidden" name="class" value=(g.class);
-                    label { "Canary " input name="canary" type="number" min="1" value="1" size="4"; }
-                    label { "Batch " input name="batch" type="number" min="1" value="50" size="4"; }
+                    label { "Canary " input name="canary" type="number" min="1" value="1"; }
+                    label { "Batch " input name="batch" type="number" min="1" value="50"; }
                     label { "Quarantined since " input name="since" type="date"; }
                     label { "Your name " input name="by" required autocomplete="name"; }
                     label { "Reason " input name="reason" required size="28"; }
@@ -104,7 +105,7 @@ fn runbook_list(runbooks: &[Runbook]) -> Markup {
         @if runbooks.is_empty() {
             p { "None yet." }
         } @else {
-            div.table-wrap { table {
+            div.table-wrap role="region" aria-label="Runbooks" tabindex="0" { table {
                 thead { tr {
                     th scope="col" { "#" } th scope="col" { "Group" } th scope="col" { "State" }
                     th scope="col" { "Planned" } th scope="col" { "Steps" } th scope="col" { "By" }
@@ -256,7 +257,7 @@ fn runbook_page(session: &Session, rb: &Runbook, steps: &[RunbookStep]) -> Marku
             }
         }
         h2 { "Steps" }
-        div.table-wrap { table.steps {
+        div.table-wrap role="region" aria-label="Steps" tabindex="0" { table.steps {
             thead { tr {
                 th scope="col" { "When" } th scope="col" { "Step" } th scope="col" { "Action" }
                 th scope="col" { "Count" } th scope="col" { "By" } th scope="col" { "Detail" }

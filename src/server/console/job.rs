@@ -55,7 +55,8 @@ pub(super) async fn show(
 ) -> Result<Response, ConsoleError> {
     let key = job_key(&key)?;
     let h = history(&st, &key).await?;
-    Ok(page(job_view::job(&session, &h, st.clock.now())).into_response())
+    let tz = st.reports.get(key.report().as_str()).map(|r| r.timezone());
+    Ok(page(job_view::job(&session, &h, st.clock.now(), tz)).into_response())
 }
 
 /// The rendered HTML, for the preview frame, under its own policy.

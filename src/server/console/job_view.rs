@@ -2,15 +2,17 @@
 //! each delivery with every attempt, the audit, and (for an operator) the actions.
 
 use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 use maud::{Markup, html};
 
 use super::job::delivery_ref;
-use super::pages::{age, shell, state_badge, when};
+use super::pages::{age, shell, state_badge, when_in};
 use super::session::{Role, Session};
 use crate::history::{DeliveryHistory, JobHistory, Redactions};
 use crate::ledger::{DeliveryState, JobState};
 
-pub fn job(session: &Session, h: &JobHistory, now: DateTime<Utc>) -> Markup {
+/// The job page; its times in `tz`, the report's zone (UTC beside them), when it is configured.
+pub fn job(session: &Session, h: &JobHistory, now: DateTime<Utc>, tz: Option<Tz>) -> Markup {
     let j = &h.job;
     let hide = h.redactions();
     let operator = session.role == Role::Operator;
@@ -21,37 +23,37 @@ pub fn job(session: &Session, h: &JobHistory, now: DateTime<Utc>) -> Markup {
             p { a href="/ui/jobs" { "← Jobs" } }
             h1 { "Job " (j.key) " " (state_badge(j.state.as_str())) }
             dl.facts {
-                dt { "Fired" } dd { (when(j.fire_at)) " (" (j.origin) ")" }
-                dt { "Window" } dd { (when(j.window.start)) " → " (when(j.window.end)) }
+                dt { "Fired" } dd { (when_in(tz, j.fire_at)) " (" (j.origin) ")" }
+                dt { "Window" } dd { (when_in(tz, j.window.start)) " → " (when_in(tz, j.window.end)) }
                 dt { "Render attempts" } dd { (j.attempts) }
                 dt { "Redrives" } dd { (j.redrive_count) }
                 @if let Some(t) = j.terminal_at {
-                    dt { "Finished" } dd { (when(t)) " (" (age(t, now)) " ago)" }
+                    dt { "Finished" } dd { (when_in(tz, t)) " (" (age(t, now)) " ago)" }
                 }
                 @if let Some(e) = &j.last_error {
                     dt { "Last error" } dd.error { (hide.text(e)) }
                 }
             }
-            (artifact(h))
+            (artifact(h, tz))
             @if operator {
                 (job_actions(session, h))
             }
             h2 { "Timeline" }
-            (timeline(h, &hide))
+            (timeline(h, &hide, tz))
             h2 { "Deliveries" }
             @if h.deliveries.is_empty() {
                 p { "None yet: deliveries are created when the render commits." }
             }
             @for d in &h.deliveries {
-                (delivery(session, d, &hide, operator))
+                (delivery(session, d, &hide, operator, tz))
             }
             h2 { "Audit" }
-            (audit(h, &hide))
+            (audit(h, &hide, tz))
         },
     )
 }
 
-fn artifact(h: &JobHistory) -> Markup {
+fn artifact(h: &JobHistory, tz: Option<Tz>) -> Markup {
     let j = &h.job;
     html! {
         h2 { "Artifact" }
@@ -61,10 +63,10 @@ fn artifact(h: &JobHistory) -> Markup {
                 dl.facts {
                     dt { "sha256" } dd { code { (a.sha256) } }
                     dt { "Size" } dd { (a.bytes) " bytes" }
-                    @if let Some(g) = j.generated_at { dt { "Generated" } dd { (when(g)) } }
+                    @if let Some(g) = j.generated_at { dt { "Generated" } dd { (when_in(tz, g)) } }
                 }
                 @if let Some(at) = deleted {
-                    p.swept { "Swept on " (when(at)) " by retention: the ledger rows remain." }
+                    p.swept { "Swept on " (when_in(tz, at)) " by retention: the ledger rows remain." }
                 } @else {
                     @if a.csv_key.is_some() {
                         p { "Attached to every email: "
@@ -84,7 +86,7 @@ struct Event {
     what: Markup,
 }
 
-fn timeline(h: &JobHistory, hide: &Redactions) -> Markup {
+fn timeline(h: &JobHistory, hide: &Redactions, tz: Option<Tz>) -> Markup {
     let j = &h.job;
     let mut events = vec![
         Event {
@@ -137,24 +139,30 @@ fn timeline(h: &JobHistory, hide: &Redactions) -> Markup {
     html! {
         ol.timeline {
             @for e in &events {
-                li { (when(e.at)) " " (e.what) }
+                li { (when_in(tz, e.at)) " " (e.what) }
             }
         }
     }
 }
 
-fn delivery(session: &Session, d: &DeliveryHistory, hide: &Redactions, operator: bool) -> Markup {
+fn delivery(
+    session: &Session,
+    d: &DeliveryHistory,
+    hide: &Redactions,
+    operator: bool,
+    tz: Option<Tz>,
+) -> Markup {
     let dl = &d.delivery;
     html! {
         section.delivery aria-label={ "Delivery " (dl.key.redacted()) } {
             h3 { (dl.kind.as_str()) " " (dl.kind.redact(&dl.destination)) " " (state_badge(dl.state.as_str())) }
             p.hint {
                 (dl.attempts) " attempt(s), " (dl.redrive_count) " redrive(s)"
-                @if dl.state == DeliveryState::Pending { "; next try " (when(dl.ready_at)) }
+                @if dl.state == DeliveryState::Pending { "; next try " (when_in(tz, dl.ready_at)) }
                 @if let Some(e) = &dl.last_error { "; last error: " (hide.text(e)) }
             }
             @if !d.attempt_log.is_empty() {
-                div.table-wrap { table.attempts {
+                div.table-wrap role="region" aria-label="Attempts" tabindex="0" { table.attempts {
                     thead { tr {
                         th scope="col" { "#" } th scope="col" { "Finished" } th scope="col" { "Class" }
                         th scope="col" { "Code" } th scope="col" { "Retry-After" }
@@ -162,11 +170,11 @@ fn delivery(session: &Session, d: &DeliveryHistory, hide: &Redactions, operator:
                     } }
                     tbody { @for a in &d.attempt_log { tr {
                         td.num { (a.attempt) }
-                        td { (when(a.finished_at)) }
+                        td { (when_in(tz, a.finished_at)) }
                         td { (state_badge(a.class.as_str())) }
                         td { @if let Some(c) = a.code { (c) } }
                         td { @if let Some(ms) = a.retry_after_ms { (ms / 1000) "s" } }
-                        td { @if let Some(t) = a.next_ready_at { (when(t)) } }
+                        td { @if let Some(t) = a.next_ready_at { (when_in(tz, t)) } }
                         td { @if let Some(r) = &a.reason { (hide.text(r)) } }
                     } } }
                 } }
@@ -204,18 +212,18 @@ fn action_form(session: &Session, action: &str, delivery: Option<&str>, label: &
     }
 }
 
-fn audit(h: &JobHistory, hide: &Redactions) -> Markup {
+fn audit(h: &JobHistory, hide: &Redactions, tz: Option<Tz>) -> Markup {
     html! {
         @if h.redrives.is_empty() {
             p { "No action yet." }
         } @else {
-            div.table-wrap { table.audit {
+            div.table-wrap role="region" aria-label="Audit" tabindex="0" { table.audit {
                 thead { tr {
                     th scope="col" { "When" } th scope="col" { "Action" } th scope="col" { "By" }
                     th scope="col" { "Via" } th scope="col" { "What" } th scope="col" { "Reason" }
                 } }
                 tbody { @for r in &h.redrives { tr {
-                    td { (when(r.at)) }
+                    td { (when_in(tz, r.at)) }
                     td { (r.action) }
                     td { (r.by) }
                     td { (r.via.as_deref().unwrap_or("")) }

@@ -7,7 +7,7 @@ use chrono::NaiveDate;
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::pages::{shell, state_badge, when};
+use super::pages::{shell, state_badge, when_in};
 use super::session::Session;
 use super::{ConsoleError, ServerState, page};
 use crate::keys::JobKey;
@@ -107,10 +107,23 @@ pub(super) async fn list(
     } else {
         axum::http::StatusCode::OK
     };
-    Ok((status, page(view(&session, &q, &jobs, problem.as_deref()))).into_response())
+    let zones = |j: &Job| {
+        st.reports
+            .get(j.key.report().as_str())
+            .map(|r| r.timezone())
+    };
+    let view = view(&session, &q, &jobs, problem.as_deref(), &zones);
+    Ok((status, page(view)).into_response())
 }
 
-fn view(session: &Session, q: &JobsQuery, jobs: &[Job], problem: Option<&str>) -> Markup {
+/// The list; each job's time in its report's zone (`zone`), UTC beside it.
+fn view(
+    session: &Session,
+    q: &JobsQuery,
+    jobs: &[Job],
+    problem: Option<&str>,
+    zone: &dyn Fn(&Job) -> Option<chrono_tz::Tz>,
+) -> Markup {
     let more = jobs.len() > PAGE_SIZE as usize;
     let shown = &jobs[..jobs.len().min(PAGE_SIZE as usize)];
     shell(
@@ -125,7 +138,7 @@ fn view(session: &Session, q: &JobsQuery, jobs: &[Job], problem: Option<&str>) -
             @if shown.is_empty() {
                 p { "No job matches." }
             } @else {
-                div.table-wrap {
+                div.table-wrap role="region" aria-label="Jobs" tabindex="0" {
                     table.jobs {
                         thead { tr {
                             th scope="col" { "Job" } th scope="col" { "State" }
@@ -139,7 +152,7 @@ fn view(session: &Session, q: &JobsQuery, jobs: &[Job], problem: Option<&str>) -
                                     td { (state_badge(j.state.as_str())) }
                                     td.num { (j.attempts) }
                                     td.num { (j.redrive_count) }
-                                    td { (when(j.updated_at)) }
+                                    td { (when_in(zone(j), j.updated_at)) }
                                     td { (j.last_error.as_deref().unwrap_or("")) }
                                 }
                             }

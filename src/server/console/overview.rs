@@ -126,7 +126,7 @@ pub fn view(session: &Session, o: &Overview) -> Markup {
             }
             h2 { "Next fires" }
             @if o.next_fires.is_empty() { p { "No report fires within a year." } }
-            div.table-wrap { table {
+            div.table-wrap role="region" aria-label="Next fires" tabindex="0" { table {
                 thead { tr { th scope="col" { "Report" } th scope="col" { "Local time" } th scope="col" { "UTC" } } }
                 tbody { @for (id, tz, at) in &o.next_fires { tr {
                     td { a href={ "/ui/jobs?report=" (id) } { (id) } }

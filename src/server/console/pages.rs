@@ -77,6 +77,27 @@ pub fn when(at: DateTime<Utc>) -> Markup {
     }
 }
 
+/// An instant in a report's local time with its offset, UTC beside it
+/// (`2026-11-29 06:30:00 CET (UTC+01:00) · 05:30:00 UTC`); UTC alone without a zone (a report
+/// no longer configured). An operator asked about "the 08:00 report" thinks in the report's
+/// zone.
+pub fn when_in(tz: Option<chrono_tz::Tz>, at: DateTime<Utc>) -> Markup {
+    let Some(tz) = tz else {
+        return when(at);
+    };
+    let local = at.with_timezone(&tz);
+    let utc = if local.date_naive() == at.date_naive() {
+        at.format("%H:%M:%S UTC").to_string()
+    } else {
+        at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+    };
+    html! {
+        time datetime=(crate::schedule::rfc3339(at)) {
+            (local.format("%Y-%m-%d %H:%M:%S %Z (UTC%:z)")) " · " (utc)
+        }
+    }
+}
+
 /// A state → count table of the states that have any rows (an absent state has none).
 pub fn counts<'a>(rows: impl Iterator<Item = (&'a str, i64)>) -> Markup {
     let rows: Vec<(&str, i64)> = rows.collect();

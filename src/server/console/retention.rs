@@ -81,7 +81,7 @@ fn view(session: &Session, v: &View) -> Markup {
             }
             h2 { "Policy in force" }
             p.hint { "From " code { (v.file) } ", re-read at every sweep; a sweep every " (p.sweep_every) "." }
-            div.table-wrap { table {
+            div.table-wrap role="region" aria-label="Policy in force" tabindex="0" { table {
                 thead { tr {
                     th scope="col" { "Reports" } th scope="col" { "Artifact" }
                     th scope="col" { "Diagnostics" } th scope="col" { "Ledger rows" }
@@ -116,7 +116,7 @@ fn dry_run(plan: &SweepPlan) -> Markup {
     let c = &plan.counts;
     html! {
         p { "As of " (plan.as_of) ", deleting nothing:" }
-        div.table-wrap { table.counts {
+        div.table-wrap role="region" aria-label="Dry run counts" tabindex="0" { table.counts {
             thead { tr { th scope="col" { "Class" } th scope="col" { "Jobs" } th scope="col" { "Rows" } th scope="col" { "Bytes" } } }
             tbody {
                 tr { th scope="row" { "artifact" } td.num { (c.artifacts_deleted) } td.num { "" } td.num { (c.artifact_bytes) } }
@@ -147,7 +147,7 @@ fn sweeps(history: &[(DateTime<Utc>, SweepCounts)]) -> Markup {
         @if history.is_empty() {
             p { "No sweep since this process started." }
         } @else {
-            div.table-wrap { table {
+            div.table-wrap role="region" aria-label="Last sweeps" tabindex="0" { table {
                 thead { tr {
                     th scope="col" { "When" } th scope="col" { "Examined" } th scope="col" { "Artifacts (bytes)" }
                     th scope="col" { "Diagnostics" } th scope="col" { "Jobs deleted" } th scope="col" { "Early stop" }
