@@ -152,7 +152,11 @@ async fn fetch_http(
         .timeout(timeout.as_std())
         .send()
         .await
-        .map_err(|e| SourceError::Transient(format!("GET {shown}: {}", http_error(&e))))?;
+        .map_err(|e| match crate::tls::untrusted_certificate(&e) {
+            // A misconfiguration (a private CA not trusted): no retry mends it.
+            Some(why) => SourceError::Permanent(format!("GET {shown}: {why}")),
+            None => SourceError::Transient(format!("GET {shown}: {}", http_error(&e))),
+        })?;
     let status = resp.status();
     if status.is_server_error() || matches!(status.as_u16(), 408 | 425 | 429) {
         return Err(SourceError::Transient(format!(

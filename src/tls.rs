@@ -86,14 +86,18 @@ pub fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> Option<St
     None
 }
 
-/// A rustls error at this level of a chain: itself, or inside an `io::Error` (whose `source`
-/// skips the error it wraps).
+/// A rustls error at this level of a chain: itself, or inside `io::Error`s (whose `source`
+/// skips the error they wrap; hyper wraps tokio-rustls' `io::Error` in another).
 fn rustls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
-    if let Some(r) = e.downcast_ref::<rustls::Error>() {
-        return Some(r);
+    let mut level = e;
+    for _ in 0..8 {
+        if let Some(r) = level.downcast_ref::<rustls::Error>() {
+            return Some(r);
+        }
+        let inner = level.downcast_ref::<std::io::Error>()?.get_ref()?;
+        level = inner;
     }
-    let io = e.downcast_ref::<std::io::Error>()?;
-    io.get_ref()?.downcast_ref::<rustls::Error>()
+    None
 }
 
 fn certificate_words(e: &rustls::Error) -> Option<String> {

@@ -233,3 +233,19 @@ async fn the_relay_sees_a_fully_qualified_ehlo_name() {
         "{ehlo:?} want {expected}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_certificate_presented_as_the_relays_own_is_refused_in_words() {
+    let Some(relay) = Relay::start(&["--ca-as-server"]).await else {
+        return;
+    };
+    let attempts = run(&relay, "", Some(&relay.ca())).await;
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    let a = &attempts[0];
+    assert_eq!(a.class, ResponseClass::Permanent, "{a:?}");
+    let reason = a.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason == "certificate not trusted: the peer presents a CA certificate as its own",
+        "in words: {reason}"
+    );
+}

@@ -9,6 +9,7 @@ gets 550, anyone else is accepted. Each accepted message is written to DIR as
 --size N        announce SIZE N (RFC 1870) and refuse larger messages with 552
 --tls-dir D     make a CA (trustme), write D/ca.pem, and require STARTTLS with a certificate it
                 signed for 127.0.0.1 and localhost
+--ca-as-server  with --tls-dir: present the CA's own certificate instead of one it signed
 --log FILE      append "EHLO <name>" and "MAIL <options>" for every EHLO and MAIL FROM
 """
 import argparse
@@ -71,6 +72,7 @@ def main():
     parser.add_argument("out_dir")
     parser.add_argument("--size", type=int, default=None)
     parser.add_argument("--tls-dir", default=None)
+    parser.add_argument("--ca-as-server", action="store_true")
     parser.add_argument("--log", default=None)
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)
@@ -85,9 +87,13 @@ def main():
         ca = trustme.CA()
         os.makedirs(args.tls_dir, exist_ok=True)
         ca.cert_pem.write_to_path(os.path.join(args.tls_dir, "ca.pem"))
-        cert = ca.issue_cert("127.0.0.1", "localhost")
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        cert.configure_cert(context)
+        if args.ca_as_server:
+            ca.configure_trust(context)
+            with ca.cert_pem.tempfile() as c, ca.private_key_pem.tempfile() as k:
+                context.load_cert_chain(c, k)
+        else:
+            ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
         options["tls_context"] = context
         options["require_starttls"] = True
     controller = Controller(
