@@ -4,53 +4,24 @@
 mod common;
 use common::dk;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::{Project, TestLedger, run_date};
 use dawnpost::Config;
 use dawnpost::ledger::{DeliveryState, ResponseClass};
-use tokio::io::{AsyncBufReadExt, BufReader};
-
-fn aiosmtpd_available() -> bool {
-    std::process::Command::new("python3")
-        .args(["-c", "import aiosmtpd"])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_smtp_server_gets_one_message_per_accepted_recipient() {
-    if !aiosmtpd_available() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install aiosmtpd (see .ci/run)"
-        );
-        eprintln!("skipped: python3 cannot import aiosmtpd");
+    if !common::python::has("aiosmtpd") {
         return;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port();
+    let port = common::python::free_port();
     let mail_dir = tempfile::tempdir().expect("tempdir");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/smtp_sink.py");
-    let mut server = tokio::process::Command::new("python3")
-        .arg(script)
-        .arg(port.to_string())
-        .arg(mail_dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start aiosmtpd");
-    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
-    let ready = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("aiosmtpd starts")
-        .expect("read");
-    assert_eq!(ready.as_deref(), Some("READY"));
+    let mut server = common::python::peer(
+        "smtp_sink.py",
+        [port.to_string().as_ref(), mail_dir.path().as_os_str()],
+    )
+    .await;
 
     let p = Project::new(
         r#"

@@ -4,6 +4,8 @@
 //! time. UTC, so this checks the day rule and the time fields; `tests/cron_property.rs` checks
 //! the DST rule in every zone. `DAWNPOST_CRONITER_SEED=N` draws another 80.
 
+mod common;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 
@@ -75,16 +77,7 @@ fn patterns() -> Vec<String> {
 
 #[test]
 fn every_pattern_fires_on_the_dates_and_times_croniter_says() {
-    let available = Command::new("python3")
-        .args(["-c", "import croniter"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !available {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must install croniter (see .ci/run)"
-        );
-        eprintln!("skipped: python3 cannot import croniter");
+    if !common::python::has("croniter") {
         return;
     }
     // Patterns that never fire are refused by dawnpost and left out.

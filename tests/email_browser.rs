@@ -5,33 +5,7 @@
 mod common;
 
 use common::browser::Browser;
-use common::{run_in, shipped_copy};
-
-/// Previews `report` into the project's `preview/` folder and returns the HTML file's path.
-fn previewed(dir: &std::path::Path, report: &str) -> std::path::PathBuf {
-    let out = run_in(
-        dir,
-        &[
-            "preview",
-            report,
-            "--date",
-            "2026-11-30",
-            "--out",
-            "preview",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let html = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find(|l| l.ends_with(".html"))
-        .expect("an .html path")
-        .to_string();
-    dir.join(html)
-}
+use common::{previewed, shipped_copy};
 
 async fn number(b: &Browser, script: &str) -> f64 {
     b.client

@@ -5,39 +5,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use common::browser::Browser;
 use common::checkers;
-use common::{run_in, shipped_copy};
+use common::{previewed, shipped_copy};
 
 /// The clients checked: Outlook everywhere, Gmail, Apple Mail, Yahoo, Samsung Email.
 const CLIENTS: &str = "outlook.windows,outlook.windows-mail,outlook.macos,outlook.ios,outlook.android,gmail.*,apple-mail.*,yahoo.*,samsung-email.android";
-
-fn previewed(dir: &Path, report: &str) -> PathBuf {
-    let out = run_in(
-        dir,
-        &[
-            "preview",
-            report,
-            "--date",
-            "2026-11-30",
-            "--out",
-            "preview",
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let html = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find(|l| l.ends_with(".html"))
-        .expect("an .html path")
-        .to_string();
-    dir.join(html)
-}
 
 /// doiuse-email names a CSS property bare (`` `white-space` ``); selectors, at-rules, elements
 /// and attributes by words (`` `Class selector` ``, `` `@media` ``, `` `<body> element` ``).

@@ -6,13 +6,11 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::{Project, TestLedger, dk, run_date};
 use dawnpost::Config;
 use dawnpost::ledger::ResponseClass;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 struct Relay {
     port: u16,
@@ -22,44 +20,22 @@ struct Relay {
 
 impl Relay {
     async fn start(args: &[&str]) -> Option<Relay> {
-        let available = std::process::Command::new("python3")
-            .args(["-c", "import aiosmtpd, trustme"])
-            .status()
-            .is_ok_and(|s| s.success());
-        if !available {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI must install aiosmtpd and trustme (see .ci/run)"
-            );
-            eprintln!("skipped: python3 cannot import aiosmtpd and trustme");
+        if !common::python::has("aiosmtpd, trustme") {
             return None;
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("free port")
-            .port();
+        let port = common::python::free_port();
         let dir = tempfile::tempdir().expect("tempdir");
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/support/smtp_sink.py");
-        let mut child = tokio::process::Command::new("python3")
-            .arg(script)
-            .arg(port.to_string())
-            .arg(dir.path().join("mail"))
-            .arg("--log")
-            .arg(dir.path().join("relay.log"))
-            .arg("--tls-dir")
-            .arg(dir.path().join("tls"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start aiosmtpd");
-        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let ready = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .expect("aiosmtpd starts")
-            .expect("read");
-        assert_eq!(ready.as_deref(), Some("READY"));
+        let d = dir.path();
+        let mut all: Vec<std::ffi::OsString> = vec![
+            port.to_string().into(),
+            d.join("mail").into(),
+            "--log".into(),
+            d.join("relay.log").into(),
+            "--tls-dir".into(),
+            d.join("tls").into(),
+        ];
+        all.extend(args.iter().map(std::ffi::OsString::from));
+        let child = common::python::peer("smtp_sink.py", all).await;
         Some(Relay {
             port,
             _child: child,

@@ -5,13 +5,11 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::{Project, TestLedger, dk, run_date};
 use dawnpost::Config;
 use dawnpost::ledger::ResponseClass;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 struct Peer {
     port: u16,
@@ -20,44 +18,21 @@ struct Peer {
 }
 
 async fn https_peer() -> Option<Peer> {
-    let ok = std::process::Command::new("python3")
-        .args(["-c", "import trustme"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "CI must install trustme");
-        eprintln!("skipped: python3 cannot import trustme");
+    if !common::python::has("trustme") {
         return None;
     }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("port")
-        .port();
+    let port = common::python::free_port();
     let dir = tempfile::tempdir().expect("dir");
     let data = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/config/sample/warehouse-17.json"
     );
-    let mut child = tokio::process::Command::new("python3")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/support/https_sink.py"
-        ))
-        .arg(port.to_string())
-        .arg(dir.path().join("ca.pem"))
-        .arg(data)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("https peer");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let ready = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("starts")
-        .expect("read");
-    assert_eq!(ready.as_deref(), Some("READY"));
+    let ca = dir.path().join("ca.pem");
+    let child = common::python::peer(
+        "https_sink.py",
+        [port.to_string().as_ref(), ca.as_os_str(), data.as_ref()],
+    )
+    .await;
     Some(Peer {
         port,
         _child: child,

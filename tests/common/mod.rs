@@ -10,6 +10,7 @@ pub mod fixtures;
 pub mod moto;
 pub mod ops_server;
 pub mod peers;
+pub mod python;
 pub mod world;
 
 use std::path::{Path, PathBuf};
@@ -31,6 +32,33 @@ pub fn run_in(dir: &Path, args: &[&str]) -> std::process::Output {
         .env_remove("RUST_LOG")
         .output()
         .expect("run dawnpost")
+}
+
+/// `dawnpost preview REPORT` for 2026-11-30 into the project's `preview/` folder: the HTML
+/// file's path.
+pub fn previewed(dir: &Path, report: &str) -> PathBuf {
+    let out = run_in(
+        dir,
+        &[
+            "preview",
+            report,
+            "--date",
+            "2026-11-30",
+            "--out",
+            "preview",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.ends_with(".html"))
+        .expect("an .html path")
+        .to_string();
+    dir.join(html)
 }
 
 /// A copy of the shipped config/, templates/ and sample data.
