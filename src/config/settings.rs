@@ -164,7 +164,7 @@ pub struct ServerSettings {
     /// How long a request head may take to arrive (and a kept-alive connection may idle).
     /// Default 10s.
     pub header_timeout: Span,
-    /// How long a request body may take to arrive after its head. Default 30s.
+    /// How long a request body may take to arrive after its head. Default 10s (a body is at most 64 KiB).
     pub body_timeout: Span,
     /// Connections open at once; one more is refused 503. Default 512.
     pub max_connections: u32,
@@ -231,7 +231,7 @@ impl Default for Settings {
                 ingest_secret_env: "DAWNPOST_INGEST_SECRET".into(),
                 viewer_token_env: "DAWNPOST_VIEWER_TOKEN".into(),
                 header_timeout: Span::from_secs(10),
-                body_timeout: Span::from_secs(30),
+                body_timeout: Span::from_secs(10),
                 max_connections: 512,
             },
             webhook: WebhookSettings {

@@ -42,7 +42,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(10),
             max_connections: 512,
         }
     }
