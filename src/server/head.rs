@@ -3,6 +3,9 @@
 
 use super::listen::MAX_HEADERS;
 
+/// The longest request target (path and query) accepted.
+pub const TARGET_LIMIT: usize = 16 * 1024;
+
 /// What to do with a head.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HeadCheck {
@@ -38,6 +41,12 @@ pub fn check_head(buf: &[u8]) -> HeadCheck {
     let Some(target) = req.path else {
         return refuse(400, "the request line has no target");
     };
+    if target.len() > TARGET_LIMIT {
+        return refuse(
+            414,
+            format!("the request target is longer than {TARGET_LIMIT} bytes"),
+        );
+    }
     if target.parse::<axum::http::Uri>().is_err() {
         return refuse(400, "the request target is not a valid URI");
     }
@@ -140,6 +149,8 @@ mod tests {
             status("POST / HTTP/1.1\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n"),
             400
         );
+        let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(TARGET_LIMIT));
+        assert_eq!(status(&long), 414);
         let many: String = (0..101).map(|i| format!("x-{i}: v\r\n")).collect();
         assert_eq!(status(&format!("GET / HTTP/1.1\r\n{many}\r\n")), 431);
     }
