@@ -1,7 +1,8 @@
 //! The accept loop: every connection bounded in time and in number, so that a slow or silent
 //! client is cut while others are served.
 //!
-//! - At most `max_connections` are open at once; one more is answered 503 and closed.
+//! - At most `max_connections` are open at once; one more is answered 503 and closed (at most
+//!   64 such answers at once; past them, closed without one).
 //! - A request head must arrive within `header_timeout`: the first one counted from the
 //!   connection's accept, each later one (hyper's keep-alive) from the end of the previous
 //!   response — so an idle kept-alive connection is closed after `header_timeout` too.
@@ -58,6 +59,9 @@ pub const MAX_HEADERS: usize = 100;
 const REFUSAL_WRITE: Duration = Duration::from_secs(1);
 /// The most bytes read and dropped after a refusal.
 const REFUSAL_DRAIN: usize = 1 << 20;
+/// The most "too many connections" refusals written at once; past them, a connection over the
+/// limit is closed without an answer (a flood must not grow the tasks that answer it).
+const REFUSALS_AT_ONCE: usize = 64;
 
 /// Serves `router` on `listener` until `cancel`, then stops accepting and lets each open
 /// connection finish the request it is serving.
@@ -69,6 +73,7 @@ pub async fn serve(
     cancel: CancellationToken,
 ) -> std::io::Result<()> {
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
+    let refusals = Arc::new(tokio::sync::Semaphore::new(REFUSALS_AT_ONCE));
     let tasks = tokio_util::task::TaskTracker::new();
     loop {
         let accepted = tokio::select! {
@@ -89,11 +94,12 @@ pub async fn serve(
         let metrics = metrics.clone();
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             metrics.http_cut("too_many_connections");
-            tasks.spawn(refuse(
-                stream,
-                503,
-                "too many open connections; retry later",
-            ));
+            if let Ok(turn) = refusals.clone().try_acquire_owned() {
+                tasks.spawn(async move {
+                    refuse(stream, 503, "too many open connections; retry later").await;
+                    drop(turn);
+                });
+            }
             continue;
         };
         let (router, cancel) = (router.clone(), cancel.clone());
