@@ -67,14 +67,71 @@ pub(super) async fn connect(
         admin.close().await;
         options = options.options([("search_path", schema)]);
     }
-    let pool = PgPoolOptions::new()
+    let pool = match PgPoolOptions::new()
         .max_connections(max_connections.max(2))
         .acquire_timeout(Duration::from_secs(10))
-        .connect_with(options)
+        .connect_with(options.clone())
         .await
-        .map_err(open_err)?;
+    {
+        Ok(pool) => pool,
+        Err(e) => {
+            return Err(LedgerError::Open {
+                url: redact_url(url),
+                reason: why_not(&options, e).await,
+            });
+        }
+    };
     sqlx::migrate!("./migrations/postgres").run(&pool).await?;
     Ok(pool)
+}
+
+/// Why the pool could not open, in words. sqlx retries a refused connection until its acquire
+/// timeout and then says only "pool timed out while waiting for an open connection", dropping
+/// the server's reason (every slot taken, a bad password, no such database) and a closed port
+/// alike: one direct connection, bounded, finds out which.
+async fn why_not(options: &PgConnectOptions, e: sqlx::Error) -> String {
+    use sqlx::Connection;
+    if !matches!(e, sqlx::Error::PoolTimedOut) {
+        return words(&e);
+    }
+    let direct = sqlx::PgConnection::connect_with(options);
+    match tokio::time::timeout(Duration::from_secs(5), direct).await {
+        Ok(Err(e)) => words(&e),
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            "no connection of the pool could be opened within 10 s, though one opens now: the server is overloaded or its connection slots come and go".to_string()
+        }
+        Err(_) => format!(
+            "the server at {}:{} does not answer within 5 s",
+            options.get_host(),
+            options.get_port()
+        ),
+    }
+}
+
+/// A connection error as a person reads it: the server's own words and SQLSTATE, and what to
+/// check.
+fn words(e: &sqlx::Error) -> String {
+    match e {
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default().to_string();
+            let check = match code.as_str() {
+                "53300" => "; every connection slot is taken: check the server's max_connections (or the role's CONNECTION LIMIT) and what holds them (pg_stat_activity), or lower database.max_connections",
+                "28P01" | "28000" => "; check the user and password in the URL",
+                "3D000" => "; create the database, or fix its name in the URL",
+                "57P03" => "; the server is starting up or shutting down: retry shortly",
+                _ => "",
+            };
+            format!(
+                "the server refused the connection: {} (SQLSTATE {code}){check}",
+                db.message()
+            )
+        }
+        sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            "nothing listens there (connection refused): is PostgreSQL running, on that host and port?".to_string()
+        }
+        other => crate::words::error_chain(other),
+    }
 }
 
 /// Whether to skip TLS: a loopback server and no `sslmode` asked for (in the URL or
