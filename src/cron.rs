@@ -75,17 +75,16 @@ impl Schedule {
                 fields: fields.len(),
             });
         }
-        let invalid = |reason: String| CronError::Invalid {
-            expr: expr.to_string(),
-            reason,
-        };
         let cron = CronParser::builder()
             .seconds(Seconds::Required)
             .year(Year::Disallowed)
             .dom_and_dow(days_combine_with_and(fields[3], fields[5]))
             .build()
             .parse(expr)
-            .map_err(|e| invalid(e.to_string()))?;
+            .map_err(|e| CronError::Invalid {
+                expr: expr.to_string(),
+                reason: e.to_string(),
+            })?;
         let first = first_time(&cron).ok_or_else(|| CronError::NeverFires(expr.to_string()))?;
         let schedule = Schedule {
             expr: Arc::from(expr),

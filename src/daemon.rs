@@ -95,7 +95,7 @@ pub async fn run(
             Box::pin(async move {
                 let (listener, router) =
                     taken.ok_or_else(|| anyhow::anyhow!("the listener is gone"))?;
-                server::serve(listener, router, limits, server_metrics.clone(), cancel).await?;
+                server::serve(listener, router, limits, server_metrics, cancel).await?;
                 Ok(())
             })
         }),

@@ -43,14 +43,7 @@ pub fn redact_endpoint(url: &str) -> String {
 
 /// A transport error with its causes, without the URL it names (see [`redact_endpoint`]).
 pub fn http_error(e: &reqwest::Error) -> String {
-    use std::error::Error;
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
-    }
+    let mut s = crate::words::error_chain(e);
     if let Some(url) = e.url() {
         s = s.replace(url.as_str(), &redact_endpoint(url.as_str()));
     }

@@ -76,14 +76,9 @@ pub fn trust(
 /// If a TLS certificate the peer presented was refused somewhere in `e`'s chain, why, in words:
 /// `certificate not trusted: signed by an unknown authority …`.
 pub fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut cause = Some(e);
-    while let Some(c) = cause {
-        if let Some(r) = rustls_error(c) {
-            return certificate_words(r);
-        }
-        cause = c.source();
-    }
-    None
+    crate::words::causes(e)
+        .find_map(rustls_error)
+        .and_then(certificate_words)
 }
 
 /// A rustls error at this level of a chain: itself, or inside `io::Error`s (whose `source`

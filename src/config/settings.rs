@@ -477,11 +477,12 @@ fn is_domain(d: &str) -> bool {
             .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'))
 }
 
-/// This host's name, as the kernel knows it (empty when it cannot be read).
+/// This host's name, as lettre would give it in EHLO (empty when it has none).
 fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    match lettre::transport::smtp::extension::ClientId::default() {
+        lettre::transport::smtp::extension::ClientId::Domain(name) => name,
+        _ => String::new(),
+    }
 }
 
 fn pool(mut f: Fields<'_, '_>, p: &mut PoolSettings, errors: &mut Vec<ConfigError>) {

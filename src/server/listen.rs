@@ -162,7 +162,7 @@ async fn connection(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .max_headers(MAX_HEADERS)
-        .max_buf_size(HEAD_LIMIT.max(8192));
+        .max_buf_size(HEAD_LIMIT);
     let conn = builder.serve_connection(io, service);
     tokio::pin!(conn);
     let result = tokio::select! {

@@ -19,7 +19,8 @@ mod listen;
 mod ops;
 
 pub use ingest::{RunRequest, parse_run_request};
-pub use listen::{BodyTimeout, HEAD_LIMIT, Limits, MAX_HEADERS, serve};
+use listen::BodyTimeout;
+pub use listen::{Limits, serve};
 
 use axum::Router;
 use axum::extract::State;
@@ -219,8 +220,7 @@ pub(super) async fn read_json_body(
 
 /// The refusal of a body that could not be read.
 fn body_error(e: &axum::Error) -> ApiError {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
+    for c in crate::words::causes(e) {
         if c.downcast_ref::<http_body_util::LengthLimitError>()
             .is_some()
         {
@@ -229,7 +229,6 @@ fn body_error(e: &axum::Error) -> ApiError {
         if let Some(t) = c.downcast_ref::<BodyTimeout>() {
             return ApiError::new(StatusCode::REQUEST_TIMEOUT, t.to_string());
         }
-        cause = c.source();
     }
     let detail = std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string);
     ApiError::new(

@@ -10,7 +10,7 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::job::{VIA, checked_csrf_and_role};
-use super::pages::{shell, state_badge, when};
+use super::pages::{scroll_region, shell, state_badge, when};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
 use crate::ledger::{JobFilter, JobState, ResponseClass, Runbook, RunbookSpec, RunbookStep};
@@ -105,7 +105,7 @@ fn runbook_list(runbooks: &[Runbook]) -> Markup {
         @if runbooks.is_empty() {
             p { "None yet." }
         } @else {
-            div.table-wrap role="region" aria-label="Runbooks" tabindex="0" { table {
+            (scroll_region("Runbooks", html! { table {
                 thead { tr {
                     th scope="col" { "#" } th scope="col" { "Group" } th scope="col" { "State" }
                     th scope="col" { "Planned" } th scope="col" { "Steps" } th scope="col" { "By" }
@@ -120,7 +120,7 @@ fn runbook_list(runbooks: &[Runbook]) -> Markup {
                     td { (r.spec.by) }
                     td { (r.outcome.as_deref().unwrap_or("")) }
                 } } }
-            } }
+            } }))
         }
     }
 }
@@ -257,7 +257,7 @@ fn runbook_page(session: &Session, rb: &Runbook, steps: &[RunbookStep]) -> Marku
             }
         }
         h2 { "Steps" }
-        div.table-wrap role="region" aria-label="Steps" tabindex="0" { table.steps {
+        (scroll_region("Steps", html! { table.steps {
             thead { tr {
                 th scope="col" { "When" } th scope="col" { "Step" } th scope="col" { "Action" }
                 th scope="col" { "Count" } th scope="col" { "By" } th scope="col" { "Detail" }
@@ -266,7 +266,7 @@ fn runbook_page(session: &Session, rb: &Runbook, steps: &[RunbookStep]) -> Marku
                 td { (when(st.at())) } td.num { (st.step) } td { (st.action) }
                 td.num { (st.count) } td { (st.by) } td { (st.detail) }
             } } }
-        } }
+        } }))
     };
     shell(&title, Some(session), body)
 }

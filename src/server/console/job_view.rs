@@ -6,7 +6,7 @@ use chrono_tz::Tz;
 use maud::{Markup, html};
 
 use super::job::delivery_ref;
-use super::pages::{age, shell, state_badge, when_in};
+use super::pages::{age, scroll_region, shell, state_badge, when_in};
 use super::session::{Role, Session};
 use crate::history::{DeliveryHistory, JobHistory, Redactions};
 use crate::ledger::{DeliveryState, JobState};
@@ -162,7 +162,7 @@ fn delivery(
                 @if let Some(e) = &dl.last_error { "; last error: " (hide.text(e)) }
             }
             @if !d.attempt_log.is_empty() {
-                div.table-wrap role="region" aria-label="Attempts" tabindex="0" { table.attempts {
+                (scroll_region("Attempts", html! { table.attempts {
                     thead { tr {
                         th scope="col" { "#" } th scope="col" { "Finished" } th scope="col" { "Class" }
                         th scope="col" { "Code" } th scope="col" { "Retry-After" }
@@ -177,7 +177,7 @@ fn delivery(
                         td { @if let Some(t) = a.next_ready_at { (when_in(tz, t)) } }
                         td { @if let Some(r) = &a.reason { (hide.text(r)) } }
                     } } }
-                } }
+                } }))
             }
             @if operator && dl.state == DeliveryState::Quarantined {
                 (action_form(session, &format!("/ui/jobs/{}/redrive", dl.job_key),
@@ -217,7 +217,7 @@ fn audit(h: &JobHistory, hide: &Redactions, tz: Option<Tz>) -> Markup {
         @if h.redrives.is_empty() {
             p { "No action yet." }
         } @else {
-            div.table-wrap role="region" aria-label="Audit" tabindex="0" { table.audit {
+            (scroll_region("Audit", html! { table.audit {
                 thead { tr {
                     th scope="col" { "When" } th scope="col" { "Action" } th scope="col" { "By" }
                     th scope="col" { "Via" } th scope="col" { "What" } th scope="col" { "Reason" }
@@ -230,7 +230,7 @@ fn audit(h: &JobHistory, hide: &Redactions, tz: Option<Tz>) -> Markup {
                     td { @match &r.delivery_key { Some(d) => (d.redacted()), None => "the job" } }
                     td { (hide.text(&r.reason)) }
                 } } }
-            } }
+            } }))
         }
     }
 }

@@ -7,7 +7,7 @@ use chrono::NaiveDate;
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::pages::{shell, state_badge, when_in};
+use super::pages::{scroll_region, shell, state_badge, when_in};
 use super::session::Session;
 use super::{ConsoleError, ServerState, page};
 use crate::keys::JobKey;
@@ -138,7 +138,7 @@ fn view(
             @if shown.is_empty() {
                 p { "No job matches." }
             } @else {
-                div.table-wrap role="region" aria-label="Jobs" tabindex="0" {
+                (scroll_region("Jobs", html! {
                     table.jobs {
                         thead { tr {
                             th scope="col" { "Job" } th scope="col" { "State" }
@@ -158,7 +158,7 @@ fn view(
                             }
                         }
                     }
-                }
+                }))
             }
             nav.pages aria-label="Pages" {
                 @if !q.after.trim().is_empty() {

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Duration, Utc};
 use maud::{Markup, html};
 
-use super::pages::{age, counts, shell, when};
+use super::pages::{age, counts, scroll_region, shell, when};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
 use crate::ledger::{DeliveryState, JobState, ResponseClass};
@@ -126,14 +126,14 @@ pub fn view(session: &Session, o: &Overview) -> Markup {
             }
             h2 { "Next fires" }
             @if o.next_fires.is_empty() { p { "No report fires within a year." } }
-            div.table-wrap role="region" aria-label="Next fires" tabindex="0" { table {
+            (scroll_region("Next fires", html! { table {
                 thead { tr { th scope="col" { "Report" } th scope="col" { "Local time" } th scope="col" { "UTC" } } }
                 tbody { @for (id, tz, at) in &o.next_fires { tr {
                     td { a href={ "/ui/jobs?report=" (id) } { (id) } }
                     td { (at.with_timezone(tz).format("%a %Y-%m-%d %H:%M %Z (UTC%:z)")) }
                     td { (when(*at)) }
                 } } }
-            } }
+            } }))
             @if o.reports > NEXT_FIRES {
                 p.hint { "The first " (NEXT_FIRES) " of " (o.reports) " reports by id; " a href="/ui/reports" { "every report" } "." }
             }

@@ -65,6 +65,12 @@ pub fn login(problem: Option<&str>) -> Markup {
     )
 }
 
+/// A table box that scrolls sideways on a narrow screen, as a named region the keyboard can
+/// reach and scroll (axe-core's scrollable-region-focusable).
+pub fn scroll_region(label: &str, table: Markup) -> Markup {
+    html! { div.table-wrap role="region" aria-label=(label) tabindex="0" { (table) } }
+}
+
 /// A state (or class) as a badge.
 pub fn state_badge(state: &str) -> Markup {
     html! { span class={"state " (state)} { (state) } }

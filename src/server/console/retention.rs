@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::pages::{shell, when};
+use super::pages::{scroll_region, shell, when};
 use super::session::Session;
 use super::{ConsoleError, ServerState, page};
 use crate::config::RetentionPolicy;
@@ -81,7 +81,7 @@ fn view(session: &Session, v: &View) -> Markup {
             }
             h2 { "Policy in force" }
             p.hint { "From " code { (v.file) } ", re-read at every sweep; a sweep every " (p.sweep_every) "." }
-            div.table-wrap role="region" aria-label="Policy in force" tabindex="0" { table {
+            (scroll_region("Policy in force", html! { table {
                 thead { tr {
                     th scope="col" { "Reports" } th scope="col" { "Artifact" }
                     th scope="col" { "Diagnostics" } th scope="col" { "Ledger rows" }
@@ -98,7 +98,7 @@ fn view(session: &Session, v: &View) -> Markup {
                         td { (p.defaults.artifact) } td { (p.defaults.diagnostics) } td { (p.defaults.ledger) }
                     }
                 }
-            } }
+            } }))
             p.hint { "Ages count from the moment a job finished (done, quarantined or cancelled); live work is never deleted." }
             h2 { "Dry run" }
             form.filters method="get" action="/ui/retention" aria-label="Dry run" {
@@ -116,14 +116,14 @@ fn dry_run(plan: &SweepPlan) -> Markup {
     let c = &plan.counts;
     html! {
         p { "As of " (plan.as_of) ", deleting nothing:" }
-        div.table-wrap role="region" aria-label="Dry run counts" tabindex="0" { table.counts {
+        (scroll_region("Dry run counts", html! { table.counts {
             thead { tr { th scope="col" { "Class" } th scope="col" { "Jobs" } th scope="col" { "Rows" } th scope="col" { "Bytes" } } }
             tbody {
                 tr { th scope="row" { "artifact" } td.num { (c.artifacts_deleted) } td.num { "" } td.num { (c.artifact_bytes) } }
                 tr { th scope="row" { "diagnostics" } td.num { (c.diagnostics_cleared) } td.num { (c.diagnostics_rows) } td.num { (c.diagnostics_bytes) } }
                 tr { th scope="row" { "ledger" } td.num { (c.jobs_deleted) } td.num { (c.ledger_rows) } td.num { "" } }
             }
-        } }
+        } }))
         @for (class, items) in [("artifact", &plan.artifact), ("diagnostics", &plan.diagnostics), ("ledger", &plan.ledger)] {
             @if !items.is_empty() { (listed(class, items)) }
         }
@@ -147,7 +147,7 @@ fn sweeps(history: &[(DateTime<Utc>, SweepCounts)]) -> Markup {
         @if history.is_empty() {
             p { "No sweep since this process started." }
         } @else {
-            div.table-wrap role="region" aria-label="Last sweeps" tabindex="0" { table {
+            (scroll_region("Last sweeps", html! { table {
                 thead { tr {
                     th scope="col" { "When" } th scope="col" { "Examined" } th scope="col" { "Artifacts (bytes)" }
                     th scope="col" { "Diagnostics" } th scope="col" { "Jobs deleted" } th scope="col" { "Early stop" }
@@ -158,7 +158,7 @@ fn sweeps(history: &[(DateTime<Utc>, SweepCounts)]) -> Markup {
                     td.num { (c.diagnostics_cleared) } td.num { (c.jobs_deleted) }
                     td { @if c.stopped_early { "yes" } }
                 } } }
-            } }
+            } }))
         }
     }
 }
