@@ -286,13 +286,9 @@ async fn the_daemon_answers_every_hostile_request_without_a_panic() {
         "config/dawnpost.toml",
         "[server]\nbind = \"127.0.0.1:0\"\nops_token_env = \"HOSTILE_OPS_TOKEN\"\ningest_secret_env = \"HOSTILE_INGEST_SECRET\"\n",
     );
-    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"));
-    run.arg("--config")
-        .arg(p.config_dir())
-        .arg("run")
-        .env("HOSTILE_OPS_TOKEN", TOKEN)
-        .env("HOSTILE_INGEST_SECRET", SECRET)
-        .env_remove("DAWNPOST_DATABASE_URL");
+    let mut run = common::daemon::run_command(&p);
+    run.env("HOSTILE_OPS_TOKEN", TOKEN)
+        .env("HOSTILE_INGEST_SECRET", SECRET);
     let daemon = common::daemon::Daemon::start(run);
     let addr = daemon.addr.clone();
     let base = format!("http://{addr}");

@@ -31,12 +31,7 @@ fn daemon() -> (common::Project, common::daemon::Daemon) {
         "config/dawnpost.toml",
         "[server]\nbind = \"127.0.0.1:0\"\nheader_timeout = \"1s\"\nbody_timeout = \"1s\"\nmax_connections = 40\n",
     );
-    let mut run = std::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"));
-    run.arg("--config")
-        .arg(p.config_dir())
-        .arg("run")
-        .env_remove("DAWNPOST_DATABASE_URL");
-    let d = common::daemon::Daemon::start(run);
+    let d = common::daemon::Daemon::start(common::daemon::run_command(&p));
     (p, d)
 }
 

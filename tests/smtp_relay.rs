@@ -55,6 +55,14 @@ impl Relay {
         std::fs::read_dir(self.dir.path().join("mail")).map_or(0, |d| d.count())
     }
 
+    /// The names each EHLO gave, in order.
+    fn ehlo_names(&self) -> Vec<String> {
+        self.log()
+            .iter()
+            .filter_map(|l| l.strip_prefix("EHLO ").map(str::to_string))
+            .collect()
+    }
+
     fn ca(&self) -> PathBuf {
         self.dir.path().join("tls/ca.pem")
     }
@@ -177,11 +185,7 @@ async fn the_relay_sees_a_fully_qualified_ehlo_name() {
         Some(&relay.ca()),
     )
     .await;
-    let ehlo: Vec<String> = relay
-        .log()
-        .iter()
-        .filter_map(|l| l.strip_prefix("EHLO ").map(str::to_string))
-        .collect();
+    let ehlo = relay.ehlo_names();
     assert!(!ehlo.is_empty());
     assert!(ehlo.iter().all(|n| n == "mailer.dawnpost.test"), "{ehlo:?}");
 
@@ -198,11 +202,7 @@ async fn the_relay_sees_a_fully_qualified_ehlo_name() {
     } else {
         "dawnpost.test".to_string()
     };
-    let ehlo: Vec<String> = relay
-        .log()
-        .iter()
-        .filter_map(|l| l.strip_prefix("EHLO ").map(str::to_string))
-        .collect();
+    let ehlo = relay.ehlo_names();
     assert!(!ehlo.is_empty());
     assert!(
         ehlo.iter().all(|n| *n == expected),

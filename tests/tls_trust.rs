@@ -70,6 +70,19 @@ fn project(peer: &Peer, trust: bool, source_https: bool) -> Project {
     p
 }
 
+/// Runs the project's report for 2026-11-30 on a fresh SQLite ledger.
+async fn run(
+    peer: &Peer,
+    trust: bool,
+    source_https: bool,
+) -> (TestLedger, dawnpost::runner::RunOnceSummary) {
+    let p = project(peer, trust, source_https);
+    let t = TestLedger::sqlite().await;
+    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let summary = run_date(&config, &t.ledger, "2026-11-30", Duration::from_secs(20)).await;
+    (t, summary)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_private_ca_is_trusted_only_through_the_ca_bundle() {
     let Some(peer) = https_peer().await else {
@@ -81,10 +94,7 @@ async fn a_private_ca_is_trusted_only_through_the_ca_bundle() {
     );
 
     // Not trusted: the webhook is quarantined at once, saying why.
-    let p = project(&peer, false, false);
-    let t = TestLedger::sqlite().await;
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
-    let summary = run_date(&config, &t.ledger, "2026-11-30", Duration::from_secs(20)).await;
+    let (t, summary) = run(&peer, false, false).await;
     assert_eq!(summary.exit_code, 3, "{summary:?}");
     let attempts = t.ledger.attempt_list(&dk(&hook)).await.expect("attempts");
     assert_eq!(attempts.len(), 1, "{attempts:?}");
@@ -94,10 +104,7 @@ async fn a_private_ca_is_trusted_only_through_the_ca_bundle() {
     t.cleanup().await;
 
     // Not trusted, an https source: the render is quarantined at once, saying why.
-    let p = project(&peer, false, true);
-    let t = TestLedger::sqlite().await;
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
-    let summary = run_date(&config, &t.ledger, "2026-11-30", Duration::from_secs(20)).await;
+    let (t, summary) = run(&peer, false, true).await;
     assert_eq!(summary.exit_code, 3, "{summary:?}");
     let job = t
         .ledger
@@ -111,10 +118,7 @@ async fn a_private_ca_is_trusted_only_through_the_ca_bundle() {
     t.cleanup().await;
 
     // Trusted through tls.ca_file: the https source renders, the webhook is delivered.
-    let p = project(&peer, true, true);
-    let t = TestLedger::sqlite().await;
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
-    let summary = run_date(&config, &t.ledger, "2026-11-30", Duration::from_secs(20)).await;
+    let (t, summary) = run(&peer, true, true).await;
     assert_eq!(summary.exit_code, 0, "{summary:?}");
     let attempts = t.ledger.attempt_list(&dk(&hook)).await.expect("attempts");
     assert_eq!(

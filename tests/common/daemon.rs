@@ -13,6 +13,17 @@ pub struct Daemon {
     log: Option<JoinHandle<String>>,
 }
 
+/// `dawnpost --config <project>/config run`, with no database URL inherited (the project's
+/// own SQLite ledger).
+pub fn run_command(p: &super::Project) -> Command {
+    let mut run = Command::new(env!("CARGO_BIN_EXE_dawnpost"));
+    run.arg("--config")
+        .arg(p.config_dir())
+        .arg("run")
+        .env_remove("DAWNPOST_DATABASE_URL");
+    run
+}
+
 impl Daemon {
     /// Starts `command` (a `dawnpost … run` with its environment set) with `RUST_LOG=info`,
     /// and waits until it says where it listens.
