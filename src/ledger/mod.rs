@@ -124,6 +124,14 @@ pub enum LedgerError {
 
 pub type Result<T> = std::result::Result<T, LedgerError>;
 
+impl LedgerError {
+    /// A statement gave up waiting for a row another transaction holds (PostgreSQL's
+    /// `lock_timeout`, SQLSTATE 55P03).
+    pub fn is_lock_timeout(&self) -> bool {
+        matches!(self, LedgerError::Db(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03"))
+    }
+}
+
 #[derive(Debug, Clone)]
 enum Backend {
     Sqlite(SqlitePool),

@@ -18,6 +18,19 @@ pub(super) const LOCK_JOB: Option<&str> = Some("SELECT key FROM jobs WHERE key =
 
 pub(super) const BEGIN: &str = "BEGIN";
 
+/// Runs first in a rescue's transaction: an expired lease whose row another transaction still
+/// holds (its node paused or stalled between two statements of an outcome write) is waited
+/// for at most this long; the rescue then fails, and a later round takes it once the server
+/// has ended that transaction ([`IDLE_IN_TRANSACTION`]).
+pub(super) const RESCUE_WAIT: Option<&str> = Some("SET LOCAL lock_timeout = '2s'");
+
+/// How long the server lets one of the ledger's sessions sit idle inside a transaction before
+/// it ends the session and rolls the transaction back. A ledger transaction sends its
+/// statements back to back; one idle this long belongs to a paused or stalled node, and its
+/// row locks would otherwise hold up every other node's rescue of its leases. A URL that sets
+/// `idle_in_transaction_session_timeout` itself keeps its own.
+const IDLE_IN_TRANSACTION: &str = "10s";
+
 /// Runs before a lease, in its transaction. Leases walk the queue index (state, ready_at, key)
 /// in order and stop at their limit. Right after a burst of new work the statistics are stale
 /// (autovacuum has not analysed yet), PostgreSQL believes the queue holds a handful of rows,
@@ -43,6 +56,9 @@ pub(super) async fn connect(
     let mut options = PgConnectOptions::from_str(url).map_err(open_err)?;
     if plain_on_loopback(url, options.get_host()) {
         options = options.ssl_mode(PgSslMode::Disable);
+    }
+    if !url.contains("idle_in_transaction_session_timeout") {
+        options = options.options([("idle_in_transaction_session_timeout", IDLE_IN_TRANSACTION)]);
     }
     if let Some(schema) = schema {
         if !schema

@@ -125,6 +125,9 @@ impl Ledger {
         let lost = format!(" times, last at {}", rfc3339(now));
         on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
+            if let Some(wait) = d::RESCUE_WAIT {
+                sqlx::query(wait).execute(&mut *tx).await?;
+            }
             let jobs_quarantined = sqlx::query(QUARANTINE_LOST_RENDERS)
                 .bind(now_ms)
                 .bind(max_attempts)

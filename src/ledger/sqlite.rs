@@ -18,6 +18,9 @@ pub(super) const LOCK_JOB: Option<&str> = None;
 
 pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
 
+/// Runs first in a rescue's transaction; SQLite's writers queue on its one lock instead.
+pub(super) const RESCUE_WAIT: Option<&str> = None;
+
 /// Runs before a lease; SQLite walks the queue index in order without being told.
 pub(super) const LEASE_PLAN: Option<&str> = None;
 

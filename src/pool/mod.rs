@@ -12,6 +12,7 @@
 
 mod completer;
 mod failure;
+mod hold;
 pub mod limits;
 pub mod rescuer;
 mod running;
@@ -30,6 +31,7 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use hold::Hold;
 pub use rescuer::Rescuer;
 use running::{Held, Running};
 use throttle::{Admission, HostThrottle};
@@ -281,10 +283,7 @@ impl Pipeline {
     /// The longest one work item may run: never past its lease (the lease is extended while
     /// it runs, but a hung item must still end and be recorded).
     pub(crate) fn work_deadline(&self) -> Duration {
-        self.config
-            .lease
-            .to_std()
-            .unwrap_or(Duration::from_secs(300))
+        self.lease_std()
     }
 
     /// The longest one send may take: its transport's own timeout plus [`SEND_GRACE`], and
@@ -372,6 +371,8 @@ impl Pipeline {
         running: &mut Running,
     ) -> Result<u32, PoolError> {
         let first = (n - n / 4).max(1);
+        // Before the claims are sent: the ledger's deadlines are at least this late.
+        let claimed = tokio::time::Instant::now();
         let mut deliveries = self
             .ledger
             .delivery_lease(&self.lease_params(first))
@@ -396,7 +397,8 @@ impl Pipeline {
             let lease = leased.lease.clone();
             let me = self.clone();
             let completions = running.completions.clone();
-            running.spawn(self, Held::Render(lease), |slot| async move {
+            let hold = self.hold_from(claimed);
+            running.spawn(self, Held::Render(lease), hold, |slot, _| async move {
                 work::render_job(&me, leased, completions, slot).await;
                 // Its deliveries exist now: lease them without waiting for the idle poll.
                 me.wake.notify_one();
@@ -430,8 +432,15 @@ impl Pipeline {
             let lease = leased.lease.clone();
             let me = self.clone();
             let completions = running.completions.clone();
-            running.spawn(self, Held::Send(lease), |slot| async move {
-                work::deliver(&me, leased, artifact, host, completions, slot).await;
+            let hold = self.hold_from(claimed);
+            running.spawn(self, Held::Send(lease), hold, |slot, hold| async move {
+                let item = work::SendItem {
+                    leased,
+                    artifact,
+                    host,
+                    hold,
+                };
+                work::deliver(&me, item, completions, slot).await;
             })?;
         }
         Ok(count)
@@ -448,39 +457,6 @@ impl Pipeline {
         Stats::bump(&self.stats.deferred);
         if let Err(e) = self.ledger.delivery_defer(&leased.lease, until, now).await {
             tracing::warn!(error = %e, "could not defer a delivery to {why}");
-        }
-    }
-
-    /// Runs `work` while extending its lease every third of the lease length; if the lease is
-    /// lost (rescued and maybe taken by another worker) the work is dropped.
-    async fn with_lease(self: Arc<Self>, held: Held, work: impl std::future::Future<Output = ()>) {
-        let every = (self.config.lease / 3)
-            .to_std()
-            .unwrap_or(Duration::from_secs(1))
-            .max(Duration::from_millis(100));
-        let extender = async {
-            loop {
-                tokio::time::sleep(every).await;
-                let until = crate::clock::add(self.clock.now(), self.config.lease);
-                let r = match &held {
-                    Held::Render(lease) => self.ledger.job_extend_lease(lease, until).await,
-                    Held::Send(lease) => self.ledger.delivery_extend_lease(lease, until).await,
-                };
-                match r {
-                    Ok(()) => {}
-                    Err(LedgerError::LeaseLost { .. }) => return,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not extend a lease; will try again")
-                    }
-                }
-            }
-        };
-        tokio::select! {
-            _ = work => {}
-            _ = extender => tracing::warn!(
-                key = %held.shown(),
-                "lease lost to the rescuer: dropping this work item"
-            ),
         }
     }
 

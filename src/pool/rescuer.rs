@@ -97,8 +97,12 @@ impl Rescuer {
 
     pub async fn run(&self, cancel: CancellationToken) {
         loop {
-            if let Err(e) = self.run_once().await {
-                tracing::error!(error = %e, "lease rescue failed; retrying");
+            match self.run_once().await {
+                Ok(_) => {}
+                Err(e) if e.is_lock_timeout() => tracing::warn!(
+                    "an expired lease is still locked by another node's transaction (that node is paused or stalled mid-write); the rescue tries again once the server ends it"
+                ),
+                Err(e) => tracing::error!(error = %e, "lease rescue failed; retrying"),
             }
             tokio::select! {
                 _ = cancel.cancelled() => return,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
-use super::{Pipeline, PoolError, completer};
+use super::{Hold, Pipeline, PoolError, completer};
 use crate::keys::Key;
 use crate::ledger::{DeliveryLease, JobLease};
 
@@ -73,18 +73,20 @@ pub(super) struct Running {
 }
 
 impl Running {
-    /// Spawns one work item in a slot, registered by its lease so a drain can release it.
+    /// Spawns one work item in a slot, registered by its lease so a drain can release it;
+    /// `hold` tracks the lease while it runs.
     pub(super) fn spawn<F: std::future::Future<Output = ()> + Send + 'static>(
         &mut self,
         pipeline: &Arc<Pipeline>,
         held: Held,
-        work: impl FnOnce(Slot) -> F,
+        hold: Arc<Hold>,
+        work: impl FnOnce(Slot, Arc<Hold>) -> F,
     ) -> Result<(), PoolError> {
         let slot = Slot {
             permit: Some(self.slots.clone().try_acquire_owned()?),
             freed: self.freed.clone(),
         };
-        let work = work(slot);
+        let work = work(slot, hold.clone());
         let me = pipeline.clone();
         let registry = self.inflight.clone();
         let key = held.id();
@@ -96,7 +98,7 @@ impl Running {
         // Boxed: a work item's state machine is ~12 KB (a render or an HTTP send in flight),
         // which tokio would otherwise copy into the task and again at each stage change.
         self.tasks.spawn(Box::pin(async move {
-            me.clone().with_lease(held, work).await;
+            me.clone().with_lease(held, hold, work).await;
             me.metrics.active_workers.dec();
             registry
                 .lock()

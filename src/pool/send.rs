@@ -5,12 +5,13 @@
 use chrono::{DateTime, Utc};
 
 use super::Pipeline;
+use super::hold::Hold;
 use super::work::JobArtifact;
 use crate::config::Report;
 use crate::deliver::webhook::{AttachmentBody, EscapedParts, WebhookBody, WindowBody};
 use crate::deliver::{Outcome, redact_address};
 use crate::keys::DestinationKind;
-use crate::ledger::{ArtifactRef, Delivery, Job, ResponseClass};
+use crate::ledger::{ArtifactRef, Delivery, DeliveryLease, Job, LedgerError, ResponseClass};
 use crate::render::Rendered;
 use crate::signing::Secret;
 use crate::window::rfc3339;
@@ -28,22 +29,28 @@ fn permanent(reason: impl Into<String>) -> Outcome {
     Outcome::new(ResponseClass::Permanent, None, reason)
 }
 
-/// Attempts one delivery of `shared`'s job.
+/// A send not started because its lease could not be confirmed (why, from the ledger).
+pub(super) struct NotStarted(pub(super) LedgerError);
+
+/// Attempts one delivery of `shared`'s job under `lease`, confirmed just before the transport
+/// is called (see [`Pipeline::confirm_send`]).
 pub(super) async fn attempt(
     p: &Pipeline,
     delivery: &Delivery,
+    (lease, hold): (&DeliveryLease, &Hold),
     shared: &JobArtifact,
     now: DateTime<Utc>,
-) -> Outcome {
+) -> Result<Outcome, NotStarted> {
     let ready = match prepare(p, shared).await {
         Ok(ready) => ready,
-        Err(outcome) => return outcome,
+        Err(outcome) => return Ok(outcome),
     };
+    p.confirm_send(lease, hold).await.map_err(NotStarted)?;
     let sent = match delivery.kind {
         DestinationKind::Email => send_email(p, delivery, &ready, now).await,
         DestinationKind::Webhook => send_webhook(p, delivery, &ready, now).await,
     };
-    sent.unwrap_or_else(|outcome| outcome)
+    Ok(sent.unwrap_or_else(|outcome| outcome))
 }
 
 /// The job, its report and its artifact, read from the store once for all its deliveries.

@@ -9,15 +9,17 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::completer::{Completion, Recorded};
 use super::failure::RenderFailure;
+use super::hold::Hold;
 use super::running::Slot;
+use super::send::NotStarted;
 use super::{Pipeline, Stats};
 use crate::deliver::Outcome;
 use crate::deliver::webhook::EscapedParts;
 use crate::deliver::webhook::host_of as url_host;
 use crate::keys::{DeliveryKey, DestinationKind};
 use crate::ledger::{
-    ArtifactRef, Delivery, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob, LedgerError,
-    NewAttempt, NewDelivery, Render, ResponseClass,
+    ArtifactRef, Delivery, DeliveryLease, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob,
+    LedgerError, NewAttempt, NewDelivery, Render, ResponseClass,
 };
 use crate::render::Rendered;
 use crate::retry::Decision;
@@ -191,15 +193,28 @@ impl JobArtifact {
     }
 }
 
+/// One leased delivery to attempt: its job's artifact (shared with the job's other deliveries
+/// leased together), its throttling host, and how long this node knows it holds the lease.
+pub(super) struct SendItem {
+    pub(super) leased: LeasedDelivery,
+    pub(super) artifact: Arc<JobArtifact>,
+    pub(super) host: String,
+    pub(super) hold: Arc<Hold>,
+}
+
 /// Attempts one leased delivery and records the attempt and what follows.
 pub(super) async fn deliver(
     p: &Arc<Pipeline>,
-    leased: LeasedDelivery,
-    artifact: Arc<JobArtifact>,
-    host: String,
+    item: SendItem,
     completions: mpsc::Sender<Completion>,
     mut slot: Slot,
 ) {
+    let SendItem {
+        leased,
+        artifact,
+        host,
+        hold,
+    } = item;
     let LeasedDelivery {
         delivery, lease, ..
     } = leased;
@@ -207,16 +222,18 @@ pub(super) async fn deliver(
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = crate::clock::sub(lease.expires_at(), p.config.lease);
     let deadline = p.send_deadline(delivery.kind);
-    let send = super::send::attempt(p, &delivery, &artifact, p.clock.now());
+    let send = super::send::attempt(p, &delivery, (&lease, &hold), &artifact, p.clock.now());
     // A send that outlives its own timeout (or its lease) is cut: it may have reached the
     // receiver, so the retry keeps the same key.
-    let outcome = tokio::time::timeout(deadline, send)
-        .await
-        .unwrap_or_else(|_| {
+    let outcome = match tokio::time::timeout(deadline, send).await {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(NotStarted(e))) => return not_started(p, &lease, &shown, &e).await,
+        Err(_) => {
             let waited = crate::Span::from_std(deadline);
             let why = format!("no answer within {waited}: the send was cut at its deadline");
             Outcome::new(ResponseClass::Ambiguous, None, why)
-        });
+        }
+    };
     let finished_at = p.clock.now();
     let attempt_no = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
     // A redrive gives a fresh budget: count attempts and age from it.
@@ -267,6 +284,23 @@ pub(super) async fn deliver(
     }
     let class = outcome.class;
     recorded_attempt(p, &shown, attempt_no, class, next, &reason, finished_at);
+}
+
+/// A send whose lease could not be confirmed was not started: nothing reached the receiver.
+/// A lease that ran out belongs to whoever rescued it; one the ledger could not confirm goes
+/// back to the queue without counting an attempt (or, if that fails too, to the rescuer).
+async fn not_started(p: &Pipeline, lease: &DeliveryLease, shown: &str, e: &LedgerError) {
+    if matches!(e, LedgerError::LeaseLost { .. }) {
+        tracing::warn!(
+            delivery = %shown,
+            "not sent: the lease ran out before the send started (was this node paused?); whoever holds it now sends it"
+        );
+        return;
+    }
+    tracing::error!(delivery = %shown, error = %e, "not sent: the lease could not be confirmed before the send started");
+    if let Err(e) = p.ledger.delivery_release(lease, p.clock.now()).await {
+        tracing::warn!(delivery = %shown, error = %e, "could not return the unsent delivery; the rescuer will");
+    }
 }
 
 /// Counts and logs an attempt whose outcome the ledger recorded.

@@ -62,13 +62,23 @@ impl Daemon {
         }
     }
 
-    /// SIGTERM, then its exit code and everything it logged.
-    pub fn stop(mut self) -> (Option<i32>, String) {
-        let kill = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
+    /// Its process id (the `hostname:pid` in the leases it holds).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (a `kill` name: `STOP`, `CONT`, `HUP`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
             .status()
             .expect("kill");
-        assert!(kill.success(), "SIGTERM delivered");
+        assert!(sent.success(), "SIG{signal} delivered");
+    }
+
+    /// SIGTERM, then its exit code and everything it logged.
+    pub fn stop(mut self) -> (Option<i32>, String) {
+        self.signal("TERM");
         let status = self.child.wait().expect("wait");
         let log = self.log.take().map(|l| l.join().unwrap_or_default());
         (status.code(), log.unwrap_or_default())
