@@ -338,7 +338,26 @@ async fn cancelling_a_job_closes_its_waiting_deliveries(t: &TestLedger) {
     assert_eq!(d.state, DeliveryState::Pending);
 }
 
+/// A ledger that answers and takes a write is ready; its write probe changes nothing.
+async fn a_writable_ledger_is_ready(t: &TestLedger) {
+    let l = &t.ledger;
+    ready_jobs(t, &["probe:2026-10-25"]).await;
+    assert_eq!(l.ready().await, Ok(()));
+    assert_eq!(
+        l.ready().await,
+        Ok(()),
+        "twice: the probe leaves no transaction open"
+    );
+    let job = l
+        .job_get(&jk("probe:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
+    assert_eq!(job.state, JobState::Ready);
+}
+
 on_both_backends!(
+    a_writable_ledger_is_ready,
     cancelling_a_job_closes_its_waiting_deliveries,
     a_redrive_between_the_check_and_the_delete_is_not_deleted,
     redrives_racing_deletes_are_never_lost,

@@ -1,7 +1,8 @@
 //! A PostgreSQL ledger that cannot be opened says why: the server's own reason and SQLSTATE (a
 //! role whose every connection slot is taken, a database that does not exist), or that nothing
 //! listens on the port, with the URL (redacted) and what to check — not sqlx's bare "pool timed
-//! out". Against the real server of `DAWNPOST_TEST_POSTGRES_URL`.
+//! out". A ledger it can read but not write is not ready, and says why. Against the real server
+//! of `DAWNPOST_TEST_POSTGRES_URL`.
 
 mod common;
 
@@ -93,4 +94,57 @@ async fn a_missing_database_and_a_closed_port_each_say_so() {
         err2.contains("nothing listens there (connection refused)"),
         "{err2}"
     );
+}
+
+/// A role that may read the ledger's tables but not write them: the ledger opens (its schema is
+/// migrated already), and `ready` says it cannot write, with the server's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_it_cannot_write_is_not_ready() {
+    let Some(t) = common::TestLedger::postgres().await else {
+        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        return;
+    };
+    let base = server().expect("url");
+    let schema = t.schema().expect("schema").to_string();
+    let admin = sqlx::PgPool::connect(base.as_str()).await.expect("connect");
+    for grant in [
+        "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'dawnpost_reader') \
+         THEN CREATE ROLE dawnpost_reader LOGIN; END IF; END $$"
+            .to_string(),
+        format!("GRANT USAGE, CREATE ON SCHEMA {schema} TO dawnpost_reader"),
+        format!("GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO dawnpost_reader"),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(grant))
+            .execute(&admin)
+            .await
+            .expect("grant");
+    }
+    let mut url = base.clone();
+    url.set_username("dawnpost_reader").expect("user");
+    url.query_pairs_mut()
+        .append_pair("options", &format!("-c search_path={schema}"));
+    let reader = dawnpost::Ledger::connect(url.as_str(), std::path::Path::new("."))
+        .await
+        .expect("a read-only role opens a migrated ledger");
+    let why = reader.ready().await.expect_err("not ready");
+    assert!(
+        why.starts_with("the ledger cannot write: ") && why.contains("permission denied"),
+        "{why}"
+    );
+    assert_eq!(t.ledger.ready().await, Ok(()), "its owner may write");
+    reader.close().await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM dawnpost_reader"
+    )))
+    .execute(&admin)
+    .await
+    .expect("revoke");
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "REVOKE ALL ON SCHEMA {schema} FROM dawnpost_reader"
+    )))
+    .execute(&admin)
+    .await
+    .expect("revoke");
+    admin.close().await;
+    t.cleanup().await;
 }

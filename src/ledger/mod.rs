@@ -209,9 +209,10 @@ impl Ledger {
             .is_ok())
     }
 
-    /// True when the ledger answers and its tables exist (migrations applied).
-    pub async fn ready(&self) -> bool {
-        on_backend!(self, |p, _d| {
+    /// Whether the ledger can serve the daemon: it answers, its tables exist (migrations
+    /// applied), and it takes a write; else what is wrong, in words.
+    pub async fn ready(&self) -> std::result::Result<(), String> {
+        let read = on_backend!(self, |p, _d| {
             sqlx::query("SELECT COUNT(*) FROM jobs WHERE key = ''")
                 .execute(p)
                 .await
@@ -220,7 +221,15 @@ impl Ledger {
                     .execute(p)
                     .await
                     .is_ok()
-        })
+        });
+        if !read {
+            return Err("the ledger is unreachable or not migrated".into());
+        }
+        let wrote = match &self.backend {
+            Backend::Sqlite(p) => sqlite::probe_write(p).await,
+            Backend::Postgres(p) => postgres::probe_write(p).await,
+        };
+        wrote.map_err(|e| format!("the ledger cannot write: {}", crate::words::error_chain(&e)))
     }
 
     /// Runs a query of rows `R` with one bind (`$1`) and converts each row to `T`.

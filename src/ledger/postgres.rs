@@ -85,6 +85,11 @@ pub(super) async fn connect(
     }
     let pool = match PgPoolOptions::new()
         .max_connections(max_connections.max(2))
+        // A connection sqlx still counts inside a transaction (its COMMIT and ROLLBACK both
+        // failed) is closed rather than handed out again.
+        .before_acquire(|conn, _| {
+            Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) })
+        })
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options.clone())
         .await
@@ -99,6 +104,20 @@ pub(super) async fn connect(
     };
     sqlx::migrate!("./migrations/postgres").run(&pool).await?;
     Ok(pool)
+}
+
+/// The write probe of `/readyz`, in one transaction: an update (of no row) that a read-only
+/// server, a standby or a role without write grants refuses, and a transaction id, whose commit
+/// record must be written and flushed to the WAL.
+pub(super) async fn probe_write(pool: &PgPool) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    sqlx::query("UPDATE jobs SET updated_at = updated_at WHERE false")
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("SELECT pg_current_xact_id()::text")
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await
 }
 
 /// Why the pool could not open, in words. sqlx retries a refused connection until its acquire

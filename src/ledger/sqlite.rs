@@ -81,6 +81,36 @@ unsafe extern "C" fn busy_nap(_: *mut std::ffi::c_void, count: std::ffi::c_int) 
     }
 }
 
+/// Whether a pooled connection may be handed out again: not when sqlx still counts a
+/// transaction open on it. That happens when a COMMIT fails with SQLITE_FULL or an I/O error:
+/// SQLite rolls the transaction back itself, so the ROLLBACK that follows fails too, the count
+/// stays at one, and every later `BEGIN IMMEDIATE` on the connection would be refused ("begin_with
+/// at non-zero transaction depth"). Such a connection is closed and a fresh one opened.
+fn out_of_transaction(conn: &sqlx::SqliteConnection) -> bool {
+    use sqlx::Connection;
+    let clean = !conn.is_in_transaction();
+    if !clean {
+        tracing::warn!("closing a ledger connection left inside a failed transaction");
+    }
+    clean
+}
+
+/// The write probe of `/readyz`: rewrites the database header's user version with its own
+/// value, in a write transaction, so a file that cannot take a write (a full disk, a read-only
+/// mount) fails it as the ledger's own writes do.
+pub(super) async fn probe_write(pool: &SqlitePool) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin_with(BEGIN).await?;
+    let version: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "PRAGMA user_version = {version}"
+    )))
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await
+}
+
 pub(super) async fn connect(url: &str, root: &Path) -> Result<SqlitePool, LedgerError> {
     let path = url
         .strip_prefix("sqlite://")
@@ -115,6 +145,7 @@ pub(super) async fn connect(url: &str, root: &Path) -> Result<SqlitePool, Ledger
     let pool = SqlitePoolOptions::new()
         .max_connections(if path == ":memory:" { 1 } else { 8 })
         .after_connect(|conn, _| Box::pin(async move { short_busy_waits(conn).await }))
+        .before_acquire(|conn, _| Box::pin(async move { Ok(out_of_transaction(conn)) }))
         .connect_with(options)
         .await
         .map_err(|e| LedgerError::Open {

@@ -310,9 +310,9 @@ async fn readyz(State(st): State<ServerState>) -> Response {
     // A ledger that does not answer within a second is not ready: a probe must not hang.
     let ledger_ready = tokio::time::timeout(std::time::Duration::from_secs(1), st.ledger.ready())
         .await
-        .unwrap_or(false);
-    if !ledger_ready {
-        problems.insert(0, "the ledger is unreachable or not migrated".to_string());
+        .unwrap_or_else(|_| Err("the ledger does not answer within 1 s".into()));
+    if let Err(problem) = ledger_ready {
+        problems.insert(0, problem);
     }
     let services = st.node.health.snapshot();
     if problems.is_empty() {
