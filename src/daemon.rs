@@ -1,5 +1,6 @@
 //! `run`: the daemon. The scheduler tick, the worker pool, the lease rescuer, the retention
-//! sweeper and the HTTP server, side by side under a [`crate::supervisor`] until `cancel`; then
+//! sweeper, the bulk-redrive driver, the timekeeper (the node's clock on the ledger's) and the
+//! HTTP server, side by side under a [`crate::supervisor`] until `cancel`; then
 //! the server stops accepting, the pool drains (up to `drain_timeout`) and everything returns.
 //! A failed service is restarted with backoff, or ends the daemon with an error.
 
@@ -52,6 +53,14 @@ pub async fn run(
         listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         "dawnpost running"
     );
+    let timekeeper = Arc::new(crate::timekeeper::Timekeeper {
+        ledger: ledger.clone(),
+        clock: clock.clone(),
+        metrics: metrics.clone(),
+        bound: config.settings.pool.max_clock_offset,
+    });
+    // Read before anything leases: the offset is known, and refused if past the bound.
+    timekeeper.check().await;
     let (tick, rescuer) = (Arc::new(tick), Arc::new(rescuer));
     let runbooks = Arc::new(crate::runbook::Driver::new(ledger.clone(), clock.clone()));
     // The listener cannot be rebuilt in place: if the server fails, the daemon stops.
@@ -59,7 +68,7 @@ pub async fn run(
     let limits = config.settings.server.limits();
     let server_metrics = metrics.clone();
     let services = vec![
-        // The tick, pool, rescuer and sweeper restart after a failure; the server does not (above).
+        // Every service but the server restarts after a failure; the server cannot (above).
         Service::new("tick", OnFailure::Restart, move |cancel| {
             let tick = tick.clone();
             Box::pin(async move { Ok(tick.run(cancel).await?) })
@@ -86,6 +95,13 @@ pub async fn run(
             let runbooks = runbooks.clone();
             Box::pin(async move {
                 runbooks.run(cancel).await;
+                Ok(())
+            })
+        }),
+        Service::new("clock", OnFailure::Restart, move |cancel| {
+            let timekeeper = timekeeper.clone();
+            Box::pin(async move {
+                timekeeper.run(cancel).await;
                 Ok(())
             })
         }),

@@ -17,11 +17,13 @@
 //!   transition, fenced by typed leases.
 //! - [`pool`] (lease → source → render → artifact once per job, then a send per destination,
 //!   classified and retried; the rescuer), [`sweeper`] (retention), [`history`] (`show`,
-//!   `dlq`), [`server`] (ingestion, the ops API, health, metrics), [`supervisor`].
+//!   `dlq`), [`server`] (ingestion, the ops API, health, metrics), [`supervisor`],
+//!   [`timekeeper`] (the node's clock kept on a shared ledger's).
 //! - [`daemon`] (`run`) and [`runner`] (`run --once`), which build the pool the same way.
 //! - [`cli`]: one function per command.
 //!
-//! Time is injected through [`clock::Clock`]; domain code never reads the system clock.
+//! Time is injected through [`clock::Clock`]; domain code never reads the system clock. The
+//! binary's clock ([`clock::LedgerClock`]) keeps a shared ledger's time.
 
 pub mod artifact;
 pub mod cli;
@@ -50,6 +52,7 @@ pub mod signing;
 pub mod source;
 pub mod supervisor;
 pub mod sweeper;
+pub mod timekeeper;
 pub mod tls;
 pub mod window;
 pub mod words;

@@ -54,6 +54,9 @@ pub struct Metrics {
     pub http_connections_open: Gauge,
     /// HTTP connections cut or refused by the server, by reason.
     pub http_connections_cut: Family<Labels, Counter>,
+    /// This node's wall clock minus the shared ledger's at the last reading, seconds (0 on
+    /// SQLite, whose machine's clock is the ledger's).
+    pub clock_offset: Gauge<f64, AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -83,6 +86,7 @@ impl Default for Metrics {
             rate_limit_deferred: Family::default(),
             http_connections_open: Gauge::default(),
             http_connections_cut: Family::default(),
+            clock_offset: Gauge::default(),
             registry: Registry::default(),
         };
         m.register(&mut registry);
@@ -122,7 +126,9 @@ impl Default for Metrics {
 
 /// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
 /// here so that their failure series exist from the start.
-pub const SERVICES: [&str; 6] = ["tick", "pool", "rescuer", "sweeper", "runbooks", "server"];
+pub const SERVICES: [&str; 7] = [
+    "tick", "pool", "rescuer", "sweeper", "runbooks", "clock", "server",
+];
 
 /// Why the HTTP server cut or refused a connection: a head or body that did not arrive in time,
 /// a malformed or oversized head, the connection limit reached.
@@ -154,6 +160,7 @@ pub const NAMES: &[&str] = &[
     "dawnpost_service_up",
     "dawnpost_http_connections_open",
     "dawnpost_http_connections_cut_total",
+    "dawnpost_clock_offset_seconds",
 ];
 
 impl Metrics {
@@ -329,6 +336,11 @@ impl Metrics {
             "service_up",
             "1 while a daemon service runs, 0 while it is down or failed, by service",
             m.service_up.clone(),
+        );
+        registry.register(
+            "clock_offset_seconds",
+            "This node's wall clock minus the shared ledger's at the last reading (0 on SQLite)",
+            m.clock_offset.clone(),
         );
         registry.register(
             "http_connections_open",

@@ -413,6 +413,14 @@ fn cases() -> Vec<Case> {
             message: "must be longer than zero",
         },
         Case {
+            name: "zero clock offset",
+            edits: vec![Write(S, "[pool]\nmax_clock_offset = \"0s\"\n")],
+            file: "dawnpost.toml",
+            report: None,
+            field: "pool.max_clock_offset",
+            message: "must be longer than zero",
+        },
+        Case {
             name: "smtp URL with another scheme",
             edits: vec![Write(S, "[email]\nsmtp_url = \"http://127.0.0.1:2525\"\n")],
             file: "dawnpost.toml",

@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 
 use std::io::IsTerminal;
 
-use crate::clock::{SharedClock, SystemClock};
+use crate::clock::{LedgerClock, SharedClock, SystemClock};
 use crate::config::Config;
 use crate::keys::{DeliveryKey, JobKey};
 use crate::ledger::Ledger;
@@ -293,7 +293,9 @@ fn release_freed_memory() {
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli);
-    match run(cli, Arc::new(SystemClock)).await {
+    // The wall clock, until the ledger opens: on a shared ledger, the ledger's time from then on.
+    let clock = Arc::new(LedgerClock::new(Arc::new(SystemClock)));
+    match run(cli, clock).await {
         Ok(code) => code,
         Err(e) => {
             errln!("error: {}", crate::words::error_chain(e.as_ref()));
@@ -363,7 +365,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             tracing::warn!("{w}");
         }
     }
-    let mut ledger = LedgerSlot::new(&config);
+    let mut ledger = LedgerSlot::new(&config, clock.clone());
     let c = &config;
     let result = match cli.command {
         Command::Check => print::check(c, clock.now()),
@@ -388,16 +390,19 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
 }
 
 /// The ledger of one command: opened on first use (after the command checked its arguments,
-/// so bad input never creates a ledger), closed once by [`run`].
+/// so bad input never creates a ledger), closed once by [`run`]. Once it opens, the command's
+/// clock follows the ledger's (see [`crate::timekeeper`]).
 pub(crate) struct LedgerSlot<'a> {
     config: &'a Config,
+    clock: SharedClock,
     opened: Option<Ledger>,
 }
 
 impl<'a> LedgerSlot<'a> {
-    fn new(config: &'a Config) -> LedgerSlot<'a> {
+    fn new(config: &'a Config, clock: SharedClock) -> LedgerSlot<'a> {
         LedgerSlot {
             config,
+            clock,
             opened: None,
         }
     }
@@ -408,6 +413,11 @@ impl<'a> LedgerSlot<'a> {
             return Ok(l.clone());
         }
         let l = open_ledger(self.config).await?;
+        crate::timekeeper::follow(&*self.clock, &l).await;
+        let bound = self.config.settings.pool.max_clock_offset;
+        if let Some(why) = crate::clock::refusal(&*self.clock, bound) {
+            tracing::warn!("{why}");
+        }
         self.opened = Some(l.clone());
         Ok(l)
     }

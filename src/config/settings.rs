@@ -129,6 +129,9 @@ pub struct PoolSettings {
     pub lease: Span,
     /// How long in-flight work may finish on shutdown. Default 30s.
     pub drain_timeout: Span,
+    /// How far this node's wall clock may be off the shared ledger's before it stops leasing
+    /// and rescuing. Default 30s.
+    pub max_clock_offset: Span,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -214,6 +217,7 @@ impl Default for Settings {
                 admission_per_second: 50,
                 lease: Span::from_secs(300),
                 drain_timeout: Span::from_secs(30),
+                max_clock_offset: Span::from_secs(30),
             },
             retry: RetrySettings {
                 base: Span::from_secs(30),
@@ -497,6 +501,9 @@ fn pool(mut f: Fields<'_, '_>, p: &mut PoolSettings, errors: &mut Vec<ConfigErro
     }
     if let Some(t) = f.opt::<Span>("drain_timeout", errors) {
         p.drain_timeout = t;
+    }
+    if let Some(t) = f.positive("max_clock_offset", errors) {
+        p.max_clock_offset = t;
     }
     f.finish(errors);
 }

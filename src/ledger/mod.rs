@@ -209,6 +209,22 @@ impl Ledger {
             .is_ok())
     }
 
+    /// The ledger's own clock, which the nodes sharing it keep (PostgreSQL's
+    /// `clock_timestamp()`); `None` on SQLite, whose machine's clock is the reference.
+    pub async fn server_time(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+        match &self.backend {
+            Backend::Sqlite(_) => Ok(None),
+            Backend::Postgres(p) => {
+                let ms: i64 = sqlx::query_scalar(
+                    "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+                )
+                .fetch_one(p)
+                .await?;
+                Ok(Some(crate::clock::from_millis(ms)))
+            }
+        }
+    }
+
     /// Whether the ledger can serve the daemon: it answers, its tables exist (migrations
     /// applied), and it takes a write; else what is wrong, in words.
     pub async fn ready(&self) -> std::result::Result<(), String> {

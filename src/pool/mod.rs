@@ -62,6 +62,8 @@ pub struct PoolConfig {
     pub idle_poll: Duration,
     /// This worker's name in lease rows.
     pub owner: String,
+    /// How far the node's clock may be off a shared ledger's before it leases nothing.
+    pub max_clock_offset: crate::Span,
 }
 
 impl PoolConfig {
@@ -74,6 +76,7 @@ impl PoolConfig {
             drain_timeout: p.drain_timeout.as_std(),
             idle_poll: Duration::from_millis(200),
             owner: default_owner(),
+            max_clock_offset: p.max_clock_offset,
         }
     }
 }
@@ -265,6 +268,12 @@ impl Pipeline {
         .publishing_limits())
     }
 
+    /// Why this node may not lease now: its clock is off a shared ledger's past
+    /// `pool.max_clock_offset`.
+    pub fn clock_refusal(&self) -> Option<String> {
+        crate::clock::refusal(&*self.clock, self.config.max_clock_offset)
+    }
+
     /// Records into shared metrics (the HTTP server's) instead of private ones.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Pipeline {
         self.metrics = metrics;
@@ -336,7 +345,9 @@ impl Pipeline {
             running.reap();
             let free = running.slots.available_permits() as u32;
             let mut leased = 0;
-            if free >= low_water || running.tasks.is_empty() {
+            // A node whose clock is far off the ledger's leases nothing (the timekeeper says why).
+            let refused = self.clock_refusal().is_some();
+            if !refused && (free >= low_water || running.tasks.is_empty()) {
                 let n = free.min(self.admission.rate());
                 if n > 0 {
                     match self.lease_batch(n, &mut running).await {

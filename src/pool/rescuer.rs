@@ -18,6 +18,9 @@ pub struct RescuerConfig {
     pub every: Duration,
     /// What lost leases count against: `[retry]`'s `max_attempts` and `max_age`.
     pub budget: RescueBudget,
+    /// Past this offset of the node's clock from a shared ledger's, it rescues nothing: every
+    /// live lease could look expired to it.
+    pub max_clock_offset: crate::Span,
 }
 
 impl Default for RescuerConfig {
@@ -25,6 +28,7 @@ impl Default for RescuerConfig {
         RescuerConfig {
             every: Duration::from_secs(15),
             budget: RescueBudget::default(),
+            max_clock_offset: crate::Span::from_secs(30),
         }
     }
 }
@@ -36,6 +40,7 @@ impl RescuerConfig {
         RescuerConfig {
             every: (lease / 4).clamp(Duration::from_millis(250), Duration::from_secs(15)),
             budget: RescueBudget::from(&RetryPolicy::from(&config.settings.retry)),
+            max_clock_offset: config.settings.pool.max_clock_offset,
         }
     }
 }
@@ -64,6 +69,9 @@ impl Rescuer {
     }
 
     pub async fn run_once(&self) -> Result<RescueCounts, LedgerError> {
+        if crate::clock::refusal(&*self.clock, self.config.max_clock_offset).is_some() {
+            return Ok(RescueCounts::default());
+        }
         let counts = self
             .ledger
             .lease_rescue(self.clock.now(), &self.config.budget)

@@ -314,6 +314,7 @@ async fn readyz(State(st): State<ServerState>) -> Response {
     if let Err(problem) = ledger_ready {
         problems.insert(0, problem);
     }
+    problems.extend(st.node.pipeline.clock_refusal());
     let services = st.node.health.snapshot();
     if problems.is_empty() {
         axum::Json(json!({ "status": "ready", "services": services })).into_response()
