@@ -7,12 +7,13 @@
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::daemon::Daemon;
+use common::daemon::{Daemon, get};
 use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger};
 use dawnpost::keys::JobKey;
@@ -21,7 +22,12 @@ use dawnpost::ledger::DeliveryState;
 const SECRET_ENV: &str = "DAWNPOST_TEST_NODE_FAULTS_SECRET";
 const WEBHOOKS: usize = 20;
 /// Backfilled fires: Jan 1 of 2024, 2025 and 2026 (none today, so the tick adds nothing).
-const DATES: usize = 3;
+const DATES: [&str; 3] = ["2024-01-01", "2025-01-01", "2026-01-01"];
+const REPORT: &str = "nodes";
+
+/// libfaketime, for a node whose wall clock is off (the monotonic clock left alone, as a real
+/// clock step leaves it).
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
 
 /// A PostgreSQL URL whose connections use the test ledger's schema.
 fn schema_url(t: &TestLedger) -> String {
@@ -31,44 +37,58 @@ fn schema_url(t: &TestLedger) -> String {
     format!("{base}{sep}options=-c%20search_path%3D{schema}")
 }
 
-/// One node's project: one report with [`WEBHOOKS`] signed webhooks, on the shared ledger and
-/// the shared artifact folder, with its own `[pool]`.
-fn node(rx: &Receiver, db_url: &str, artifacts: &std::path::Path, pool: &str) -> Project {
-    let mut reports = String::from(
-        r#"
-[[report]]
-id = "paused"
-title = "Paused node"
-schedule = "0 30 6 1 1 *"
-timezone = "UTC"
-template = "daily_ops"
-source = { kind = "file", path = "config/sample/warehouse-17.json" }
-"#,
+/// Two nodes' projects on one ledger and one artifact folder: one report with [`WEBHOOKS`]
+/// signed webhooks, backfilled for [`DATES`]; each node's `[pool]` and `[retry]` as given.
+fn two_nodes(t: &TestLedger, rx: &Receiver, a: &str, b: &str) -> (Project, Project) {
+    let (url, shared) = (
+        schema_url(t),
+        tempfile::tempdir().expect("artifacts").keep(),
     );
-    for h in 0..WEBHOOKS {
-        reports.push_str(&format!(
-            "[[report.webhook]]\nurl = \"{}\"\nsecret_env = \"{SECRET_ENV}\"\n",
-            rx.url(&format!("h{h}"))
-        ));
-    }
-    let p = Project::new(&reports);
-    p.write(
-        "config/dawnpost.toml",
-        &format!(
-            "[database]\nurl = \"{db_url}\"\nmax_connections = 4\n[artifacts]\nurl = \"file://{}\"\n[pool]\n{pool}\ndrain_timeout = \"10s\"\n[retry]\nbase = \"100ms\"\ncap = \"500ms\"\n[server]\nbind = \"127.0.0.1:0\"\n",
-            artifacts.display()
-        ),
+    let reports = common::hooked_report(REPORT, &rx.url(""), WEBHOOKS, Some(SECRET_ENV));
+    let node = |settings: &str| {
+        let p = Project::new(&reports);
+        p.write(
+            "config/dawnpost.toml",
+            &format!(
+                "[database]\nurl = \"{url}\"\nmax_connections = 4\n[artifacts]\nurl = \"file://{}\"\n{settings}\n[server]\nbind = \"127.0.0.1:0\"\n",
+                shared.display()
+            ),
+        );
+        p
+    };
+    let (a, b) = (node(a), node(b));
+    let out = command(
+        &a,
+        &["backfill", "--from", "2024-01-01", "--to", "2026-01-02"],
+    )
+    .output()
+    .expect("backfill");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    p
+    (a, b)
 }
 
-/// libfaketime, for a node whose wall clock is off (the monotonic clock left alone, as a real
-/// clock step leaves it).
-const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+/// `[pool]` and `[retry]` of a node: `pool` lines, a 10 s drain, quick retries.
+fn settings(pool: &str) -> String {
+    format!("[pool]\n{pool}\ndrain_timeout = \"10s\"\n[retry]\nbase = \"100ms\"\ncap = \"500ms\"")
+}
 
-/// `command` with its wall clock set by libfaketime's `FAKETIME` (`"+2h"`), or read from a
-/// file a test rewrites (`@file`); `None` where libfaketime is not installed.
-fn skewed(p: &Project, faketime: &str) -> Option<std::process::Command> {
+fn command(p: &Project, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dawnpost"));
+    c.arg("--config")
+        .arg(p.config_dir())
+        .args(args)
+        .env(SECRET_ENV, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+        .env_remove("DAWNPOST_DATABASE_URL");
+    c
+}
+
+/// `run` with its wall clock set by libfaketime's `FAKETIME` (`"+2h"`), or read from a file a
+/// test rewrites (`@file`); `None` where libfaketime is not installed.
+fn skewed(p: &Project, faketime: &str) -> Option<Command> {
     if !Path::new(FAKETIME_LIB).exists() {
         eprintln!("skipped: {FAKETIME_LIB} is missing (Debian's faketime package)");
         return None;
@@ -85,29 +105,18 @@ fn skewed(p: &Project, faketime: &str) -> Option<std::process::Command> {
     Some(c)
 }
 
-fn command(p: &Project, args: &[&str]) -> std::process::Command {
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"));
-    c.arg("--config")
-        .arg(p.config_dir())
-        .args(args)
-        .env(SECRET_ENV, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-        .env_remove("DAWNPOST_DATABASE_URL");
-    c
-}
-
-/// The distinct delivery keys the receiver saw.
-fn delivered(rx: &Receiver) -> BTreeSet<String> {
-    rx.hits()
-        .iter()
-        .filter_map(|h| h.header("webhook-id"))
-        .collect()
+/// The value of an unlabelled gauge in `/metrics`.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
 /// The deliveries leased by the process `pid` that the receiver has not seen.
 async fn unsent_leases_of(t: &TestLedger, pid: u32, seen: &BTreeSet<String>) -> Vec<String> {
-    let keys: Vec<JobKey> = ["2024-01-01", "2025-01-01", "2026-01-01"]
+    let keys: Vec<JobKey> = DATES
         .iter()
-        .map(|d| common::jk(&format!("paused:{d}")))
+        .map(|d| common::jk(&format!("{REPORT}:{d}")))
         .collect();
     let owner = format!(":{pid}");
     t.ledger
@@ -126,22 +135,6 @@ async fn unsent_leases_of(t: &TestLedger, pid: u32, seen: &BTreeSet<String>) -> 
         .collect()
 }
 
-/// Waits until the receiver saw `n` distinct deliveries; false if not within `limit`.
-async fn distinct_reached(rx: &Receiver, n: usize, limit: Duration) -> bool {
-    let until = Instant::now() + limit;
-    loop {
-        // Counted before the check: a hit arriving between the two is not waited for again.
-        let seen = rx.hits().len();
-        if delivered(rx).len() >= n {
-            return true;
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() || !rx.reached(seen + 1, left).await {
-            return delivered(rx).len() >= n;
-        }
-    }
-}
-
 /// Node A leases slowly (2 a second, so it always holds leases it waits to admit), is stopped
 /// with SIGSTOP for far longer than its 2 s lease, and node B rescues and delivers everything.
 /// Once A resumes, it sends nothing: every send it still meant to start is on a lease it no
@@ -154,26 +147,12 @@ async fn a_paused_node_starts_no_send_on_the_leases_it_lost() {
         eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
         return;
     };
-    let url = schema_url(&t);
     let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::ZERO));
     let rx = Receiver::start(rule).await;
-    let shared = tempfile::tempdir().expect("artifacts");
-    let slow = "concurrency = 8\nlease = \"2s\"\nadmission_per_second = 2";
-    let fast = "concurrency = 8\nlease = \"2s\"\nadmission_per_second = 100";
-    let a = node(&rx, &url, shared.path(), slow);
-    let b = node(&rx, &url, shared.path(), fast);
-    let out = command(
-        &a,
-        &["backfill", "--from", "2024-01-01", "--to", "2026-01-02"],
-    )
-    .output()
-    .expect("backfill");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let total = WEBHOOKS * DATES;
+    let slow = settings("concurrency = 8\nlease = \"2s\"\nadmission_per_second = 2");
+    let fast = settings("concurrency = 8\nlease = \"2s\"\nadmission_per_second = 100");
+    let (a, b) = two_nodes(&t, &rx, &slow, &fast);
+    let total = WEBHOOKS * DATES.len();
 
     let node_a = Daemon::start(command(&a, &["run"]));
     rx.wait_for(4, Duration::from_secs(60)).await;
@@ -182,7 +161,7 @@ async fn a_paused_node_starts_no_send_on_the_leases_it_lost() {
     let mut tries = 0;
     let held = loop {
         node_a.signal("STOP");
-        let held = unsent_leases_of(&t, node_a.pid(), &delivered(&rx)).await;
+        let held = unsent_leases_of(&t, node_a.pid(), &rx.delivered()).await;
         tries += 1;
         if !held.is_empty() || tries == 10 {
             break held;
@@ -196,7 +175,7 @@ async fn a_paused_node_starts_no_send_on_the_leases_it_lost() {
         "A never held a lease it had not sent on in {tries} stops"
     );
     let node_b = Daemon::start(command(&b, &["run"]));
-    let all = distinct_reached(&rx, total, Duration::from_secs(120)).await;
+    let all = rx.keys_reached(total, 1, Duration::from_secs(120)).await;
     let resumed = Instant::now();
     node_a.signal("CONT");
     // SIGTERM at once: A drains what it resumed with (its sends end or are cut within
@@ -206,7 +185,7 @@ async fn a_paused_node_starts_no_send_on_the_leases_it_lost() {
     assert!(
         all,
         "{} of {total} delivered\nA:\n{log_a}\nB:\n{log_b}",
-        delivered(&rx).len()
+        rx.delivered().len()
     );
     assert_eq!(
         (code_a, code_b),
@@ -234,50 +213,76 @@ async fn a_paused_node_starts_no_send_on_the_leases_it_lost() {
     t.cleanup().await;
 }
 
-/// A GET of the daemon's `path`: status and body.
-async fn get(addr: &str, path: &str) -> (u16, String) {
-    match reqwest::get(format!("http://{addr}{path}")).await {
-        Ok(r) => (r.status().as_u16(), r.text().await.unwrap_or_default()),
-        Err(e) => (0, e.to_string()),
-    }
+/// What two nodes did: node A two hours ahead (`a_pool` may raise its bound), node B on
+/// time, a 3 s lease, a receiver that takes 200 ms a request.
+struct Beside {
+    rx: Receiver,
+    all: bool,
+    total: usize,
+    /// A's `/readyz` and `/metrics` once the work was done.
+    ready: (u16, String),
+    metrics: String,
+    log_a: String,
+    log_b: String,
 }
 
-/// The value of an unlabelled gauge in `/metrics`.
-fn gauge(metrics: &str, name: &str) -> Option<f64> {
-    metrics
-        .lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
-/// How many times each delivery key arrived.
-fn arrivals(rx: &Receiver) -> BTreeMap<String, usize> {
-    let mut n = BTreeMap::new();
-    for key in rx.hits().iter().filter_map(|h| h.header("webhook-id")) {
-        *n.entry(key).or_insert(0) += 1;
-    }
-    n
-}
-
-/// Two nodes, backfilled work on a 3 s lease, and a receiver that takes 200 ms a request; `a`'s
-/// `[pool]` may add keys. The project of each node and the total of deliveries.
-async fn two_nodes(t: &TestLedger, rx: &Receiver, a_pool: &str) -> (Project, Project, usize) {
-    let url = schema_url(t);
-    let shared = tempfile::tempdir().expect("artifacts").keep();
+async fn two_hours_ahead_beside_another(t: &TestLedger, a_pool: &str) -> Option<Beside> {
+    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(200)));
+    let rx = Receiver::start(rule).await;
     let pool = "concurrency = 4\nlease = \"3s\"";
-    let a = node(rx, &url, &shared, &format!("{pool}\n{a_pool}"));
-    let b = node(rx, &url, &shared, pool);
-    let out = command(
-        &a,
-        &["backfill", "--from", "2024-01-01", "--to", "2026-01-02"],
-    )
-    .output()
-    .expect("backfill");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (a, b) = two_nodes(
+        t,
+        &rx,
+        &settings(&format!("{pool}\n{a_pool}")),
+        &settings(pool),
     );
-    (a, b, WEBHOOKS * DATES)
+    let total = WEBHOOKS * DATES.len();
+    let node_a = Daemon::start(skewed(&a, "+2h")?);
+    let node_b = Daemon::start(command(&b, &["run"]));
+    let all = rx.keys_reached(total, 1, Duration::from_secs(120)).await;
+    let ready = get(&node_a.addr, "/readyz").await;
+    let metrics = get(&node_a.addr, "/metrics").await.1;
+    let (_, log_a) = node_a.stop();
+    let (_, log_b) = node_b.stop();
+    Some(Beside {
+        rx,
+        all,
+        total,
+        ready,
+        metrics,
+        log_a,
+        log_b,
+    })
+}
+
+impl Beside {
+    /// Everything delivered, each delivery once (no live lease rescued and sent again), and no
+    /// node rescued anything.
+    fn delivered_once(&self) {
+        let (log_a, log_b) = (&self.log_a, &self.log_b);
+        let got = self.rx.delivered().len();
+        assert!(
+            self.all,
+            "{got} of {}\nA:\n{log_a}\nB:\n{log_b}",
+            self.total
+        );
+        let twice: Vec<_> = self
+            .rx
+            .arrivals()
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .collect();
+        assert!(
+            twice.is_empty(),
+            "delivered more than once: {twice:?}\nA:\n{log_a}\nB:\n{log_b}"
+        );
+        for l in [log_a, log_b] {
+            assert!(
+                !l.contains("rescued expired leases"),
+                "no lease was rescued:\n{l}"
+            );
+        }
+    }
 }
 
 /// A node two hours ahead, beside a correct one: it leases and rescues nothing (every live
@@ -289,50 +294,24 @@ async fn a_node_hours_ahead_leases_and_rescues_nothing_and_says_why() {
         eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
         return;
     };
-    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(200)));
-    let rx = Receiver::start(rule).await;
-    let (a, b, total) = two_nodes(&t, &rx, "").await;
-    let Some(ahead) = skewed(&a, "+2h") else {
+    let Some(run) = two_hours_ahead_beside_another(&t, "").await else {
         return;
     };
-    let node_a = Daemon::start(ahead);
-    let node_b = Daemon::start(command(&b, &["run"]));
-    let all = distinct_reached(&rx, total, Duration::from_secs(120)).await;
-    let ready = get(&node_a.addr, "/readyz").await;
-    let metrics = get(&node_a.addr, "/metrics").await.1;
-    let (_, log_a) = node_a.stop();
-    let (_, log_b) = node_b.stop();
+    run.delivered_once();
+    let (status, why) = &run.ready;
+    assert_eq!(*status, 503, "{why}");
     assert!(
-        all,
-        "{} of {total}\nA:\n{log_a}\nB:\n{log_b}",
-        delivered(&rx).len()
+        why.contains("s off the ledger's, more than pool.max_clock_offset (30s)"),
+        "{why}"
     );
-    let twice: Vec<_> = arrivals(&rx).into_iter().filter(|(_, n)| *n > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "delivered more than once: {twice:?}\nA:\n{log_a}"
-    );
-    assert_eq!(ready.0, 503, "{}", ready.1);
-    assert!(
-        ready
-            .1
-            .contains("s off the ledger's, more than pool.max_clock_offset (30s)"),
-        "{}",
-        ready.1
-    );
-    let offset = gauge(&metrics, "dawnpost_clock_offset_seconds").expect("the offset gauge");
+    let offset = gauge(&run.metrics, "dawnpost_clock_offset_seconds").expect("the offset");
     assert!((offset - 7200.0).abs() < 5.0, "offset {offset}");
+    let log_a = &run.log_a;
     assert!(
         log_a.contains("leases and rescues nothing until its clock is fixed"),
         "{log_a}"
     );
     assert!(!log_a.contains("sent delivery"), "A sent nothing:\n{log_a}");
-    for l in [&log_a, &log_b] {
-        assert!(
-            !l.contains("rescued expired leases"),
-            "no lease was rescued:\n{l}"
-        );
-    }
     t.cleanup().await;
 }
 
@@ -345,40 +324,21 @@ async fn a_node_ahead_within_its_bound_keeps_the_ledgers_time() {
         eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
         return;
     };
-    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(200)));
-    let rx = Receiver::start(rule).await;
-    let (a, b, total) = two_nodes(&t, &rx, "max_clock_offset = \"3h\"").await;
-    let Some(ahead) = skewed(&a, "+2h") else {
+    let Some(run) = two_hours_ahead_beside_another(&t, "max_clock_offset = \"3h\"").await else {
         return;
     };
-    let node_a = Daemon::start(ahead);
-    let node_b = Daemon::start(command(&b, &["run"]));
-    let all = distinct_reached(&rx, total, Duration::from_secs(120)).await;
-    let (_, log_a) = node_a.stop();
-    let (_, log_b) = node_b.stop();
-    assert!(
-        all,
-        "{} of {total}\nA:\n{log_a}\nB:\n{log_b}",
-        delivered(&rx).len()
-    );
-    let twice: Vec<_> = arrivals(&rx).into_iter().filter(|(_, n)| *n > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "delivered more than once: {twice:?}\nA:\n{log_a}\nB:\n{log_b}"
-    );
-    for l in [&log_a, &log_b] {
+    run.delivered_once();
+    assert_eq!(run.ready.0, 200, "{}", run.ready.1);
+    for l in [&run.log_a, &run.log_b] {
         assert!(l.contains("sent delivery"), "both nodes send:\n{l}");
-        assert!(
-            !l.contains("rescued expired leases"),
-            "no live lease rescued:\n{l}"
-        );
     }
     assert!(
-        log_a.contains("this node's clock is off the ledger's"),
-        "A warns:\n{log_a}"
+        run.log_a.contains("this node's clock is off the ledger's"),
+        "{}",
+        run.log_a
     );
     let now = chrono::Utc::now().timestamp();
-    for h in rx.hits() {
+    for h in run.rx.hits() {
         let ts: i64 = h
             .header("webhook-timestamp")
             .and_then(|v| v.parse().ok())
@@ -398,19 +358,17 @@ async fn a_clock_stepped_back_stalls_nothing() {
     };
     // Each delivery's first attempt fails (a webhook's first request for each of the dates);
     // its retry is due up to 3 s later.
-    let rule: HttpRule =
-        Arc::new(|_: &str, nth, _| (if nth <= DATES { 503 } else { 204 }, None, Duration::ZERO));
+    let rule: HttpRule = Arc::new(|_: &str, nth, _| {
+        (
+            if nth <= DATES.len() { 503 } else { 204 },
+            None,
+            Duration::ZERO,
+        )
+    });
     let rx = Receiver::start(rule).await;
-    let (a, _, total) = two_nodes(&t, &rx, "max_clock_offset = \"3h\"").await;
-    a.write(
-        "config/dawnpost.toml",
-        &std::fs::read_to_string(a.root().join("config/dawnpost.toml"))
-            .expect("config")
-            .replace(
-                "base = \"100ms\"\ncap = \"500ms\"",
-                "base = \"3s\"\ncap = \"3s\"",
-            ),
-    );
+    let a_settings = "[pool]\nconcurrency = 4\nlease = \"3s\"\nmax_clock_offset = \"3h\"\n[retry]\nbase = \"3s\"\ncap = \"3s\"";
+    let (a, _) = two_nodes(&t, &rx, a_settings, &settings(""));
+    let total = WEBHOOKS * DATES.len();
     let clock_file = a.root().join("faketime");
     std::fs::write(&clock_file, "+0\n").expect("clock");
     let Some(stepping) = skewed(&a, &format!("@{}", clock_file.display())) else {
@@ -420,12 +378,12 @@ async fn a_clock_stepped_back_stalls_nothing() {
     // Every delivery failed once, so each has a retry scheduled.
     rx.wait_for(total, Duration::from_secs(60)).await;
     std::fs::write(&clock_file, "-2h\n").expect("step back");
-    let all = distinct_reached_twice(&rx, total, Duration::from_secs(60)).await;
+    let all = rx.keys_reached(total, 2, Duration::from_secs(60)).await;
     // The timekeeper's next reading (within 10 s) sees the step.
     let until = Instant::now() + Duration::from_secs(30);
     let offset = loop {
         let metrics = get(&node_a.addr, "/metrics").await.1;
-        let offset = gauge(&metrics, "dawnpost_clock_offset_seconds").expect("the offset gauge");
+        let offset = gauge(&metrics, "dawnpost_clock_offset_seconds").expect("the offset");
         if offset < -7000.0 || Instant::now() >= until {
             break offset;
         }
@@ -438,20 +396,4 @@ async fn a_clock_stepped_back_stalls_nothing() {
         "the step shows in the offset: {offset}\n{log_a}"
     );
     t.cleanup().await;
-}
-
-/// Waits until every one of `n` deliveries arrived twice (a failed attempt and its retry).
-async fn distinct_reached_twice(rx: &Receiver, n: usize, limit: Duration) -> bool {
-    let until = Instant::now() + limit;
-    loop {
-        let seen = rx.hits().len();
-        let done = arrivals(rx).values().filter(|c| **c >= 2).count();
-        if done >= n {
-            return true;
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() || !rx.reached(seen + 1, left).await {
-            return arrivals(rx).values().filter(|c| **c >= 2).count() >= n;
-        }
-    }
 }

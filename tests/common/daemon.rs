@@ -92,3 +92,12 @@ impl Drop for Daemon {
         let _ = self.child.wait();
     }
 }
+
+/// A GET of `path` on a daemon at `addr`: its status and body (status 0 and the error if it
+/// did not answer).
+pub async fn get(addr: &str, path: &str) -> (u16, String) {
+    match reqwest::get(format!("http://{addr}{path}")).await {
+        Ok(r) => (r.status().as_u16(), r.text().await.unwrap_or_default()),
+        Err(e) => (0, e.to_string()),
+    }
+}

@@ -184,6 +184,22 @@ email = ["ops@example.com"]
 }
 
 /// A job key from its text.
+/// `reports.toml` with one report `id` that fires on January 1st only (so a backfill makes its
+/// jobs and the tick adds none), from the sample file, with `hooks` webhooks `h0`, `h1`, … of
+/// the receiver at `base` (`Receiver::url("")`), signed with the key in `secret_env` if given.
+pub fn hooked_report(id: &str, base: &str, hooks: usize, secret_env: Option<&str>) -> String {
+    let mut toml = format!(
+        "[[report]]\nid = \"{id}\"\ntitle = \"Report {id}\"\nschedule = \"0 30 6 1 1 *\"\ntimezone = \"UTC\"\ntemplate = \"daily_ops\"\nsource = {{ kind = \"file\", path = \"config/sample/warehouse-17.json\" }}\n"
+    );
+    for h in 0..hooks {
+        toml.push_str(&format!("[[report.webhook]]\nurl = \"{base}h{h}\"\n"));
+        if let Some(env) = secret_env {
+            toml.push_str(&format!("secret_env = \"{env}\"\n"));
+        }
+    }
+    toml
+}
+
 pub fn jk(s: &str) -> dawnpost::keys::JobKey {
     s.parse().expect("job key")
 }

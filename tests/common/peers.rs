@@ -2,7 +2,7 @@
 //! recipient, and an HTTP receiver (axum) with scripted behaviours. Both record what they saw
 //! and let a test wait on a count instead of sleeping.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -275,6 +275,38 @@ impl Receiver {
             self.reached(n, limit).await,
             "receiver did not see {n} requests within {limit:?}"
         );
+    }
+
+    /// How many times each delivery key (`webhook-id`) arrived.
+    pub fn arrivals(&self) -> BTreeMap<String, usize> {
+        let mut n = BTreeMap::new();
+        for key in self.hits().iter().filter_map(|h| h.header("webhook-id")) {
+            *n.entry(key).or_insert(0) += 1;
+        }
+        n
+    }
+
+    /// The distinct delivery keys that arrived.
+    pub fn delivered(&self) -> BTreeSet<String> {
+        self.arrivals().into_keys().collect()
+    }
+
+    /// Waits (without sleeping) until `n` delivery keys each arrived at least `times` times;
+    /// false if not within `limit`.
+    pub async fn keys_reached(&self, n: usize, times: usize, limit: Duration) -> bool {
+        let until = Instant::now() + limit;
+        let done = |rx: &Receiver| rx.arrivals().values().filter(|c| **c >= times).count() >= n;
+        loop {
+            // Counted before the check: a hit arriving between the two is not waited for again.
+            let seen = self.hits().len();
+            if done(self) {
+                return true;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || !self.reached(seen + 1, left).await {
+                return done(self);
+            }
+        }
     }
 
     /// Whether at least `n` requests arrived within `limit` (waiting without sleeping).
