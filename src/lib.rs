@@ -3,7 +3,8 @@
 //! to every destination, retrying what can succeed and quarantining what cannot, and a retention
 //! sweeper deletes finished work only.
 //!
-//! The modules, bottom-up; each uses only those above it:
+//! The modules, bottom-up; each is meant to use only those above it (ARCHITECTURE.md, the map
+//! of the code, lists where it does not yet):
 //! - names, time and words: [`keys`] (report id, job key, delivery key), [`clock`] (the
 //!   injected clock), [`duration`], [`window`] (a job's data window), [`cron`], [`outcome`]
 //!   (how an attempt ended), [`redact`], [`logging`], [`metrics`], [`tls`] (trust for

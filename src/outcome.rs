@@ -1,9 +1,9 @@
-//! How one attempt ended: the failure classes of DESIGN §4, which the transports assign, the
-//! retry policy acts on and the ledger records.
+//! How one attempt ended: the failure classes (ARCHITECTURE.md, "Failure classes"), which the
+//! transports assign, the retry policy acts on and the ledger records.
 
 use serde::Serialize;
 
-/// How one attempt ended (DESIGN §4).
+/// How one attempt ended (ARCHITECTURE.md, "Failure classes").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResponseClass {

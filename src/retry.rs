@@ -1,5 +1,5 @@
 //! The retry policy: a small `Copy` value and one pure function from (now, attempt, outcome) to
-//! what happens next (DESIGN §4).
+//! what happens next (ARCHITECTURE.md, "Failure classes").
 //!
 //! - accepted → sent; permanent → quarantined at once;
 //! - rate limited with a Retry-After → retry at exactly that moment (clamped to

@@ -1,5 +1,5 @@
-//! Bulk redrive as a runbook (DESIGN §12), one engine for the console and `dawnpost redrive`:
-//! a group of quarantined deliveries (report, destination host, error class, quarantined
+//! Bulk redrive as a runbook (README.md, "HTTP", the console), one engine for the console and
+//! `dawnpost redrive`: a group of quarantined deliveries (report, destination host, error class, quarantined
 //! since) is planned first (a dry run: how many, which), then started: one canary, then
 //! batches of a chosen size. Each step waits until the deliveries it redrove are sent or back
 //! in quarantine; it stops by itself when the canary comes back quarantined with the group's

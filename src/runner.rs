@@ -17,7 +17,7 @@ use crate::ledger::{DeliveryState, JobOrigin, JobState, Ledger, NewJob, Response
 use crate::pool::StatsSnapshot;
 use crate::schedule::Fire;
 
-/// Exit codes of `run --once` (DESIGN §8).
+/// Exit codes of `run --once` (README.md, "Command line").
 pub const EXIT_DELIVERED: u8 = 0;
 pub const EXIT_QUARANTINED: u8 = 3;
 pub const EXIT_PENDING: u8 = 4;

@@ -1,4 +1,5 @@
-//! The daemon's services under supervision (DESIGN §11): never half-alive.
+//! The daemon's services under supervision (ARCHITECTURE.md, "Cross-cutting rules"): never
+//! half-alive.
 //!
 //! Each service runs in its own task. A service that returns an error, panics, or returns
 //! before shutdown was asked is logged, counted (`dawnpost_service_failures_total{service}`),

@@ -1,5 +1,5 @@
 //! The retention sweeper: deletes finished work only, under `retention.toml`, which it re-reads
-//! at every sweep (DESIGN §7).
+//! at every sweep (README.md, "Retention").
 //!
 //! Only jobs in a terminal state (done, quarantined, cancelled) with no delivery pending or in
 //! flight are considered, aged from the moment they became terminal; the ledger itself refuses

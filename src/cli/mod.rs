@@ -1,4 +1,5 @@
-//! The command line (DESIGN §8). `main.rs` only calls [`main`]; everything here is testable.
+//! The command line (README.md, "Command line"). `main.rs` only calls [`main`]; everything
+//! here is testable.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,5 +1,5 @@
 //! Configuration: `dawnpost.toml`, `reports.toml` (and/or `reports/*.toml`) and `retention.toml`
-//! in one directory (DESIGN §10).
+//! in one directory (README.md, "Configuration").
 //!
 //! Everything is validated before anything runs. Each problem becomes a [`ConfigError`] that
 //! names the file, the report and the field, and every problem of every file is reported

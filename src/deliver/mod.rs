@@ -1,5 +1,6 @@
 //! Delivery transports: email (lettre) and webhooks (reqwest). Each send returns an [`Outcome`]
-//! classified as DESIGN §4 describes; the retry policy decides what follows.
+//! classified as ARCHITECTURE.md's "Failure classes" describe; the retry policy decides what
+//! follows.
 
 pub mod email;
 pub mod webhook;

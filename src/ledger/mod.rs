@@ -1,8 +1,8 @@
 //! The ledger: every job, delivery, attempt and redrive, on SQLite (the embedded default) or
 //! PostgreSQL (several workers). This module is the only place with SQL.
 //!
-//! Every transition of DESIGN §3 is a conditional update (`WHERE state = <expected>`), so a late
-//! or duplicate writer can never move work backwards. Leases carry a fencing token that grows by
+//! Every transition (ARCHITECTURE.md, "State machines") is a conditional update
+//! (`WHERE state = <expected>`), so a late or duplicate writer can never move work backwards. Leases carry a fencing token that grows by
 //! one on every lease; every later write of a lease must present it, so a worker whose lease
 //! expired and was rescued cannot complete or reschedule that work afterwards.
 //!

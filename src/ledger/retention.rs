@@ -1,5 +1,5 @@
-//! Retention's reads and writes (DESIGN §7). Every write re-checks, atomically with the write,
-//! that its job is terminal with nothing pending or in flight: the job's row is locked first
+//! Retention's reads and writes (README.md, "Retention"). Every write re-checks, atomically
+//! with the write, that its job is terminal with nothing pending or in flight: the job's row is locked first
 //! (PostgreSQL `FOR UPDATE`; SQLite's `BEGIN IMMEDIATE` already holds the only write lock), the
 //! check runs after the lock is held, and the write commits before the lock is let go. A redrive
 //! changes the job's row, so it either commits before the check (and the check refuses) or

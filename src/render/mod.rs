@@ -254,7 +254,7 @@ fn render_reason(e: &handlebars::RenderError) -> String {
     }
 }
 
-/// The template context (DESIGN §10).
+/// The template context (README.md, "Configuration").
 pub fn context(
     report: &Report,
     date: NaiveDate,

@@ -1,4 +1,4 @@
-//! The HTTP surface (DESIGN §8): signed run ingestion, the ops API, metrics and health.
+//! The HTTP surface (README.md, "HTTP"): signed run ingestion, the ops API, metrics and health.
 //!
 //! - `POST /v1/runs` ([`ingest`]): signed run requests.
 //! - `/v1/jobs`, `/v1/jobs/{key}`, `/v1/dlq`, `/v1/jobs/{key}/redrive`,

@@ -1,4 +1,4 @@
-//! The ops console under `/ui/` (DESIGN §12): server-rendered pages over the ledger, with
+//! The ops console under `/ui/` (README.md, "HTTP"): server-rendered pages over the ledger, with
 //! no script and no external asset. A token login sets a signed session cookie ([`session`]);
 //! without one every page redirects to `/ui/login`. Every response carries a strict
 //! Content-Security-Policy; every state-changing form carries the session's CSRF token.
