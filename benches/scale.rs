@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dawnpost::ledger::Ledger;
-use dawnpost::schedule::SchedulerTick;
+use dawnpost::tick::SchedulerTick;
 use dawnpost::{Config, ManualClock, Span};
 
 const TIMEZONES: [&str; 5] = [

@@ -95,7 +95,7 @@ impl Clock for LedgerClock {
 
 /// Why a node whose clock is off the ledger's by more than `bound` must not lease or rescue;
 /// `None` when it may (an injected clock, SQLite, or an offset within the bound).
-pub fn refusal(clock: &dyn Clock, bound: crate::Span) -> Option<String> {
+pub fn refusal(clock: &dyn Clock, bound: crate::duration::Span) -> Option<String> {
     let offset = clock.following()?.offset()?;
     (offset.abs() > bound.as_chrono()).then(|| {
         format!(
@@ -202,7 +202,7 @@ mod tests {
         // The wall clock steps back three hours: the node's time does not move.
         wall.set(sub(ledger_time, Duration::hours(1)));
         assert!((clock.now() - ledger_time).abs() < Duration::seconds(1));
-        let bound = crate::Span::from_secs(30);
+        let bound = crate::duration::Span::from_secs(30);
         let why = refusal(&clock, bound).expect("two hours is past the bound");
         assert!(why.contains("+7200.0 s off the ledger's"), "{why}");
         assert!(why.contains("pool.max_clock_offset (30s)"), "{why}");
@@ -211,7 +211,10 @@ mod tests {
             None,
             "an injected clock follows nothing"
         );
-        assert_eq!(refusal(&clock, crate::Span::from_secs(3 * 3600)), None);
+        assert_eq!(
+            refusal(&clock, crate::duration::Span::from_secs(3 * 3600)),
+            None
+        );
     }
 
     #[test]

@@ -13,12 +13,12 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-use crate::schedule::SchedulerTick;
 use crate::server::console::session::Tokens;
 use crate::server::{self, ServerState};
 use crate::signing::Secret;
 use crate::supervisor::{Health, OnFailure, Service, SupervisorConfig, supervise};
 use crate::sweeper::Sweeper;
+use crate::tick::SchedulerTick;
 
 /// Runs every service until `cancel`.
 pub async fn run(
@@ -65,7 +65,7 @@ pub async fn run(
     let runbooks = Arc::new(crate::runbook::Driver::new(ledger.clone(), clock.clone()));
     // The listener cannot be rebuilt in place: if the server fails, the daemon stops.
     let server = std::sync::Mutex::new(Some((listener, server::router(state))));
-    let limits = config.settings.server.limits();
+    let limits = server::Limits::from_settings(&config.settings.server);
     let server_metrics = metrics.clone();
     let services = vec![
         // Every service but the server restarts after a failure; the server cannot (above).

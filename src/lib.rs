@@ -3,23 +3,24 @@
 //! to every destination, retrying what can succeed and quarantining what cannot, and a retention
 //! sweeper deletes finished work only.
 //!
-//! The modules, bottom-up; each is meant to use only those above it (ARCHITECTURE.md, the map
-//! of the code, lists where it does not yet):
-//! - names, time and words: [`keys`] (report id, job key, delivery key), [`clock`] (the
-//!   injected clock), [`duration`], [`window`] (a job's data window), [`cron`], [`outcome`]
+//! The modules, bottom-up; each uses only those above it (ARCHITECTURE.md is the map of the
+//! code; `tests/layering.rs` checks the order):
+//! - names, time and words: [`keys`] (report id, job key, delivery key), [`duration`],
+//!   [`clock`] (the injected clock), [`window`] (a job's data window), [`cron`], [`outcome`]
 //!   (how an attempt ended), [`redact`], [`logging`], [`metrics`], [`tls`] (trust for
 //!   outgoing TLS), [`words`] (an error and its causes, each said once).
 //! - [`config`]: the validated configuration (`dawnpost.toml`, `reports.toml`,
 //!   `retention.toml`), plain data.
-//! - [`schedule`] (fires, jobs, the tick), [`render`] (templates), [`source`] (a report's
+//! - [`schedule`] (fires, jobs, windows), [`render`] (templates), [`source`] (a report's
 //!   data), [`artifact`] (the immutable store), [`retry`] (the policy), [`signing`],
 //!   [`deliver`] (email and webhook transports).
 //! - [`ledger`]: jobs, deliveries, attempts and redrives on SQLite or PostgreSQL; every state
 //!   transition, fenced by typed leases.
-//! - [`pool`] (lease → source → render → artifact once per job, then a send per destination,
-//!   classified and retried; the rescuer), [`sweeper`] (retention), [`history`] (`show`,
-//!   `dlq`), [`server`] (ingestion, the ops API, health, metrics), [`supervisor`],
-//!   [`timekeeper`] (the node's clock kept on a shared ledger's).
+//! - [`tick`] (due fires into jobs), [`timekeeper`] (the node's clock kept on a shared
+//!   ledger's), [`pool`] (lease → source → render → artifact once per job, then a send per
+//!   destination, classified and retried; the rescuer), [`sweeper`] (retention), [`history`]
+//!   (`show`, `dlq`), [`runbook`], [`preview`]; then [`supervisor`] and [`server`]
+//!   (ingestion, the ops API, health, metrics).
 //! - [`daemon`] (`run`) and [`runner`] (`run --once`), which build the pool the same way.
 //! - [`cli`]: one function per command.
 //!
@@ -53,6 +54,7 @@ pub mod signing;
 pub mod source;
 pub mod supervisor;
 pub mod sweeper;
+pub mod tick;
 pub mod timekeeper;
 pub mod tls;
 pub mod window;

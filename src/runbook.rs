@@ -109,11 +109,8 @@ pub async fn plan(
             "canary and batch must be at least 1".into(),
         ));
     }
-    if spec.by.trim().is_empty() || spec.reason.trim().is_empty() {
-        return Err(RunbookError::Invalid(
-            "by and reason are required: bulk redrives are audited".into(),
-        ));
-    }
+    Audit::new(&spec.by, &spec.reason, spec.via)
+        .map_err(|e| RunbookError::Invalid(e.to_string()))?;
     let found = members(ledger, spec).await?;
     let keys: Vec<&DeliveryKey> = found.iter().map(|d| &d.key).collect();
     let detail = format!("dry run: {} deliver(ies): {}", keys.len(), named(&keys));
@@ -267,7 +264,8 @@ pub async fn advance(
     let keys: Vec<&DeliveryKey> = next.iter().map(|d| &d.key).collect();
     let detail = format!("{action}: {}", named(&keys));
     let reason = format!("runbook #{id} {action}: {}", rb.spec.reason);
-    let audit = Audit::new(&rb.spec.by, &reason, &rb.spec.via);
+    let audit = Audit::new(&rb.spec.by, &reason, rb.spec.via)
+        .map_err(|e| RunbookError::Invalid(e.to_string()))?;
     let record = StepRecord {
         action,
         count: 0,

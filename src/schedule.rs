@@ -7,12 +7,8 @@
 //! window is the previous local day, `[date-1 00:00, date 00:00)`, so it is 23 or 25 hours long
 //! around DST changes.
 
-mod tick;
-
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
-
-pub use tick::{SchedulerTick, TickCounts};
 
 use crate::config::Report;
 pub use crate::cron::{Occurrence, Schedule};

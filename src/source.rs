@@ -81,7 +81,7 @@ pub async fn fetch_within(
         Ok(result) => result,
         Err(_) => Err(SourceError::Transient(format!(
             "no data within {}: the fetch was cut at its deadline",
-            crate::Span::from_std(backstop)
+            crate::duration::Span::from_std(backstop)
         ))),
     }
 }
@@ -93,7 +93,7 @@ async fn fetch_limited(
     limit: Duration,
     max_bytes: u64,
 ) -> Result<Value, SourceError> {
-    let limit = crate::Span::from_std(limit);
+    let limit = crate::duration::Span::from_std(limit);
     match spec {
         SourceSpec::File { path } => {
             let size = tokio::fs::metadata(path)
@@ -141,7 +141,7 @@ pub fn http_url(template: &str, window: &Window) -> String {
 async fn fetch_http(
     template: &str,
     window: &Window,
-    timeout: crate::Span,
+    timeout: crate::duration::Span,
     http: &reqwest::Client,
     max_bytes: u64,
 ) -> Result<Value, SourceError> {
@@ -189,7 +189,7 @@ async fn fetch_sql(
     url: &str,
     sql: &str,
     window: &Window,
-    timeout: crate::Span,
+    timeout: crate::duration::Span,
     max_bytes: u64,
 ) -> Result<Value, SourceError> {
     let bounds = (rfc3339(window.start), rfc3339(window.end));
@@ -228,7 +228,7 @@ async fn fetch_postgres(
     url: &str,
     sql: &str,
     (start, end): &(String, String),
-    timeout: crate::Span,
+    timeout: crate::duration::Span,
     max_bytes: u64,
 ) -> Result<Value, SourceError> {
     use sqlx::Connection;
@@ -268,7 +268,7 @@ async fn fetch_sqlite(
     url: &str,
     sql: &str,
     (start, end): &(String, String),
-    timeout: crate::Span,
+    timeout: crate::duration::Span,
     max_bytes: u64,
 ) -> Result<Value, SourceError> {
     use sqlx::Connection;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::Span;
 use crate::clock::{Clock, SharedClock, refusal, signed_seconds};
+use crate::duration::Span;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
 

@@ -10,6 +10,7 @@ use common::fixtures::*;
 use common::ops_server::{TOKEN, VIEWER_TOKEN, start};
 use dawnpost::clock::Clock;
 use dawnpost::ledger::ResponseClass;
+use dawnpost::ledger::Via;
 use reqwest::StatusCode;
 
 async fn a_group_is_redriven_as_a_runbook_that_stops_on_its_canary(t: &TestLedger) {
@@ -175,7 +176,7 @@ async fn a_planned_runbook_is_stopped_by_an_operator_not_started_by_a_viewer(t: 
         batch: 10,
         by: "ann".into(),
         reason: "fixed".into(),
-        via: "cli".into(),
+        via: Via::Cli,
     };
     let (rb, _) = dawnpost::runbook::plan(&t.ledger, &spec, s.clock.now())
         .await

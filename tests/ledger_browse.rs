@@ -5,7 +5,7 @@ mod common;
 use common::{TestLedger, jk};
 
 use common::fixtures::*;
-use dawnpost::ledger::{Audit, JobFilter, JobState, ResponseClass};
+use dawnpost::ledger::{Audit, JobFilter, JobState, ResponseClass, Via};
 
 fn keys(jobs: &[dawnpost::ledger::Job]) -> Vec<String> {
     jobs.iter().map(|j| j.key.to_string()).collect()
@@ -109,7 +109,7 @@ async fn cancels_and_redrives_are_audited_with_who_why_and_via(t: &TestLedger) {
     t.ledger
         .delivery_redrive(
             leases[1].key(),
-            &Audit::new("alice", "inbox fixed", "console:operator"),
+            &Audit::new("alice", "inbox fixed", Via::Console).expect("audited"),
             later,
         )
         .await
@@ -118,7 +118,7 @@ async fn cancels_and_redrives_are_audited_with_who_why_and_via(t: &TestLedger) {
     t.ledger
         .job_cancel(
             &jk("x:2026-10-25"),
-            &Audit::new("bob", "report retired", "cli"),
+            &Audit::new("bob", "report retired", Via::Cli).expect("audited"),
             later,
         )
         .await

@@ -7,7 +7,7 @@ use common::jk;
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
-use dawnpost::ledger::Audit;
+use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{
     DeliveryNext, DeliveryState, JobState, LedgerError, RescueBudget, ResponseClass,
 };
@@ -105,8 +105,12 @@ async fn sent_is_final(t: &TestLedger) {
         0
     );
     assert!(matches!(
-        l.delivery_redrive(lease.key(), &Audit::new("ops", "why not", "cli"), later)
-            .await,
+        l.delivery_redrive(
+            lease.key(),
+            &Audit::new("ops", "why not", Via::Cli).expect("audited"),
+            later
+        )
+        .await,
         Err(LedgerError::WrongState {
             expected: "quarantined",
             ..

@@ -8,7 +8,7 @@ use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
 use dawnpost::keys::DeliveryKey;
-use dawnpost::ledger::Audit;
+use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{
     DeliveryNext, DeliveryState, JobState, LedgerError, RescueBudget, ResponseClass,
 };
@@ -49,7 +49,7 @@ async fn a_redrive_between_the_check_and_the_delete_is_not_deleted(t: &TestLedge
     // ...then an operator redrives it before the delete...
     l.job_redrive(
         &jk(key),
-        &Audit::new("ops", "carrier fixed their inbox", "cli"),
+        &Audit::new("ops", "carrier fixed their inbox", Via::Cli).expect("audited"),
         later,
     )
     .await
@@ -87,7 +87,7 @@ async fn redrives_racing_deletes_are_never_lost(t: &TestLedger) {
         let delivery = quarantined_job(t, &text).await;
         let key = jk(&text);
         let later = t0() + Duration::days(60);
-        let audit = Audit::new("ops", "retry", "cli");
+        let audit = Audit::new("ops", "retry", Via::Cli).expect("audited");
         let (deleted, redriven) = if i % 2 == 0 {
             tokio::join!(
                 t.ledger.job_delete(&key),
@@ -302,14 +302,22 @@ async fn cancelling_a_job_closes_its_waiting_deliveries(t: &TestLedger) {
     let delivery = quarantined_job(t, key).await;
     let later = t0() + Duration::days(9);
     // Redriven after retention deleted its artifact: the job renders again, the delivery waits.
-    l.job_redrive(&jk(key), &Audit::new("ops", "again", "cli"), later)
-        .await
-        .expect("redrive");
+    l.job_redrive(
+        &jk(key),
+        &Audit::new("ops", "again", Via::Cli).expect("audited"),
+        later,
+    )
+    .await
+    .expect("redrive");
     let d = l.delivery_get(&delivery).await.expect("get").expect("d");
     assert_eq!(d.state, DeliveryState::Pending);
-    l.job_cancel(&jk(key), &Audit::new("ops", "not needed", "cli"), later)
-        .await
-        .expect("cancel");
+    l.job_cancel(
+        &jk(key),
+        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+        later,
+    )
+    .await
+    .expect("cancel");
     let d = l.delivery_get(&delivery).await.expect("get").expect("d");
     assert_eq!(d.state, DeliveryState::Quarantined);
     assert_eq!(d.last_error.as_deref(), Some("the job was cancelled"));
@@ -324,7 +332,7 @@ async fn cancelling_a_job_closes_its_waiting_deliveries(t: &TestLedger) {
     assert!(matches!(
         l.job_cancel(
             &jk("busy:2026-10-25"),
-            &Audit::new("ops", "not needed", "cli"),
+            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
             later
         )
         .await,

@@ -8,7 +8,7 @@ use common::{dk, jk};
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
-use dawnpost::ledger::Audit;
+use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{
     DeliveryNext, DeliveryState, JobFilter, JobState, LedgerError, RescueBudget, ResponseClass,
 };
@@ -25,7 +25,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     let out = l
         .delivery_redrive(
             leases[1].key(),
-            &Audit::new("alice", "mailbox fixed by carrier", "cli"),
+            &Audit::new("alice", "mailbox fixed by carrier", Via::Cli).expect("audited"),
             later,
         )
         .await
@@ -85,14 +85,18 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         .collect();
     assert_eq!(numbers, [1, 2]);
     assert!(matches!(
-        l.delivery_redrive(leases[1].key(), &Audit::new("alice", "again", "cli"), later)
-            .await,
+        l.delivery_redrive(
+            leases[1].key(),
+            &Audit::new("alice", "again", Via::Cli).expect("audited"),
+            later
+        )
+        .await,
         Err(LedgerError::WrongState { .. })
     ));
     assert!(matches!(
         l.delivery_redrive(
             &dk("nope:2026-10-25/email:x@example.com"),
-            &Audit::new("alice", "x", "cli"),
+            &Audit::new("alice", "x", Via::Cli).expect("audited"),
             later
         )
         .await,
@@ -112,7 +116,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         .expect("quarantine");
     l.job_redrive(
         &jk("r:2026-10-25"),
-        &Audit::new("bob", "template fixed", "cli"),
+        &Audit::new("bob", "template fixed", Via::Cli).expect("audited"),
         later,
     )
     .await
@@ -129,7 +133,7 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     assert!(matches!(
         l.job_redrive(
             &jk("r:2026-10-25"),
-            &Audit::new("bob", "twice", "cli"),
+            &Audit::new("bob", "twice", Via::Cli).expect("audited"),
             later
         )
         .await,
@@ -154,7 +158,7 @@ async fn job_redrive_returns_quarantined_deliveries(t: &TestLedger) {
     let out = l
         .job_redrive(
             &jk("w:2026-10-25"),
-            &Audit::new("ops", "receiver fixed", "cli"),
+            &Audit::new("ops", "receiver fixed", Via::Cli).expect("audited"),
             t0(),
         )
         .await
@@ -253,7 +257,7 @@ async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
     ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
     l.job_cancel(
         &jk("a:2026-10-25"),
-        &Audit::new("ops", "not needed", "cli"),
+        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
         t0(),
     )
     .await
@@ -270,7 +274,7 @@ async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
     assert!(matches!(
         l.job_cancel(
             &jk("b:2026-10-25"),
-            &Audit::new("ops", "not needed", "cli"),
+            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
             t0()
         )
         .await,
@@ -282,7 +286,7 @@ async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
     assert!(matches!(
         l.job_cancel(
             &jk("zz:2026-10-25"),
-            &Audit::new("ops", "not needed", "cli"),
+            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
             t0()
         )
         .await,
@@ -295,7 +299,7 @@ async fn lists_filter_by_state_and_report(t: &TestLedger) {
     ready_jobs(t, &["a:2026-10-24", "a:2026-10-25", "b:2026-10-25"]).await;
     l.job_cancel(
         &jk("b:2026-10-25"),
-        &Audit::new("ops", "not needed", "cli"),
+        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
         t0(),
     )
     .await
@@ -328,14 +332,14 @@ async fn terminal_before_finds_only_finished_old_work(t: &TestLedger) {
     ready_jobs(t, &["old:2026-10-25", "new:2026-10-25", "live:2026-10-25"]).await;
     l.job_cancel(
         &jk("old:2026-10-25"),
-        &Audit::new("ops", "not needed", "cli"),
+        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
         t0(),
     )
     .await
     .expect("cancel");
     l.job_cancel(
         &jk("new:2026-10-25"),
-        &Audit::new("ops", "not needed", "cli"),
+        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
         t0() + Duration::days(5),
     )
     .await

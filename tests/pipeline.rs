@@ -12,7 +12,7 @@ use common::peers::{HttpRule, Receiver, SmtpPeer, SmtpRule};
 use common::{Project, TestLedger, run_date};
 use dawnpost::Config;
 use dawnpost::artifact::ArtifactStore;
-use dawnpost::ledger::Audit;
+use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{DeliveryState, JobState, ResponseClass};
 use dawnpost::runner::RunOnceSummary;
 use dawnpost::signing::Secret;
@@ -189,7 +189,7 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
     peer.set_rule(Arc::new(|_: &str, _| (250, 250)));
     l.delivery_redrive(
         &dk("mail:2026-11-30/email:bad@example.com"),
-        &Audit::new("ops-alice", "mailbox restored", "cli"),
+        &Audit::new("ops-alice", "mailbox restored", Via::Cli).expect("audited"),
         chrono::Utc::now(),
     )
     .await

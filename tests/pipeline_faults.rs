@@ -12,7 +12,7 @@ use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger, jk, run_date};
 use dawnpost::Config;
 use dawnpost::artifact::ArtifactStore;
-use dawnpost::ledger::Audit;
+use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{DeliveryState, JobState, ResponseClass};
 use dawnpost::runner::RunOnceSummary;
 use dawnpost::sweeper::{Sweeper, SweeperConfig};
@@ -224,7 +224,7 @@ async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives
     t.ledger
         .job_redrive(
             &key,
-            &Audit::new("ops", "receiver is back", "cli"),
+            &Audit::new("ops", "receiver is back", Via::Cli).expect("audited"),
             chrono::Utc::now(),
         )
         .await

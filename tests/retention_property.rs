@@ -14,7 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use common::TestLedger;
 use common::world::*;
 use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey};
-use dawnpost::ledger::Audit;
+use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{DeliveryState, JobState, Ledger, RescueBudget};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -180,7 +180,7 @@ async fn run_case(t: &TestLedger, c: Case) {
             Op::SweepRacingRedrive(i) => {
                 let key = pick(i);
                 let sweeper = world.sweeper(l, now);
-                let audit = Audit::new("ops", "race", "cli");
+                let audit = Audit::new("ops", "race", Via::Cli).expect("audited");
                 let (swept, redriven) =
                     tokio::join!(sweeper.run_once(), l.job_redrive(&key, &audit, now));
                 swept.expect("sweep");
@@ -194,18 +194,30 @@ async fn run_case(t: &TestLedger, c: Case) {
             }
             Op::Redrive(i) => {
                 let _ = l
-                    .job_redrive(&pick(i), &Audit::new("ops", "again", "cli"), now)
+                    .job_redrive(
+                        &pick(i),
+                        &Audit::new("ops", "again", Via::Cli).expect("audited"),
+                        now,
+                    )
                     .await;
             }
             Op::RedriveDelivery(i) => {
                 let dk = DeliveryKey::new(pick(i), DestinationKind::Email, "ops@example.com");
                 let _ = l
-                    .delivery_redrive(&dk, &Audit::new("ops", "again", "cli"), now)
+                    .delivery_redrive(
+                        &dk,
+                        &Audit::new("ops", "again", Via::Cli).expect("audited"),
+                        now,
+                    )
                     .await;
             }
             Op::Cancel(i) => {
                 let _ = l
-                    .job_cancel(&pick(i), &Audit::new("ops", "not needed", "cli"), now)
+                    .job_cancel(
+                        &pick(i),
+                        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+                        now,
+                    )
                     .await;
             }
             Op::Rescue => {

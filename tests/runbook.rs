@@ -7,6 +7,7 @@ mod common;
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
+use dawnpost::ledger::Via;
 use dawnpost::ledger::{ResponseClass, RunbookSpec};
 use dawnpost::runbook::{self, Advance};
 
@@ -20,7 +21,7 @@ fn spec(canary: u32, batch: u32) -> RunbookSpec {
         batch,
         by: "ann".into(),
         reason: "carrier fixed its inbox".into(),
-        via: "cli".into(),
+        via: Via::Cli,
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chrono::Duration;
 use common::{Project, TestLedger, at, report};
 use dawnpost::ledger::{JobFilter, JobState};
-use dawnpost::schedule::SchedulerTick;
+use dawnpost::tick::SchedulerTick;
 use dawnpost::{Clock, ManualClock, Span};
 
 async fn job_keys(t: &TestLedger) -> Vec<String> {

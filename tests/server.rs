@@ -178,7 +178,7 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         DestinationKind::Webhook,
         "https://carrier.example/hooks?x=1",
     );
-    let artifact = dawnpost::ledger::ArtifactRef {
+    let artifact = dawnpost::artifact::ArtifactRef {
         html_key: "a.html".into(),
         text_key: "a.txt".into(),
         csv_key: None,
@@ -270,6 +270,19 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         status,
         StatusCode::UNPROCESSABLE_ENTITY,
         "reason is required"
+    );
+    let (status, reply) = s
+        .ops(
+            Method::POST,
+            &format!("/v1/deliveries/{encoded}/redrive"),
+            Some(TOKEN),
+            Some(json!({"by": "alice", "reason": "  "})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "a blank reason");
+    assert_eq!(
+        reply["error"], "by and reason must not be empty: the action is audited",
+        "{reply}"
     );
     let (status, reply) = s
         .ops(

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use super::{EXIT_ERROR, LedgerSlot, RedriveArgs, parse_instant};
 use crate::clock::SharedClock;
 use crate::duration::Span;
-use crate::ledger::{ResponseClass, RunbookSpec};
+use crate::ledger::{ResponseClass, RunbookSpec, Via};
 use crate::runbook::{self, Advance};
 use crate::runner::{EXIT_PENDING, EXIT_QUARANTINED};
 
@@ -45,7 +45,7 @@ fn spec(args: &RedriveArgs) -> anyhow::Result<RunbookSpec> {
         batch: args.batch,
         by: args.by.trim().to_string(),
         reason: args.reason.trim().to_string(),
-        via: "cli".into(),
+        via: Via::Cli,
     })
 }
 

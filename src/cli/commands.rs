@@ -19,7 +19,7 @@ use crate::artifact::{ArtifactStore, StoredArtifact};
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::history::{JobHistory, Redactions, StoreCheck};
-use crate::ledger::{Audit, JobFilter, JobOrigin, JobState, LedgerError, NewJob};
+use crate::ledger::{Audit, JobFilter, JobOrigin, JobState, LedgerError, NewJob, Via};
 use crate::render::Rendered;
 use crate::runner::RunOnceOptions;
 use crate::schedule::{Fire, rfc3339};
@@ -267,7 +267,7 @@ pub(super) async fn run_once(
     clock: SharedClock,
 ) -> anyhow::Result<ExitCode> {
     let date = args.date.as_deref().map(local_date).transpose()?;
-    let max_wait: crate::Span = args.max_wait.parse().context("--max-wait")?;
+    let max_wait: crate::duration::Span = args.max_wait.parse().context("--max-wait")?;
     let l = ledger.get().await?;
     let opts = RunOnceOptions {
         date,
@@ -412,7 +412,7 @@ pub(super) async fn sweep(
     let sweeper = Sweeper::from_config(
         config,
         ledger.get().await?,
-        Arc::new(crate::ManualClock::new(at)),
+        Arc::new(crate::clock::ManualClock::new(at)),
     )?;
     if args.dry_run {
         let plan = sweeper.plan(at).await?;
@@ -451,12 +451,11 @@ pub(super) async fn redrive(
     let Some(key) = &args.key else {
         bail!("a job key or --report is required");
     };
-    if by.trim().is_empty() || reason.trim().is_empty() {
-        bail!("--by and --reason must not be empty: the redrive is audited");
-    }
+    let audit = Audit::new(by, reason, Via::Cli).map_err(|_| {
+        anyhow::anyhow!("--by and --reason must not be empty: the redrive is audited")
+    })?;
     let l = ledger.get().await?;
     let now = clock.now();
-    let audit = Audit::new(by, reason, "cli");
     let result = match &args.delivery {
         Some(d) => {
             match l.delivery_get(d).await? {

@@ -20,8 +20,8 @@ pub use rate_limits::RateLimitSpec;
 pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, ReportId, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
 pub use settings::{
-    ArtifactSettings, DatabaseSettings, EmailSettings, EmailTransport, PoolSettings, RetrySettings,
-    ScheduleSettings, ServerSettings, Settings, WebhookSettings,
+    ArtifactSettings, DEFAULT_PG_CONNECTIONS, DatabaseSettings, EmailSettings, EmailTransport,
+    PoolSettings, RetrySettings, ScheduleSettings, ServerSettings, Settings, WebhookSettings,
 };
 
 /// One problem in the configuration.

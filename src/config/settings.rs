@@ -10,6 +10,9 @@ use super::ConfigError;
 use super::fields::{Fields, Place, parse_file};
 use crate::duration::Span;
 
+/// Connections a PostgreSQL ledger holds per process unless `database.max_connections` says.
+pub const DEFAULT_PG_CONNECTIONS: u32 = 16;
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub database: DatabaseSettings,
@@ -173,23 +176,12 @@ pub struct ServerSettings {
     pub max_connections: u32,
 }
 
-impl ServerSettings {
-    /// The bounds the HTTP server holds every connection to.
-    pub fn limits(&self) -> crate::server::Limits {
-        crate::server::Limits {
-            header_timeout: self.header_timeout.as_std(),
-            body_timeout: self.body_timeout.as_std(),
-            max_connections: self.max_connections as usize,
-        }
-    }
-}
-
 impl Default for Settings {
     fn default() -> Self {
         Settings {
             database: DatabaseSettings {
                 url: "sqlite://var/dawnpost.db".into(),
-                max_connections: crate::ledger::DEFAULT_PG_CONNECTIONS,
+                max_connections: DEFAULT_PG_CONNECTIONS,
             },
             artifacts: ArtifactSettings {
                 url: "file://var/artifacts".into(),

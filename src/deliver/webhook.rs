@@ -13,8 +13,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::{Outcome, bounded};
+use crate::artifact::ArtifactRef;
 use crate::keys::{DeliveryKey, JobKey};
-use crate::ledger::ArtifactRef;
 use crate::outcome::ResponseClass;
 use crate::retry::parse_retry_after;
 use crate::signing::Secret;

@@ -9,17 +9,82 @@ use super::types::parse_key;
 use crate::clock::from_millis;
 use crate::keys::{DeliveryKey, JobKey};
 
-/// Who did an audited action, why, and through what (`cli`, `api`, `console:operator`).
+/// Who did an audited action, why, and through what. Made only by [`Audit::new`], which
+/// refuses an action without a name or a reason: every redrive and cancel is audited.
 #[derive(Debug, Clone, Copy)]
 pub struct Audit<'a> {
-    pub by: &'a str,
-    pub reason: &'a str,
-    pub via: &'a str,
+    by: &'a str,
+    reason: &'a str,
+    via: Via,
 }
 
+/// Through what an audited action came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Via {
+    /// `dawnpost redrive` / `dawnpost cancel`.
+    #[serde(rename = "cli")]
+    Cli,
+    /// The ops API.
+    #[serde(rename = "api")]
+    Api,
+    /// An operator's console session.
+    #[serde(rename = "console:operator")]
+    Console,
+}
+
+impl Via {
+    /// As the audit rows hold it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Via::Cli => "cli",
+            Via::Api => "api",
+            Via::Console => "console:operator",
+        }
+    }
+}
+
+impl std::fmt::Display for Via {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Via {
+    type Err = LedgerError;
+
+    fn from_str(s: &str) -> Result<Via, LedgerError> {
+        [Via::Cli, Via::Api, Via::Console]
+            .into_iter()
+            .find(|v| v.as_str() == s)
+            .ok_or_else(|| LedgerError::Corrupt(format!("unknown audit channel {s:?}")))
+    }
+}
+
+/// An action refused because it could not be audited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("by and reason must not be empty: the action is audited")]
+pub struct Unaudited;
+
 impl<'a> Audit<'a> {
-    pub fn new(by: &'a str, reason: &'a str, via: &'a str) -> Audit<'a> {
-        Audit { by, reason, via }
+    /// `by` and `reason`, trimmed; refused when either is empty.
+    pub fn new(by: &'a str, reason: &'a str, via: Via) -> Result<Audit<'a>, Unaudited> {
+        let (by, reason) = (by.trim(), reason.trim());
+        if by.is_empty() || reason.is_empty() {
+            return Err(Unaudited);
+        }
+        Ok(Audit { by, reason, via })
+    }
+
+    pub fn by(&self) -> &'a str {
+        self.by
+    }
+
+    pub fn reason(&self) -> &'a str {
+        self.reason
+    }
+
+    pub fn via(&self) -> Via {
+        self.via
     }
 }
 
@@ -61,5 +126,32 @@ impl TryFrom<RedriveRecord> for Redrive {
             action: r.action,
             via: r.via,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_action_without_a_name_or_a_reason_is_not_audited() {
+        assert_eq!(
+            Audit::new("", "inbox fixed", Via::Cli).err(),
+            Some(Unaudited)
+        );
+        assert_eq!(Audit::new("alice", "  ", Via::Api).err(), Some(Unaudited));
+        let a = Audit::new(" alice ", " inbox fixed\n", Via::Console).expect("audited");
+        assert_eq!(
+            (a.by(), a.reason(), a.via()),
+            ("alice", "inbox fixed", Via::Console)
+        );
+    }
+
+    #[test]
+    fn a_channel_reads_back_as_written_and_nothing_else_does() {
+        for via in [Via::Cli, Via::Api, Via::Console] {
+            assert_eq!(via.as_str().parse::<Via>().ok(), Some(via));
+        }
+        assert!("console".parse::<Via>().is_err());
     }
 }

@@ -1,11 +1,12 @@
 //! Jobs: insert, read, the outcomes of a render, settle, cancel and redrive.
 
+use crate::artifact::ArtifactRef;
 use chrono::{DateTime, Utc};
 
 use super::types::parse_key;
 use super::{
-    Arg, ArtifactRef, Audit, Job, JobLease, JobRecord, JobState, Ledger, LedgerError, NewDelivery,
-    NewJob, RedriveOutcome, Render, Result, fenced,
+    Arg, Audit, Job, JobLease, JobRecord, JobState, Ledger, LedgerError, NewDelivery, NewJob,
+    RedriveOutcome, Render, Result, fenced,
 };
 use crate::clock::to_millis;
 use crate::keys::{DeliveryKey, JobKey};

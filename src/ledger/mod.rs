@@ -49,6 +49,7 @@ macro_rules! on_backend {
 #[macro_use]
 mod sql;
 mod audit;
+mod bind;
 mod browse;
 mod deliveries;
 mod ingest;
@@ -70,7 +71,7 @@ use crate::keys::Key;
 pub use crate::outcome::ResponseClass;
 pub use crate::redact::redact_url;
 use audit::RedriveRecord;
-pub use audit::{Audit, Redrive};
+pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use leases::LeaseParams;
 pub use rescue::RescueBudget;
 pub use runbooks::{Runbook, RunbookSpec, RunbookStep, StepRecord, Transition};
@@ -93,8 +94,7 @@ impl<R> BothRow for R where
 {
 }
 
-/// Connections a PostgreSQL ledger holds per process unless `database.max_connections` says.
-pub const DEFAULT_PG_CONNECTIONS: u32 = 16;
+use crate::config::DEFAULT_PG_CONNECTIONS;
 
 /// What went wrong in the ledger.
 #[derive(Debug, thiserror::Error)]

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::{Delivery, DeliveryRecord, Ledger, Result};
+use super::{Delivery, DeliveryRecord, Ledger, Result, Via};
 use crate::clock::{from_millis, to_millis};
 use crate::keys::DeliveryKey;
 use crate::outcome::ResponseClass;
@@ -24,7 +24,7 @@ pub struct RunbookSpec {
     pub batch: u32,
     pub by: String,
     pub reason: String,
-    pub via: String,
+    pub via: Via,
 }
 
 /// A runbook as the ledger holds it.
@@ -89,9 +89,11 @@ struct RunbookRecord {
     updated_at: i64,
 }
 
-impl From<RunbookRecord> for Runbook {
-    fn from(r: RunbookRecord) -> Runbook {
-        Runbook {
+impl TryFrom<RunbookRecord> for Runbook {
+    type Error = super::LedgerError;
+
+    fn try_from(r: RunbookRecord) -> Result<Runbook> {
+        Ok(Runbook {
             id: r.id,
             spec: RunbookSpec {
                 report: r.report,
@@ -102,7 +104,7 @@ impl From<RunbookRecord> for Runbook {
                 batch: u32::try_from(r.batch).unwrap_or(1),
                 by: r.redriven_by,
                 reason: r.reason,
-                via: r.via,
+                via: r.via.parse()?,
             },
             planned: r.planned,
             state: r.state,
@@ -110,7 +112,7 @@ impl From<RunbookRecord> for Runbook {
             outcome: r.outcome,
             created_at: from_millis(r.created_at),
             updated_at: from_millis(r.updated_at),
-        }
+        })
     }
 }
 
@@ -209,7 +211,7 @@ impl Ledger {
                 .bind(planned)
                 .bind(&spec.by)
                 .bind(&spec.reason)
-                .bind(&spec.via)
+                .bind(spec.via.as_str())
                 .bind(now_ms)
                 .fetch_one(&mut *tx)
                 .await?;
@@ -235,7 +237,7 @@ impl Ledger {
                 .fetch_optional(p)
                 .await?
         });
-        Ok(rec.map(Runbook::from))
+        rec.map(Runbook::try_from).transpose()
     }
 
     /// The newest runbooks first; with `open_only`, those planned or running.
@@ -252,7 +254,7 @@ impl Ledger {
                 .fetch_all(p)
                 .await?
         });
-        Ok(recs.into_iter().map(Runbook::from).collect())
+        recs.into_iter().map(Runbook::try_from).collect()
     }
 
     /// Every step of a runbook, in order.

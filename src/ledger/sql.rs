@@ -106,11 +106,11 @@ macro_rules! audit_query {
         sqlx::query(crate::ledger::sql::AUDIT_REDRIVE)
             .bind($job)
             .bind($delivery)
-            .bind($audit.by)
-            .bind($audit.reason)
+            .bind($audit.by())
+            .bind($audit.reason())
             .bind($at_ms)
             .bind($action)
-            .bind($audit.via)
+            .bind($audit.via().as_str())
     };
 }
 

@@ -4,6 +4,7 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use super::LedgerError;
+use crate::artifact::ArtifactRef;
 use crate::clock::from_millis;
 use crate::keys::{DeliveryKey, DestinationKind, JobKey};
 use crate::outcome::ResponseClass;
@@ -127,18 +128,6 @@ pub struct NewJob {
     pub window: Window,
     pub ready_at: DateTime<Utc>,
     pub origin: JobOrigin,
-}
-
-/// The stored artifact of a job: references, never bytes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ArtifactRef {
-    pub html_key: String,
-    pub text_key: String,
-    /// The CSV attachment, when the report's template has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub csv_key: Option<String>,
-    pub sha256: String,
-    pub bytes: i64,
 }
 
 /// One job as the ledger holds it.

@@ -63,7 +63,7 @@ pub struct PoolConfig {
     /// This worker's name in lease rows.
     pub owner: String,
     /// How far the node's clock may be off a shared ledger's before it leases nothing.
-    pub max_clock_offset: crate::Span,
+    pub max_clock_offset: crate::duration::Span,
 }
 
 impl PoolConfig {
@@ -416,7 +416,7 @@ impl Pipeline {
             })?;
         }
         // The deliveries of one job leased together read its artifact once.
-        let mut shared: HashMap<JobKey, Arc<work::JobArtifact>> = HashMap::new();
+        let mut shared: HashMap<JobKey, Arc<send::JobArtifact>> = HashMap::new();
         for leased in deliveries {
             let now = self.clock.now();
             let host = work::host_of(&leased.delivery);
@@ -438,7 +438,7 @@ impl Pipeline {
             }
             let artifact = shared
                 .entry(leased.delivery.job_key.clone())
-                .or_insert_with(|| Arc::new(work::JobArtifact::new(leased.job.clone())))
+                .or_insert_with(|| Arc::new(send::JobArtifact::new(leased.job.clone())))
                 .clone();
             let lease = leased.lease.clone();
             let me = self.clone();

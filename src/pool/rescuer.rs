@@ -20,7 +20,7 @@ pub struct RescuerConfig {
     pub budget: RescueBudget,
     /// Past this offset of the node's clock from a shared ledger's, it rescues nothing: every
     /// live lease could look expired to it.
-    pub max_clock_offset: crate::Span,
+    pub max_clock_offset: crate::duration::Span,
 }
 
 impl Default for RescuerConfig {
@@ -28,7 +28,7 @@ impl Default for RescuerConfig {
         RescuerConfig {
             every: Duration::from_secs(15),
             budget: RescueBudget::default(),
-            max_clock_offset: crate::Span::from_secs(30),
+            max_clock_offset: crate::duration::Span::from_secs(30),
         }
     }
 }

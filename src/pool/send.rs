@@ -2,16 +2,18 @@
 //! together, sent by email or webhook. Every failure before the transport answers is an
 //! [`Outcome`] too, so each attempt is recorded with a class and a reason.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Utc};
 
 use super::Pipeline;
 use super::hold::Hold;
-use super::work::JobArtifact;
+use crate::artifact::ArtifactRef;
 use crate::config::Report;
 use crate::deliver::webhook::{AttachmentBody, EscapedParts, WebhookBody, WindowBody};
 use crate::deliver::{Outcome, redact_address};
 use crate::keys::DestinationKind;
-use crate::ledger::{ArtifactRef, Delivery, DeliveryLease, Job, LedgerError, ResponseClass};
+use crate::ledger::{Delivery, DeliveryLease, Job, LedgerError, ResponseClass};
 use crate::render::Rendered;
 use crate::signing::Secret;
 use crate::window::rfc3339;
@@ -23,6 +25,24 @@ struct Ready<'a> {
     artifact: ArtifactRef,
     rendered: &'a Rendered,
     escaped: &'a std::sync::OnceLock<Result<EscapedParts, String>>,
+}
+
+/// A leased job's artifact, read at most once for all its deliveries leased together.
+pub(super) struct JobArtifact {
+    pub(super) job: Option<Arc<Job>>,
+    pub(super) rendered: tokio::sync::OnceCell<Rendered>,
+    /// Its parts escaped for a webhook body, once for all the job's webhooks.
+    pub(super) escaped: std::sync::OnceLock<Result<EscapedParts, String>>,
+}
+
+impl JobArtifact {
+    pub(super) fn new(job: Option<Arc<Job>>) -> JobArtifact {
+        JobArtifact {
+            job,
+            rendered: tokio::sync::OnceCell::new(),
+            escaped: std::sync::OnceLock::new(),
+        }
+    }
 }
 
 fn permanent(reason: impl Into<String>) -> Outcome {

@@ -13,15 +13,14 @@ use super::hold::Hold;
 use super::running::Slot;
 use super::send::NotStarted;
 use super::{Pipeline, Stats};
+use crate::artifact::ArtifactRef;
 use crate::deliver::Outcome;
-use crate::deliver::webhook::EscapedParts;
 use crate::deliver::webhook::host_of as url_host;
 use crate::keys::{DeliveryKey, DestinationKind};
 use crate::ledger::{
-    ArtifactRef, Delivery, DeliveryLease, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob,
-    LedgerError, NewAttempt, NewDelivery, Render, ResponseClass,
+    Delivery, DeliveryLease, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob, LedgerError,
+    NewAttempt, NewDelivery, Render, ResponseClass,
 };
-use crate::render::Rendered;
 use crate::retry::Decision;
 use crate::schedule::rfc3339;
 
@@ -175,29 +174,11 @@ async fn hand_off(
     recorded.await.ok()
 }
 
-/// A leased job's artifact, read at most once for all its deliveries leased together.
-pub(super) struct JobArtifact {
-    pub(super) job: Option<Arc<Job>>,
-    pub(super) rendered: tokio::sync::OnceCell<Rendered>,
-    /// Its parts escaped for a webhook body, once for all the job's webhooks.
-    pub(super) escaped: std::sync::OnceLock<Result<EscapedParts, String>>,
-}
-
-impl JobArtifact {
-    pub(super) fn new(job: Option<Arc<Job>>) -> JobArtifact {
-        JobArtifact {
-            job,
-            rendered: tokio::sync::OnceCell::new(),
-            escaped: std::sync::OnceLock::new(),
-        }
-    }
-}
-
 /// One leased delivery to attempt: its job's artifact (shared with the job's other deliveries
 /// leased together), its throttling host, and how long this node knows it holds the lease.
 pub(super) struct SendItem {
     pub(super) leased: LeasedDelivery,
-    pub(super) artifact: Arc<JobArtifact>,
+    pub(super) artifact: Arc<super::send::JobArtifact>,
     pub(super) host: String,
     pub(super) hold: Arc<Hold>,
 }
@@ -229,7 +210,7 @@ pub(super) async fn deliver(
         Ok(Ok(outcome)) => outcome,
         Ok(Err(NotStarted(e))) => return not_started(p, &lease, &shown, &e).await,
         Err(_) => {
-            let waited = crate::Span::from_std(deadline);
+            let waited = crate::duration::Span::from_std(deadline);
             let why = format!("no answer within {waited}: the send was cut at its deadline");
             Outcome::new(ResponseClass::Ambiguous, None, why)
         }

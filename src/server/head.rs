@@ -1,7 +1,8 @@
 //! The first request head of a connection, checked as hyper would parse it, so that what hyper
 //! would refuse with a bare status is refused here with a JSON body and words.
 
-use super::listen::MAX_HEADERS;
+/// The most headers a request may carry.
+pub const MAX_HEADERS: usize = 100;
 
 /// The longest request target (path and query) accepted.
 pub const TARGET_LIMIT: usize = 16 * 1024;

@@ -28,7 +28,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use super::head::{HeadCheck, check_head};
+use super::head::{HeadCheck, MAX_HEADERS, check_head};
 use crate::metrics::Metrics;
 
 /// The bounds of every connection.
@@ -37,6 +37,17 @@ pub struct Limits {
     pub header_timeout: Duration,
     pub body_timeout: Duration,
     pub max_connections: usize,
+}
+
+impl Limits {
+    /// The bounds `[server]` sets.
+    pub fn from_settings(s: &crate::config::ServerSettings) -> Limits {
+        Limits {
+            header_timeout: s.header_timeout.as_std(),
+            body_timeout: s.body_timeout.as_std(),
+            max_connections: s.max_connections as usize,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -51,8 +62,6 @@ impl Default for Limits {
 
 /// The largest request head read: request line and headers (hyper's own default is ~400 KiB).
 pub const HEAD_LIMIT: usize = 256 * 1024;
-/// The most headers a request may carry.
-pub const MAX_HEADERS: usize = 100;
 /// How long a refusal written by this loop may take to reach a client, and how long what the
 /// client still sends is read and dropped after it (so that closing with unread bytes does not
 /// reset the connection before the client has read the refusal).

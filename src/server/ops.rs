@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 use super::{ApiError, ServerState, header_str};
 use crate::history::{Dlq, JobHistory};
 use crate::keys::{DeliveryKey, JobKey};
-use crate::ledger::{Audit, JobFilter, JobState, LedgerError};
+use crate::ledger::{Audit, JobFilter, JobState, LedgerError, Via};
 
 /// Refuses a request without the ops token before its handler parses anything.
 pub(super) async fn require_token(
@@ -140,13 +140,15 @@ fn redrive_request(body: &[u8]) -> Result<RedriveRequest, ApiError> {
             format!("invalid body: {e}"),
         )
     })?;
-    if req.by.trim().is_empty() || req.reason.trim().is_empty() {
-        return Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "by and reason must not be empty: redrives are audited",
-        ));
-    }
     Ok(req)
+}
+
+impl RedriveRequest {
+    /// Its audit; 422 without a name or a reason.
+    fn audit(&self) -> Result<Audit<'_>, ApiError> {
+        Audit::new(&self.by, &self.reason, Via::Api)
+            .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
+    }
 }
 
 pub(super) async fn redrive_job(
@@ -160,11 +162,7 @@ pub(super) async fn redrive_job(
     let key: JobKey = path_key("job", &key)?;
     let out = st
         .ledger
-        .job_redrive(
-            &key,
-            &Audit::new(&req.by, &req.reason, "api"),
-            st.clock.now(),
-        )
+        .job_redrive(&key, &req.audit()?, st.clock.now())
         .await?;
     Ok(axum::Json(json!({ "job": out.job_key, "deliveries": out.deliveries })).into_response())
 }
@@ -180,11 +178,7 @@ pub(super) async fn redrive_delivery(
     let key: DeliveryKey = path_key("delivery", &key)?;
     let out = st
         .ledger
-        .delivery_redrive(
-            &key,
-            &Audit::new(&req.by, &req.reason, "api"),
-            st.clock.now(),
-        )
+        .delivery_redrive(&key, &req.audit()?, st.clock.now())
         .await?;
     Ok(axum::Json(json!({ "job": out.job_key, "delivery": key })).into_response())
 }

@@ -2,10 +2,11 @@
 #![allow(dead_code)]
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
+use dawnpost::artifact::ArtifactRef;
 use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
 use dawnpost::ledger::{
-    ArtifactRef, DeliveryLease, DeliveryNext, JobOrigin, LeaseParams, NewAttempt, NewDelivery,
-    NewJob, ResponseClass,
+    DeliveryLease, DeliveryNext, JobOrigin, LeaseParams, NewAttempt, NewDelivery, NewJob,
+    ResponseClass,
 };
 use dawnpost::schedule::Window;
 

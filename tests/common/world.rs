@@ -2,6 +2,7 @@
 //! transitions, their footprint, and policies.
 #![allow(dead_code)]
 
+use dawnpost::ledger::Via;
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
@@ -128,7 +129,7 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         Shape::Cancelled => {
             l.job_cancel(
                 &k,
-                &dawnpost::ledger::Audit::new("ops", "not needed", "cli"),
+                &dawnpost::ledger::Audit::new("ops", "not needed", Via::Cli).expect("audited"),
                 finished,
             )
             .await
@@ -202,7 +203,7 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
     if spec.shape == Shape::Redriven {
         l.job_redrive(
             &k,
-            &dawnpost::ledger::Audit::new("ops", "again", "cli"),
+            &dawnpost::ledger::Audit::new("ops", "again", Via::Cli).expect("audited"),
             finished + Duration::hours(1),
         )
         .await

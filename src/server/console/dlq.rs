@@ -9,11 +9,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::job::{VIA, checked_csrf_and_role};
+use super::job::checked_csrf_and_role;
 use super::pages::{scroll_region, shell, state_badge, when};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
-use crate::ledger::{JobFilter, JobState, ResponseClass, Runbook, RunbookSpec, RunbookStep};
+use crate::ledger::{JobFilter, JobState, ResponseClass, Runbook, RunbookSpec, RunbookStep, Via};
 use crate::runbook::{self, Group, RunbookError};
 
 impl From<RunbookError> for ConsoleError {
@@ -186,7 +186,7 @@ impl PlanForm {
             batch: count("batch", &self.batch)?,
             by: self.by.trim().to_string(),
             reason: self.reason.trim().to_string(),
-            via: VIA.into(),
+            via: Via::Console,
         })
     }
 }
@@ -293,7 +293,7 @@ fn step_by(
             "by is required: runbook steps are audited".into(),
         ));
     }
-    Ok(format!("{by} ({VIA})"))
+    Ok(format!("{by} ({})", Via::Console))
 }
 
 pub(super) async fn start(

@@ -7,28 +7,17 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
-use super::job_view;
+use super::job_view::{self, delivery_ref};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
 use crate::history::JobHistory;
-use crate::keys::{DeliveryKey, JobKey};
-use crate::ledger::{Audit, LedgerError};
+use crate::keys::JobKey;
+use crate::ledger::{Audit, LedgerError, Via};
 
 /// What the artifact frame may do: show the report's own inline styles and data images; no
 /// script, no request, no form; a unique origin (`sandbox`).
 pub const ARTIFACT_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
      frame-ancestors 'self'; sandbox";
-
-/// How the console audits its actions.
-pub const VIA: &str = "console:operator";
-
-/// A delivery named in a form without its key (which holds a recipient address): the first
-/// 16 hex digits of the key's sha256.
-pub fn delivery_ref(key: &DeliveryKey) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(key.to_string().as_bytes());
-    hex::encode(&digest[..8])
-}
 
 fn job_key(key: &str) -> Result<JobKey, ConsoleError> {
     key.parse().map_err(|_| {
@@ -143,19 +132,19 @@ pub(super) fn checked_csrf_and_role(session: &Session, csrf: &str) -> Result<(),
     Ok(())
 }
 
-/// The form of an operator's action, after the CSRF and role checks, with `by` and `reason`.
+/// The form of an operator's action, after the CSRF and role checks.
 pub(super) fn checked(
     session: &Session,
     form: Result<Form<ActionForm>, FormRejection>,
 ) -> Result<ActionForm, ConsoleError> {
     let f = form.map(|Form(f)| f).unwrap_or_default();
     checked_csrf_and_role(session, &f.csrf)?;
-    if f.by.trim().is_empty() || f.reason.trim().is_empty() {
-        return Err(ConsoleError::Invalid(
-            "by and reason are required: actions are audited".into(),
-        ));
-    }
     Ok(f)
+}
+
+/// The audit of a console action: the form's `by` and `reason`, both required.
+fn audit_of(f: &ActionForm) -> Result<Audit<'_>, ConsoleError> {
+    Audit::new(&f.by, &f.reason, Via::Console).map_err(|e| ConsoleError::Invalid(e.to_string()))
 }
 
 pub(super) async fn redrive(
@@ -166,7 +155,7 @@ pub(super) async fn redrive(
 ) -> Result<Response, ConsoleError> {
     let f = checked(&session, form)?;
     let key = job_key(&key)?;
-    let audit = Audit::new(f.by.trim(), f.reason.trim(), VIA);
+    let audit = audit_of(&f)?;
     let now = st.clock.now();
     if f.delivery.is_empty() {
         st.ledger.job_redrive(&key, &audit, now).await?;
@@ -183,7 +172,7 @@ pub(super) async fn redrive(
         };
         st.ledger.delivery_redrive(&d.key, &audit, now).await?;
     }
-    tracing::info!(job = %key, by = audit.by, via = VIA, "console redrive");
+    tracing::info!(job = %key, by = audit.by(), via = %audit.via(), "console redrive");
     Ok(Redirect::to(&format!("/ui/jobs/{key}")).into_response())
 }
 
@@ -195,8 +184,8 @@ pub(super) async fn cancel(
 ) -> Result<Response, ConsoleError> {
     let f = checked(&session, form)?;
     let key = job_key(&key)?;
-    let audit = Audit::new(f.by.trim(), f.reason.trim(), VIA);
+    let audit = audit_of(&f)?;
     st.ledger.job_cancel(&key, &audit, st.clock.now()).await?;
-    tracing::info!(job = %key, by = audit.by, via = VIA, "console cancel");
+    tracing::info!(job = %key, by = audit.by(), via = %audit.via(), "console cancel");
     Ok(Redirect::to(&format!("/ui/jobs/{key}")).into_response())
 }

@@ -5,11 +5,19 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use maud::{Markup, html};
 
-use super::job::delivery_ref;
 use super::pages::{age, scroll_region, shell, state_badge, when_in};
 use super::session::{Role, Session};
 use crate::history::{DeliveryHistory, JobHistory, Redactions};
+use crate::keys::DeliveryKey;
 use crate::ledger::{DeliveryState, JobState};
+
+/// A delivery named in a form without its key (which holds a recipient address): the first
+/// 16 hex digits of the key's sha256.
+pub fn delivery_ref(key: &DeliveryKey) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(key.to_string().as_bytes());
+    hex::encode(&digest[..8])
+}
 
 /// The job page; its times in `tz`, the report's zone (UTC beside them), when it is configured.
 pub fn job(session: &Session, h: &JobHistory, now: DateTime<Utc>, tz: Option<Tz>) -> Markup {

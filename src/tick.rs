@@ -1,4 +1,4 @@
-//! The scheduler tick: turns due fires into job rows, and nothing else.
+//! The scheduler tick: turns due fires ([`crate::schedule`]) into job rows, and nothing else.
 //!
 //! The daemon's heartbeat is a UTC tokio-cron-scheduler job (every minute, no timezone: its own
 //! timezone jobs drift an hour after a DST change). Each beat inserts every fire due since the
