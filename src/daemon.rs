@@ -63,58 +63,33 @@ pub async fn run(
     timekeeper.check().await;
     let (tick, rescuer) = (Arc::new(tick), Arc::new(rescuer));
     let runbooks = Arc::new(crate::runbook::Driver::new(ledger.clone(), clock.clone()));
-    // The listener cannot be rebuilt in place: if the server fails, the daemon stops.
-    let server = std::sync::Mutex::new(Some((listener, server::router(state))));
-    let limits = server::Limits::from_settings(&config.settings.server);
-    let server_metrics = metrics.clone();
+    // Every service but the server restarts after a failure; the server cannot (above).
     let services = vec![
-        // Every service but the server restarts after a failure; the server cannot (above).
-        Service::new("tick", OnFailure::Restart, move |cancel| {
-            let tick = tick.clone();
-            Box::pin(async move { Ok(tick.run(cancel).await?) })
+        restarting(
+            "tick",
+            tick,
+            |t, cancel| async move { Ok(t.run(cancel).await?) },
+        ),
+        restarting("pool", pipeline, |p, cancel| async move {
+            Ok(p.run(cancel).await?)
         }),
-        Service::new("pool", OnFailure::Restart, move |cancel| {
-            let pipeline = pipeline.clone();
-            Box::pin(async move { Ok(pipeline.run(cancel).await?) })
+        restarting("rescuer", rescuer, |r, cancel| async move {
+            r.run(cancel).await;
+            Ok(())
         }),
-        Service::new("rescuer", OnFailure::Restart, move |cancel| {
-            let rescuer = rescuer.clone();
-            Box::pin(async move {
-                rescuer.run(cancel).await;
-                Ok(())
-            })
+        restarting("sweeper", sweeper, |s, cancel| async move {
+            s.run(cancel).await;
+            Ok(())
         }),
-        Service::new("sweeper", OnFailure::Restart, move |cancel| {
-            let sweeper = sweeper.clone();
-            Box::pin(async move {
-                sweeper.run(cancel).await;
-                Ok(())
-            })
+        restarting("runbooks", runbooks, |r, cancel| async move {
+            r.run(cancel).await;
+            Ok(())
         }),
-        Service::new("runbooks", OnFailure::Restart, move |cancel| {
-            let runbooks = runbooks.clone();
-            Box::pin(async move {
-                runbooks.run(cancel).await;
-                Ok(())
-            })
+        restarting("clock", timekeeper, |t, cancel| async move {
+            t.run(cancel).await;
+            Ok(())
         }),
-        Service::new("clock", OnFailure::Restart, move |cancel| {
-            let timekeeper = timekeeper.clone();
-            Box::pin(async move {
-                timekeeper.run(cancel).await;
-                Ok(())
-            })
-        }),
-        Service::new("server", OnFailure::Exit, move |cancel| {
-            let taken = server.lock().unwrap_or_else(|e| e.into_inner()).take();
-            let server_metrics = server_metrics.clone();
-            Box::pin(async move {
-                let (listener, router) =
-                    taken.ok_or_else(|| anyhow::anyhow!("the listener is gone"))?;
-                server::serve(listener, router, limits, server_metrics, cancel).await?;
-                Ok(())
-            })
-        }),
+        serving(listener, server::router(state), config, metrics.clone()),
     ];
     supervise(
         services,
@@ -124,6 +99,40 @@ pub async fn run(
         cancel,
     )
     .await
+}
+
+/// The HTTP server as a service. The listener cannot be rebuilt in place: if the server fails,
+/// the daemon stops.
+fn serving(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    config: &Config,
+    metrics: Arc<Metrics>,
+) -> Service {
+    let limits = server::Limits::from_settings(&config.settings.server);
+    let server = std::sync::Mutex::new(Some((listener, router)));
+    Service::new("server", OnFailure::Exit, move |cancel| {
+        let taken = server.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let metrics = metrics.clone();
+        Box::pin(async move {
+            let (listener, router) =
+                taken.ok_or_else(|| anyhow::anyhow!("the listener is gone"))?;
+            server::serve(listener, router, limits, metrics, cancel).await?;
+            Ok(())
+        })
+    })
+}
+
+/// A service restarted after a failure: `run` over its shared state, until `cancel`.
+fn restarting<T, F, Fut>(name: &'static str, state: Arc<T>, run: F) -> Service
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>, CancellationToken) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+{
+    Service::new(name, OnFailure::Restart, move |cancel| {
+        Box::pin(run(state.clone(), cancel))
+    })
 }
 
 /// The HTTP listener (refused off loopback without both credentials) and its handlers' state.

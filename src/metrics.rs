@@ -244,6 +244,13 @@ impl Metrics {
 
     /// Names and describes every metric in `registry`.
     fn register(&self, registry: &mut Registry) {
+        self.register_work(registry);
+        self.register_operations(registry);
+        self.register_http(registry);
+    }
+
+    /// The queue and the work: states, leases, attempts, throttles, renders.
+    fn register_work(&self, registry: &mut Registry) {
         let m = self;
         registry.register("jobs", "Jobs by state", m.jobs.clone());
         registry.register("deliveries", "Deliveries by state", m.deliveries.clone());
@@ -307,6 +314,11 @@ impl Metrics {
             "Fetch and render time of a job",
             m.render_duration.clone(),
         );
+    }
+
+    /// Retention, ingestion, logging, the services and the clock.
+    fn register_operations(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "sweeper_deleted",
             "Items deleted by retention, by class",
@@ -342,6 +354,11 @@ impl Metrics {
             "This node's wall clock minus the shared ledger's at the last reading (0 on SQLite)",
             m.clock_offset.clone(),
         );
+    }
+
+    /// The HTTP server's connections.
+    fn register_http(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "http_connections_open",
             "HTTP connections open now",

@@ -155,6 +155,54 @@ pub(super) fn load_file(
     out
 }
 
+/// `source` (required, a table) and its `limit`.
+fn load_source_field(
+    f: &mut Fields<'_, '_>,
+    place: &Place<'_>,
+    ctx: &LoadContext<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> (Option<SourceSpec>, u64) {
+    match f.raw("source") {
+        Some(toml::Value::Table(t)) => {
+            let place = place.nested("source");
+            let limit = source_limit_of(t, &place, errors).unwrap_or(DEFAULT_SOURCE_LIMIT);
+            (load_source(t, &place, ctx, errors), limit)
+        }
+        Some(_) => {
+            let message = "expected a table such as { kind = \"file\", path = \"…\" }";
+            errors.push(place.error("source", message));
+            (None, DEFAULT_SOURCE_LIMIT)
+        }
+        None => {
+            errors.push(place.error("source", "missing required field"));
+            (None, DEFAULT_SOURCE_LIMIT)
+        }
+    }
+}
+
+/// `list_unsubscribe`: a `mailto:` URL with an address, when given.
+fn load_list_unsubscribe(
+    f: &mut Fields<'_, '_>,
+    place: &Place<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<String> {
+    f.opt::<String>("list_unsubscribe", errors).and_then(|u| {
+        let address = u
+            .strip_prefix("mailto:")
+            .map(|a| a.split('?').next().unwrap_or(""));
+        match address.map(str::parse::<lettre::Address>) {
+            Some(Ok(_)) => Some(u),
+            _ => {
+                let message = format!(
+                    "{u:?} is not a mailto: URL with an address (mailto:unsubscribe@example.com)"
+                );
+                errors.push(place.error("list_unsubscribe", message));
+                None
+            }
+        }
+    })
+}
+
 fn load_report(
     file: &Path,
     index: usize,
@@ -184,23 +232,7 @@ fn load_report(
     });
     let schedule = load_schedule(&mut f, &place, ctx, errors);
     let template = load_template(&mut f, &place, errors);
-    let mut source_limit = DEFAULT_SOURCE_LIMIT;
-    let source = match f.raw("source") {
-        Some(toml::Value::Table(t)) => {
-            let place = place.nested("source");
-            source_limit = source_limit_of(t, &place, errors).unwrap_or(DEFAULT_SOURCE_LIMIT);
-            load_source(t, &place, ctx, errors)
-        }
-        Some(_) => {
-            let message = "expected a table such as { kind = \"file\", path = \"…\" }";
-            errors.push(place.error("source", message));
-            None
-        }
-        None => {
-            errors.push(place.error("source", "missing required field"));
-            None
-        }
-    };
+    let (source, source_limit) = load_source_field(&mut f, &place, ctx, errors);
     let sample = f.opt::<PathBuf>("sample", errors).and_then(|p| {
         let path = resolve(ctx.root, &p);
         let exists = path.is_file();
@@ -212,21 +244,7 @@ fn load_report(
     });
     let email = load_emails(&mut f, &place, errors);
     let webhooks = load_webhooks(&mut f, &place, errors, warnings);
-    let list_unsubscribe = f.opt::<String>("list_unsubscribe", errors).and_then(|u| {
-        let address = u
-            .strip_prefix("mailto:")
-            .map(|a| a.split('?').next().unwrap_or(""));
-        match address.map(str::parse::<lettre::Address>) {
-            Some(Ok(_)) => Some(u),
-            _ => {
-                let message = format!(
-                    "{u:?} is not a mailto: URL with an address (mailto:unsubscribe@example.com)"
-                );
-                errors.push(place.error("list_unsubscribe", message));
-                None
-            }
-        }
-    });
+    let list_unsubscribe = load_list_unsubscribe(&mut f, &place, errors);
     f.finish(errors);
 
     let (Some(id), Some(title), Some(schedule), Some(template), Some(source)) =

@@ -120,6 +120,12 @@ pub enum LedgerError {
     NotFound { what: &'static str, key: String },
     #[error("corrupt ledger row: {0}")]
     Corrupt(String),
+    /// The readiness probe: no answer, or no tables.
+    #[error("the ledger is unreachable or not migrated")]
+    Unreachable,
+    /// The readiness probe: a write was refused (a full disk, a read-only server, no grants).
+    #[error("the ledger cannot write: {0}")]
+    CannotWrite(String),
 }
 
 pub type Result<T> = std::result::Result<T, LedgerError>;
@@ -227,7 +233,7 @@ impl Ledger {
 
     /// Whether the ledger can serve the daemon: it answers, its tables exist (migrations
     /// applied), and it takes a write; else what is wrong, in words.
-    pub async fn ready(&self) -> std::result::Result<(), String> {
+    pub async fn ready(&self) -> Result<()> {
         let read = on_backend!(self, |p, _d| {
             sqlx::query("SELECT COUNT(*) FROM jobs WHERE key = ''")
                 .execute(p)
@@ -239,13 +245,13 @@ impl Ledger {
                     .is_ok()
         });
         if !read {
-            return Err("the ledger is unreachable or not migrated".into());
+            return Err(LedgerError::Unreachable);
         }
         let wrote = match &self.backend {
             Backend::Sqlite(p) => sqlite::probe_write(p).await,
             Backend::Postgres(p) => postgres::probe_write(p).await,
         };
-        wrote.map_err(|e| format!("the ledger cannot write: {}", crate::words::error_chain(&e)))
+        wrote.map_err(|e| LedgerError::CannotWrite(crate::words::error_chain(&e)))
     }
 
     /// Runs a query of rows `R` with one bind (`$1`) and converts each row to `T`.

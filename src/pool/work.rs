@@ -202,18 +202,10 @@ pub(super) async fn deliver(
     let shown = delivery.key.redacted();
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = crate::clock::sub(lease.expires_at(), p.config.lease);
-    let deadline = p.send_deadline(delivery.kind);
-    let send = super::send::attempt(p, &delivery, (&lease, &hold), &artifact, p.clock.now());
-    // A send that outlives its own timeout (or its lease) is cut: it may have reached the
-    // receiver, so the retry keeps the same key.
-    let outcome = match tokio::time::timeout(deadline, send).await {
-        Ok(Ok(outcome)) => outcome,
-        Ok(Err(NotStarted(e))) => return not_started(p, &lease, &shown, &e).await,
-        Err(_) => {
-            let waited = crate::duration::Span::from_std(deadline);
-            let why = format!("no answer within {waited}: the send was cut at its deadline");
-            Outcome::new(ResponseClass::Ambiguous, None, why)
-        }
+    let send = attempt_within_deadline(p, &delivery, (&lease, &hold), &artifact).await;
+    let outcome = match send {
+        Ok(outcome) => outcome,
+        Err(NotStarted(e)) => return not_started(p, &lease, &shown, &e).await,
     };
     let finished_at = p.clock.now();
     let attempt_no = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
@@ -265,6 +257,26 @@ pub(super) async fn deliver(
     }
     let class = outcome.class;
     recorded_attempt(p, &shown, attempt_no, class, next, &reason, finished_at);
+}
+
+/// One attempt, cut at the send's deadline. A send that outlives its own timeout (or its
+/// lease) may have reached the receiver: it is `ambiguous`, and the retry keeps the same key.
+async fn attempt_within_deadline(
+    p: &Pipeline,
+    delivery: &Delivery,
+    held: (&DeliveryLease, &Hold),
+    artifact: &super::send::JobArtifact,
+) -> Result<Outcome, NotStarted> {
+    let deadline = p.send_deadline(delivery.kind);
+    let send = super::send::attempt(p, delivery, held, artifact, p.clock.now());
+    match tokio::time::timeout(deadline, send).await {
+        Ok(attempted) => attempted,
+        Err(_) => {
+            let waited = crate::duration::Span::from_std(deadline);
+            let why = format!("no answer within {waited}: the send was cut at its deadline");
+            Ok(Outcome::new(ResponseClass::Ambiguous, None, why))
+        }
+    }
 }
 
 /// A send whose lease could not be confirmed was not started: nothing reached the receiver.

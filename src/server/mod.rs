@@ -310,7 +310,8 @@ async fn readyz(State(st): State<ServerState>) -> Response {
     // A ledger that does not answer within a second is not ready: a probe must not hang.
     let ledger_ready = tokio::time::timeout(std::time::Duration::from_secs(1), st.ledger.ready())
         .await
-        .unwrap_or_else(|_| Err("the ledger does not answer within 1 s".into()));
+        .map_err(|_| "the ledger does not answer within 1 s".to_string())
+        .and_then(|ready| ready.map_err(|e| e.to_string()));
     if let Err(problem) = ledger_ready {
         problems.insert(0, problem);
     }

@@ -151,14 +151,23 @@ impl RedriveRequest {
     }
 }
 
+/// A redrive's body, read as JSON within the server's bounds (415, 408, 413 as for any body),
+/// then parsed (422).
+impl<S: Send + Sync> axum::extract::FromRequest<S> for RedriveRequest {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
+        let (parts, body) = req.into_parts();
+        let body = super::read_json_body(&parts.headers, body).await?;
+        redrive_request(&body)
+    }
+}
+
 pub(super) async fn redrive_job(
     State(st): State<ServerState>,
     Path(key): Path<String>,
-    headers: axum::http::HeaderMap,
-    body: axum::body::Body,
+    req: RedriveRequest,
 ) -> Result<Response, ApiError> {
-    let body = super::read_json_body(&headers, body).await?;
-    let req = redrive_request(&body)?;
     let key: JobKey = path_key("job", &key)?;
     let out = st
         .ledger
@@ -170,11 +179,8 @@ pub(super) async fn redrive_job(
 pub(super) async fn redrive_delivery(
     State(st): State<ServerState>,
     Path(key): Path<String>,
-    headers: axum::http::HeaderMap,
-    body: axum::body::Body,
+    req: RedriveRequest,
 ) -> Result<Response, ApiError> {
-    let body = super::read_json_body(&headers, body).await?;
-    let req = redrive_request(&body)?;
     let key: DeliveryKey = path_key("delivery", &key)?;
     let out = st
         .ledger
