@@ -60,6 +60,10 @@ async fn login_sets_a_strict_session_cookie_that_every_page_needs(t: &TestLedger
     }
     assert!(!set.contains("Secure"), "no Secure on loopback: {set}");
     let cookie = set.split(';').next().expect("pair");
+    // Among a browser's other cookies, quoted ones too, the session is still found.
+    let among = format!("theme=\"dark\"; {cookie};lang=de");
+    let r = get(&s, "/ui/", Some(&among)).await;
+    assert_eq!(r.status(), StatusCode::OK, "{among}");
 
     let r = get(&s, "/ui/", Some(cookie)).await;
     assert_eq!(r.status(), StatusCode::OK);

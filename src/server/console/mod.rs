@@ -148,15 +148,14 @@ async fn css() -> Response {
 
 /// The session a request's cookie carries, if valid now.
 fn session_of(st: &ServerState, headers: &HeaderMap) -> Option<Session> {
-    let value = headers
+    let cookie = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
-        .map(|(_, value)| value)?;
-    st.tokens.verify(value, st.clock.now())
+        .flat_map(cookie::Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == COOKIE)?;
+    st.tokens.verify(cookie.value(), st.clock.now())
 }
 
 /// Lets a signed-in request through with its [`Session`]; any other goes to the login.
@@ -207,11 +206,8 @@ async fn login(
         return (StatusCode::UNAUTHORIZED, page(pages::login(Some(problem)))).into_response();
     };
     tracing::info!(role = role.as_str(), "console login");
-    let secure = if st.secure_cookies { "; Secure" } else { "" };
-    let set = format!(
-        "{COOKIE}={cookie}; Path=/ui; HttpOnly; SameSite=Strict; Max-Age={SESSION_SECS}{secure}"
-    );
-    see_other_with_cookie("/ui/", &set)
+    let set = session_cookie(cookie, SESSION_SECS).secure(st.secure_cookies);
+    see_other_with_cookie("/ui/", &set.build().to_string())
 }
 
 #[derive(Debug, Deserialize)]
@@ -228,8 +224,18 @@ async fn logout(
     if !session.csrf_ok(&given) {
         return Err(ConsoleError::Csrf);
     }
-    let clear = format!("{COOKIE}=; Path=/ui; HttpOnly; SameSite=Strict; Max-Age=0");
+    let clear = session_cookie(String::new(), 0).build().to_string();
     Ok(see_other_with_cookie("/ui/login", &clear))
+}
+
+/// The session cookie with `value`, kept `max_age` seconds: only for `/ui`, out of scripts'
+/// reach, never sent on a cross-site request.
+fn session_cookie(value: String, max_age: i64) -> cookie::CookieBuilder<'static> {
+    cookie::Cookie::build((COOKIE, value))
+        .path("/ui")
+        .http_only(true)
+        .same_site(cookie::SameSite::Strict)
+        .max_age(cookie::time::Duration::seconds(max_age))
 }
 
 fn see_other_with_cookie(to: &str, cookie: &str) -> Response {
