@@ -84,11 +84,8 @@ impl Pipeline {
         if hold.left() >= self.lease_third() {
             return Ok(());
         }
-        let asked = Instant::now();
-        let until = crate::clock::add(self.clock.now(), self.config.lease);
-        self.ledger.delivery_extend_lease(lease, until).await?;
-        hold.extended(asked);
-        Ok(())
+        // Rare (the extender is late or the node was paused): the lease is cloned only here.
+        self.extend(&Held::Send(lease.clone()), hold).await
     }
 
     /// Runs `work` while extending its lease every third of the lease length; if the lease is
