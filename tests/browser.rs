@@ -22,14 +22,10 @@ const VIEWER: &str = "browser-viewer-token-0123456789";
 const SECRET_ENV: &str = "BROWSER_HOOK_SECRET";
 
 fn command(p: &Project, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_dawnpost"));
-    c.arg("--config")
-        .arg(p.config_dir())
-        .args(args)
-        .env(SECRET_ENV, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+    let mut c = common::daemon::command(p, args);
+    c.env(SECRET_ENV, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
         .env("BROWSER_OPS_TOKEN", OPS)
         .env("BROWSER_VIEWER_TOKEN", VIEWER)
-        .env_remove("DAWNPOST_DATABASE_URL")
         .env_remove("RUST_LOG");
     c
 }

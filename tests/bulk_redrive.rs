@@ -16,12 +16,8 @@ use common::peers::Receiver;
 const SECRET_ENV: &str = "BULK_HOOK_SECRET";
 
 fn command(p: &Project, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_dawnpost"));
-    c.arg("--config")
-        .arg(p.config_dir())
-        .args(args)
-        .env(SECRET_ENV, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-        .env_remove("DAWNPOST_DATABASE_URL")
+    let mut c = common::daemon::command(p, args);
+    c.env(SECRET_ENV, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
         .env_remove("RUST_LOG");
     c
 }

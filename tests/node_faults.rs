@@ -76,13 +76,10 @@ fn settings(pool: &str) -> String {
     format!("[pool]\n{pool}\ndrain_timeout = \"10s\"\n[retry]\nbase = \"100ms\"\ncap = \"500ms\"")
 }
 
+/// The binary on a node's project, with the webhooks' signing secret.
 fn command(p: &Project, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_dawnpost"));
-    c.arg("--config")
-        .arg(p.config_dir())
-        .args(args)
-        .env(SECRET_ENV, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
-        .env_remove("DAWNPOST_DATABASE_URL");
+    let mut c = common::daemon::command(p, args);
+    c.env(SECRET_ENV, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw");
     c
 }
 

@@ -97,13 +97,12 @@ async fn a_full_disk_is_reported_and_the_daemon_recovers_without_a_restart() {
     let rx = Receiver::start(rule).await;
     let db: PathBuf = fs.path().join("dawnpost.db");
     let p = project(&rx, &db);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
-        .arg("--config")
-        .arg(p.config_dir())
-        .args(["backfill", "--from", "2020-01-01", "--to", "2026-01-02"])
-        .env_remove("DAWNPOST_DATABASE_URL")
-        .output()
-        .expect("backfill");
+    let out = daemon::command(
+        &p,
+        &["backfill", "--from", "2020-01-01", "--to", "2026-01-02"],
+    )
+    .output()
+    .expect("backfill");
     assert!(
         out.status.success(),
         "{}",

@@ -13,15 +13,20 @@ pub struct Daemon {
     log: Option<JoinHandle<String>>,
 }
 
-/// `dawnpost --config <project>/config run`, with no database URL inherited (the project's
-/// own SQLite ledger).
-pub fn run_command(p: &super::Project) -> Command {
-    let mut run = Command::new(env!("CARGO_BIN_EXE_dawnpost"));
-    run.arg("--config")
+/// `dawnpost --config <project>/config ARGS…`, with no database URL inherited (the ledger is
+/// the one the project's configuration names).
+pub fn command(p: &super::Project, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dawnpost"));
+    c.arg("--config")
         .arg(p.config_dir())
-        .arg("run")
+        .args(args)
         .env_remove("DAWNPOST_DATABASE_URL");
-    run
+    c
+}
+
+/// `dawnpost --config <project>/config run` (see [`command`]).
+pub fn run_command(p: &super::Project) -> Command {
+    command(p, &["run"])
 }
 
 impl Daemon {
