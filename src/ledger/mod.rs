@@ -130,6 +130,20 @@ pub enum LedgerError {
 
 pub type Result<T> = std::result::Result<T, LedgerError>;
 
+/// Whether a pooled connection may be handed out again (both backends' `before_acquire`): not
+/// when sqlx still counts a transaction open on it. That happens when a COMMIT fails — on
+/// SQLite with SQLITE_FULL or an I/O error: SQLite rolls the transaction back itself, so the
+/// ROLLBACK that follows fails too, the count stays at one, and every later `BEGIN IMMEDIATE`
+/// on the connection would be refused ("begin_with at non-zero transaction depth"). Such a
+/// connection is closed and a fresh one opened.
+fn out_of_transaction<C: sqlx::Connection>(conn: &C) -> bool {
+    let clean = !conn.is_in_transaction();
+    if !clean {
+        tracing::warn!("closing a ledger connection left inside a failed transaction");
+    }
+    clean
+}
+
 impl LedgerError {
     /// A statement gave up waiting for a row another transaction holds (PostgreSQL's
     /// `lock_timeout`, SQLSTATE 55P03).

@@ -85,11 +85,7 @@ pub(super) async fn connect(
     }
     let pool = match PgPoolOptions::new()
         .max_connections(max_connections.max(2))
-        // A connection sqlx still counts inside a transaction (its COMMIT and ROLLBACK both
-        // failed) is closed rather than handed out again.
-        .before_acquire(|conn, _| {
-            Box::pin(async move { Ok(!sqlx::Connection::is_in_transaction(conn)) })
-        })
+        .before_acquire(|conn, _| Box::pin(async move { Ok(super::out_of_transaction(conn)) }))
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options.clone())
         .await

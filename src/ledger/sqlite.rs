@@ -81,20 +81,6 @@ unsafe extern "C" fn busy_nap(_: *mut std::ffi::c_void, count: std::ffi::c_int) 
     }
 }
 
-/// Whether a pooled connection may be handed out again: not when sqlx still counts a
-/// transaction open on it. That happens when a COMMIT fails with SQLITE_FULL or an I/O error:
-/// SQLite rolls the transaction back itself, so the ROLLBACK that follows fails too, the count
-/// stays at one, and every later `BEGIN IMMEDIATE` on the connection would be refused ("begin_with
-/// at non-zero transaction depth"). Such a connection is closed and a fresh one opened.
-fn out_of_transaction(conn: &sqlx::SqliteConnection) -> bool {
-    use sqlx::Connection;
-    let clean = !conn.is_in_transaction();
-    if !clean {
-        tracing::warn!("closing a ledger connection left inside a failed transaction");
-    }
-    clean
-}
-
 /// The write probe of `/readyz`: rewrites the database header's user version with its own
 /// value, in a write transaction, so a file that cannot take a write (a full disk, a read-only
 /// mount) fails it as the ledger's own writes do.
@@ -145,7 +131,7 @@ pub(super) async fn connect(url: &str, root: &Path) -> Result<SqlitePool, Ledger
     let pool = SqlitePoolOptions::new()
         .max_connections(if path == ":memory:" { 1 } else { 8 })
         .after_connect(|conn, _| Box::pin(async move { short_busy_waits(conn).await }))
-        .before_acquire(|conn, _| Box::pin(async move { Ok(out_of_transaction(conn)) }))
+        .before_acquire(|conn, _| Box::pin(async move { Ok(super::out_of_transaction(conn)) }))
         .connect_with(options)
         .await
         .map_err(|e| LedgerError::Open {
