@@ -60,7 +60,7 @@ pub async fn run(
         bound: config.settings.pool.max_clock_offset,
     });
     // Read before anything leases: the offset is known, and refused if past the bound.
-    timekeeper.check().await;
+    timekeeper.start().await;
     let (tick, rescuer) = (Arc::new(tick), Arc::new(rescuer));
     let runbooks = Arc::new(crate::runbook::Driver::new(ledger.clone(), clock.clone()));
     // Every service but the server restarts after a failure; the server cannot (above).

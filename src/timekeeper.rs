@@ -59,9 +59,22 @@ pub struct Timekeeper {
 impl Timekeeper {
     /// Reads the ledger's clock once, records the offset, and says what it means.
     pub async fn check(&self) {
-        let Some(offset) = follow(&*self.clock, &self.ledger).await else {
-            return;
-        };
+        if let Some(offset) = follow(&*self.clock, &self.ledger).await {
+            self.report(offset);
+        }
+    }
+
+    /// At start: the offset read when the ledger opened, if the clock has one (one reading of
+    /// the ledger's clock, not two), else a fresh reading.
+    pub async fn start(&self) {
+        match self.clock.following().and_then(|c| c.offset()) {
+            Some(offset) => self.report(offset),
+            None => self.check().await,
+        }
+    }
+
+    /// Records `offset` and says what it means.
+    fn report(&self, offset: chrono::Duration) {
         self.metrics
             .clock_offset
             .set(offset.num_milliseconds() as f64 / 1000.0);
