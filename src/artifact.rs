@@ -17,12 +17,11 @@ use crate::config::ArtifactSettings;
 use crate::render::Rendered;
 
 /// A job's stored artifact: references, never bytes. The ledger keeps one per rendered job.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactRef {
     pub html_key: String,
     pub text_key: String,
     /// The CSV attachment, when the report's template has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub csv_key: Option<String>,
     pub sha256: String,
     pub bytes: i64,

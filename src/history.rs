@@ -2,36 +2,31 @@
 
 use std::fmt::Write;
 
-use serde::Serialize;
-
 use crate::keys::JobKey;
 use crate::ledger::{Attempt, Delivery, Job, JobFilter, JobState, Ledger, LedgerError, Redrive};
 use crate::schedule::rfc3339;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct DeliveryHistory {
-    #[serde(flatten)]
     pub delivery: Delivery,
     pub attempt_log: Vec<Attempt>,
 }
 
 /// A job, its artifact, every delivery with every attempt, and every redrive.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct JobHistory {
-    #[serde(flatten)]
     pub job: Job,
     /// `stored`, `deleted` (by retention) or `none` (not rendered).
     pub artifact_status: &'static str,
     pub deliveries: Vec<DeliveryHistory>,
     pub redrives: Vec<Redrive>,
     /// What the artifact store holds for a stored artifact, when `show` looked.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreCheck>,
 }
 
 /// The artifact read back from its store: `intact` (sha256 verified), `missing`, `altered`
 /// or `unreadable`, with the store's URL and what went wrong.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct StoreCheck {
     pub url: String,
     pub status: &'static str,
@@ -190,7 +185,7 @@ impl DeliveryHistory {
 }
 
 /// Quarantined work.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Dlq {
     pub jobs: Vec<Job>,
     pub deliveries: Vec<Delivery>,
@@ -251,7 +246,10 @@ impl Redactions {
         let mut pairs = Vec::new();
         for d in deliveries {
             pairs.push((d.key.to_string(), d.key.redacted()));
-            pairs.push((d.destination.clone(), d.kind.redact(&d.destination)));
+            pairs.push((
+                d.key.destination().to_string(),
+                d.key.kind().redact(d.key.destination()),
+            ));
         }
         // The longest first: a key holds its destination.
         pairs.sort_by_key(|(full, _)| std::cmp::Reverse(full.len()));

@@ -27,6 +27,7 @@
 //! Time is injected through [`clock::Clock`]; domain code never reads the system clock. The
 //! binary's clock ([`clock::LedgerClock`]) keeps a shared ledger's time.
 
+pub mod api;
 pub mod artifact;
 pub mod cli;
 pub mod clock;

@@ -14,8 +14,8 @@ use serde::Serialize;
 
 use crate::keys::DeliveryKey;
 use crate::ledger::{
-    Audit, Delivery, DeliveryState, Ledger, LedgerError, Runbook, RunbookSpec, StepRecord,
-    Transition,
+    Audit, Delivery, DeliveryState, Ledger, LedgerError, Runbook, RunbookSpec, RunbookState,
+    StepRecord, Transition,
 };
 
 /// Quarantined deliveries read at most, for a group or for the DLQ page.
@@ -52,8 +52,8 @@ pub async fn groups(ledger: &Ledger) -> Result<(Vec<Group>, bool), RunbookError>
     let mut by: BTreeMap<(String, String, String), Group> = BTreeMap::new();
     for d in all.iter().take(SCAN_LIMIT as usize) {
         let class = d.last_class.map_or("unknown", |c| c.as_str()).to_string();
-        let report = d.job_key.report().to_string();
-        let host = d.kind.host(&d.destination);
+        let report = d.key.job().report().to_string();
+        let host = d.key.kind().host(d.key.destination());
         let g = by
             .entry((report.clone(), host.clone(), class.clone()))
             .or_insert(Group {
@@ -81,7 +81,7 @@ pub async fn members(ledger: &Ledger, spec: &RunbookSpec) -> Result<Vec<Delivery
         .await?;
     Ok(found
         .into_iter()
-        .filter(|d| spec.host.is_empty() || d.kind.host(&d.destination) == spec.host)
+        .filter(|d| spec.host.is_empty() || d.key.kind().host(d.key.destination()) == spec.host)
         .collect())
 }
 
@@ -131,8 +131,8 @@ pub async fn start(
     now: DateTime<Utc>,
 ) -> Result<Advance, RunbookError> {
     let t = Transition {
-        from: "planned",
-        to: "running",
+        from: RunbookState::Planned,
+        to: RunbookState::Running,
         step: 0,
         next_step: false,
         outcome: None,
@@ -162,8 +162,8 @@ pub async fn stop(
     }
     let outcome = format!("stopped by {by}");
     let t = Transition {
-        from: &rb.state,
-        to: "stopped",
+        from: rb.state,
+        to: RunbookState::Stopped,
         step: rb.step,
         next_step: false,
         outcome: Some(&outcome),
@@ -210,10 +210,10 @@ pub async fn advance(
     now: DateTime<Utc>,
 ) -> Result<Advance, RunbookError> {
     let rb = get(ledger, id).await?;
-    match rb.state.as_str() {
-        "planned" => return Ok(Advance::Planned),
-        "running" => {}
-        _ => return Ok(Advance::Finished),
+    match rb.state {
+        RunbookState::Planned => return Ok(Advance::Planned),
+        RunbookState::Running => {}
+        RunbookState::Stopped | RunbookState::Done => return Ok(Advance::Finished),
     }
     if rb.step > 0 {
         let items = ledger.runbook_items(id, Some(rb.step)).await?;
@@ -226,7 +226,7 @@ pub async fn advance(
             return Ok(Advance::Waiting(open));
         }
         if let Some(why) = repeated(&rb, &last) {
-            return finish(ledger, &rb, "stopped", &why, now)
+            return finish(ledger, &rb, RunbookState::Stopped, &why, now)
                 .await
                 .map(|moved| {
                     if moved {
@@ -251,13 +251,15 @@ pub async fn advance(
         .collect();
     if next.is_empty() {
         let why = format!("done: {} deliver(ies) redriven", taken.len());
-        return finish(ledger, &rb, "done", &why, now).await.map(|moved| {
-            if moved {
-                Advance::Done(why)
-            } else {
-                Advance::Finished
-            }
-        });
+        return finish(ledger, &rb, RunbookState::Done, &why, now)
+            .await
+            .map(|moved| {
+                if moved {
+                    Advance::Done(why)
+                } else {
+                    Advance::Finished
+                }
+            });
     }
     let step = rb.step + 1;
     let action = if step == 1 { "canary" } else { "batch" };
@@ -307,19 +309,19 @@ fn repeated(rb: &Runbook, last: &[Delivery]) -> Option<String> {
 async fn finish(
     ledger: &Ledger,
     rb: &Runbook,
-    to: &str,
+    to: RunbookState,
     why: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, RunbookError> {
     let t = Transition {
-        from: "running",
+        from: RunbookState::Running,
         to,
         step: rb.step,
         next_step: false,
         outcome: Some(why),
     };
     let record = StepRecord {
-        action: to,
+        action: to.as_str(),
         count: 0,
         detail: why,
         by: &rb.spec.by,
@@ -350,7 +352,7 @@ impl Driver {
     pub async fn run_once(&self) -> Result<usize, RunbookError> {
         let mut moved = 0;
         for rb in self.ledger.runbook_list(true, 100).await? {
-            if rb.state != "running" {
+            if rb.state != RunbookState::Running {
                 continue;
             }
             match advance(&self.ledger, rb.id, self.clock.now()).await? {

@@ -192,7 +192,7 @@ async fn summarise(
         std::collections::HashMap::new();
     for d in &all_deliveries {
         deliveries_of
-            .entry(&d.job_key)
+            .entry(d.key.job())
             .or_default()
             .push(DeliverySummary {
                 key: d.key.clone(),

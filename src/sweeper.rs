@@ -315,7 +315,7 @@ impl Sweeper {
     /// Deletes everything under a job's artifact prefix.
     async fn purge(&self, job: &Job) -> Result<(), crate::artifact::ArtifactError> {
         self.artifacts
-            .purge(&job.report, &job.date)
+            .purge(job.key.report().as_str(), &job.key.date().to_string())
             .await
             .map(|_| ())
     }
@@ -331,7 +331,7 @@ impl Sweeper {
         let Some(terminal_at) = job.terminal_at else {
             return Ok(());
         };
-        let th = policy.for_report(&job.report);
+        let th = policy.for_report(job.key.report().as_str());
         let age = now - terminal_at;
         let ledger_due = age > th.ledger.as_chrono();
         let step = Step {

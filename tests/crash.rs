@@ -249,7 +249,7 @@ async fn the_daemon_enqueues_delivers_and_stops_on_sigterm() {
         1,
         "one job per local date, however often the schedule fires"
     );
-    assert_eq!(jobs[0].origin, "schedule");
+    assert_eq!(jobs[0].origin.as_str(), "schedule");
     l.close().await;
 }
 

@@ -26,6 +26,7 @@ const LAYERS: &[&[&str]] = &[
         "pool",
         "sweeper",
         "history",
+        "api",
         "runbook",
         "preview",
     ],

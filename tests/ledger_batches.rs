@@ -52,7 +52,7 @@ async fn many_jobs_and_their_deliveries_in_few_reads(t: &TestLedger) {
     for job in &jobs {
         let of_job: Vec<String> = deliveries
             .iter()
-            .filter(|d| d.job_key == job.key)
+            .filter(|d| d.key.job() == &job.key)
             .map(|d| d.key.to_string())
             .collect();
         assert_eq!(

@@ -72,10 +72,10 @@ async fn job_round_trips_instants_and_fields(t: &TestLedger) {
         .await
         .expect("get")
         .expect("exists");
-    assert_eq!(job.report, "warehouse-17");
-    assert_eq!(job.date, "2026-10-25");
+    assert_eq!(job.key.report().as_str(), "warehouse-17");
+    assert_eq!(job.key.date().to_string(), "2026-10-25");
     assert_eq!(job.state, JobState::Ready);
-    assert_eq!(job.origin, "schedule");
+    assert_eq!(job.origin.as_str(), "schedule");
     assert_eq!(
         job.ready_at,
         t0() + Duration::milliseconds(7),

@@ -394,7 +394,7 @@ async fn delivery_lease_carries_its_job(t: &TestLedger) {
         let job = d.job.as_deref().expect("the job comes with its delivery");
         assert_eq!(job.key, "w:2026-10-25");
         assert_eq!(job.artifact, Some(artifact()));
-        assert_eq!(job.date, "2026-10-25");
+        assert_eq!(job.key.date().to_string(), "2026-10-25");
     }
     let (a, b) = (&leased[0].job, &leased[1].job);
     assert!(

@@ -162,7 +162,7 @@ async fn a_runbook_goes_canary_then_batches_and_stops_on_a_repeat(t: &TestLedger
         ["plan 6", "start 0", "canary 1", "batch 2", "stopped 0"]
     );
     let stopped = l.runbook_get(rb.id).await.expect("get").expect("runbook");
-    assert_eq!(stopped.state, "stopped");
+    assert_eq!(stopped.state.as_str(), "stopped");
     let audit = l
         .redrive_list(&common::jk("carrier:2026-09-01"))
         .await

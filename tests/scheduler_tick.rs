@@ -61,7 +61,7 @@ async fn catch_up_after_three_day_outage_is_bounded(t: &TestLedger) {
     assert_eq!(job.fire_at, at(2026, 10, 23, 4, 30));
     assert_eq!(job.ready_at, job.fire_at);
     assert_eq!(job.state, JobState::Ready);
-    assert_eq!(job.origin, "schedule");
+    assert_eq!(job.origin.as_str(), "schedule");
     assert_eq!(
         t.ledger
             .schedule_last_tick("warehouse-17")

@@ -251,7 +251,17 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         .ops(Method::GET, "/v1/jobs/nope:2026-01-01", Some(TOKEN), None)
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    // Redacted as the CLI prints it (the destination's path is not shown), unless revealed.
     let (status, dlq) = s.ops(Method::GET, "/v1/dlq", Some(TOKEN), None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(dlq["deliveries"][0]["key"], dkey.redacted());
+    assert!(
+        !dlq.to_string().contains(dkey.destination()),
+        "the webhook URL in full: {dlq}"
+    );
+    let (status, dlq) = s
+        .ops(Method::GET, "/v1/dlq?reveal=true", Some(TOKEN), None)
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(dlq["deliveries"][0]["key"], dkey.to_string());
 

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use super::{EXIT_ERROR, LedgerSlot, RedriveArgs, parse_instant};
 use crate::clock::SharedClock;
 use crate::duration::Span;
-use crate::ledger::{ResponseClass, RunbookSpec, Via};
+use crate::ledger::{ResponseClass, RunbookSpec, RunbookState, Via};
 use crate::runbook::{self, Advance};
 use crate::runner::{EXIT_PENDING, EXIT_QUARANTINED};
 
@@ -126,7 +126,7 @@ async fn finished(l: &crate::ledger::Ledger, id: i64) -> anyhow::Result<ExitCode
         .unwrap_or_default();
     out!("{outcome}");
     Ok(match rb.map(|r| r.state) {
-        Some(s) if s == "done" => ExitCode::SUCCESS,
+        Some(RunbookState::Done) => ExitCode::SUCCESS,
         _ => ExitCode::from(EXIT_QUARANTINED),
     })
 }

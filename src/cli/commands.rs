@@ -202,7 +202,7 @@ pub(super) async fn jobs(ledger: &mut LedgerSlot<'_>, args: JobsArgs) -> anyhow:
         .await?;
     if args.json {
         for job in &jobs {
-            out!("{}", serde_json::to_string(job)?);
+            out!("{}", serde_json::to_string(&crate::api::JobV1::from(job))?);
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -338,7 +338,8 @@ pub(super) async fn show(
     } else {
         history.redactions()
     };
-    print_redacted(&history, history.render_text(), &hide, args.json)?;
+    let json = crate::api::JobHistoryV1::from(&history);
+    print_redacted(&json, history.render_text(), &hide, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -380,7 +381,8 @@ pub(super) async fn dlq(ledger: &mut LedgerSlot<'_>, args: &DlqArgs) -> anyhow::
     } else {
         dlq.redactions()
     };
-    print_redacted(&dlq, dlq.render_text(), &hide, args.json)?;
+    let json = crate::api::DlqV1::from(&dlq);
+    print_redacted(&json, dlq.render_text(), &hide, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -392,8 +394,7 @@ fn print_redacted<T: serde::Serialize>(
     json: bool,
 ) -> anyhow::Result<()> {
     if json {
-        let mut v = serde_json::to_value(value)?;
-        hide.json(&mut v);
+        let v = crate::api::redacted_json(value, hide)?;
         out!("{}", serde_json::to_string(&v)?);
     } else {
         out_raw!("{}", hide.text(&text));
@@ -459,11 +460,11 @@ pub(super) async fn redrive(
     let result = match &args.delivery {
         Some(d) => {
             match l.delivery_get(d).await? {
-                Some(dl) if &dl.job_key != key => {
+                Some(dl) if dl.key.job() != key => {
                     bail!(
                         "delivery {} belongs to job {}, not {key}",
                         d.redacted(),
-                        dl.job_key
+                        dl.key.job()
                     )
                 }
                 _ => {}

@@ -8,27 +8,35 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::{Outcome, bounded};
 use crate::artifact::ArtifactRef;
-use crate::keys::{DeliveryKey, JobKey};
+use crate::keys::{DeliveryKey, JobKey, ReportId};
 use crate::outcome::ResponseClass;
 use crate::retry::parse_retry_after;
 use crate::signing::Secret;
 
-/// The body of a webhook delivery.
+/// The version of the webhook body, its first field. A receiver checks it; a change of a
+/// field's name, type or meaning is a new version (`docs/contracts/webhook-v1.json` is the
+/// sample `tests/it/contracts.rs` pins).
+pub const WEBHOOK_BODY_VERSION: u32 = 1;
+
+/// The body of a webhook delivery: a contract with receivers, version
+/// [`WEBHOOK_BODY_VERSION`], built field by field (no ledger row is serialized into it).
 #[derive(Debug, Serialize)]
 pub struct WebhookBody<'a> {
+    /// Always [`WEBHOOK_BODY_VERSION`].
+    pub version: BodyVersion,
     pub job: &'a JobKey,
     pub delivery: &'a DeliveryKey,
-    pub report: &'a str,
+    pub report: &'a ReportId,
     pub title: &'a str,
-    pub date: &'a str,
+    pub date: NaiveDate,
     pub window: WindowBody,
-    pub artifact: &'a ArtifactRef,
+    pub artifact: ArtifactBody<'a>,
     pub html: &'a RawValue,
     pub text: &'a RawValue,
     /// The CSV attachment's content, when the report has one (also named in `attachments`).
@@ -36,6 +44,40 @@ pub struct WebhookBody<'a> {
     pub csv: Option<&'a RawValue>,
     /// The files an email of this job attaches, each with its key in the artifact store.
     pub attachments: Vec<AttachmentBody>,
+}
+
+/// The `version` field: serializes as [`WEBHOOK_BODY_VERSION`], and can be nothing else.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BodyVersion;
+
+impl Serialize for BodyVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(WEBHOOK_BODY_VERSION)
+    }
+}
+
+/// Where the artifact the body carries is stored: its object keys and the sha256 over its
+/// parts, so a receiver can fetch or verify what it was sent.
+#[derive(Debug, Serialize)]
+pub struct ArtifactBody<'a> {
+    pub html_key: &'a str,
+    pub text_key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csv_key: Option<&'a str>,
+    pub sha256: &'a str,
+    pub bytes: i64,
+}
+
+impl<'a> ArtifactBody<'a> {
+    pub fn of(artifact: &'a ArtifactRef) -> ArtifactBody<'a> {
+        ArtifactBody {
+            html_key: &artifact.html_key,
+            text_key: &artifact.text_key,
+            csv_key: artifact.csv_key.as_deref(),
+            sha256: &artifact.sha256,
+            bytes: artifact.bytes,
+        }
+    }
 }
 
 /// One attachment as a webhook body references it.

@@ -89,7 +89,7 @@ impl<'a> Audit<'a> {
 }
 
 /// One audited action on a job or a delivery: a redrive or a cancel.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Redrive {
     pub job_key: JobKey,
     pub delivery_key: Option<DeliveryKey>,

@@ -109,7 +109,7 @@ impl Ledger {
             .into_iter()
             .map(Delivery::try_from)
             .collect::<Result<_>>()?;
-        let job_keys: BTreeSet<&JobKey> = deliveries.iter().map(|d| &d.job_key).collect();
+        let job_keys: BTreeSet<&JobKey> = deliveries.iter().map(|d| d.key.job()).collect();
         let jobs: HashMap<JobKey, Arc<Job>> = self
             .job_get_many(&job_keys.into_iter().collect::<Vec<_>>())
             .await?
@@ -120,7 +120,7 @@ impl Ledger {
             .into_iter()
             .map(|delivery| LeasedDelivery {
                 lease: Lease::held(delivery.key.clone(), delivery.lease_token, params),
-                job: jobs.get(&delivery.job_key).cloned(),
+                job: jobs.get(delivery.key.job()).cloned(),
                 delivery,
             })
             .collect();

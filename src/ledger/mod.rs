@@ -74,7 +74,7 @@ use audit::RedriveRecord;
 pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use leases::LeaseParams;
 pub use rescue::RescueBudget;
-pub use runbooks::{Runbook, RunbookSpec, RunbookStep, StepRecord, Transition};
+pub use runbooks::{Runbook, RunbookSpec, RunbookState, RunbookStep, StepRecord, Transition};
 pub use types::*;
 
 /// A row type both backends decode.

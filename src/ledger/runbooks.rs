@@ -35,8 +35,7 @@ pub struct Runbook {
     pub spec: RunbookSpec,
     /// How many deliveries the dry run found.
     pub planned: i64,
-    /// `planned`, `running`, `stopped` or `done`.
-    pub state: String,
+    pub state: RunbookState,
     /// Redrive steps taken: 1 is the canary, 2… the batches.
     pub step: i64,
     pub outcome: Option<String>,
@@ -46,7 +45,53 @@ pub struct Runbook {
 
 impl Runbook {
     pub fn is_finished(&self) -> bool {
-        matches!(self.state.as_str(), "stopped" | "done")
+        self.state.is_finished()
+    }
+}
+
+/// Where a runbook is: `planned` (the dry run, awaiting a start), `running`, and the two ends,
+/// `stopped` (by hand, or by itself when the work came back quarantined) and `done`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunbookState {
+    Planned,
+    Running,
+    Stopped,
+    Done,
+}
+
+impl RunbookState {
+    pub const ALL: [RunbookState; 4] = [
+        RunbookState::Planned,
+        RunbookState::Running,
+        RunbookState::Stopped,
+        RunbookState::Done,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunbookState::Planned => "planned",
+            RunbookState::Running => "running",
+            RunbookState::Stopped => "stopped",
+            RunbookState::Done => "done",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<RunbookState> {
+        RunbookState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| super::LedgerError::Corrupt(format!("unknown runbook state {s:?}")))
+    }
+
+    pub fn is_finished(self) -> bool {
+        matches!(self, RunbookState::Stopped | RunbookState::Done)
+    }
+}
+
+impl std::fmt::Display for RunbookState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -107,7 +152,7 @@ impl TryFrom<RunbookRecord> for Runbook {
                 via: r.via.parse()?,
             },
             planned: r.planned,
-            state: r.state,
+            state: RunbookState::parse(&r.state)?,
             step: r.step,
             outcome: r.outcome,
             created_at: from_millis(r.created_at),
@@ -144,8 +189,8 @@ macro_rules! step_query {
 /// `next_step`), with the `outcome` it ends with, if any.
 #[derive(Debug, Clone, Copy)]
 pub struct Transition<'a> {
-    pub from: &'a str,
-    pub to: &'a str,
+    pub from: RunbookState,
+    pub to: RunbookState,
     pub step: i64,
     pub next_step: bool,
     pub outcome: Option<&'a str>,
@@ -310,12 +355,12 @@ impl Ledger {
                     updated_at = $4
                  WHERE id = $5 AND state = $6 AND step = $7",
             )
-            .bind(to)
+            .bind(to.as_str())
             .bind(new_step)
             .bind(outcome)
             .bind(now_ms)
             .bind(id)
-            .bind(from)
+            .bind(from.as_str())
             .bind(step)
             .execute(&mut *tx)
             .await?

@@ -6,7 +6,7 @@ use serde::Serialize;
 use super::LedgerError;
 use crate::artifact::ArtifactRef;
 use crate::clock::from_millis;
-use crate::keys::{DeliveryKey, DestinationKind, JobKey};
+use crate::keys::{DeliveryKey, JobKey};
 use crate::outcome::ResponseClass;
 use crate::window::Window;
 
@@ -118,6 +118,25 @@ impl JobOrigin {
             JobOrigin::Ingest => "ingest",
         }
     }
+
+    pub fn parse(s: &str) -> Result<JobOrigin, LedgerError> {
+        [
+            JobOrigin::Schedule,
+            JobOrigin::Backfill,
+            JobOrigin::Enqueue,
+            JobOrigin::Run,
+            JobOrigin::Ingest,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+        .ok_or_else(|| LedgerError::Corrupt(format!("unknown job origin {s:?}")))
+    }
+}
+
+impl std::fmt::Display for JobOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A job to insert.
@@ -130,14 +149,12 @@ pub struct NewJob {
     pub origin: JobOrigin,
 }
 
-/// One job as the ledger holds it.
-#[derive(Debug, Clone, Serialize)]
+/// One job as the ledger holds it (what readers see of it is `crate::api::JobV1`).
+#[derive(Debug, Clone)]
 pub struct Job {
     pub key: JobKey,
-    pub report: String,
-    pub date: String,
     pub state: JobState,
-    pub origin: String,
+    pub origin: JobOrigin,
     pub fire_at: DateTime<Utc>,
     pub window: Window,
     pub ready_at: DateTime<Utc>,
@@ -164,8 +181,6 @@ pub struct Job {
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct JobRecord {
     key: String,
-    report: String,
-    local_date: String,
     state: String,
     origin: String,
     fire_at: i64,
@@ -214,9 +229,7 @@ impl TryFrom<JobRecord> for Job {
         Ok(Job {
             state: JobState::parse(&r.state)?,
             key: parse_key(&r.key)?,
-            report: r.report,
-            date: r.local_date,
-            origin: r.origin,
+            origin: JobOrigin::parse(&r.origin)?,
             fire_at: from_millis(r.fire_at),
             window: Window {
                 start: from_millis(r.window_start),
@@ -247,13 +260,10 @@ pub struct NewDelivery {
     pub key: DeliveryKey,
 }
 
-/// One delivery as the ledger holds it.
-#[derive(Debug, Clone, Serialize)]
+/// One delivery as the ledger holds it (its kind and destination are its key's).
+#[derive(Debug, Clone)]
 pub struct Delivery {
     pub key: DeliveryKey,
-    pub job_key: JobKey,
-    pub kind: DestinationKind,
-    pub destination: String,
     pub state: DeliveryState,
     pub ready_at: DateTime<Utc>,
     pub attempts: i64,
@@ -284,9 +294,6 @@ impl Delivery {
 #[derive(Debug, sqlx::FromRow)]
 pub(super) struct DeliveryRecord {
     key: String,
-    job_key: String,
-    kind: String,
-    destination: String,
     state: String,
     ready_at: i64,
     attempts: i64,
@@ -309,13 +316,8 @@ impl TryFrom<DeliveryRecord> for Delivery {
 
     fn try_from(r: DeliveryRecord) -> Result<Delivery, LedgerError> {
         Ok(Delivery {
-            kind: DestinationKind::parse(&r.kind).ok_or_else(|| {
-                LedgerError::Corrupt(format!("unknown delivery kind {:?}", r.kind))
-            })?,
             state: DeliveryState::parse(&r.state)?,
             key: parse_key(&r.key)?,
-            job_key: parse_key(&r.job_key)?,
-            destination: r.destination,
             ready_at: from_millis(r.ready_at),
             attempts: r.attempts,
             lease_owner: r.lease_owner,
@@ -358,7 +360,7 @@ pub enum DeliveryNext {
 }
 
 /// One recorded attempt.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct Attempt {
     pub delivery_key: DeliveryKey,
     pub attempt: i64,

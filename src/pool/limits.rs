@@ -63,9 +63,9 @@ impl RateLimits {
     /// The host a delivery is sent to: the relay for an email, the URL's `host:port` for a
     /// webhook.
     pub fn host_of(&self, d: &Delivery) -> String {
-        match d.kind {
+        match d.key.kind() {
             DestinationKind::Email => self.relay.clone(),
-            DestinationKind::Webhook => DestinationKind::Webhook.host(&d.destination),
+            DestinationKind::Webhook => DestinationKind::Webhook.host(d.key.destination()),
         }
     }
 

@@ -437,7 +437,7 @@ impl Pipeline {
                 continue;
             }
             let artifact = shared
-                .entry(leased.delivery.job_key.clone())
+                .entry(leased.delivery.key.job().clone())
                 .or_insert_with(|| Arc::new(send::JobArtifact::new(leased.job.clone())))
                 .clone();
             let lease = leased.lease.clone();

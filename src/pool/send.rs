@@ -10,7 +10,9 @@ use super::Pipeline;
 use super::hold::Hold;
 use crate::artifact::ArtifactRef;
 use crate::config::Report;
-use crate::deliver::webhook::{AttachmentBody, EscapedParts, WebhookBody, WindowBody};
+use crate::deliver::webhook::{
+    ArtifactBody, AttachmentBody, BodyVersion, EscapedParts, WebhookBody, WindowBody,
+};
 use crate::deliver::{Outcome, redact_address};
 use crate::keys::DestinationKind;
 use crate::ledger::{Delivery, DeliveryLease, Job, LedgerError, ResponseClass};
@@ -66,7 +68,7 @@ pub(super) async fn attempt(
         Err(outcome) => return Ok(outcome),
     };
     p.confirm_send(lease, hold).await.map_err(NotStarted)?;
-    let sent = match delivery.kind {
+    let sent = match delivery.key.kind() {
         DestinationKind::Email => send_email(p, delivery, &ready, now).await,
         DestinationKind::Webhook => send_webhook(p, delivery, &ready, now).await,
     };
@@ -79,10 +81,12 @@ async fn prepare<'a>(p: &'a Pipeline, shared: &'a JobArtifact) -> Result<Ready<'
         .job
         .as_deref()
         .ok_or_else(|| permanent("the job row is gone"))?;
-    let report = p
-        .reports
-        .get(&job.report)
-        .ok_or_else(|| permanent(format!("report {:?} is no longer configured", job.report)))?;
+    let report = p.reports.get(job.key.report().as_str()).ok_or_else(|| {
+        permanent(format!(
+            "report {} is no longer configured",
+            job.key.report()
+        ))
+    })?;
     let artifact = job
         .artifact
         .clone()
@@ -119,13 +123,14 @@ async fn send_email(
     ready: &Ready<'_>,
     now: DateTime<Utc>,
 ) -> Result<Outcome, Outcome> {
-    let to: lettre::Address = delivery.destination.parse().map_err(|_| {
+    let to: lettre::Address = delivery.key.destination().parse().map_err(|_| {
         permanent(format!(
             "invalid address {}",
-            redact_address(&delivery.destination)
+            redact_address(delivery.key.destination())
         ))
     })?;
-    let subject = crate::deliver::email::subject(&ready.report.title, &ready.job.date);
+    let subject =
+        crate::deliver::email::subject(&ready.report.title, &ready.job.key.date().to_string());
     let message = crate::deliver::email::build_message(
         &p.email_from,
         &to,
@@ -142,7 +147,7 @@ async fn send_email(
     )
     .map_err(|e| permanent(format!("cannot build the message: {e}")))?;
     Ok(p.email
-        .send(&message, &delivery.key, &delivery.destination)
+        .send(&message, &delivery.key, delivery.key.destination())
         .await)
 }
 
@@ -156,7 +161,7 @@ async fn send_webhook(
         .report
         .webhooks
         .iter()
-        .find(|w| w.url.as_str() == delivery.destination);
+        .find(|w| w.url.as_str() == delivery.key.destination());
     let secret = match hook.and_then(|w| w.secret_env.as_ref()) {
         None => None,
         Some(env) => {
@@ -172,16 +177,17 @@ async fn send_webhook(
         .as_ref()
         .map_err(|e| permanent(format!("cannot encode the body: {e}")))?;
     let body = WebhookBody {
+        version: BodyVersion,
         job: &job.key,
         delivery: &delivery.key,
-        report: &job.report,
+        report: job.key.report(),
         title: &ready.report.title,
-        date: &job.date,
+        date: job.key.date(),
         window: WindowBody {
             start: rfc3339(job.window.start),
             end: rfc3339(job.window.end),
         },
-        artifact: &ready.artifact,
+        artifact: ArtifactBody::of(&ready.artifact),
         html: &escaped.html,
         text: &escaped.text,
         csv: escaped.csv.as_deref(),
@@ -195,7 +201,7 @@ async fn send_webhook(
         serde_json::to_vec(&body).map_err(|e| permanent(format!("cannot encode the body: {e}")))?;
     Ok(p.webhook
         .send(
-            &delivery.destination,
+            delivery.key.destination(),
             secret.as_ref(),
             &delivery.key,
             body,

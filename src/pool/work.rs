@@ -26,8 +26,8 @@ use crate::schedule::rfc3339;
 
 /// The throttling key of a delivery: the webhook's `host:port`, or the email relay.
 pub(super) fn host_of(d: &Delivery) -> String {
-    match d.kind {
-        DestinationKind::Webhook => url_host(&d.destination),
+    match d.key.kind() {
+        DestinationKind::Webhook => url_host(d.key.destination()),
         DestinationKind::Email => "email".into(),
     }
 }
@@ -116,8 +116,8 @@ async fn render_and_store(
 ) -> Result<(ArtifactRef, Vec<NewDelivery>), RenderFailure> {
     let report = p
         .reports
-        .get(&job.report)
-        .ok_or_else(|| RenderFailure::Unconfigured(job.report.clone()))?;
+        .get(job.key.report().as_str())
+        .ok_or_else(|| RenderFailure::Unconfigured(job.key.report().to_string()))?;
     let deliveries: Vec<NewDelivery> = report
         .email
         .iter()
@@ -133,7 +133,8 @@ async fn render_and_store(
         })
         .collect();
     // Render once: an artifact stored by an earlier attempt (say, before a crash) is reused.
-    let existing = p.artifacts.find(&job.report, &job.date).await?;
+    let (id, date) = (job.key.report().as_str(), job.key.date().to_string());
+    let existing = p.artifacts.find(id, &date).await?;
     if let Some(artifact) = existing {
         return Ok((artifact, deliveries));
     }
@@ -150,7 +151,7 @@ async fn render_and_store(
     let generated_at = job.generated_at.unwrap_or(job.created_at);
     let context = crate::render::context(report, job.key.date(), &job.window, data, generated_at);
     let rendered = templates.render(&context)?;
-    let (artifact, wrote) = p.artifacts.write(&job.report, &job.date, &rendered).await?;
+    let (artifact, wrote) = p.artifacts.write(id, &date, &rendered).await?;
     if wrote {
         Stats::bump(&p.stats.artifacts_written);
         p.metrics
@@ -237,7 +238,7 @@ pub(super) async fn deliver(
             attempt: record,
             next,
         },
-        job_key: delivery.job_key.clone(),
+        job_key: delivery.key.job().clone(),
         reply,
     };
     match hand_off(&completions, completion, recorded, &mut slot).await {
@@ -267,7 +268,7 @@ async fn attempt_within_deadline(
     held: (&DeliveryLease, &Hold),
     artifact: &super::send::JobArtifact,
 ) -> Result<Outcome, NotStarted> {
-    let deadline = p.send_deadline(delivery.kind);
+    let deadline = p.send_deadline(delivery.key.kind());
     let send = super::send::attempt(p, delivery, held, artifact, p.clock.now());
     match tokio::time::timeout(deadline, send).await {
         Ok(attempted) => attempted,

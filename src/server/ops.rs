@@ -1,17 +1,18 @@
 //! The ops API: jobs, one job's history, dead letters and redrives, behind the bearer token
 //! named by `server.ops_token_env`. The token is checked (by [`require_token`], a route layer)
-//! before any part of the request is parsed.
+//! before any part of the request is parsed. What it answers is `crate::api`'s contract,
+//! recipient addresses and webhook paths redacted as the CLI does, unless `?reveal=true`.
 
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
 use subtle::ConstantTimeEq;
 
 use super::{ApiError, ServerState, header_str};
-use crate::history::{Dlq, JobHistory};
+use crate::api::{DeliveryRedrivenV1, DlqV1, JobHistoryV1, JobRedrivenV1, JobV1, redacted_json};
+use crate::history::{Dlq, JobHistory, Redactions};
 use crate::keys::{DeliveryKey, JobKey};
 use crate::ledger::{Audit, JobFilter, JobState, LedgerError, Via};
 
@@ -104,16 +105,49 @@ pub(super) async fn list_jobs(
         limit: Some(q.limit.unwrap_or(100).min(1000)),
         ..JobFilter::default()
     };
-    Ok(axum::Json(st.ledger.job_list(&filter).await?).into_response())
+    let jobs: Vec<JobV1> = st
+        .ledger
+        .job_list(&filter)
+        .await?
+        .iter()
+        .map(JobV1::from)
+        .collect();
+    Ok(axum::Json(jobs).into_response())
+}
+
+/// `?reveal=true`: recipient addresses and webhook URLs in full (as the CLI's `--reveal`).
+#[derive(Debug, Deserialize)]
+pub(super) struct RevealQuery {
+    #[serde(default)]
+    reveal: bool,
+}
+
+/// `value` as JSON, with what `hide` names redacted unless the reader asked to reveal it.
+fn answer<T: serde::Serialize>(
+    value: &T,
+    hide: Redactions,
+    q: &RevealQuery,
+) -> Result<Response, ApiError> {
+    let hide = if q.reveal {
+        Redactions::default()
+    } else {
+        hide
+    };
+    let v = redacted_json(value, &hide).map_err(|e| {
+        tracing::error!(error = %e, "ops API: cannot encode a reply");
+        ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "cannot encode the reply")
+    })?;
+    Ok(axum::Json(v).into_response())
 }
 
 pub(super) async fn show_job(
     State(st): State<ServerState>,
     Path(key): Path<String>,
+    Query(q): Query<RevealQuery>,
 ) -> Result<Response, ApiError> {
     let key: JobKey = path_key("job", &key)?;
     match JobHistory::load(&st.ledger, &key).await? {
-        Some(h) => Ok(axum::Json(h).into_response()),
+        Some(h) => answer(&JobHistoryV1::from(&h), h.redactions(), &q),
         None => Err(ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no job {key}"),
@@ -121,8 +155,12 @@ pub(super) async fn show_job(
     }
 }
 
-pub(super) async fn dlq(State(st): State<ServerState>) -> Result<Response, ApiError> {
-    Ok(axum::Json(Dlq::load(&st.ledger).await?).into_response())
+pub(super) async fn dlq(
+    State(st): State<ServerState>,
+    Query(q): Query<RevealQuery>,
+) -> Result<Response, ApiError> {
+    let dlq = Dlq::load(&st.ledger).await?;
+    answer(&DlqV1::from(&dlq), dlq.redactions(), &q)
 }
 
 #[derive(Debug, Deserialize)]
@@ -173,7 +211,7 @@ pub(super) async fn redrive_job(
         .ledger
         .job_redrive(&key, &req.audit()?, st.clock.now())
         .await?;
-    Ok(axum::Json(json!({ "job": out.job_key, "deliveries": out.deliveries })).into_response())
+    Ok(axum::Json(JobRedrivenV1::from(&out)).into_response())
 }
 
 pub(super) async fn redrive_delivery(
@@ -186,5 +224,5 @@ pub(super) async fn redrive_delivery(
         .ledger
         .delivery_redrive(&key, &req.audit()?, st.clock.now())
         .await?;
-    Ok(axum::Json(json!({ "job": out.job_key, "delivery": key })).into_response())
+    Ok(axum::Json(DeliveryRedrivenV1::new(&out.job_key, &key)).into_response())
 }

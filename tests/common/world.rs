@@ -185,7 +185,7 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         .await
         .expect("lease")
     {
-        if d.delivery.job_key == k {
+        if d.delivery.key.job() == &k {
             dl = Some(d);
         } else {
             l.delivery_release(&d.lease, start).await.expect("release");

@@ -13,7 +13,9 @@ use super::job::checked_csrf_and_role;
 use super::pages::{scroll_region, shell, state_badge, when};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
-use crate::ledger::{JobFilter, JobState, ResponseClass, Runbook, RunbookSpec, RunbookStep, Via};
+use crate::ledger::{
+    JobFilter, JobState, ResponseClass, Runbook, RunbookSpec, RunbookState, RunbookStep, Via,
+};
 use crate::runbook::{self, Group, RunbookError};
 
 impl From<RunbookError> for ConsoleError {
@@ -114,7 +116,7 @@ fn runbook_list(runbooks: &[Runbook]) -> Markup {
                 tbody { @for r in runbooks { tr {
                     td { a href={ "/ui/runbooks/" (r.id) } { "#" (r.id) } }
                     td { (r.spec.report) " · " (r.spec.host) " · " (r.spec.class.as_str()) }
-                    td { (state_badge(&r.state)) }
+                    td { (state_badge(r.state.as_str())) }
                     td.num { (r.planned) }
                     td.num { (r.step) }
                     td { (r.spec.by) }
@@ -230,7 +232,7 @@ fn runbook_page(session: &Session, rb: &Runbook, steps: &[RunbookStep]) -> Marku
     let title = format!("Bulk redrive #{}", rb.id);
     let body = html! {
         p { a href="/ui/dlq" { "← Dead letters" } }
-        h1 { (title) " " (state_badge(&rb.state)) }
+        h1 { (title) " " (state_badge(rb.state.as_str())) }
         dl.facts {
             dt { "Group" } dd { (s.report) " · " (if s.host.is_empty() { "every host" } else { &s.host }) " · " (s.class.as_str()) }
             @if let Some(t) = s.since { dt { "Quarantined since" } dd { (when(t)) } }
@@ -239,10 +241,10 @@ fn runbook_page(session: &Session, rb: &Runbook, steps: &[RunbookStep]) -> Marku
             dt { "By" } dd { (s.by) " (" (s.via) "): " (s.reason) }
             @if let Some(o) = &rb.outcome { dt { "Outcome" } dd { (o) } }
         }
-        @if rb.state == "running" {
+        @if rb.state == RunbookState::Running {
             p.hint { "The daemon takes each step once the last one's deliveries are sent or back in quarantine; reload to follow." }
         }
-        @if operator && rb.state == "planned" && rb.planned > 0 {
+        @if operator && rb.state == RunbookState::Planned && rb.planned > 0 {
             form.action method="post" action={ "/ui/runbooks/" (rb.id) "/start" } aria-label="Start" {
                 input type="hidden" name="csrf" value=(session.csrf);
                 label { "Your name " input name="by" required autocomplete="name"; }

@@ -163,7 +163,7 @@ fn delivery(
     let dl = &d.delivery;
     html! {
         section.delivery aria-label={ "Delivery " (dl.key.redacted()) } {
-            h3 { (dl.kind.as_str()) " " (dl.kind.redact(&dl.destination)) " " (state_badge(dl.state.as_str())) }
+            h3 { (dl.key.kind().as_str()) " " (dl.key.kind().redact(dl.key.destination())) " " (state_badge(dl.state.as_str())) }
             p.hint {
                 (dl.attempts) " attempt(s), " (dl.redrive_count) " redrive(s)"
                 @if dl.state == DeliveryState::Pending { "; next try " (when_in(tz, dl.ready_at)) }
@@ -188,7 +188,7 @@ fn delivery(
                 } }))
             }
             @if operator && dl.state == DeliveryState::Quarantined {
-                (action_form(session, &format!("/ui/jobs/{}/redrive", dl.job_key),
+                (action_form(session, &format!("/ui/jobs/{}/redrive", dl.key.job()),
                     Some(&delivery_ref(&dl.key)), "Redrive this delivery"))
             }
         }
