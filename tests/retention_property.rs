@@ -6,6 +6,8 @@
 //! `cargo test --test retention_property -- --cases 10000` (default 1,000 per backend, or
 //! `DAWNPOST_PROPTEST_CASES`).
 
+#[path = "it/common/mod.rs"]
+#[allow(dead_code)]
 mod common;
 
 use std::process::ExitCode;

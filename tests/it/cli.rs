@@ -1,0 +1,642 @@
+//! The binary as an operator uses it: check, plan, backfill, enqueue, jobs, migrate.
+
+use crate::common;
+
+use std::process::{Command, Output};
+
+use common::{Project, report, run_in, shipped_copy};
+
+fn dawnpost(p: &Project, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+        .arg("--config")
+        .arg(p.config_dir())
+        .args(args)
+        .env_remove("DAWNPOST_DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run dawnpost")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn ny_project() -> Project {
+    let mut reports = report("ny-0130", "0 30 1 * * *", "America/New_York");
+    reports.push_str(&report("warehouse-17", "0 30 6 * * *", "Europe/Berlin"));
+    Project::new(&reports)
+}
+
+#[test]
+fn check_lists_every_problem_and_fails() {
+    let mut reports = report("a", "0 30 6 * * *", "Europe/Berln");
+    reports.push_str(&report("b", "0 61 6 * * *", "Europe/Berlin"));
+    let p = Project::new(&reports);
+    p.write("config/retention.toml", "ledger = \"1d\"\n");
+    let out = dawnpost(&p, &["check"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("report \"a\": timezone: \"Europe/Berln\" is not an IANA timezone"),
+        "{err}"
+    );
+    assert!(err.contains("report \"b\": schedule:"), "{err}");
+    assert!(
+        err.contains("retention.toml: ledger: ledger (1d) must be at least artifact (7d)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_prints_the_next_three_fires_in_local_time_and_utc() {
+    let p = ny_project();
+    let out = dawnpost(&p, &["check"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let berlin: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("next warehouse-17:"))
+        .collect();
+    assert_eq!(berlin.len(), 3, "{text}");
+    for line in berlin {
+        assert!(line.contains(" 06:30:00 CE"), "local time shown: {line}");
+        assert!(line.contains(":30:00Z"), "UTC shown: {line}");
+    }
+    assert_eq!(
+        text.lines().filter(|l| l.contains("next ny-0130:")).count(),
+        3
+    );
+}
+
+#[test]
+fn plan_json_prints_one_object_per_fire() {
+    let p = ny_project();
+    let out = dawnpost(
+        &p,
+        &[
+            "plan",
+            "--from",
+            "2026-11-01T00:00:00Z",
+            "--to",
+            "2026-11-02T00:00:00Z",
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["key"], "ny-0130:2026-11-01");
+    assert_eq!(lines[0]["fire_at"], "2026-11-01T05:30:00Z");
+    assert_eq!(lines[0]["window_start"], "2026-10-31T04:00:00Z");
+    assert_eq!(lines[0]["window_end"], "2026-11-01T04:00:00Z");
+    assert_eq!(lines[1]["key"], "warehouse-17:2026-11-01");
+    assert_eq!(lines[1]["fire_at"], "2026-11-01T05:30:00Z");
+    assert_eq!(lines[1]["report"], "warehouse-17");
+}
+
+#[test]
+fn plan_rejects_bad_instants() {
+    let p = ny_project();
+    let out = dawnpost(&p, &["plan", "--from", "yesterday", "--to", "2026-11-02"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("\"yesterday\" is not an instant"));
+}
+
+#[test]
+fn inspection_survives_a_bad_edit_and_the_rest_refuses() {
+    let dir = shipped_copy();
+    let first = run_in(dir.path(), &["run", "--once", "--date", "2026-11-30"]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    // An operator breaks a sample file and the retention policy by hand.
+    std::fs::write(
+        dir.path().join("config/sample/warehouse-17.json"),
+        "{ not json",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("config/retention.toml"),
+        "[defaults]\nledger = \"-1d\"\n",
+    )
+    .expect("write");
+    let reads: [&[&str]; 4] = [
+        &["jobs", "--json"],
+        &["show", "warehouse-17:2026-11-30"],
+        &["dlq"],
+        &[
+            "redrive",
+            "warehouse-17:2026-11-30",
+            "--by",
+            "ops",
+            "--reason",
+            "why not",
+        ],
+    ];
+    for args in reads {
+        let out = run_in(dir.path(), args);
+        let err = stderr(&out);
+        assert!(
+            err.contains("warehouse-17.json") && err.contains("retention.toml"),
+            "{args:?} names both files: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        if args[0] == "redrive" {
+            // It reached the ledger: the job is done, so there is nothing to redrive.
+            assert_eq!(out.status.code(), Some(1), "{err}");
+            assert!(
+                err.contains("only quarantined work can be redriven"),
+                "{err}"
+            );
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{args:?}: {err}");
+            assert!(
+                stdout(&out).contains("warehouse-17:2026-11-30") || args[0] == "dlq",
+                "{args:?}"
+            );
+        }
+    }
+    let refusers: [&[&str]; 3] = [
+        &["check"],
+        &["run", "--once", "--date", "2026-12-01"],
+        &["sweep", "--dry-run"],
+    ];
+    for args in refusers {
+        let out = run_in(dir.path(), args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{args:?} refuses: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("warehouse-17.json"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn long_ranges_go_month_by_month_without_a_gap_or_a_repeat() {
+    let p = ny_project();
+    let range = ["--from", "2026-09-01", "--to", "2026-12-01", "--json"];
+    let keys = |o: &Output| -> Vec<String> {
+        stdout(o)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json")["key"].to_string())
+            .collect()
+    };
+    let plan = dawnpost(&p, &[&["plan"][..], &range].concat());
+    let backfill = dawnpost(&p, &[&["backfill"][..], &range].concat());
+    assert!(backfill.status.success(), "{}", stderr(&backfill));
+    let (planned, filled) = (keys(&plan), keys(&backfill));
+    // 91 local dates, two daily reports.
+    assert_eq!(planned.len(), 182);
+    assert_eq!(filled, planned, "backfill inserts exactly what plan lists");
+    let unique: std::collections::BTreeSet<_> = planned.iter().collect();
+    assert_eq!(
+        unique.len(),
+        planned.len(),
+        "no fire twice across month boundaries"
+    );
+}
+
+#[test]
+fn dates_take_four_digit_years_only_and_nothing_panics() {
+    let p = ny_project();
+    let cases: [&[&str]; 5] = [
+        &["enqueue", "ny-0130", "--date", "+99999-01-01"],
+        &["enqueue", "ny-0130", "--date", "99999-01-01"],
+        &["plan", "--from", "+99999-01-01", "--to", "+99999-01-02"],
+        &["backfill", "--from", "2026-11-01", "--to", "+99999-01-01"],
+        &["show", "ny-0130:+99999-01-01"],
+    ];
+    for args in cases {
+        let out = dawnpost(&p, args);
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "{args:?}: {:?}",
+            out.status
+        );
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("+99999") || stderr(&out).contains("99999"),
+            "{args:?} names the bad value: {}",
+            stderr(&out)
+        );
+    }
+    let jobs = dawnpost(&p, &["jobs", "--json"]);
+    assert_eq!(stdout(&jobs).trim(), "", "no refused date made a job");
+}
+
+#[test]
+fn backfill_is_idempotent_and_enqueue_inserts_one() {
+    let p = ny_project();
+    let args = [
+        "backfill",
+        "--from",
+        "2026-10-30",
+        "--to",
+        "2026-11-03",
+        "--json",
+    ];
+    let first = dawnpost(&p, &args);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let inserted = |o: &Output| {
+        stdout(o)
+            .lines()
+            .filter(|l| {
+                serde_json::from_str::<serde_json::Value>(l).expect("json")["inserted"] == true
+            })
+            .count()
+    };
+    assert_eq!(inserted(&first), 8);
+    let second = dawnpost(&p, &args);
+    assert_eq!(stdout(&second).lines().count(), 8);
+    assert_eq!(inserted(&second), 0, "a second backfill inserts nothing");
+
+    let enq = dawnpost(
+        &p,
+        &["enqueue", "warehouse-17", "--date", "2026-11-30", "--json"],
+    );
+    assert!(enq.status.success(), "{}", stderr(&enq));
+    let line: serde_json::Value = serde_json::from_str(stdout(&enq).trim()).expect("json");
+    assert_eq!(line["key"], "warehouse-17:2026-11-30");
+    assert_eq!(line["inserted"], true);
+    assert_eq!(line["state"], "ready");
+    assert_eq!(line["window_start"], "2026-11-28T23:00:00Z");
+    let again = dawnpost(&p, &["enqueue", "warehouse-17", "--date", "2026-11-30"]);
+    assert!(stdout(&again).contains("already exists (ready); nothing inserted"));
+
+    let unknown = dawnpost(&p, &["enqueue", "nope", "--date", "2026-11-30"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(stderr(&unknown).contains("no report \"nope\""));
+
+    let jobs = dawnpost(&p, &["jobs", "--json", "--state", "ready"]);
+    assert!(jobs.status.success(), "{}", stderr(&jobs));
+    let keys: Vec<String> = stdout(&jobs)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).expect("json")["key"]
+                .as_str()
+                .expect("key")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(keys.len(), 9);
+    assert_eq!(keys[0], "warehouse-17:2026-11-30", "newest date first");
+    let bad_state = dawnpost(&p, &["jobs", "--state", "finished"]);
+    assert_eq!(bad_state.status.code(), Some(1));
+    assert!(stderr(&bad_state).contains("is not a job state"));
+}
+
+#[test]
+fn migrate_creates_the_sqlite_ledger_under_the_project_root() {
+    let p = ny_project();
+    let out = dawnpost(&p, &["migrate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(p.root().join("var/dawnpost.db").is_file());
+    let again = dawnpost(&p, &["migrate"]);
+    assert!(again.status.success(), "migrations apply once");
+}
+
+#[test]
+fn run_once_on_the_shipped_config_delivers_to_the_outbox_once() {
+    let dir = shipped_copy();
+    let first = run_in(dir.path(), &["run", "--once", "--date", "2026-11-30"]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&first),
+        stderr(&first)
+    );
+    assert!(
+        stdout(&first).contains("delivered: 3 job(s); rendered 3, sent 5"),
+        "{}",
+        stdout(&first)
+    );
+    let outbox: Vec<String> = std::fs::read_dir(dir.path().join("var/outbox"))
+        .expect("outbox")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".eml"))
+        .collect();
+    assert_eq!(outbox.len(), 5, "{outbox:?}");
+    let eml = std::fs::read_to_string(
+        dir.path()
+            .join("var/outbox/warehouse-17_2026-11-30_email_ops-17@example.com.eml"),
+    )
+    .expect("eml");
+    assert!(eml.contains("Subject: Warehouse 17 daily operations"));
+    assert!(eml.contains("X-Dawnpost-Delivery: warehouse-17:2026-11-30/email:ops-17@example.com"));
+    // Receivers see an automated list: List-Id from the From address's domain.
+    assert!(eml.contains("Auto-Submitted: auto-generated"), "{eml}");
+    assert!(
+        eml.contains("List-Id: <warehouse-17.dawnpost.example.com>"),
+        "{eml}"
+    );
+    assert!(
+        !eml.contains("List-Unsubscribe") && !eml.contains("Reply-To"),
+        "{eml}"
+    );
+    // The window and numbers as the shipped template shows them: local time with its offset.
+    let text = run_in(
+        dir.path(),
+        &["show", "warehouse-17:2026-11-30", "--artifact", "text"],
+    );
+    let text = stdout(&text);
+    assert!(
+        text.contains(
+            "Data window: 2026-11-29 00:00 CET (UTC+01:00) to 2026-11-30 00:00 CET (UTC+01:00)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("Orders shipped:  1,842"), "{text}");
+
+    // Again: nothing is enqueued or sent twice.
+    let second = run_in(
+        dir.path(),
+        &["run", "--once", "--date", "2026-11-30", "--json"],
+    );
+    assert_eq!(second.status.code(), Some(0));
+    let summary: serde_json::Value = serde_json::from_str(stdout(&second).trim()).expect("json");
+    assert_eq!(summary["outcome"], "delivered");
+    assert_eq!(summary["stats"]["sent"], 0);
+    assert!(
+        summary["jobs"]
+            .as_array()
+            .expect("jobs")
+            .iter()
+            .all(|j| j["enqueued"] == false)
+    );
+
+    let show = run_in(dir.path(), &["show", "warehouse-17:2026-11-30", "--json"]);
+    assert!(show.status.success(), "{}", stderr(&show));
+    let history: serde_json::Value = serde_json::from_str(stdout(&show).trim()).expect("json");
+    assert_eq!(history["state"], "done");
+    assert_eq!(history["artifact_status"], "stored");
+    assert_eq!(history["deliveries"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        history["deliveries"][0]["attempt_log"][0]["class"],
+        "accepted"
+    );
+    let text = run_in(dir.path(), &["show", "warehouse-17:2026-11-30"]);
+    assert!(stdout(&text).contains("artifact: warehouse-17/2026-11-30/"));
+    // Addresses are masked unless asked for, in text and JSON alike.
+    for out in [&show, &text] {
+        assert!(
+            !stdout(out).contains("ops-17@example.com"),
+            "{}",
+            stdout(out)
+        );
+        assert!(stdout(out).contains("o***@example.com"), "{}", stdout(out));
+    }
+    let revealed = run_in(
+        dir.path(),
+        &["show", "warehouse-17:2026-11-30", "--json", "--reveal"],
+    );
+    assert!(stdout(&revealed).contains("ops-17@example.com"));
+
+    let dlq = run_in(dir.path(), &["dlq", "--json"]);
+    let dlq: serde_json::Value = serde_json::from_str(stdout(&dlq).trim()).expect("json");
+    assert_eq!(dlq["jobs"].as_array().map(Vec::len), Some(0));
+
+    let refused = run_in(
+        dir.path(),
+        &[
+            "redrive",
+            "warehouse-17:2026-11-30",
+            "--by",
+            "ops",
+            "--reason",
+            "resend please",
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused)
+            .contains("job warehouse-17:2026-11-30 is done; only quarantined work can be redriven"),
+        "{}",
+        stderr(&refused)
+    );
+    let missing = run_in(dir.path(), &["show", "warehouse-17:1999-01-01"]);
+    assert_eq!(missing.status.code(), Some(1));
+}
+
+#[test]
+fn run_once_reports_quarantine_with_exit_3_and_redrive_is_audited() {
+    let dir = shipped_copy();
+    // The live source lost a field the template needs; the sample `check` uses still has it.
+    let reports = std::fs::read_to_string(dir.path().join("config/reports.toml")).expect("read");
+    let reports = reports.replacen(
+        "source = { kind = \"file\", path = \"config/sample/warehouse-17.json\" }",
+        "source = { kind = \"file\", path = \"live/warehouse-17.json\" }\nsample = \"config/sample/warehouse-17.json\"",
+        1,
+    );
+    std::fs::write(dir.path().join("config/reports.toml"), reports).expect("write");
+    std::fs::create_dir_all(dir.path().join("live")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("live/warehouse-17.json"),
+        r#"{"site": "W17", "rows": []}"#,
+    )
+    .expect("write");
+    assert!(run_in(dir.path(), &["check"]).status.success());
+
+    let first = run_in(dir.path(), &["run", "--once", "--date", "2026-11-30"]);
+    assert_eq!(
+        first.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&first),
+        stderr(&first)
+    );
+    assert!(
+        stdout(&first).starts_with("warehouse-17:2026-11-30"),
+        "{}",
+        stdout(&first)
+    );
+    assert!(stdout(&first).contains("quarantined"));
+    let dlq = run_in(dir.path(), &["dlq"]);
+    assert!(
+        stdout(&dlq).contains("job warehouse-17:2026-11-30"),
+        "{}",
+        stdout(&dlq)
+    );
+    assert!(
+        stdout(&dlq).contains("data.summary"),
+        "the reason names the field: {}",
+        stdout(&dlq)
+    );
+
+    let sample =
+        std::fs::read_to_string(dir.path().join("config/sample/warehouse-17.json")).expect("read");
+    std::fs::write(dir.path().join("live/warehouse-17.json"), sample).expect("write");
+    let redrive = run_in(
+        dir.path(),
+        &[
+            "redrive",
+            "warehouse-17:2026-11-30",
+            "--by",
+            "alice",
+            "--reason",
+            "source fixed",
+        ],
+    );
+    assert!(redrive.status.success(), "{}", stderr(&redrive));
+    assert!(stdout(&redrive).contains("redriven warehouse-17:2026-11-30"));
+    let second = run_in(dir.path(), &["run", "--once", "--date", "2026-11-30"]);
+    assert_eq!(
+        second.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&second),
+        stderr(&second)
+    );
+    let show = run_in(dir.path(), &["show", "warehouse-17:2026-11-30"]);
+    assert!(
+        stdout(&show).contains("by alice via cli: source fixed"),
+        "{}",
+        stdout(&show)
+    );
+    assert!(stdout(&show).contains("state done"));
+}
+
+#[test]
+fn run_once_summary_hides_addresses_and_webhook_paths_unless_revealed() {
+    let dir = shipped_copy();
+    // A webhook whose path and query carry a token; nothing listens on port 9 of loopback, so
+    // the attempt fails with an error that quotes the URL and the delivery stays pending.
+    let reports = std::fs::read_to_string(dir.path().join("config/reports.toml")).expect("read");
+    let reports = reports.replacen(
+        "# [[report.webhook]]\n# url = \"https://carrier.example/hooks/reports\"",
+        "[[report.webhook]]\nurl = \"http://127.0.0.1:9/hooks/tok-8f3a?sig=tok-8f3a\"",
+        1,
+    );
+    std::fs::write(dir.path().join("config/reports.toml"), reports).expect("write");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--once", "--date", "2026-11-30", "--max-wait", "2s"];
+        args.extend_from_slice(extra);
+        run_in(dir.path(), &args)
+    };
+    let text = run(&[]);
+    assert_eq!(text.status.code(), Some(4), "{}", stderr(&text));
+    let json = run(&["--json"]);
+    for out in [&text, &json] {
+        let s = stdout(out);
+        assert!(!s.contains("tok-8f3a"), "{s}");
+        assert!(!s.contains("ops-17@example.com"), "{s}");
+        assert!(s.contains("o***@example.com"), "{s}");
+        assert!(s.contains("webhook:http://127.0.0.1:9/"), "{s}");
+    }
+    let revealed = run(&["--json", "--reveal"]);
+    let s = stdout(&revealed);
+    assert!(
+        s.contains("webhook:http://127.0.0.1:9/hooks/tok-8f3a?sig=tok-8f3a"),
+        "{s}"
+    );
+    assert!(s.contains("ops-17@example.com"), "{s}");
+}
+
+#[test]
+fn sweep_previews_with_dry_run_then_deletes_and_show_says_so() {
+    let dir = shipped_copy();
+    assert!(
+        run_in(dir.path(), &["run", "--once", "--date", "2026-11-30"])
+            .status
+            .success()
+    );
+    let now = chrono::Utc::now();
+    let in_10_days = dawnpost::schedule::rfc3339(now + chrono::Duration::days(10));
+    let preview = run_in(
+        dir.path(),
+        &["sweep", "--dry-run", "--as-of", &in_10_days, "--json"],
+    );
+    assert!(preview.status.success(), "{}", stderr(&preview));
+    let plan: serde_json::Value = serde_json::from_str(stdout(&preview).trim()).expect("json");
+    let artifact_jobs: Vec<&str> = plan["artifact"]
+        .as_array()
+        .expect("artifact")
+        .iter()
+        .map(|i| i["job"].as_str().expect("job"))
+        .collect();
+    // warehouse-* keeps artifacts 30 days (the shipped override); the others 7.
+    assert_eq!(artifact_jobs.len(), 2, "{artifact_jobs:?}");
+    assert!(!artifact_jobs.contains(&"warehouse-17:2026-11-30"));
+    assert_eq!(plan["ledger"].as_array().map(Vec::len), Some(0));
+    let text = run_in(dir.path(), &["sweep", "--dry-run", "--as-of", &in_10_days]);
+    assert!(stdout(&text).contains("nothing deleted"));
+    let objects = |d: &std::path::Path| {
+        std::fs::read_dir(d.join("var/artifacts/sydney-dc/2026-11-30"))
+            .map(|r| r.count())
+            .unwrap_or(0)
+    };
+    // One artifact: its HTML, text and CSV parts.
+    assert_eq!(objects(dir.path()), 3, "the dry run deleted nothing");
+
+    let swept = run_in(dir.path(), &["sweep", "--as-of", &in_10_days, "--json"]);
+    assert!(swept.status.success(), "{}", stderr(&swept));
+    let counts: serde_json::Value = serde_json::from_str(stdout(&swept).trim()).expect("json");
+    assert_eq!(counts["artifacts_deleted"], 2);
+    assert_eq!(objects(dir.path()), 0);
+    let show = run_in(dir.path(), &["show", "sydney-dc:2026-11-30"]);
+    assert!(
+        stdout(&show).contains("deleted by retention at"),
+        "{}",
+        stdout(&show)
+    );
+    let json = run_in(dir.path(), &["show", "sydney-dc:2026-11-30", "--json"]);
+    let history: serde_json::Value = serde_json::from_str(stdout(&json).trim()).expect("json");
+    assert_eq!(history["artifact_status"], "deleted");
+}
+
+#[test]
+fn run_refuses_to_start_under_an_invalid_retention_policy() {
+    let dir = shipped_copy();
+    std::fs::write(
+        dir.path().join("config/retention.toml"),
+        "artifact = \"7d\"\nledger = \"1d\"\n",
+    )
+    .expect("write");
+    let out = run_in(dir.path(), &["run"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("retention.toml: ledger: ledger (1d) must be at least artifact (7d)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn run_refuses_a_public_bind_without_credentials() {
+    let dir = shipped_copy();
+    let settings = std::fs::read_to_string(dir.path().join("config/dawnpost.toml")).expect("read");
+    std::fs::write(
+        dir.path().join("config/dawnpost.toml"),
+        settings.replace("bind = \"127.0.0.1:8080\"", "bind = \"0.0.0.0:0\""),
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+        .current_dir(dir.path())
+        .arg("run")
+        .env_remove("DAWNPOST_OPS_TOKEN")
+        .env_remove("DAWNPOST_INGEST_SECRET")
+        .env_remove("DAWNPOST_DATABASE_URL")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not a loopback address"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,169 @@
+//! Ledger fixtures shared by the store suites: a job, its destinations, leases, attempts.
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use dawnpost::artifact::ArtifactRef;
+use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
+use dawnpost::ledger::{
+    DeliveryLease, DeliveryNext, JobOrigin, LeaseParams, NewAttempt, NewDelivery, NewJob,
+    ResponseClass,
+};
+use dawnpost::schedule::Window;
+
+use super::{TestLedger, at};
+
+pub fn t0() -> DateTime<Utc> {
+    at(2026, 10, 25, 5, 30)
+}
+
+pub fn new_job(report: &str, date: &str, ready_at: DateTime<Utc>) -> NewJob {
+    let date = NaiveDate::parse_from_str(date, "%Y-%m-%d").expect("date");
+    NewJob {
+        key: JobKey::new(ReportId::parse(report).expect("id"), date),
+        fire_at: ready_at,
+        window: Window {
+            start: ready_at - Duration::hours(30),
+            end: ready_at - Duration::hours(6),
+        },
+        ready_at,
+        origin: JobOrigin::Schedule,
+    }
+}
+
+pub fn params(owner: &str, now: DateTime<Utc>, limit: u32) -> LeaseParams {
+    LeaseParams {
+        owner: owner.into(),
+        now,
+        lease_for: Duration::minutes(5),
+        limit,
+    }
+}
+
+pub fn artifact() -> ArtifactRef {
+    ArtifactRef {
+        html_key: "artifacts/r/2026-10-25/abc.html".into(),
+        text_key: "artifacts/r/2026-10-25/abc.txt".into(),
+        csv_key: None,
+        sha256: "abc".into(),
+        bytes: 1234,
+    }
+}
+
+pub fn destinations(job: &str, emails: &[&str]) -> Vec<NewDelivery> {
+    let key: JobKey = job.parse().expect("job key");
+    emails
+        .iter()
+        .map(|e| NewDelivery {
+            key: DeliveryKey::new(key.clone(), DestinationKind::Email, *e),
+        })
+        .collect()
+}
+
+pub fn attempt(class: ResponseClass, now: DateTime<Utc>) -> NewAttempt {
+    NewAttempt {
+        requested_at: now,
+        finished_at: now + Duration::milliseconds(120),
+        class,
+        code: Some(250),
+        retry_after: None,
+        reason: Some("250 ok".into()),
+        diagnostics: Some("<- 250 2.0.0 queued".into()),
+    }
+}
+
+/// Inserts one job, renders it with the given destinations, and returns the delivery leases.
+/// Jobs `report:date`, ready at [`t0`] and inserted then.
+pub async fn ready_jobs(t: &TestLedger, keys: &[&str]) {
+    let jobs: Vec<NewJob> = keys
+        .iter()
+        .map(|k| {
+            let (report, date) = k.split_once(':').expect("key");
+            new_job(report, date, t0())
+        })
+        .collect();
+    t.ledger.job_insert_many(&jobs, t0()).await.expect("insert");
+}
+
+pub async fn rendered_job(t: &TestLedger, key: &str, emails: &[&str]) -> Vec<DeliveryLease> {
+    let l = &t.ledger;
+    ready_jobs(t, &[key]).await;
+    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let lease = &leased
+        .iter()
+        .find(|j| j.job.key == key)
+        .expect("leased")
+        .lease;
+    l.job_rendered(lease, &artifact(), &destinations(key, emails), t0())
+        .await
+        .expect("rendered");
+    l.delivery_lease(&params("w1", t0(), 100))
+        .await
+        .expect("lease deliveries")
+        .into_iter()
+        .map(|d| d.lease)
+        .collect()
+}
+
+/// A rendered job's first delivery sent and its second quarantined (permanent), at [`t0`].
+pub async fn sent_and_quarantined(t: &TestLedger, leases: &[DeliveryLease]) {
+    t.ledger
+        .delivery_finish(
+            &leases[0],
+            &attempt(ResponseClass::Accepted, t0()),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent");
+    t.ledger
+        .delivery_finish(
+            &leases[1],
+            &attempt(ResponseClass::Permanent, t0()),
+            DeliveryNext::Quarantine,
+        )
+        .await
+        .expect("quarantine");
+}
+
+/// `n` jobs `REPORT:2026-09-DD` (from day `first_day`) whose one delivery to `email` is
+/// quarantined with `class`.
+pub async fn dead_letters(
+    t: &TestLedger,
+    report: &str,
+    first_day: u32,
+    n: u32,
+    email: &str,
+    class: ResponseClass,
+) {
+    for day in first_day..first_day + n {
+        let key = format!("{report}:2026-09-{day:02}");
+        let leases = rendered_job(t, &key, &[email]).await;
+        t.ledger
+            .delivery_finish(&leases[0], &attempt(class, t0()), DeliveryNext::Quarantine)
+            .await
+            .expect("quarantine");
+    }
+}
+
+/// Sends (or quarantines again, `Permanent`) every delivery due now, as the pool would.
+pub async fn deliver_due(
+    t: &TestLedger,
+    now: chrono::DateTime<chrono::Utc>,
+    class: ResponseClass,
+) -> usize {
+    let leased = t
+        .ledger
+        .delivery_lease(&params("pool", now, 100))
+        .await
+        .expect("lease");
+    for d in &leased {
+        let next = if class == ResponseClass::Accepted {
+            DeliveryNext::Sent
+        } else {
+            DeliveryNext::Quarantine
+        };
+        t.ledger
+            .delivery_finish(&d.lease, &attempt(class, now), next)
+            .await
+            .expect("finish");
+    }
+    leased.len()
+}

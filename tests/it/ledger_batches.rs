@@ -1,0 +1,352 @@
+//! Batches, on both backends: reads of any number of keys in a few statements, across the
+//! statement-size boundary (what `run --once`'s progress and summary use); claims whose size
+//! changes from one to the next; and the pool's batched writes (renders, finishes), each
+//! recorded as its single form would be, a lost lease refused alone.
+
+use crate::common;
+
+use chrono::Duration;
+use common::fixtures::*;
+use common::{TestLedger, jk};
+use dawnpost::keys::{DeliveryKey, JobKey};
+use dawnpost::ledger::{
+    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LedgerError, Render,
+    RescueBudget, ResponseClass,
+};
+
+async fn many_jobs_and_their_deliveries_in_few_reads(t: &TestLedger) {
+    let l = &t.ledger;
+    let n = 503;
+    let jobs: Vec<_> = (0..n)
+        .map(|i| new_job(&format!("r{i}"), "2026-10-25", t0()))
+        .collect();
+    l.job_insert_many(&jobs, t0()).await.expect("insert");
+    let leased = l
+        .job_lease(&params("w1", t0(), n as u32 + 10))
+        .await
+        .expect("lease");
+    assert_eq!(leased.len(), n);
+    for job in &leased {
+        let key = job.job.key.to_string();
+        l.job_rendered(
+            &job.lease,
+            &artifact(),
+            &destinations(&key, &["a@example.com", "b@example.com"]),
+            t0(),
+        )
+        .await
+        .expect("rendered");
+    }
+    let missing = jk("nobody:2026-10-25");
+    let mut keys: Vec<&JobKey> = jobs.iter().map(|j| &j.key).collect();
+    keys.push(&missing);
+
+    let got = l.job_get_many(&keys).await.expect("jobs");
+    assert_eq!(got.len(), n, "every job once, the missing key left out");
+    let deliveries = l.delivery_list_many(&keys).await.expect("deliveries");
+    assert_eq!(deliveries.len(), 2 * n);
+    let order: Vec<String> = deliveries.iter().map(|d| d.key.to_string()).collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(order, sorted, "ordered by key across statements");
+    for job in &jobs {
+        let of_job: Vec<String> = deliveries
+            .iter()
+            .filter(|d| d.key.job() == &job.key)
+            .map(|d| d.key.to_string())
+            .collect();
+        assert_eq!(
+            of_job,
+            [
+                format!("{}/email:a@example.com", job.key),
+                format!("{}/email:b@example.com", job.key)
+            ],
+            "each job's deliveries, in key order"
+        );
+    }
+    let some = l
+        .delivery_list_many(&keys[..2])
+        .await
+        .expect("deliveries of two jobs");
+    assert_eq!(some.len(), 4, "only the jobs asked for");
+    assert!(
+        l.delivery_list_many(&[]).await.expect("none").is_empty(),
+        "no keys, no deliveries"
+    );
+}
+
+/// The pool asks for as many items as it has free slots, a different number almost every time:
+/// each claim takes what it asked for, whatever the previous one asked.
+async fn each_claim_takes_its_own_limit(t: &TestLedger) {
+    let l = &t.ledger;
+    let jobs: Vec<_> = (0..7)
+        .map(|i| new_job(&format!("r{i}"), "2026-10-25", t0()))
+        .collect();
+    l.job_insert_many(&jobs, t0()).await.expect("insert");
+    let mut taken = Vec::new();
+    for limit in [1, 3, 2, 5] {
+        let leased = l
+            .job_lease(&params("w1", t0(), limit))
+            .await
+            .expect("lease");
+        taken.push(leased.len());
+        for j in &leased {
+            let key = j.job.key.to_string();
+            let emails: Vec<String> = (0..3).map(|e| format!("{e}@example.com")).collect();
+            let emails: Vec<&str> = emails.iter().map(String::as_str).collect();
+            l.job_rendered(&j.lease, &artifact(), &destinations(&key, &emails), t0())
+                .await
+                .expect("rendered");
+        }
+    }
+    assert_eq!(
+        taken,
+        [1, 3, 2, 1],
+        "jobs: each claim's own limit, then what is left"
+    );
+    let mut sent = Vec::new();
+    for limit in [2, 7, 1, 4, 30] {
+        let leased = l
+            .delivery_lease(&params("w1", t0(), limit))
+            .await
+            .expect("lease deliveries");
+        sent.push(leased.len());
+    }
+    assert_eq!(
+        sent,
+        [2, 7, 1, 4, 7],
+        "deliveries: each claim's own limit, then the rest"
+    );
+}
+
+/// A batch records each finish as `delivery_finish` would, in one transaction: a lost lease
+/// in it is refused alone, and settling the batch's jobs afterwards finishes exactly those
+/// whose deliveries are all terminal.
+async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
+    let l = &t.ledger;
+    let w = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
+    let q = rendered_job(t, "q:2026-10-25", &["a@example.com"]).await;
+    let r = rendered_job(t, "r:2026-10-25", &["a@example.com", "b@example.com"]).await;
+    let retry_at = t0() + Duration::minutes(1);
+    // A lease no longer held: r[1] released, then leased again by another worker.
+    let stale = r[1].clone();
+    l.delivery_release(&stale, t0()).await.expect("release");
+    let relet = l
+        .delivery_lease(&params("w2", t0(), 10))
+        .await
+        .expect("lease again");
+    assert_eq!(relet.len(), 1);
+    let finish = |lease: &DeliveryLease, class, next| Finish {
+        lease: lease.clone(),
+        attempt: attempt(class, t0()),
+        next,
+    };
+    let results = l
+        .delivery_finish_many(&[
+            finish(&w[0], ResponseClass::Accepted, DeliveryNext::Sent),
+            finish(&w[1], ResponseClass::Accepted, DeliveryNext::Sent),
+            finish(&q[0], ResponseClass::Permanent, DeliveryNext::Quarantine),
+            finish(
+                &r[0],
+                ResponseClass::Transient,
+                DeliveryNext::Retry { ready_at: retry_at },
+            ),
+            finish(&stale, ResponseClass::Accepted, DeliveryNext::Sent),
+        ])
+        .await
+        .expect("batch");
+    assert_eq!(results.len(), 5);
+    assert!(results[..4].iter().all(Result::is_ok), "{results:?}");
+    assert!(matches!(results[4], Err(LedgerError::LeaseLost { .. })));
+
+    let state = |key: &DeliveryKey| {
+        let key = key.clone();
+        async move { l.delivery_get(&key).await.expect("get").expect("delivery") }
+    };
+    assert_eq!(state(w[0].key()).await.state, DeliveryState::Sent);
+    assert_eq!(state(q[0].key()).await.state, DeliveryState::Quarantined);
+    let retried = state(r[0].key()).await;
+    assert_eq!(
+        (retried.state, retried.ready_at),
+        (DeliveryState::Pending, retry_at)
+    );
+    assert_eq!(
+        state(r[1].key()).await.state,
+        DeliveryState::Sending,
+        "the stale lease changed nothing"
+    );
+    assert!(
+        l.attempt_list(r[1].key())
+            .await
+            .expect("attempts")
+            .is_empty()
+    );
+    let attempts = l.attempt_list(r[0].key()).await.expect("attempts");
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(
+        (attempts[0].attempt, attempts[0].next_ready_at),
+        (1, Some(retry_at))
+    );
+    assert_eq!(
+        attempts[0].diagnostics.as_deref(),
+        Some("<- 250 2.0.0 queued")
+    );
+
+    let settled = l
+        .job_settle_many(
+            &[
+                &jk("w:2026-10-25"),
+                &jk("q:2026-10-25"),
+                &jk("r:2026-10-25"),
+            ],
+            t0(),
+        )
+        .await
+        .expect("settle");
+    assert_eq!(settled, 2, "r still has deliveries to send");
+    let job =
+        |key: &'static str| async move { l.job_get(&jk(key)).await.expect("get").expect("job") };
+    assert_eq!(job("w:2026-10-25").await.state, JobState::Done);
+    assert_eq!(job("q:2026-10-25").await.state, JobState::Quarantined);
+    assert_eq!(job("r:2026-10-25").await.state, JobState::Delivering);
+    assert!(l.delivery_finish_many(&[]).await.expect("empty").is_empty());
+}
+
+/// A worker that recorded a job's last delivery and stopped before settling the job leaves it
+/// delivering; the rescuer settles it.
+async fn rescue_settles_jobs_with_nothing_left_to_send(t: &TestLedger) {
+    let l = &t.ledger;
+    let leases = rendered_job(t, "w:2026-10-25", &["a@example.com"]).await;
+    l.delivery_finish(
+        &leases[0],
+        &attempt(ResponseClass::Accepted, t0()),
+        DeliveryNext::Sent,
+    )
+    .await
+    .expect("sent");
+    let job = l
+        .job_get(&jk("w:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
+    assert_eq!(job.state, JobState::Delivering, "not settled yet");
+    let other = rendered_job(t, "x:2026-10-25", &["a@example.com"]).await;
+    assert_eq!(other.len(), 1);
+    let later = t0() + Duration::minutes(1);
+    let rescued = l
+        .lease_rescue(later, &RescueBudget::default())
+        .await
+        .expect("rescue");
+    assert_eq!(rescued.settled, 1, "{rescued:?}");
+    let job = l
+        .job_get(&jk("w:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
+    assert_eq!((job.state, job.terminal_at), (JobState::Done, Some(later)));
+    let busy = l
+        .job_get(&jk("x:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("job");
+    assert_eq!(
+        busy.state,
+        JobState::Delivering,
+        "a job still sending stays"
+    );
+}
+
+/// A batch of renders records each as `job_rendered` would, in one transaction: a lost lease
+/// in it is refused alone and creates no deliveries.
+async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
+    let l = &t.ledger;
+    ready_jobs(t, &["a:2026-10-25", "b:2026-10-25", "c:2026-10-25"]).await;
+    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    assert_eq!(leased.len(), 3);
+    let lease = |key: &str| {
+        leased
+            .iter()
+            .find(|j| j.job.key == key)
+            .expect("leased")
+            .lease
+            .clone()
+    };
+    // A lease no longer held: c released, then leased again by another worker.
+    let stale = lease("c:2026-10-25");
+    l.job_release(&stale, t0()).await.expect("release");
+    let relet = l
+        .job_lease(&params("w2", t0(), 10))
+        .await
+        .expect("lease again");
+    assert_eq!(relet.len(), 1);
+    let results = l
+        .job_rendered_many(
+            &[
+                Render {
+                    lease: lease("a:2026-10-25"),
+                    artifact: artifact(),
+                    deliveries: destinations("a:2026-10-25", &["x@example.com", "y@example.com"]),
+                },
+                Render {
+                    lease: lease("b:2026-10-25"),
+                    artifact: artifact(),
+                    deliveries: Vec::new(),
+                },
+                Render {
+                    lease: stale,
+                    artifact: artifact(),
+                    deliveries: destinations("c:2026-10-25", &["x@example.com"]),
+                },
+            ],
+            t0(),
+        )
+        .await
+        .expect("batch");
+    assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
+    assert!(matches!(results[2], Err(LedgerError::LeaseLost { .. })));
+    let job =
+        |key: &'static str| async move { l.job_get(&jk(key)).await.expect("get").expect("job") };
+    let a = job("a:2026-10-25").await;
+    assert_eq!(
+        (a.state, a.artifact),
+        (JobState::Delivering, Some(artifact()))
+    );
+    assert_eq!(
+        l.delivery_list(&jk("a:2026-10-25"))
+            .await
+            .expect("list")
+            .len(),
+        2
+    );
+    assert_eq!(
+        job("b:2026-10-25").await.state,
+        JobState::Done,
+        "no destinations: done at once"
+    );
+    let c = job("c:2026-10-25").await;
+    assert_eq!(
+        (c.state, c.artifact),
+        (JobState::Rendering, None),
+        "the stale lease changed nothing"
+    );
+    assert!(
+        l.delivery_list(&jk("c:2026-10-25"))
+            .await
+            .expect("list")
+            .is_empty()
+    );
+    assert!(
+        l.job_rendered_many(&[], t0())
+            .await
+            .expect("empty")
+            .is_empty()
+    );
+}
+
+on_both_backends!(
+    many_jobs_and_their_deliveries_in_few_reads,
+    each_claim_takes_its_own_limit,
+    finish_many_records_each_and_refuses_lost_leases,
+    rescue_settles_jobs_with_nothing_left_to_send,
+    rendered_many_records_each_and_refuses_lost_leases,
+);
