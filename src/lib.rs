@@ -4,7 +4,7 @@
 //! sweeper deletes finished work only.
 //!
 //! The modules, bottom-up; each uses only those above it (ARCHITECTURE.md is the map of the
-//! code; `tests/layering.rs` checks the order):
+//! code; `tests/it/layering.rs` checks the order):
 //! - names, time and words: [`keys`] (report id, job key, delivery key), [`duration`],
 //!   [`clock`] (the injected clock), [`window`] (a job's data window), [`cron`], [`outcome`]
 //!   (how an attempt ended), [`redact`], [`logging`], [`metrics`], [`tls`] (trust for

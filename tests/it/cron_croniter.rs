@@ -1,7 +1,7 @@
 //! dawnpost's schedules against croniter, an independent cron implementation (Python, installed
 //! by `.ci/run`): 80 seeded random patterns — lists, ranges, steps, names, both day fields,
 //! starred steps such as `*/4` — must fire on the same UTC dates of 2027 at the same first
-//! time. UTC, so this checks the day rule and the time fields; `tests/cron_property.rs` checks
+//! time. UTC, so this checks the day rule and the time fields; `tests/it/cron_property.rs` checks
 //! the DST rule in every zone. `DAWNPOST_CRONITER_SEED=N` draws another 80.
 
 use crate::common;

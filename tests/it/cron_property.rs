@@ -6,7 +6,7 @@
 //! other date gets one. The day rule is Vixie cron's: day-of-month and day-of-week combine with
 //! OR unless either field starts with `*`, then with AND.
 //!
-//! `DAWNPOST_CRON_CASES=200 cargo test --test cron_property` runs more patterns than the default.
+//! `DAWNPOST_CRON_CASES=200 cargo test --test it cron_property` runs more patterns than the default.
 
 use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::{TZ_VARIANTS, Tz};

@@ -11,6 +11,7 @@ mod bulk_redrive;
 mod cli;
 mod config_validation;
 mod console;
+mod contracts;
 mod console_dlq;
 mod console_jobs;
 mod console_pages;
