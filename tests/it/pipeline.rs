@@ -275,7 +275,22 @@ async fn webhooks_honour_retry_after_keep_keys_and_sign(t: &TestLedger) {
                 &hit.header("webhook-signature").expect("signature"),
             )
             .expect("a valid Standard Webhooks signature");
+        assert!(
+            hit.body.starts_with(br#"{"version":1,"#),
+            "a version 1 body, its version first"
+        );
         let body: serde_json::Value = serde_json::from_slice(&hit.body).expect("json body");
+        // The fields of the documented sample (docs/contracts/webhook-v1.json), no more, no less.
+        let sample: serde_json::Value =
+            serde_json::from_str(include_str!("../../docs/contracts/webhook-v1.json"))
+                .expect("sample");
+        let fields = |v: &serde_json::Value| -> Vec<String> {
+            v.as_object()
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(fields(&body), fields(&sample));
+        assert_eq!(fields(&body["artifact"]), fields(&sample["artifact"]));
         assert_eq!(body["job"], "hooks:2026-11-30");
         assert_eq!(body["delivery"], key.to_string().as_str());
         assert_eq!(body["date"], DATE);
