@@ -114,7 +114,11 @@ async fn quarantined_job(t: &TestLedger) -> (JobKey, DeliveryKey) {
         DestinationKind::Webhook,
         "https://carrier.example/hooks/secret-path?x=1",
     );
-    let mail = DeliveryKey::new(job.key.clone(), DestinationKind::Email, "ops@warehouse.example");
+    let mail = DeliveryKey::new(
+        job.key.clone(),
+        DestinationKind::Email,
+        "ops@warehouse.example",
+    );
     let artifact = ArtifactRef {
         html_key: "warehouse-17/2026-11-29/00ab.html".into(),
         text_key: "warehouse-17/2026-11-29/00ab.txt".into(),
@@ -191,7 +195,8 @@ async fn the_ops_api_answers_version_1_as_documented(t: &TestLedger) {
     let revealed = get("/v1/dlq?reveal=true".into()).await;
     assert_eq!(revealed["deliveries"][0]["key"], hook.to_string());
 
-    let encoded: String = url::form_urlencoded::byte_serialize(hook.to_string().as_bytes()).collect();
+    let encoded: String =
+        url::form_urlencoded::byte_serialize(hook.to_string().as_bytes()).collect();
     let audit = json!({"by": "alice", "reason": "carrier endpoint restored"});
     let (status, reply) = s
         .ops(

@@ -1,6 +1,5 @@
 //! Shared test helpers: config directories in temp folders, and ledgers on both backends.
 
-
 pub mod browser;
 pub mod checkers;
 pub mod console;
