@@ -16,6 +16,7 @@ mod sinks;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dawnpost::artifact::ArtifactStore;
 use dawnpost::ledger::{JobState, Ledger};
 use dawnpost::pool::{Pipeline, PoolConfig};
 use dawnpost::{Config, SystemClock};
@@ -173,7 +174,15 @@ async fn run(
 
     let pool = PoolConfig::from_config(config);
     let pipeline = Arc::new(
-        Pipeline::new(config, ledger.clone(), Arc::new(SystemClock), pool).expect("pipeline"),
+        Pipeline::new(
+            config,
+            ledger.clone(),
+            Arc::new(SystemClock),
+            pool,
+            ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
+                .expect("artifacts"),
+        )
+        .expect("pipeline"),
     );
     let cancel = CancellationToken::new();
     let cpu = sinks::cpu_seconds();

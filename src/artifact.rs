@@ -468,6 +468,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_purge_through_the_sweepers_clone_reaches_the_pools_cache() {
+        // The daemon hands one store to the pool, the sweeper and the server as clones.
+        let backing: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+        let pool = ArtifactStore::with_store(backing, "memory://");
+        let sweeper = pool.clone();
+        let (a, _) = pool
+            .write("r", "2026-11-30", &rendered())
+            .await
+            .expect("write");
+        sweeper.purge("r", "2026-11-30").await.expect("purge");
+        assert!(
+            pool.read_rendered(&a).await.is_err(),
+            "served after its purge"
+        );
+    }
+
+    #[tokio::test]
     async fn the_cache_keeps_the_latest_artifacts_only() {
         let backing: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let store = ArtifactStore::with_store(backing, "memory://");

@@ -56,7 +56,7 @@ struct Pattern {
 
 /// A validated cron expression in a timezone.
 #[derive(Debug, Clone)]
-pub struct Schedule {
+pub struct CronExpr {
     expr: Arc<str>,
     pattern: Arc<Pattern>,
     tz: Tz,
@@ -65,9 +65,9 @@ pub struct Schedule {
 /// Ten years bound the search for patterns that fire rarely (29 February).
 const HORIZON_DAYS: u64 = 3660;
 
-impl Schedule {
+impl CronExpr {
     /// Parses a six-field expression (`sec min hour day-of-month month day-of-week`).
-    pub fn parse(expr: &str, tz: Tz) -> Result<Schedule, CronError> {
+    pub fn parse(expr: &str, tz: Tz) -> Result<CronExpr, CronError> {
         let fields: Vec<&str> = expr.split_whitespace().collect();
         if fields.len() != 6 {
             return Err(CronError::Fields {
@@ -86,7 +86,7 @@ impl Schedule {
                 reason: e.to_string(),
             })?;
         let first = first_time(&cron).ok_or_else(|| CronError::NeverFires(expr.to_string()))?;
-        let schedule = Schedule {
+        let schedule = CronExpr {
             expr: Arc::from(expr),
             pattern: Arc::new(Pattern { cron, first }),
             tz,
@@ -104,8 +104,8 @@ impl Schedule {
     }
 
     /// The same expression in another timezone, sharing the parsed pattern.
-    pub fn in_tz(&self, tz: Tz) -> Schedule {
-        Schedule {
+    pub fn in_tz(&self, tz: Tz) -> CronExpr {
+        CronExpr {
             expr: self.expr.clone(),
             pattern: self.pattern.clone(),
             tz,
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn next_fires_agrees_with_fires_and_stops_at_n() {
-        let s = Schedule::parse("0 30 6 * * MON-FRI", chrono_tz::Europe::Berlin).expect("parse");
+        let s = CronExpr::parse("0 30 6 * * MON-FRI", chrono_tz::Europe::Berlin).expect("parse");
         let after = utc(2026, 10, 20, 12);
         let next = s.next_fires(after, 5);
         let all: Vec<_> = s
@@ -229,13 +229,13 @@ mod tests {
 
     #[test]
     fn a_leap_day_schedule_is_found_years_ahead_and_an_impossible_one_never() {
-        let s = Schedule::parse("0 0 9 29 2 *", chrono_tz::UTC).expect("parse");
+        let s = CronExpr::parse("0 0 9 29 2 *", chrono_tz::UTC).expect("parse");
         assert_eq!(
             s.next_fires(utc(2026, 3, 1, 0), 2),
             [utc(2028, 2, 29, 9), utc(2032, 2, 29, 9)]
         );
         assert!(matches!(
-            Schedule::parse("0 0 9 30 2 *", chrono_tz::UTC),
+            CronExpr::parse("0 0 9 30 2 *", chrono_tz::UTC),
             Err(CronError::NeverFires(_))
         ));
     }
@@ -243,7 +243,7 @@ mod tests {
     #[test]
     fn a_starred_day_field_makes_the_day_fields_combine_with_and() {
         // Vixie cron: `*/4` starts with `*`, so day-of-month AND day-of-week.
-        let s = Schedule::parse("0 10 1 */4 2-5 SUN-SAT", chrono_tz::UTC).expect("parse");
+        let s = CronExpr::parse("0 10 1 */4 2-5 SUN-SAT", chrono_tz::UTC).expect("parse");
         let days: Vec<u32> = (1..=28)
             .filter_map(|d| NaiveDate::from_ymd_opt(2027, 2, d))
             .filter(|d| s.matches_date(*d))
@@ -251,7 +251,7 @@ mod tests {
             .collect();
         assert_eq!(days, [1, 5, 9, 13, 17, 21, 25]);
         // Neither starred: OR. 2027-02-01 is a Monday.
-        let s = Schedule::parse("0 0 6 13 * FRI", chrono_tz::UTC).expect("parse");
+        let s = CronExpr::parse("0 0 6 13 * FRI", chrono_tz::UTC).expect("parse");
         let fridays_or_13th: Vec<u32> = (1..=28)
             .filter_map(|d| NaiveDate::from_ymd_opt(2027, 2, d))
             .filter(|d| s.matches_date(*d))
@@ -259,7 +259,7 @@ mod tests {
             .collect();
         assert_eq!(fridays_or_13th, [5, 12, 13, 19, 26]);
         // `+` asks for AND: Friday the 13th only.
-        let s = Schedule::parse("0 0 6 13 * +FRI", chrono_tz::UTC).expect("parse");
+        let s = CronExpr::parse("0 0 6 13 * +FRI", chrono_tz::UTC).expect("parse");
         assert!(
             s.fires(utc(2027, 1, 1, 0), utc(2028, 1, 1, 0))
                 .iter()
@@ -270,7 +270,7 @@ mod tests {
     #[test]
     fn a_gap_at_the_end_of_a_day_fires_at_its_end_and_keeps_the_date() {
         // America/Nuuk, 2027-03-27: 23:00 -02 jumps to 00:00 -01 on the 28th.
-        let s = Schedule::parse("0 30 23 * * *", chrono_tz::America::Nuuk).expect("parse");
+        let s = CronExpr::parse("0 30 23 * * *", chrono_tz::America::Nuuk).expect("parse");
         let fires = s.fires(utc(2027, 3, 26, 12), utc(2027, 3, 30, 12));
         let dates: Vec<String> = fires.iter().map(|o| o.date.to_string()).collect();
         assert_eq!(

@@ -29,18 +29,26 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::default());
     let health = Arc::new(Health::default());
-    let (pipeline, rescuer) =
-        crate::pool::build(config, ledger.clone(), clock.clone(), metrics.clone())?;
-    let sweeper = Arc::new(
-        Sweeper::from_config(config, ledger.clone(), clock.clone())?.with_metrics(metrics.clone()),
-    );
+    // One artifact store for the node: one client, one cache the sweeper's purges reach.
+    let artifacts =
+        crate::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)?;
+    let (pipeline, rescuer) = crate::pool::build(
+        config,
+        ledger.clone(),
+        clock.clone(),
+        metrics.clone(),
+        artifacts.clone(),
+    )?;
+    let sweeper = Sweeper::from_config(config, ledger.clone(), clock.clone(), artifacts.clone())?
+        .with_metrics(metrics.clone());
+    let sweeper = Arc::new(sweeper);
     let node = server::Node {
         metrics: metrics.clone(),
         health: health.clone(),
         sweeper: sweeper.clone(),
-        pipeline: pipeline.clone(),
+        pool: crate::pool::PoolView::of(&pipeline),
     };
-    let (listener, state) = server_for(config, &ledger, &clock, node).await?;
+    let (listener, state) = server_for(config, &ledger, &clock, node, artifacts).await?;
     let tick = SchedulerTick::new(
         ledger.clone(),
         Arc::new(config.reports.clone()),
@@ -141,6 +149,7 @@ async fn server_for(
     ledger: &Ledger,
     clock: &SharedClock,
     node: server::Node,
+    artifacts: crate::artifact::ArtifactStore,
 ) -> anyhow::Result<(tokio::net::TcpListener, ServerState)> {
     let settings = &config.settings.server;
     // A token set but empty is unset: an empty token would let anyone in.
@@ -160,8 +169,6 @@ async fn server_for(
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
         .with_context(|| format!("cannot listen on {}", settings.bind))?;
-    let artifacts =
-        crate::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)?;
     let state = ServerState {
         ledger: ledger.clone(),
         artifacts: Arc::new(artifacts),

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use crate::keys::JobKey;
 use crate::ledger::{Attempt, Delivery, Job, JobFilter, JobState, Ledger, LedgerError, Redrive};
-use crate::schedule::rfc3339;
+use crate::window::rfc3339;
 
 #[derive(Debug, Clone)]
 pub struct DeliveryHistory {

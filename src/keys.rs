@@ -58,6 +58,16 @@ impl Serialize for ReportId {
 
 /// A local date written `YYYY-MM-DD`, with a four-digit year and nothing else (chrono's `%Y`
 /// alone would take `+99999-01-01`).
+/// An `http(s)` URL's `host:port` (lowercase; the scheme's port when none is given).
+pub fn host_port(url: &str) -> Option<String> {
+    let u = url::Url::parse(url).ok()?;
+    Some(format!(
+        "{}:{}",
+        u.host_str()?.to_ascii_lowercase(),
+        u.port_or_known_default()?
+    ))
+}
+
 pub fn parse_date(s: &str) -> Option<NaiveDate> {
     let b = s.as_bytes();
     let shape = b.len() == 10
@@ -170,21 +180,15 @@ impl DestinationKind {
     }
 
     /// Where a destination of this kind is received, for grouping dead letters: an address's
-    /// domain (lowercase), a webhook URL's `host:port`.
-    pub fn host(self, destination: &str) -> String {
+    /// domain (lowercase), a webhook URL's `host:port`. Not where it is *sent* (an email goes
+    /// to the relay): that is `deliver::SendTarget`.
+    pub fn receiver(self, destination: &str) -> String {
         match self {
             DestinationKind::Email => destination
                 .rsplit_once('@')
                 .map_or("", |(_, domain)| domain)
                 .to_ascii_lowercase(),
-            DestinationKind::Webhook => match url::Url::parse(destination) {
-                Ok(u) => format!(
-                    "{}:{}",
-                    u.host_str().unwrap_or(""),
-                    u.port_or_known_default().unwrap_or(0)
-                ),
-                Err(_) => String::new(),
-            },
+            DestinationKind::Webhook => host_port(destination).unwrap_or_default(),
         }
     }
 

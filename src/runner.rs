@@ -13,7 +13,8 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::history::Redactions;
 use crate::keys::{DeliveryKey, JobKey};
-use crate::ledger::{DeliveryState, JobOrigin, JobState, Ledger, NewJob, ResponseClass};
+use crate::ledger::{DeliveryState, JobOrigin, JobState, Ledger, NewJob};
+use crate::outcome::ResponseClass;
 use crate::pool::StatsSnapshot;
 use crate::schedule::Fire;
 
@@ -88,7 +89,10 @@ pub async fn run_once(
     }
 
     let metrics = opts.metrics.clone().unwrap_or_default();
-    let (pipeline, rescuer) = crate::pool::build(config, ledger.clone(), clock.clone(), metrics)?;
+    let artifacts =
+        crate::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)?;
+    let (pipeline, rescuer) =
+        crate::pool::build(config, ledger.clone(), clock.clone(), metrics, artifacts)?;
     let work = cancel.child_token();
     let pool = tokio::spawn(pipeline.clone().run(work.clone()));
     let rescue = tokio::spawn({

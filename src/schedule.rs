@@ -11,9 +11,9 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::config::Report;
-pub use crate::cron::{Occurrence, Schedule};
+use crate::cron::Occurrence;
 use crate::keys::{JobKey, ReportId};
-pub use crate::window::{Window, rfc3339, start_of_local_date};
+use crate::window::{Window, rfc3339, start_of_local_date};
 
 /// One fire of one report: the job it makes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -33,7 +33,7 @@ use crate::config::{ConfigErrors, RetentionPolicy};
 use crate::keys::JobKey;
 use crate::ledger::{Job, Ledger, LedgerError};
 use crate::metrics::Metrics;
-use crate::schedule::rfc3339;
+use crate::window::rfc3339;
 
 /// Sweeper settings.
 #[derive(Debug, Clone)]
@@ -120,12 +120,13 @@ pub struct Sweeper {
 impl Sweeper {
     /// `policy` is the valid policy in force at start (`run` refuses to start without one).
     /// The sweeper of a configuration: its artifact store and `retention.toml`.
+    /// The sweeper of `config`'s retention policy over `artifacts` (the daemon's one store).
     pub fn from_config(
         config: &crate::config::Config,
         ledger: Ledger,
         clock: SharedClock,
+        artifacts: ArtifactStore,
     ) -> Result<Sweeper, crate::artifact::ArtifactError> {
-        let artifacts = ArtifactStore::from_settings(&config.settings.artifacts, &config.root)?;
         Ok(Sweeper::new(
             ledger,
             artifacts,

@@ -10,7 +10,8 @@ use anyhow::{Context, bail};
 use super::{EXIT_ERROR, LedgerSlot, RedriveArgs, parse_instant};
 use crate::clock::SharedClock;
 use crate::duration::Span;
-use crate::ledger::{ResponseClass, RunbookSpec, RunbookState, Via};
+use crate::ledger::{RunbookSpec, RunbookState, Via};
+use crate::outcome::ResponseClass;
 use crate::runbook::{self, Advance};
 use crate::runner::{EXIT_PENDING, EXIT_QUARANTINED};
 

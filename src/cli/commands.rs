@@ -22,8 +22,9 @@ use crate::history::{JobHistory, Redactions, StoreCheck};
 use crate::ledger::{Audit, JobFilter, JobOrigin, JobState, LedgerError, NewJob, Via};
 use crate::render::Rendered;
 use crate::runner::RunOnceOptions;
-use crate::schedule::{Fire, rfc3339};
+use crate::schedule::Fire;
 use crate::sweeper::Sweeper;
+use crate::window::rfc3339;
 
 fn range(args: &RangeArgs) -> anyhow::Result<(DateTime<Utc>, DateTime<Utc>)> {
     let (from, to) = (parse_instant(&args.from)?, parse_instant(&args.to)?);
@@ -410,10 +411,12 @@ pub(super) async fn sweep(
 ) -> anyhow::Result<ExitCode> {
     let as_of = args.as_of.as_deref().map(parse_instant).transpose()?;
     let at = as_of.unwrap_or_else(|| clock.now());
+    let artifacts = ArtifactStore::from_settings(&config.settings.artifacts, &config.root)?;
     let sweeper = Sweeper::from_config(
         config,
         ledger.get().await?,
         Arc::new(crate::clock::ManualClock::new(at)),
+        artifacts,
     )?;
     if args.dry_run {
         let plan = sweeper.plan(at).await?;

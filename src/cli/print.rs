@@ -7,8 +7,9 @@ use chrono::{DateTime, Utc};
 use crate::config::Config;
 use crate::history::Redactions;
 use crate::runner::RunOnceSummary;
-use crate::schedule::{Fire, FireLine, rfc3339};
+use crate::schedule::{Fire, FireLine};
 use crate::sweeper::SweepPlan;
+use crate::window::rfc3339;
 
 pub(super) fn print_plan(plan: &SweepPlan) {
     let c = &plan.counts;
@@ -125,7 +126,7 @@ pub(super) fn print_fire(fire: &Fire, json: bool, inserted: Option<bool>) -> any
 /// One line per `[[rate_limit]]`: its rate and the destinations it holds back, in the order
 /// the pool applies them (the first entry matching a host wins).
 fn rate_limit_lines(config: &Config) -> Vec<String> {
-    let relay = crate::pool::limits::relay_host(&config.settings.email.smtp_url);
+    let relay = crate::deliver::SendTarget::relay(&config.settings.email.smtp_url).to_string();
     let specs = &config.settings.rate_limits;
     let first_match = |host: &str| specs.iter().position(|s| s.matches(host));
     specs
@@ -145,7 +146,7 @@ fn rate_limit_lines(config: &Config) -> Vec<String> {
                 .reports
                 .iter()
                 .flat_map(|r| &r.webhooks)
-                .map(|w| crate::keys::DestinationKind::Webhook.host(w.url.as_str()))
+                .map(|w| crate::deliver::SendTarget::webhook(w.url.as_str()).to_string())
                 .filter(|h| first_match(h) == Some(i))
                 .collect();
             webhook_hosts.sort();

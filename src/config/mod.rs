@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use rate_limits::RateLimitSpec;
-pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, ReportId, SourceSpec, Webhook};
+pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
 pub use settings::{
     ArtifactSettings, DEFAULT_PG_CONNECTIONS, DatabaseSettings, EmailSettings, EmailTransport,

@@ -8,9 +8,9 @@ use chrono_tz::Tz;
 use super::fields::{Fields, Place, parse_file};
 use super::settings::Settings;
 use super::{ConfigError, resolve};
-use crate::cron::Schedule;
+use crate::cron::CronExpr;
 use crate::duration::Span;
-pub use crate::keys::ReportId;
+use crate::keys::ReportId;
 
 /// A report definition.
 #[derive(Debug, Clone)]
@@ -20,7 +20,7 @@ pub struct Report {
     pub id: ReportId,
     pub title: String,
     /// The cron expression in the report's timezone.
-    pub schedule: Schedule,
+    pub schedule: CronExpr,
     /// `templates/<template>.html.hbs` and `templates/<template>.txt.hbs`.
     pub template: String,
     pub source: SourceSpec,
@@ -93,7 +93,7 @@ pub(super) struct LoadContext<'a> {
     pub schedules: std::cell::RefCell<ScheduleCache>,
 }
 
-type ScheduleCache = std::collections::HashMap<String, Result<Schedule, String>>;
+type ScheduleCache = std::collections::HashMap<String, Result<CronExpr, String>>;
 
 impl<'a> LoadContext<'a> {
     pub fn new(root: &'a Path, settings: &'a Settings) -> LoadContext<'a> {
@@ -309,7 +309,7 @@ fn load_schedule(
     place: &Place<'_>,
     ctx: &LoadContext<'_>,
     errors: &mut Vec<ConfigError>,
-) -> Option<Schedule> {
+) -> Option<CronExpr> {
     let timezone = f.req::<String>("timezone", errors).and_then(|tz| {
         Tz::from_str(&tz)
             .map_err(|_| {
@@ -324,7 +324,7 @@ fn load_schedule(
     ctx.schedules
         .borrow_mut()
         .entry(expr)
-        .or_insert_with_key(|expr| Schedule::parse(expr, Tz::UTC).map_err(|e| e.to_string()))
+        .or_insert_with_key(|expr| CronExpr::parse(expr, Tz::UTC).map_err(|e| e.to_string()))
         .as_ref()
         .map(|s| s.in_tz(timezone))
         .map_err(|e| errors.push(place.error("schedule", e.clone())))

@@ -208,7 +208,7 @@ fn tls_with_ca(smtp_url: &str, ca: &crate::tls::CaBundle) -> Result<Option<Tls>,
 
 /// Maps a lettre error to an outcome.
 pub fn classify(e: &lettre::transport::smtp::Error, to: &str) -> Outcome {
-    let detail = scrub(&super::error_chain(e), to);
+    let detail = scrub(&crate::words::error_chain(e), to);
     if let Some(code) = e.status() {
         let n = u16::from(code);
         let class = match n {

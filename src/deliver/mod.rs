@@ -8,6 +8,7 @@ pub mod webhook;
 use chrono::Duration;
 
 use crate::outcome::ResponseClass;
+use crate::redact::redact_address;
 
 /// A transport that cannot be built from its settings.
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +28,52 @@ pub enum DeliverError {
     Tls(#[from] crate::tls::TlsError),
 }
 
-pub use crate::words::error_chain;
+/// Where a delivery's sends go: the SMTP relay's `host:port` for every email, the URL's
+/// `host:port` for a webhook. The one name the 429 throttle and the `[[rate_limit]]` entries
+/// key a delivery by (dead letters group by where it is *received*:
+/// `DestinationKind::receiver`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SendTarget(String);
+
+impl SendTarget {
+    /// The relay of an `smtp://` or `smtps://` URL (ports 25 and 465 by default).
+    pub fn relay(smtp_url: &str) -> SendTarget {
+        SendTarget(match url::Url::parse(smtp_url) {
+            Ok(u) => {
+                let default = if u.scheme() == "smtps" { 465 } else { 25 };
+                format!(
+                    "{}:{}",
+                    u.host_str().unwrap_or("").to_ascii_lowercase(),
+                    u.port().unwrap_or(default)
+                )
+            }
+            Err(_) => smtp_url.to_ascii_lowercase(),
+        })
+    }
+
+    /// A webhook URL's `host:port` (the URL itself, lowercase, if it does not parse).
+    pub fn webhook(url: &str) -> SendTarget {
+        SendTarget(crate::keys::host_port(url).unwrap_or_else(|| url.to_ascii_lowercase()))
+    }
+
+    /// Where `key`'s sends go, emails going through `relay`.
+    pub fn of(key: &crate::keys::DeliveryKey, relay: &SendTarget) -> SendTarget {
+        match key.kind() {
+            crate::keys::DestinationKind::Email => relay.clone(),
+            crate::keys::DestinationKind::Webhook => SendTarget::webhook(key.destination()),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SendTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// How one attempt ended, as the ledger records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,8 +122,6 @@ pub fn bounded(mut s: String, limit: usize) -> String {
     s
 }
 
-pub use crate::redact::redact_address;
-
 /// Replaces every occurrence of `addr` in `text`, in any case (servers echo addresses as they
 /// like), by its redacted form.
 pub fn scrub(text: &str, addr: &str) -> String {
@@ -112,5 +156,25 @@ mod tests {
             "550 <l***@example.com> unknown"
         );
         assert_eq!(bounded("héllo".into(), 2), "h…");
+    }
+
+    #[test]
+    fn a_relay_is_its_host_and_port_with_the_scheme_default() {
+        assert_eq!(
+            SendTarget::relay("smtps://mail.example").as_str(),
+            "mail.example:465"
+        );
+        assert_eq!(
+            SendTarget::relay("smtp://Mail.Example").as_str(),
+            "mail.example:25"
+        );
+        assert_eq!(
+            SendTarget::relay("smtp://m.example:2525").as_str(),
+            "m.example:2525"
+        );
+        assert_eq!(
+            SendTarget::webhook("http://h.example/x").as_str(),
+            "h.example:80"
+        );
     }
 }

@@ -251,15 +251,3 @@ async fn reply_snippet(mut resp: reqwest::Response) -> String {
     }
     bounded(String::from_utf8_lossy(&kept).into_owned(), REPLY_LIMIT)
 }
-
-/// The host a destination belongs to, for per-host throttling: `host:port`.
-pub fn host_of(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(u) => format!(
-            "{}:{}",
-            u.host_str().unwrap_or(""),
-            u.port_or_known_default().unwrap_or(0)
-        ),
-        Err(_) => url.to_string(),
-    }
-}

@@ -59,7 +59,7 @@ mod postgres;
 mod rescue;
 mod retention;
 mod runbooks;
-mod schedule;
+mod ticks;
 mod sqlite;
 mod types;
 
@@ -68,8 +68,7 @@ use std::path::Path;
 use sqlx::{PgPool, SqlitePool};
 
 use crate::keys::Key;
-pub use crate::outcome::ResponseClass;
-pub use crate::redact::redact_url;
+use crate::redact::redact_url;
 use audit::RedriveRecord;
 pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use leases::LeaseParams;

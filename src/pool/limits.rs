@@ -12,8 +12,8 @@ use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 
 use crate::config::RateLimitSpec;
-use crate::keys::DestinationKind;
-use crate::ledger::Delivery;
+use crate::deliver::SendTarget;
+use crate::keys::DeliveryKey;
 
 /// One `[[rate_limit]]` entry and its limiter.
 #[derive(Debug)]
@@ -25,11 +25,11 @@ struct Limit {
 }
 
 /// Every configured rate limit, in file order (the first entry matching a host applies).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RateLimits {
     limits: Vec<Limit>,
-    /// The SMTP relay's `host:port`: the host every email is sent to.
-    relay: String,
+    /// The SMTP relay: where every email is sent.
+    relay: SendTarget,
     /// By host: when the last send turned back is due. The next one turned back is due one
     /// period later, so a backlog comes back one by one at the host's rate instead of all at
     /// once (and being turned back again).
@@ -55,18 +55,14 @@ impl RateLimits {
             .collect();
         RateLimits {
             limits,
-            relay: relay_host(smtp_url),
+            relay: SendTarget::relay(smtp_url),
             queue_end: Mutex::default(),
         }
     }
 
-    /// The host a delivery is sent to: the relay for an email, the URL's `host:port` for a
-    /// webhook.
-    pub fn host_of(&self, d: &Delivery) -> String {
-        match d.key.kind() {
-            DestinationKind::Email => self.relay.clone(),
-            DestinationKind::Webhook => DestinationKind::Webhook.host(d.key.destination()),
-        }
+    /// Where a delivery's sends go (the relay for an email).
+    pub fn target(&self, key: &DeliveryKey) -> SendTarget {
+        SendTarget::of(key, &self.relay)
     }
 
     /// The entry that limits `host`, if any.
@@ -104,21 +100,6 @@ impl RateLimits {
     /// The configured entries, for `/metrics`.
     pub fn specs(&self) -> impl Iterator<Item = &RateLimitSpec> {
         self.limits.iter().map(|l| &l.spec)
-    }
-}
-
-/// `host:port` of an `smtp://` or `smtps://` URL (ports 25 and 465 by default).
-pub fn relay_host(smtp_url: &str) -> String {
-    match url::Url::parse(smtp_url) {
-        Ok(u) => {
-            let default = if u.scheme() == "smtps" { 465 } else { 25 };
-            format!(
-                "{}:{}",
-                u.host_str().unwrap_or("").to_ascii_lowercase(),
-                u.port().unwrap_or(default)
-            )
-        }
-        Err(_) => smtp_url.to_ascii_lowercase(),
     }
 }
 
@@ -161,10 +142,20 @@ mod tests {
     }
 
     #[test]
-    fn emails_are_keyed_by_the_relay() {
+    fn emails_are_keyed_by_the_relay_webhooks_by_their_host() {
         let limits = RateLimits::new(&[], "smtp://Relay.Example:2525");
-        assert_eq!(limits.relay, "relay.example:2525");
-        assert_eq!(relay_host("smtps://mail.example"), "mail.example:465");
-        assert_eq!(relay_host("smtp://mail.example"), "mail.example:25");
+        let job: crate::keys::JobKey = "r:2026-11-30".parse().expect("job");
+        let key = |kind, dest: &str| DeliveryKey::new(job.clone(), kind, dest);
+        use crate::keys::DestinationKind::{Email, Webhook};
+        assert_eq!(
+            limits.target(&key(Email, "a@x.example")).as_str(),
+            "relay.example:2525"
+        );
+        assert_eq!(
+            limits
+                .target(&key(Webhook, "https://Hooks.X.example/p?q"))
+                .as_str(),
+            "hooks.x.example:443"
+        );
     }
 }

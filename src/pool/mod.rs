@@ -114,17 +114,44 @@ pub fn build(
     ledger: Ledger,
     clock: SharedClock,
     metrics: Arc<Metrics>,
+    artifacts: ArtifactStore,
 ) -> Result<(Arc<Pipeline>, Rescuer), PoolError> {
     let pipeline = Pipeline::new(
         config,
         ledger.clone(),
         clock.clone(),
         PoolConfig::from_config(config),
+        artifacts,
     )?
     .with_metrics(metrics.clone());
     let rescuer = Rescuer::new(ledger, clock, rescuer::RescuerConfig::from_config(config))
         .with_metrics(metrics);
     Ok((Arc::new(pipeline), rescuer))
+}
+
+/// What the server may see of this node's pool: whether its clock refuses work, and which
+/// hosts a rate-limited reply paused. Nothing else: the server cannot lease, send or reach the
+/// pool's configuration through it.
+#[derive(Debug, Clone)]
+pub struct PoolView(Arc<Pipeline>);
+
+impl PoolView {
+    pub fn of(pipeline: &Arc<Pipeline>) -> PoolView {
+        PoolView(pipeline.clone())
+    }
+
+    /// Why this node's clock refuses work, if it does (see [`Pipeline::clock_refusal`]).
+    pub fn clock_refusal(&self) -> Option<String> {
+        self.0.clock_refusal()
+    }
+
+    /// Every paused host with the end of its pause, soonest first.
+    pub fn paused(
+        &self,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Vec<(String, chrono::DateTime<chrono::Utc>)> {
+        self.0.throttle.paused(now)
+    }
 }
 
 /// `hostname:pid`: who holds a lease.
@@ -206,11 +233,15 @@ pub struct Pipeline {
 
 impl Pipeline {
     /// Wires the pipeline from validated configuration.
+    /// The pool over `artifacts`, the daemon's one store (shared with the sweeper and the
+    /// server, so one client and one cache of recent artifacts, which the sweeper's purges
+    /// reach).
     pub fn new(
         config: &Config,
         ledger: Ledger,
         clock: SharedClock,
         pool: PoolConfig,
+        artifacts: ArtifactStore,
     ) -> Result<Pipeline, PoolError> {
         let root: &Path = &config.root;
         let mut templates = HashMap::new();
@@ -224,7 +255,6 @@ impl Pipeline {
                 templates.insert(r.template.clone(), Arc::new(t));
             }
         }
-        let artifacts = ArtifactStore::from_settings(&config.settings.artifacts, root)?;
         let ca = config.settings.tls.ca.as_deref();
         let email = EmailSender::from_settings(&config.settings.email, ca, root, pool.concurrency)?;
         let send_timeouts = (
@@ -419,14 +449,13 @@ impl Pipeline {
         let mut shared: HashMap<JobKey, Arc<send::JobArtifact>> = HashMap::new();
         for leased in deliveries {
             let now = self.clock.now();
-            let host = work::host_of(&leased.delivery);
-            if let throttle::Gate::WaitUntil(until) = self.throttle.gate(&host, now) {
+            let target = self.limits.target(&leased.delivery.key);
+            if let throttle::Gate::WaitUntil(until) = self.throttle.gate(target.as_str(), now) {
                 self.defer(&leased, until, now, "a paused host").await;
                 continue;
             }
-            let sent_to = self.limits.host_of(&leased.delivery);
-            if let Err(wait) = self.limits.take(&sent_to) {
-                if let Some(spec) = self.limits.spec_for(&sent_to) {
+            if let Err(wait) = self.limits.take(target.as_str()) {
+                if let Some(spec) = self.limits.spec_for(target.as_str()) {
                     self.metrics.rate_limit_deferred(&spec.host);
                 }
                 let until = crate::clock::add(
@@ -448,7 +477,7 @@ impl Pipeline {
                 let item = work::SendItem {
                     leased,
                     artifact,
-                    host,
+                    target,
                     hold,
                 };
                 work::deliver(&me, item, completions, slot).await;

@@ -10,12 +10,14 @@ use super::Pipeline;
 use super::hold::Hold;
 use crate::artifact::ArtifactRef;
 use crate::config::Report;
+use crate::deliver::Outcome;
 use crate::deliver::webhook::{
     ArtifactBody, AttachmentBody, BodyVersion, EscapedParts, WebhookBody, WindowBody,
 };
-use crate::deliver::{Outcome, redact_address};
 use crate::keys::DestinationKind;
-use crate::ledger::{Delivery, DeliveryLease, Job, LedgerError, ResponseClass};
+use crate::ledger::{Delivery, DeliveryLease, Job, LedgerError};
+use crate::outcome::ResponseClass;
+use crate::redact::redact_address;
 use crate::render::Rendered;
 use crate::signing::Secret;
 use crate::window::rfc3339;

@@ -14,23 +14,15 @@ use super::running::Slot;
 use super::send::NotStarted;
 use super::{Pipeline, Stats};
 use crate::artifact::ArtifactRef;
-use crate::deliver::Outcome;
-use crate::deliver::webhook::host_of as url_host;
+use crate::deliver::{Outcome, SendTarget};
 use crate::keys::{DeliveryKey, DestinationKind};
 use crate::ledger::{
     Delivery, DeliveryLease, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob, LedgerError,
-    NewAttempt, NewDelivery, Render, ResponseClass,
+    NewAttempt, NewDelivery, Render,
 };
+use crate::outcome::ResponseClass;
 use crate::retry::Decision;
-use crate::schedule::rfc3339;
-
-/// The throttling key of a delivery: the webhook's `host:port`, or the email relay.
-pub(super) fn host_of(d: &Delivery) -> String {
-    match d.key.kind() {
-        DestinationKind::Webhook => url_host(d.key.destination()),
-        DestinationKind::Email => "email".into(),
-    }
-}
+use crate::window::rfc3339;
 
 fn jitter() -> f64 {
     rand::rng().random()
@@ -176,11 +168,11 @@ async fn hand_off(
 }
 
 /// One leased delivery to attempt: its job's artifact (shared with the job's other deliveries
-/// leased together), its throttling host, and how long this node knows it holds the lease.
+/// leased together), where its sends go (the throttle's key), and how long this node knows it holds the lease.
 pub(super) struct SendItem {
     pub(super) leased: LeasedDelivery,
     pub(super) artifact: Arc<super::send::JobArtifact>,
-    pub(super) host: String,
+    pub(super) target: SendTarget,
     pub(super) hold: Arc<Hold>,
 }
 
@@ -194,7 +186,7 @@ pub(super) async fn deliver(
     let SendItem {
         leased,
         artifact,
-        host,
+        target,
         hold,
     } = item;
     let LeasedDelivery {
@@ -219,7 +211,7 @@ pub(super) async fn deliver(
         outcome.retry_after,
         jitter(),
     );
-    throttle_on(p, &host, &outcome, &decision, finished_at);
+    throttle_on(p, target.as_str(), &outcome, &decision, finished_at);
     let (next, reason) = next_of(&outcome, &decision);
     let record = NewAttempt {
         requested_at,

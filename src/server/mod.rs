@@ -65,7 +65,7 @@ pub struct Node {
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
     pub sweeper: Arc<crate::sweeper::Sweeper>,
-    pub pipeline: Arc<crate::pool::Pipeline>,
+    pub pool: crate::pool::PoolView,
 }
 
 impl std::fmt::Debug for ServerState {
@@ -315,7 +315,7 @@ async fn readyz(State(st): State<ServerState>) -> Response {
     if let Err(problem) = ledger_ready {
         problems.insert(0, problem);
     }
-    problems.extend(st.node.pipeline.clock_refusal());
+    problems.extend(st.node.pool.clock_refusal());
     let services = st.node.health.snapshot();
     if problems.is_empty() {
         axum::Json(json!({ "status": "ready", "services": services })).into_response()

@@ -9,8 +9,8 @@ use common::console::{hidden, location, page, post_form, sign_in};
 use common::fixtures::*;
 use common::ops_server::{TOKEN, VIEWER_TOKEN, start};
 use dawnpost::clock::Clock;
-use dawnpost::ledger::ResponseClass;
 use dawnpost::ledger::Via;
+use dawnpost::outcome::ResponseClass;
 use reqwest::StatusCode;
 
 async fn a_group_is_redriven_as_a_runbook_that_stops_on_its_canary(t: &TestLedger) {

@@ -13,7 +13,8 @@ use dawnpost::deliver::webhook::{
     ArtifactBody, AttachmentBody, BodyVersion, WEBHOOK_BODY_VERSION, WebhookBody, WindowBody,
 };
 use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey};
-use dawnpost::ledger::{DeliveryNext, LeaseParams, NewAttempt, NewDelivery, ResponseClass};
+use dawnpost::ledger::{DeliveryNext, LeaseParams, NewAttempt, NewDelivery};
+use dawnpost::outcome::ResponseClass;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 

@@ -179,7 +179,7 @@ async fn sigterm_drains_within_its_bound_and_records_cut_sends_as_unknown() {
                 assert_eq!(attempts.len(), 1, "{}", d.key);
                 assert_eq!(
                     attempts[0].class,
-                    dawnpost::ledger::ResponseClass::Unknown,
+                    dawnpost::outcome::ResponseClass::Unknown,
                     "{:?}",
                     attempts[0]
                 );
@@ -285,7 +285,7 @@ async fn a_send_outliving_its_lease_is_cut_recorded_and_retried_with_its_key() {
     let attempts = l.attempt_list(&d.key).await.expect("attempts");
     assert_eq!(
         attempts[0].class,
-        dawnpost::ledger::ResponseClass::Ambiguous,
+        dawnpost::outcome::ResponseClass::Ambiguous,
         "recorded by its worker, not rescued: {attempts:?}"
     );
     assert!(

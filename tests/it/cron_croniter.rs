@@ -10,7 +10,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use chrono::{NaiveDate, TimeZone, Utc};
-use dawnpost::cron::Schedule;
+use dawnpost::cron::CronExpr;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -81,9 +81,9 @@ fn every_pattern_fires_on_the_dates_and_times_croniter_says() {
         return;
     }
     // Patterns that never fire are refused by dawnpost and left out.
-    let patterns: Vec<(String, Schedule)> = patterns()
+    let patterns: Vec<(String, CronExpr)> = patterns()
         .into_iter()
-        .filter_map(|p| Schedule::parse(&p, chrono_tz::UTC).ok().map(|s| (p, s)))
+        .filter_map(|p| CronExpr::parse(&p, chrono_tz::UTC).ok().map(|s| (p, s)))
         .collect();
     assert!(patterns.len() > 60, "most random patterns fire");
     let mut child = Command::new("python3")

@@ -10,7 +10,7 @@
 
 use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::{TZ_VARIANTS, Tz};
-use dawnpost::cron::Schedule;
+use dawnpost::cron::CronExpr;
 use proptest::prelude::*;
 
 /// One field of a pattern: its text and the values it allows.
@@ -214,7 +214,7 @@ fn day(y: i32, m: u32, d: u32) -> NaiveDate {
 
 /// Compares every date of 2027–2028 in `tz`: `fire_on` per date, and `fires` over the range,
 /// which must hold exactly the reference's dates, each once.
-fn check_zone(p: &Pattern, s: &Schedule, tz: Tz) -> Result<(), TestCaseError> {
+fn check_zone(p: &Pattern, s: &CronExpr, tz: Tz) -> Result<(), TestCaseError> {
     let s = s.in_tz(tz);
     let (first, last) = (day(2027, 1, 1), day(2028, 12, 31));
     let expected: Vec<(NaiveDate, DateTime<Utc>)> = first
@@ -249,7 +249,7 @@ proptest! {
 
     #[test]
     fn every_matching_local_date_gets_exactly_one_fire_in_every_zone(p in pattern()) {
-        let Ok(schedule) = Schedule::parse(&p.text(), chrono_tz::UTC) else {
+        let Ok(schedule) = CronExpr::parse(&p.text(), chrono_tz::UTC) else {
             // A pattern that never fires (31 February) is refused; the reference agrees.
             let any = day(2026, 1, 1).iter_days().take(3660).any(|d| p.matches_day(d));
             prop_assert!(!any, "{} refused but matches a date", p.text());
@@ -322,7 +322,7 @@ fn the_dates_lost_in_gaps_each_get_their_job_at_the_gaps_end() {
         ),
     ];
     for (expr, tz, date, at) in cases {
-        let s = Schedule::parse(expr, tz).expect("parse");
+        let s = CronExpr::parse(expr, tz).expect("parse");
         let around = s.fires(
             dawnpost::window::start_of_local_date(date.pred_opt().expect("d"), tz).expect("s"),
             dawnpost::window::start_of_local_date(date.succ_opt().expect("d"), tz).expect("s")
@@ -344,7 +344,7 @@ fn the_dates_lost_in_gaps_each_get_their_job_at_the_gaps_end() {
 
 #[test]
 fn a_starred_step_in_the_day_of_month_combines_with_and_as_in_vixie_cron() {
-    let s = Schedule::parse("0 10 1 */4 2-5 SUN-SAT", chrono_tz::UTC).expect("parse");
+    let s = CronExpr::parse("0 10 1 */4 2-5 SUN-SAT", chrono_tz::UTC).expect("parse");
     let dates: Vec<NaiveDate> = s
         .fires(
             Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).unwrap(),

@@ -10,9 +10,9 @@ use common::fixtures::*;
 use common::{TestLedger, jk};
 use dawnpost::keys::{DeliveryKey, JobKey};
 use dawnpost::ledger::{
-    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LedgerError, Render,
-    RescueBudget, ResponseClass,
+    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LedgerError, Render, RescueBudget,
 };
+use dawnpost::outcome::ResponseClass;
 
 async fn many_jobs_and_their_deliveries_in_few_reads(t: &TestLedger) {
     let l = &t.ledger;

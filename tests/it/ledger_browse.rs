@@ -5,7 +5,8 @@ use crate::common;
 use common::{TestLedger, jk};
 
 use common::fixtures::*;
-use dawnpost::ledger::{Audit, JobFilter, JobState, ResponseClass, Via};
+use dawnpost::ledger::{Audit, JobFilter, JobState, Via};
+use dawnpost::outcome::ResponseClass;
 
 fn keys(jobs: &[dawnpost::ledger::Job]) -> Vec<String> {
     jobs.iter().map(|j| j.key.to_string()).collect()

@@ -10,7 +10,7 @@ use chrono::Duration;
 use common::fixtures::*;
 use common::{TestLedger, at};
 use dawnpost::ledger::{DeliveryState, JobFilter, JobState, LedgerError, NewJob, RescueBudget};
-use dawnpost::schedule::Window;
+use dawnpost::window::Window;
 
 async fn duplicate_job_keys_insert_nothing(t: &TestLedger) {
     let l = &t.ledger;

@@ -9,10 +9,9 @@ use common::TestLedger;
 use common::fixtures::*;
 use dawnpost::keys::DeliveryKey;
 use dawnpost::ledger::{Audit, Via};
-use dawnpost::ledger::{
-    DeliveryNext, DeliveryState, JobState, LedgerError, RescueBudget, ResponseClass,
-};
-use dawnpost::schedule::rfc3339;
+use dawnpost::ledger::{DeliveryNext, DeliveryState, JobState, LedgerError, RescueBudget};
+use dawnpost::outcome::ResponseClass;
+use dawnpost::window::rfc3339;
 
 /// A quarantined job whose artifact retention already deleted: all retention has left to do
 /// is delete its rows.

@@ -10,8 +10,9 @@ use common::TestLedger;
 use common::fixtures::*;
 use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{
-    DeliveryNext, DeliveryState, JobFilter, JobState, LedgerError, RescueBudget, ResponseClass,
+    DeliveryNext, DeliveryState, JobFilter, JobState, LedgerError, RescueBudget,
 };
+use dawnpost::outcome::ResponseClass;
 
 async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     let l = &t.ledger;

@@ -13,7 +13,8 @@ use common::{Project, TestLedger, run_date};
 use dawnpost::Config;
 use dawnpost::artifact::ArtifactStore;
 use dawnpost::ledger::{Audit, Via};
-use dawnpost::ledger::{DeliveryState, JobState, ResponseClass};
+use dawnpost::ledger::{DeliveryState, JobState};
+use dawnpost::outcome::ResponseClass;
 use dawnpost::runner::RunOnceSummary;
 use dawnpost::signing::Secret;
 

@@ -7,8 +7,9 @@ use crate::common;
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
+use dawnpost::ledger::RunbookSpec;
 use dawnpost::ledger::Via;
-use dawnpost::ledger::{ResponseClass, RunbookSpec};
+use dawnpost::outcome::ResponseClass;
 use dawnpost::runbook::{self, Advance};
 
 fn spec(canary: u32, batch: u32) -> RunbookSpec {

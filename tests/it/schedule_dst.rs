@@ -5,7 +5,8 @@ use crate::common;
 
 use chrono::Duration;
 use common::{Project, at, report, utc};
-use dawnpost::schedule::{Window, plan};
+use dawnpost::schedule::plan;
+use dawnpost::window::Window;
 
 fn ny_project() -> Project {
     let mut reports = report("ny-0130", "0 30 1 * * *", "America/New_York");
@@ -21,7 +22,7 @@ fn fires_of(p: &Project, report: &str, from: &str, to: &str) -> Vec<(String, Str
         utc(to),
     )
     .into_iter()
-    .map(|f| (f.key.to_string(), dawnpost::schedule::rfc3339(f.fire_at)))
+    .map(|f| (f.key.to_string(), dawnpost::window::rfc3339(f.fire_at)))
     .collect()
 }
 

@@ -9,9 +9,8 @@ use std::time::Duration;
 use common::ops_server::{OTHER_SECRET, SECRET, TOKEN, start};
 use common::{TestLedger, at};
 use dawnpost::keys::{DeliveryKey, DestinationKind};
-use dawnpost::ledger::{
-    DeliveryNext, JobState, LeaseParams, NewAttempt, NewDelivery, ResponseClass,
-};
+use dawnpost::ledger::{DeliveryNext, JobState, LeaseParams, NewAttempt, NewDelivery};
+use dawnpost::outcome::ResponseClass;
 use dawnpost::server::check_exposure;
 use dawnpost::signing::Secret;
 use dawnpost::supervisor::{OnFailure, Service, SupervisorConfig, supervise};

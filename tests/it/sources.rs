@@ -11,8 +11,8 @@ use axum::response::IntoResponse;
 use common::at;
 use dawnpost::Span;
 use dawnpost::config::SourceSpec;
-use dawnpost::schedule::Window;
 use dawnpost::source::{SourceError, fetch};
+use dawnpost::window::Window;
 use serde_json::json;
 
 fn window() -> Window {

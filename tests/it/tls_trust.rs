@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Project, TestLedger, dk, run_date};
 use dawnpost::Config;
-use dawnpost::ledger::ResponseClass;
+use dawnpost::outcome::ResponseClass;
 
 struct Peer {
     port: u16,

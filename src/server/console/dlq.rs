@@ -13,9 +13,8 @@ use super::job::checked_csrf_and_role;
 use super::pages::{scroll_region, shell, state_badge, when};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
-use crate::ledger::{
-    JobFilter, JobState, ResponseClass, Runbook, RunbookSpec, RunbookState, RunbookStep, Via,
-};
+use crate::ledger::{JobFilter, JobState, Runbook, RunbookSpec, RunbookState, RunbookStep, Via};
+use crate::outcome::ResponseClass;
 use crate::runbook::{self, Group, RunbookError};
 
 impl From<RunbookError> for ConsoleError {

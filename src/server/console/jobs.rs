@@ -11,7 +11,8 @@ use super::pages::{scroll_region, shell, state_badge, when_in};
 use super::session::Session;
 use super::{ConsoleError, ServerState, page};
 use crate::keys::JobKey;
-use crate::ledger::{Job, JobFilter, JobState, ResponseClass};
+use crate::ledger::{Job, JobFilter, JobState};
+use crate::outcome::ResponseClass;
 
 /// Jobs a page shows.
 pub const PAGE_SIZE: u32 = 50;

@@ -12,7 +12,8 @@ use maud::{Markup, html};
 use super::pages::{age, counts, scroll_region, shell, when};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
-use crate::ledger::{DeliveryState, JobState, ResponseClass};
+use crate::ledger::{DeliveryState, JobState};
+use crate::outcome::ResponseClass;
 use crate::sweeper::SweepCounts;
 
 /// Reports whose next fire the overview lists (the Reports page lists every one).
@@ -60,7 +61,7 @@ pub(super) async fn show(
         deliveries: st.ledger.delivery_count_by_state().await?,
         oldest_ready: st.ledger.job_oldest_ready(now).await?,
         attempts: st.ledger.attempt_counts_by_hour(since).await?,
-        paused: st.node.pipeline.throttle.paused(now),
+        paused: st.node.pool.paused(now),
         last_sweep: st.node.sweeper.history().into_iter().next(),
         reload_error: st.node.sweeper.reload_error(),
         next_fires,

@@ -5,9 +5,9 @@ use dawnpost::artifact::ArtifactRef;
 use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
 use dawnpost::ledger::{
     DeliveryLease, DeliveryNext, JobOrigin, LeaseParams, NewAttempt, NewDelivery, NewJob,
-    ResponseClass,
 };
-use dawnpost::schedule::Window;
+use dawnpost::outcome::ResponseClass;
+use dawnpost::window::Window;
 
 use super::{TestLedger, at};
 

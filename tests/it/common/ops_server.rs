@@ -49,11 +49,17 @@ pub async fn start(t: &TestLedger) -> Server {
         t.ledger.clone(),
         shared_clock.clone(),
         metrics.clone(),
+        (*artifacts).clone(),
     )
     .expect("pool");
     let sweeper = Arc::new(
-        dawnpost::sweeper::Sweeper::from_config(&config, t.ledger.clone(), shared_clock)
-            .expect("sweeper"),
+        dawnpost::sweeper::Sweeper::from_config(
+            &config,
+            t.ledger.clone(),
+            shared_clock,
+            (*artifacts).clone(),
+        )
+        .expect("sweeper"),
     );
     let state = ServerState {
         ledger: t.ledger.clone(),
@@ -70,7 +76,7 @@ pub async fn start(t: &TestLedger) -> Server {
             metrics: metrics.clone(),
             health: health.clone(),
             sweeper: sweeper.clone(),
-            pipeline: pipeline.clone(),
+            pool: dawnpost::pool::PoolView::of(&pipeline),
         },
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -12,11 +12,12 @@ use dawnpost::artifact::ArtifactStore;
 use dawnpost::config::RetentionPolicy;
 use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
 use dawnpost::ledger::{
-    DeliveryNext, JobState, LeaseParams, Ledger, NewAttempt, NewDelivery, NewJob, ResponseClass,
+    DeliveryNext, JobState, LeaseParams, Ledger, NewAttempt, NewDelivery, NewJob,
 };
+use dawnpost::outcome::ResponseClass;
 use dawnpost::render::Rendered;
-use dawnpost::schedule::Window;
 use dawnpost::sweeper::{Sweeper, SweeperConfig};
+use dawnpost::window::Window;
 use proptest::prelude::*;
 use tempfile::TempDir;
 
