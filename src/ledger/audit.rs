@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::LedgerError;
+use super::tx::Statement;
 use super::types::parse_key;
 use crate::clock::from_millis;
 use crate::keys::{DeliveryKey, JobKey};
@@ -86,6 +87,27 @@ impl<'a> Audit<'a> {
     pub fn via(&self) -> Via {
         self.via
     }
+}
+
+/// The audit row of `action` (`redrive`, `cancel`) on job `job`, or on one of its deliveries.
+pub(super) fn audit_row<'a>(
+    job: &'a str,
+    delivery: Option<&DeliveryKey>,
+    audit: &Audit<'a>,
+    action: &'a str,
+    at_ms: i64,
+) -> Statement<'a> {
+    Statement::new(
+        "INSERT INTO redrives (job_key, delivery_key, redriven_by, reason, at, action, via)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(job)
+    .bind(delivery)
+    .bind(audit.by())
+    .bind(audit.reason())
+    .bind(at_ms)
+    .bind(action)
+    .bind(audit.via().as_str())
 }
 
 /// One audited action on a job or a delivery: a redrive or a cancel.

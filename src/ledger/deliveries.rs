@@ -5,6 +5,8 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
+use super::audit::audit_row;
+use super::tx::{Statement, Tx};
 use super::types::parse_key;
 use super::{
     Arg, Attempt, AttemptRecord, Audit, Delivery, DeliveryLease, DeliveryNext, DeliveryRecord,
@@ -39,19 +41,55 @@ const SEND_DEFER: &str = "UPDATE deliveries SET state = 'pending', attempts = at
         lease_expires_at = NULL, updated_at = $4
      WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
 
-pub(super) const REDRIVE: &str = "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts, budget_since = $1,
-        redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
-     WHERE key = $2 AND state = 'quarantined' RETURNING job_key";
+fn redrive(key: &DeliveryKey, now_ms: i64) -> Statement<'static> {
+    Statement::new(
+        "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts,
+            budget_since = $1, redrive_count = redrive_count + 1, updated_at = $1,
+            terminal_at = NULL
+         WHERE key = $2 AND state = 'quarantined' RETURNING job_key",
+    )
+    .bind(now_ms)
+    .bind(key)
+}
 
 /// The job of a redriven delivery delivers again, or renders again first when retention
 /// deleted its artifact (the same bytes: see `generated_at`); its redriven delivery waits.
-pub(super) const REDRIVE_JOB: &str = concat!(
-    "UPDATE jobs SET state = ",
-    redriven_job_state!(),
-    ", ready_at = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL THEN $1 ELSE ready_at END,
-       redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
-     WHERE key = $2 AND state IN ('quarantined', 'done', 'delivering')"
-);
+fn redrive_job(job: &str, now_ms: i64) -> Statement<'_> {
+    Statement::new(
+        "UPDATE jobs
+         SET state = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL
+                          THEN 'ready' ELSE 'delivering' END,
+             ready_at = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL
+                             THEN $1 ELSE ready_at END,
+             redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
+         WHERE key = $2 AND state IN ('quarantined', 'done', 'delivering')",
+    )
+    .bind(now_ms)
+    .bind(job)
+}
+
+/// Redrives quarantined delivery `key` inside `tx`, with its audit row: the delivery back to
+/// `pending`, its job back to delivering (or to render). The job's row is locked first, as
+/// retention takes it: the two never wait on each other in opposite orders. The job's key, or
+/// `None` when the delivery is not quarantined (nothing changed).
+pub(super) async fn redrive_in(
+    tx: &mut Tx,
+    key: &DeliveryKey,
+    audit: &Audit<'_>,
+    now_ms: i64,
+) -> Result<Option<String>> {
+    tx.lock_job(&key.job().to_string()).await?;
+    let Some((job,)) = tx
+        .fetch_optional::<(String,)>(&redrive(key, now_ms))
+        .await?
+    else {
+        return Ok(None);
+    };
+    tx.execute(&redrive_job(&job, now_ms)).await?;
+    let row = audit_row(&job, Some(key), audit, "redrive", now_ms);
+    tx.execute(&row).await?;
+    Ok(Some(job))
+}
 
 impl Ledger {
     pub async fn delivery_get(&self, key: &DeliveryKey) -> Result<Option<Delivery>> {
@@ -219,16 +257,13 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<RedriveOutcome> {
         let now_ms = to_millis(now);
-        let job_key: Option<String> = on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            let row = redrive_delivery_in!(tx, d, key, audit, now_ms);
-            if row.is_some() {
-                tx.commit().await?;
-            } else {
-                tx.rollback().await?;
-            }
-            row
-        });
+        let mut tx = self.begin().await?;
+        let job_key = redrive_in(&mut tx, key, audit, now_ms).await?;
+        if job_key.is_some() {
+            tx.commit().await?;
+        } else {
+            tx.rollback().await?;
+        }
         match job_key {
             Some(job_key) => Ok(RedriveOutcome {
                 job_key: parse_key(&job_key)?,

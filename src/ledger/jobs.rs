@@ -3,13 +3,15 @@
 use crate::artifact::ArtifactRef;
 use chrono::{DateTime, Utc};
 
+use super::audit::audit_row;
+use super::tx::Statement;
 use super::types::parse_key;
 use super::{
     Arg, Audit, Job, JobLease, JobRecord, JobState, Ledger, LedgerError, NewDelivery, NewJob,
     RedriveOutcome, Render, Result, fenced,
 };
 use crate::clock::to_millis;
-use crate::keys::{DeliveryKey, JobKey};
+use crate::keys::JobKey;
 
 /// Inserts jobs from parallel arrays (key, report, local date, origin, fire_at, window start
 /// and end, ready_at), created at `$9`; returns the keys it inserted. PostgreSQL plans the
@@ -157,7 +159,7 @@ impl Ledger {
     ) -> Result<()> {
         let args = [
             Arg::Int(to_millis(ready_at)),
-            Arg::Text(Some(error)),
+            Arg::from(Some(error)),
             Arg::Int(to_millis(now)),
         ];
         self.fenced_update(RENDER_RETRY, lease, &args).await
@@ -176,7 +178,7 @@ impl Ledger {
         error: &str,
         now: DateTime<Utc>,
     ) -> Result<()> {
-        let args = [Arg::Text(Some(error)), Arg::Int(to_millis(now))];
+        let args = [Arg::from(Some(error)), Arg::Int(to_millis(now))];
         self.fenced_update(RENDER_QUARANTINE, lease, &args).await
     }
 
@@ -314,33 +316,20 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<()> {
         let now_ms = to_millis(now);
-        let n = on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            let n = sqlx::query(CANCEL)
-                .bind(now_ms)
-                .bind(key)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if n == 1 {
-                sqlx::query(CANCEL_DELIVERIES)
-                    .bind(now_ms)
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await?;
-                audit_query!(key, None::<&DeliveryKey>, audit, "cancel", now_ms)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-            } else {
-                tx.rollback().await?;
-            }
-            n
-        });
-        if n == 1 {
-            return Ok(());
+        let job = key.to_string();
+        let mut tx = self.begin().await?;
+        let n = tx
+            .execute(&Statement::new(CANCEL).bind(now_ms).bind(key))
+            .await?;
+        if n != 1 {
+            tx.rollback().await?;
+            return Err(self.wrong_job_state(key, "ready or quarantined").await);
         }
-        Err(self.wrong_job_state(key, "ready or quarantined").await)
+        let deliveries = Statement::new(CANCEL_DELIVERIES).bind(now_ms).bind(key);
+        tx.execute(&deliveries).await?;
+        tx.execute(&audit_row(&job, None, audit, "cancel", now_ms))
+            .await?;
+        tx.commit().await
     }
 
     /// Redrives a quarantined job with an audit row. A job quarantined at render, or whose
@@ -354,38 +343,25 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<RedriveOutcome> {
         let now_ms = to_millis(now);
-        let deliveries = on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            let n = sqlx::query(REDRIVE)
-                .bind(now_ms)
-                .bind(key)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            if n == 0 {
-                tx.rollback().await?;
-                None
-            } else {
-                let deliveries = sqlx::query(REDRIVE_DELIVERIES)
-                    .bind(now_ms)
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                audit_query!(key, None::<&DeliveryKey>, audit, "redrive", now_ms)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Some(deliveries)
-            }
-        });
-        match deliveries {
-            Some(deliveries) => Ok(RedriveOutcome {
-                job_key: key.clone(),
-                deliveries,
-            }),
-            None => Err(self.wrong_job_state(key, "quarantined").await),
+        let job = key.to_string();
+        let mut tx = self.begin().await?;
+        if tx
+            .execute(&Statement::new(REDRIVE).bind(now_ms).bind(key))
+            .await?
+            == 0
+        {
+            tx.rollback().await?;
+            return Err(self.wrong_job_state(key, "quarantined").await);
         }
+        let deliveries = Statement::new(REDRIVE_DELIVERIES).bind(now_ms).bind(key);
+        let deliveries = tx.execute(&deliveries).await?;
+        tx.execute(&audit_row(&job, None, audit, "redrive", now_ms))
+            .await?;
+        tx.commit().await?;
+        Ok(RedriveOutcome {
+            job_key: key.clone(),
+            deliveries,
+        })
     }
 
     /// Why a transition of job `key` that expected `expected` changed nothing.

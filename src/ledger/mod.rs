@@ -59,8 +59,9 @@ mod postgres;
 mod rescue;
 mod retention;
 mod runbooks;
-mod ticks;
 mod sqlite;
+mod ticks;
+mod tx;
 mod types;
 
 use std::path::Path;
@@ -74,6 +75,7 @@ pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use leases::LeaseParams;
 pub use rescue::RescueBudget;
 pub use runbooks::{Runbook, RunbookSpec, RunbookState, RunbookStep, StepRecord, Transition};
+use tx::{Arg, Statement};
 pub use types::*;
 
 /// A row type both backends decode.
@@ -161,13 +163,6 @@ enum Backend {
 #[derive(Debug, Clone)]
 pub struct Ledger {
     backend: Backend,
-}
-
-/// One value bound to a fenced update after its lease's key and token.
-#[derive(Debug, Clone, Copy)]
-enum Arg<'a> {
-    Int(i64),
-    Text(Option<&'a str>),
 }
 
 impl Ledger {
@@ -331,16 +326,11 @@ impl Ledger {
         args: &[Arg<'_>],
     ) -> Result<()> {
         let key = lease.key().to_string();
-        let n = on_backend!(self, |p, _d| {
-            let mut q = sqlx::query(sql).bind(&key).bind(lease.token());
-            for arg in args {
-                q = match *arg {
-                    Arg::Int(v) => q.bind(v),
-                    Arg::Text(v) => q.bind(v),
-                };
-            }
-            q.execute(p).await?.rows_affected()
-        });
+        let st = args.iter().cloned().fold(
+            Statement::new(sql).bind(key.as_str()).bind(lease.token()),
+            Statement::bind,
+        );
+        let n = self.execute(&st).await?;
         fenced(n, lease)
     }
 }

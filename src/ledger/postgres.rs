@@ -14,7 +14,7 @@ use crate::redact::redact_url;
 /// Locks one job's row (`$1`) for the rest of the transaction before a retention write or a
 /// delivery redrive checks its state: under READ COMMITTED the check that follows then sees
 /// every transaction that changed the row before, and later ones wait for the commit.
-pub(super) const LOCK_JOB: Option<&str> = Some("SELECT key FROM jobs WHERE key = $1 FOR UPDATE");
+pub(super) const LOCK_JOB: &str = "SELECT key FROM jobs WHERE key = $1 FOR UPDATE";
 
 pub(super) const BEGIN: &str = "BEGIN";
 

@@ -7,57 +7,91 @@
 
 use std::future::Future;
 
-/// The retention check of one job (`$1`): terminal, nothing pending or in flight, and
-/// `$extra`.
-macro_rules! retirable_sql {
-    ($extra:literal) => {
-        concat!(
-            "SELECT key FROM jobs WHERE key = $1 AND state IN ",
-            terminal_job!(),
-            " AND ",
-            $extra,
-            " AND ",
-            nothing_in_flight!("jobs.key")
-        )
-    };
+/// What a retention step may retire: a job terminal with nothing in flight, and for each
+/// step its own condition on the artifact.
+#[derive(Debug, Clone, Copy)]
+enum Retire {
+    /// The artifact's objects: one is recorded and not yet deleted.
+    Artifact,
+    /// The attempts' diagnostics: any terminal job.
+    Diagnostics,
+    /// The ledger rows: the artifact is gone, or there never was one.
+    Rows,
 }
 
-/// Locks the job's row (where the backend needs it), then tells whether it may be retired:
-/// [`retirable_sql`] run after the lock is held, so it sees every redrive committed before.
-macro_rules! retirable {
-    ($tx:ident, $d:ident, $key:expr, $extra:literal) => {{
-        if let Some(lock) = $d::LOCK_JOB {
-            sqlx::query(lock).bind($key).execute(&mut *$tx).await?;
-        }
-        let found: Option<(String,)> = sqlx::query_as(retirable_sql!($extra))
-            .bind($key)
-            .fetch_optional(&mut *$tx)
-            .await?;
-        found.is_some()
-    }};
+impl Retire {
+    /// The job's key when it may be retired so, run once its row is locked (so it sees every
+    /// redrive committed before).
+    fn check(self, key: &JobKey) -> Statement<'static> {
+        Statement::new(match self {
+            Retire::Artifact => {
+                "SELECT key FROM jobs
+                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled')
+                   AND artifact_key IS NOT NULL AND artifact_deleted_at IS NULL
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                                   AND d.state IN ('pending', 'sending'))"
+            }
+            Retire::Diagnostics => {
+                "SELECT key FROM jobs
+                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled')
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                                   AND d.state IN ('pending', 'sending'))"
+            }
+            Retire::Rows => {
+                "SELECT key FROM jobs
+                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled')
+                   AND (artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                                   AND d.state IN ('pending', 'sending'))"
+            }
+        })
+        .bind(key)
+    }
 }
 
-/// Opens a retention write on `$key`: a transaction holding the job's row, refused
-/// (`return Ok(None)`) unless the job is retirable with `$extra`, then `$before` (deleting
-/// objects), whose failure rolls back (`return Ok(Some(Err(e)))`). Evaluates to the open
-/// transaction.
-macro_rules! begin_retirement {
-    ($p:ident, $d:ident, $key:expr, $extra:literal, $before:expr) => {{
-        let mut tx = $p.begin_with($d::BEGIN).await?;
-        if !retirable!(tx, $d, $key, $extra) {
+/// How a retention write opened: refused (the job may not be retired so), its step before the
+/// write failed (`E`, and nothing was written), or open, the job's row held until the end.
+enum Retirement<E> {
+    Refused,
+    Failed(E),
+    Open(Tx),
+}
+
+impl Ledger {
+    /// Opens a retention write on `key`: a transaction holding the job's row, refused unless
+    /// the job may be retired as `what`, then `before` (deleting objects), whose failure rolls
+    /// the transaction back.
+    async fn begin_retirement<F, Fut, E>(
+        &self,
+        key: &JobKey,
+        what: Retire,
+        before: F,
+    ) -> Result<Retirement<E>>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = std::result::Result<(), E>>,
+    {
+        let mut tx = self.begin().await?;
+        tx.lock_job(&key.to_string()).await?;
+        if tx
+            .fetch_optional::<(String,)>(&what.check(key))
+            .await?
+            .is_none()
+        {
             tx.rollback().await?;
-            return Ok(None);
+            return Ok(Retirement::Refused);
         }
-        if let Err(e) = ($before)().await {
+        if let Err(e) = before().await {
             tx.rollback().await?;
-            return Ok(Some(Err(e)));
+            return Ok(Retirement::Failed(e));
         }
-        tx
-    }};
+        Ok(Retirement::Open(tx))
+    }
 }
 
 use chrono::{DateTime, Utc};
 
+use super::tx::{Statement, Tx};
 use super::{Job, JobRecord, Ledger, Result, RetentionSizes};
 use crate::clock::to_millis;
 use crate::keys::JobKey;
@@ -116,22 +150,19 @@ impl Ledger {
         F: FnOnce() -> Fut,
         Fut: Future<Output = std::result::Result<(), E>>,
     {
-        on_backend!(self, |p, d| {
-            let mut tx = begin_retirement!(
-                p,
-                d,
-                key,
-                "artifact_key IS NOT NULL AND artifact_deleted_at IS NULL",
-                delete
-            );
-            sqlx::query("UPDATE jobs SET artifact_deleted_at = $1, updated_at = $1 WHERE key = $2")
-                .bind(to_millis(now))
-                .bind(key)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(Some(Ok(())))
-        })
+        let mut tx = match self.begin_retirement(key, Retire::Artifact, delete).await? {
+            Retirement::Refused => return Ok(None),
+            Retirement::Failed(e) => return Ok(Some(Err(e))),
+            Retirement::Open(tx) => tx,
+        };
+        let gone = Statement::new(
+            "UPDATE jobs SET artifact_deleted_at = $1, updated_at = $1 WHERE key = $2",
+        )
+        .bind(to_millis(now))
+        .bind(key);
+        tx.execute(&gone).await?;
+        tx.commit().await?;
+        Ok(Some(Ok(())))
     }
 
     /// Records that a finished job's artifact is gone, without deleting anything (for tests
@@ -157,28 +188,28 @@ impl Ledger {
         key: &JobKey,
         now: DateTime<Utc>,
     ) -> Result<Option<u64>> {
-        on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            if !retirable!(tx, d, key, "TRUE") {
-                tx.rollback().await?;
-                return Ok(None);
-            }
-            sqlx::query("UPDATE jobs SET diagnostics_cleared_at = $1 WHERE key = $2")
-                .bind(to_millis(now))
-                .bind(key)
-                .execute(&mut *tx)
-                .await?;
-            let cleared = sqlx::query(
-                "UPDATE delivery_attempts SET diagnostics = NULL
-                 WHERE diagnostics IS NOT NULL AND delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
-            )
-            .bind(key)
-            .execute(&mut *tx)
+        let nothing = || async { Ok::<(), std::convert::Infallible>(()) };
+        let mut tx = match self
+            .begin_retirement(key, Retire::Diagnostics, nothing)
             .await?
-            .rows_affected();
-            tx.commit().await?;
-            Ok(Some(cleared))
-        })
+        {
+            Retirement::Open(tx) => tx,
+            Retirement::Refused | Retirement::Failed(_) => return Ok(None),
+        };
+        let cleared_at =
+            Statement::new("UPDATE jobs SET diagnostics_cleared_at = $1 WHERE key = $2")
+                .bind(to_millis(now))
+                .bind(key);
+        tx.execute(&cleared_at).await?;
+        let clear = Statement::new(
+            "UPDATE delivery_attempts SET diagnostics = NULL
+             WHERE diagnostics IS NOT NULL
+               AND delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
+        )
+        .bind(key);
+        let cleared = tx.execute(&clear).await?;
+        tx.commit().await?;
+        Ok(Some(cleared))
     }
 
     /// Deletes a finished job's ledger rows (attempts, deliveries, redrives, ingest records, the
@@ -203,31 +234,23 @@ impl Ledger {
         F: FnOnce() -> Fut,
         Fut: Future<Output = std::result::Result<(), E>>,
     {
-        on_backend!(self, |p, d| {
-            let mut tx = begin_retirement!(
-                p,
-                d,
-                key,
-                "(artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)",
-                purge
-            );
-            let mut rows = 0;
-            for sql in [
-                "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
-                "DELETE FROM deliveries WHERE job_key = $1",
-                "DELETE FROM redrives WHERE job_key = $1",
-                "DELETE FROM ingest_events WHERE job_key = $1",
-                "DELETE FROM jobs WHERE key = $1",
-            ] {
-                rows += sqlx::query(sql)
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-            }
-            tx.commit().await?;
-            Ok(Some(Ok(rows)))
-        })
+        let mut tx = match self.begin_retirement(key, Retire::Rows, purge).await? {
+            Retirement::Refused => return Ok(None),
+            Retirement::Failed(e) => return Ok(Some(Err(e))),
+            Retirement::Open(tx) => tx,
+        };
+        let mut rows = 0;
+        for sql in [
+            "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
+            "DELETE FROM deliveries WHERE job_key = $1",
+            "DELETE FROM redrives WHERE job_key = $1",
+            "DELETE FROM ingest_events WHERE job_key = $1",
+            "DELETE FROM jobs WHERE key = $1",
+        ] {
+            rows += tx.execute(&Statement::new(sql).bind(key)).await?;
+        }
+        tx.commit().await?;
+        Ok(Some(Ok(rows)))
     }
 
     /// What retention would free for one job: diagnostics bytes and rows, and ledger rows.

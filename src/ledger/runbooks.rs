@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::tx::Statement;
 use super::{Delivery, DeliveryRecord, Ledger, Result, Via};
 use crate::clock::{from_millis, to_millis};
 use crate::keys::DeliveryKey;
@@ -167,22 +168,19 @@ const INSERT: &str = "INSERT INTO runbooks (report, host, class, since, canary, 
         redriven_by, reason, via, state, step, created_at, updated_at)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'planned', 0, $11, $11) RETURNING id";
 
-const STEP: &str = "INSERT INTO runbook_steps (runbook_id, step, action, count, detail, actor, at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7)";
-
-/// The audit row of step `$step` of runbook `$id`: a [`StepRecord`] at `$at_ms`, for either
-/// backend's transaction.
-macro_rules! step_query {
-    ($id:expr, $step:expr, $record:expr, $at_ms:expr) => {
-        sqlx::query(STEP)
-            .bind($id)
-            .bind($step)
-            .bind($record.action)
-            .bind($record.count)
-            .bind($record.detail)
-            .bind($record.by)
-            .bind($at_ms)
-    };
+/// The audit row of step `step` of runbook `id`: `record`, at `at_ms`.
+fn step_row<'a>(id: i64, step: i64, record: &StepRecord<'a>, at_ms: i64) -> Statement<'a> {
+    Statement::new(
+        "INSERT INTO runbook_steps (runbook_id, step, action, count, detail, actor, at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(id)
+    .bind(step)
+    .bind(record.action)
+    .bind(record.count)
+    .bind(record.detail)
+    .bind(record.by)
+    .bind(at_ms)
 }
 
 /// A runbook's move: from state `from` at step `step` to state `to` (at `step + 1` when
@@ -244,34 +242,33 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<i64> {
         let now_ms = to_millis(now);
-        Ok(on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            let (id,): (i64,) = sqlx::query_as(INSERT)
-                .bind(&spec.report)
-                .bind(&spec.host)
-                .bind(spec.class.as_str())
-                .bind(spec.since.map(to_millis))
-                .bind(i64::from(spec.canary))
-                .bind(i64::from(spec.batch))
-                .bind(planned)
-                .bind(&spec.by)
-                .bind(&spec.reason)
-                .bind(spec.via.as_str())
-                .bind(now_ms)
-                .fetch_one(&mut *tx)
-                .await?;
-            let plan = StepRecord {
-                action: "plan",
-                count: planned,
-                detail,
-                by: &spec.by,
-            };
-            step_query!(id, 0_i64, plan, now_ms)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            id
-        }))
+        let insert = Statement::new(INSERT)
+            .bind(spec.report.as_str())
+            .bind(spec.host.as_str())
+            .bind(spec.class.as_str())
+            .bind(spec.since.map(to_millis))
+            .bind(i64::from(spec.canary))
+            .bind(i64::from(spec.batch))
+            .bind(planned)
+            .bind(spec.by.as_str())
+            .bind(spec.reason.as_str())
+            .bind(spec.via.as_str())
+            .bind(now_ms);
+        let mut tx = self.begin().await?;
+        let Some((id,)) = tx.fetch_optional::<(i64,)>(&insert).await? else {
+            return Err(super::LedgerError::Corrupt(
+                "a runbook insert returned no id".into(),
+            ));
+        };
+        let plan = StepRecord {
+            action: "plan",
+            count: planned,
+            detail,
+            by: &spec.by,
+        };
+        tx.execute(&step_row(id, 0, &plan, now_ms)).await?;
+        tx.commit().await?;
+        Ok(id)
     }
 
     pub async fn runbook_get(&self, id: i64) -> Result<Option<Runbook>> {
@@ -348,34 +345,26 @@ impl Ledger {
             outcome,
         } = t;
         let new_step = if next_step { step + 1 } else { step };
-        Ok(on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            let moved = sqlx::query(
-                "UPDATE runbooks SET state = $1, step = $2, outcome = COALESCE($3, outcome),
-                    updated_at = $4
-                 WHERE id = $5 AND state = $6 AND step = $7",
-            )
-            .bind(to.as_str())
-            .bind(new_step)
-            .bind(outcome)
-            .bind(now_ms)
-            .bind(id)
-            .bind(from.as_str())
-            .bind(step)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-                == 1;
-            if moved {
-                step_query!(id, new_step, record, now_ms)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-            } else {
-                tx.rollback().await?;
-            }
-            moved
-        }))
+        let update = Statement::new(
+            "UPDATE runbooks SET state = $1, step = $2, outcome = COALESCE($3, outcome),
+                updated_at = $4
+             WHERE id = $5 AND state = $6 AND step = $7",
+        )
+        .bind(to.as_str())
+        .bind(new_step)
+        .bind(outcome)
+        .bind(now_ms)
+        .bind(id)
+        .bind(from.as_str())
+        .bind(step);
+        let mut tx = self.begin().await?;
+        if tx.execute(&update).await? != 1 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        tx.execute(&step_row(id, new_step, &record, now_ms)).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     /// Takes step `step + 1` of running runbook `id` in one transaction: claims the step (no
@@ -397,49 +386,42 @@ impl Ledger {
         keys.sort_by(|a, b| {
             (a.job().to_string(), a.to_string()).cmp(&(b.job().to_string(), b.to_string()))
         });
-        Ok(on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            let claimed = sqlx::query(
-                "UPDATE runbooks SET step = step + 1, updated_at = $1
-                 WHERE id = $2 AND state = 'running' AND step = $3",
-            )
-            .bind(now_ms)
-            .bind(id)
-            .bind(step)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected()
-                == 1;
-            if claimed {
-                let mut redriven = Vec::with_capacity(keys.len());
-                for key in keys {
-                    if redrive_delivery_in!(tx, d, key, audit, now_ms).is_some() {
-                        sqlx::query(
-                            "INSERT INTO runbook_items (runbook_id, delivery_key, step)
-                             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                        )
-                        .bind(id)
-                        .bind(key)
-                        .bind(step + 1)
-                        .execute(&mut *tx)
-                        .await?;
-                        redriven.push(key.clone());
-                    }
-                }
-                let taken = StepRecord {
-                    count: i64::try_from(redriven.len()).unwrap_or(i64::MAX),
-                    ..record
-                };
-                step_query!(id, step + 1, taken, now_ms)
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Some(redriven)
-            } else {
-                tx.rollback().await?;
-                None
+        let claim = Statement::new(
+            "UPDATE runbooks SET step = step + 1, updated_at = $1
+             WHERE id = $2 AND state = 'running' AND step = $3",
+        )
+        .bind(now_ms)
+        .bind(id)
+        .bind(step);
+        let mut tx = self.begin().await?;
+        if tx.execute(&claim).await? != 1 {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        let mut redriven = Vec::with_capacity(keys.len());
+        for key in keys {
+            if super::deliveries::redrive_in(&mut tx, key, audit, now_ms)
+                .await?
+                .is_some()
+            {
+                let item = Statement::new(
+                    "INSERT INTO runbook_items (runbook_id, delivery_key, step)
+                     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                )
+                .bind(id)
+                .bind(key)
+                .bind(step + 1);
+                tx.execute(&item).await?;
+                redriven.push(key.clone());
             }
-        }))
+        }
+        let taken = StepRecord {
+            count: i64::try_from(redriven.len()).unwrap_or(i64::MAX),
+            ..record
+        };
+        tx.execute(&step_row(id, step + 1, &taken, now_ms)).await?;
+        tx.commit().await?;
+        Ok(Some(redriven))
     }
 
     /// The deliveries with these keys (any job), in no particular order.

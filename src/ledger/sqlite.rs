@@ -11,11 +11,6 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use super::LedgerError;
 use super::sql::PerBackend;
 
-/// Locks one job's row (`$1`) for the rest of the transaction before a retention write or a
-/// delivery redrive checks its state. SQLite needs none: `BEGIN IMMEDIATE` holds the only
-/// write lock.
-pub(super) const LOCK_JOB: Option<&str> = None;
-
 pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
 
 /// Runs first in a rescue's transaction; SQLite's writers queue on its one lock instead.

@@ -1,0 +1,213 @@
+//! One transaction on either backend, so that logic spanning several statements is written once:
+//! [`Tx`] runs a [`Statement`] — its SQL and its binds, built together by one function — on
+//! SQLite or PostgreSQL. Where a backend needs a step the other does not (PostgreSQL's row lock before a job's redrive or retirement), [`Tx`] has a method
+//! that says so and does nothing on the other.
+
+use std::borrow::Cow;
+
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Database, Encode, FromRow, Postgres, Sqlite, Transaction, Type};
+
+use super::{Backend, Ledger, Result};
+use crate::keys::{DeliveryKey, JobKey};
+
+/// A value bound to one of a statement's parameters (`$1`, `$2`, … in order).
+#[derive(Debug, Clone)]
+pub(super) enum Arg<'a> {
+    Int(i64),
+    MaybeInt(Option<i64>),
+    Text(Cow<'a, str>),
+    MaybeText(Option<Cow<'a, str>>),
+}
+
+impl From<Option<i64>> for Arg<'_> {
+    fn from(v: Option<i64>) -> Self {
+        Arg::MaybeInt(v)
+    }
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(v: i64) -> Self {
+        Arg::Int(v)
+    }
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Arg::Text(Cow::Borrowed(v))
+    }
+}
+
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        Arg::MaybeText(v.map(Cow::Borrowed))
+    }
+}
+
+impl From<&JobKey> for Arg<'_> {
+    fn from(k: &JobKey) -> Self {
+        Arg::Text(Cow::Owned(k.to_string()))
+    }
+}
+
+impl From<&DeliveryKey> for Arg<'_> {
+    fn from(k: &DeliveryKey) -> Self {
+        Arg::Text(Cow::Owned(k.to_string()))
+    }
+}
+
+impl From<Option<&DeliveryKey>> for Arg<'_> {
+    fn from(k: Option<&DeliveryKey>) -> Self {
+        Arg::MaybeText(k.map(|k| Cow::Owned(k.to_string())))
+    }
+}
+
+/// A statement with its binds: what one function of a concern's file builds and a [`Tx`] runs.
+#[derive(Debug, Clone)]
+pub(super) struct Statement<'a> {
+    sql: &'static str,
+    args: Vec<Arg<'a>>,
+}
+
+impl<'a> Statement<'a> {
+    pub(super) fn new(sql: &'static str) -> Statement<'a> {
+        Statement {
+            sql,
+            args: Vec::new(),
+        }
+    }
+
+    /// Binds the next parameter.
+    pub(super) fn bind(mut self, arg: impl Into<Arg<'a>>) -> Statement<'a> {
+        self.args.push(arg.into());
+        self
+    }
+}
+
+/// A row type both backends can read (every `sqlx::FromRow` derive is).
+pub(super) trait Row:
+    for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin
+{
+}
+
+impl<T> Row for T where T: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin
+{}
+
+/// An open transaction on the ledger's backend. Dropped without [`Tx::commit`], it rolls back.
+pub(super) enum Tx {
+    Sqlite(Transaction<'static, Sqlite>),
+    Postgres(Transaction<'static, Postgres>),
+}
+
+impl Ledger {
+    /// Begins a transaction the way each backend writes (SQLite takes its write lock at once).
+    pub(super) async fn begin(&self) -> Result<Tx> {
+        Ok(match &self.backend {
+            Backend::Sqlite(p) => Tx::Sqlite(p.begin_with(super::sqlite::BEGIN).await?),
+            Backend::Postgres(p) => Tx::Postgres(p.begin_with(super::postgres::BEGIN).await?),
+        })
+    }
+}
+
+impl Ledger {
+    /// Runs one statement in a transaction of its own; how many rows it changed.
+    pub(super) async fn execute(&self, st: &Statement<'_>) -> Result<u64> {
+        Ok(match &self.backend {
+            Backend::Sqlite(p) => query(st.sql, &st.args).execute(p).await?.rows_affected(),
+            Backend::Postgres(p) => query(st.sql, &st.args).execute(p).await?.rows_affected(),
+        })
+    }
+}
+
+/// `args` bound to `sql`, for the backend `DB`.
+fn query<'q, DB: Database>(
+    sql: &'static str,
+    args: &[Arg<'_>],
+) -> sqlx::query::Query<'q, DB, <DB as Database>::Arguments>
+where
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    Option<i64>: for<'t> Encode<'t, DB> + Type<DB>,
+    for<'t> &'t str: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<&'t str>: Encode<'t, DB> + Type<DB>,
+{
+    args.iter().fold(sqlx::query(sql), |q, a| match a {
+        Arg::Int(v) => q.bind(*v),
+        Arg::MaybeInt(v) => q.bind(*v),
+        Arg::Text(v) => q.bind(v.as_ref()),
+        Arg::MaybeText(v) => q.bind(v.as_deref()),
+    })
+}
+
+/// `args` bound to `sql`, read as `T`, for the backend `DB`.
+fn query_as<'q, DB: Database, T>(
+    sql: &'static str,
+    args: &'q [Arg<'q>],
+) -> sqlx::query::QueryAs<'q, DB, T, <DB as Database>::Arguments>
+where
+    T: for<'r> FromRow<'r, DB::Row>,
+    i64: for<'t> Encode<'t, DB> + Type<DB>,
+    Option<i64>: for<'t> Encode<'t, DB> + Type<DB>,
+    for<'t> &'t str: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<&'t str>: Encode<'t, DB> + Type<DB>,
+{
+    args.iter().fold(sqlx::query_as(sql), |q, a| match a {
+        Arg::Int(v) => q.bind(*v),
+        Arg::MaybeInt(v) => q.bind(*v),
+        Arg::Text(v) => q.bind(v.as_ref()),
+        Arg::MaybeText(v) => q.bind(v.as_deref()),
+    })
+}
+
+impl Tx {
+    /// Runs `st`; how many rows it changed.
+    pub(super) async fn execute(&mut self, st: &Statement<'_>) -> Result<u64> {
+        Ok(match self {
+            Tx::Sqlite(tx) => {
+                let done = query(st.sql, &st.args).execute(&mut **tx).await?;
+                done.rows_affected()
+            }
+            Tx::Postgres(tx) => {
+                let done = query(st.sql, &st.args).execute(&mut **tx).await?;
+                done.rows_affected()
+            }
+        })
+    }
+
+    /// The first row `st` returns, if any.
+    pub(super) async fn fetch_optional<T: Row>(&mut self, st: &Statement<'_>) -> Result<Option<T>> {
+        Ok(match self {
+            Tx::Sqlite(tx) => query_as(st.sql, &st.args).fetch_optional(&mut **tx).await?,
+            Tx::Postgres(tx) => query_as(st.sql, &st.args).fetch_optional(&mut **tx).await?,
+        })
+    }
+
+    /// Locks job `key`'s row until the end of the transaction, where the backend needs it
+    /// (PostgreSQL; SQLite's write transaction already excludes every other writer). A redrive
+    /// and a retirement both take it first, so they never wait on each other in opposite orders.
+    pub(super) async fn lock_job(&mut self, key: &str) -> Result<()> {
+        match self {
+            Tx::Sqlite(_) => Ok(()),
+            Tx::Postgres(_) => {
+                let lock = Statement::new(super::postgres::LOCK_JOB).bind(key);
+                self.execute(&lock).await.map(|_| ())
+            }
+        }
+    }
+
+    pub(super) async fn commit(self) -> Result<()> {
+        match self {
+            Tx::Sqlite(tx) => tx.commit().await?,
+            Tx::Postgres(tx) => tx.commit().await?,
+        }
+        Ok(())
+    }
+
+    pub(super) async fn rollback(self) -> Result<()> {
+        match self {
+            Tx::Sqlite(tx) => tx.rollback().await?,
+            Tx::Postgres(tx) => tx.rollback().await?,
+        }
+        Ok(())
+    }
+}
