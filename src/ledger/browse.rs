@@ -9,11 +9,7 @@ impl Ledger {
     pub async fn job_list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
         let limit = i64::from(filter.limit.unwrap_or(1000));
         let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
-            let mut qb = sqlx::QueryBuilder::new(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs WHERE TRUE"
-            ));
+            let mut qb = sqlx::QueryBuilder::new("SELECT * FROM jobs WHERE TRUE");
             if let Some(s) = filter.state {
                 qb.push(" AND state = ").push_bind(s.as_str());
             }

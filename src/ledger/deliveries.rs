@@ -30,7 +30,8 @@ const FINISH_UPDATE: &str = ") UPDATE deliveries SET state = v.state, ready_at =
      RETURNING deliveries.key, deliveries.lease_token, deliveries.attempts";
 
 /// The head of a multi-row attempt insert.
-const ATTEMPT_VALUES: &str = concat!("INSERT INTO delivery_attempts (", attempt_columns!(), ") ");
+const ATTEMPT_VALUES: &str = "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at,
+        finished_at, class, code, retry_after_ms, next_ready_at, reason, diagnostics) ";
 
 const SEND_RELEASE: &str =
     "UPDATE deliveries SET state = 'pending', attempts = attempts - 1, lease_owner = NULL,
@@ -93,30 +94,18 @@ pub(super) async fn redrive_in(
 
 impl Ledger {
     pub async fn delivery_get(&self, key: &DeliveryKey) -> Result<Option<Delivery>> {
-        let sql = concat!(
-            "SELECT ",
-            delivery_columns!(),
-            " FROM deliveries WHERE key = $1"
-        );
+        let sql = "SELECT * FROM deliveries WHERE key = $1";
         Ok(self.select::<DeliveryRecord, _, _>(sql, key).await?.pop())
     }
 
     pub async fn delivery_list(&self, job_key: &JobKey) -> Result<Vec<Delivery>> {
-        let sql = concat!(
-            "SELECT ",
-            delivery_columns!(),
-            " FROM deliveries WHERE job_key = $1 ORDER BY key"
-        );
+        let sql = "SELECT * FROM deliveries WHERE job_key = $1 ORDER BY key";
         self.select::<DeliveryRecord, _, _>(sql, job_key).await
     }
 
     /// The deliveries of these jobs, ordered by key; 500 jobs a statement.
     pub async fn delivery_list_many(&self, job_keys: &[&JobKey]) -> Result<Vec<Delivery>> {
-        let head = concat!(
-            "SELECT ",
-            delivery_columns!(),
-            " FROM deliveries WHERE job_key IN ("
-        );
+        let head = "SELECT * FROM deliveries WHERE job_key IN (";
         let mut out: Vec<Delivery> = self
             .select_by_job_keys::<DeliveryRecord, _>(head, job_keys)
             .await?;
@@ -126,11 +115,7 @@ impl Ledger {
 
     /// Every quarantined delivery, oldest first.
     pub async fn delivery_list_quarantined(&self, limit: u32) -> Result<Vec<Delivery>> {
-        let sql = concat!(
-            "SELECT ",
-            delivery_columns!(),
-            " FROM deliveries WHERE state = 'quarantined' ORDER BY updated_at, key LIMIT $1"
-        );
+        let sql = "SELECT * FROM deliveries WHERE state = 'quarantined' ORDER BY updated_at, key LIMIT $1";
         self.select::<DeliveryRecord, _, _>(sql, i64::from(limit))
             .await
     }
@@ -306,20 +291,12 @@ impl Ledger {
     }
 
     pub async fn attempt_list(&self, delivery_key: &DeliveryKey) -> Result<Vec<Attempt>> {
-        let sql = concat!(
-            "SELECT ",
-            attempt_columns!(),
-            " FROM delivery_attempts WHERE delivery_key = $1 ORDER BY attempt"
-        );
+        let sql = "SELECT * FROM delivery_attempts WHERE delivery_key = $1 ORDER BY attempt";
         self.select::<AttemptRecord, _, _>(sql, delivery_key).await
     }
 
     pub async fn redrive_list(&self, job_key: &JobKey) -> Result<Vec<Redrive>> {
-        let sql = concat!(
-            "SELECT ",
-            redrive_columns!(),
-            " FROM redrives WHERE job_key = $1 ORDER BY at, id"
-        );
+        let sql = "SELECT * FROM redrives WHERE job_key = $1 ORDER BY at, id";
         self.select::<RedriveRecord, _, _>(sql, job_key).await
     }
 }

@@ -3,6 +3,7 @@
 use crate::artifact::ArtifactRef;
 use chrono::{DateTime, Utc};
 
+use super::PerBackend;
 use super::audit::audit_row;
 use super::tx::Statement;
 use super::types::parse_key;
@@ -55,21 +56,30 @@ const RENDERED: &str = "UPDATE jobs SET state = $3, artifact_key = $4, artifact_
 /// The head of a multi-row delivery insert.
 const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at) ";
 
-/// A keyed settle, in the three pieces around its two binds of the instant; the key list
-/// follows.
-const SETTLE_KEYED: [&str; 3] = [
-    concat!(
-        "UPDATE jobs SET state = ",
-        settled_state!(keyed),
-        ", updated_at = "
-    ),
-    ", terminal_at = ",
-    concat!(
-        " WHERE (state = 'delivering') IS TRUE AND ",
-        nothing_in_flight!("jobs.key", keyed),
-        " AND key IN ("
-    ),
-];
+/// Settles the delivering jobs among the keys `$2` with nothing left to send, at `$1`: `done`,
+/// or `quarantined` when a delivery is. The keys are a JSON array on SQLite, a `text[]` on
+/// PostgreSQL. The state tests are `(…) IS TRUE`, which no index serves, so the jobs are found
+/// by key and their deliveries probed by job whatever the statistics say.
+const SETTLE_KEYED: PerBackend = PerBackend {
+    sqlite: "UPDATE jobs
+             SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                                           AND (d.state = 'quarantined') IS TRUE)
+                              THEN 'quarantined' ELSE 'done' END,
+                 updated_at = $1, terminal_at = $1
+             WHERE (state = 'delivering') IS TRUE
+               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                               AND (d.state IN ('pending', 'sending')) IS TRUE)
+               AND key IN (SELECT value FROM json_each($2))",
+    postgres: "UPDATE jobs
+               SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                                             AND (d.state = 'quarantined') IS TRUE)
+                                THEN 'quarantined' ELSE 'done' END,
+                   updated_at = $1, terminal_at = $1
+               WHERE (state = 'delivering') IS TRUE
+                 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                                 AND (d.state IN ('pending', 'sending')) IS TRUE)
+                 AND key = ANY($2)",
+};
 
 const CANCEL: &str = "UPDATE jobs SET state = 'cancelled', updated_at = $1, terminal_at = $1
      WHERE key = $2 AND state IN ('ready', 'quarantined')";
@@ -81,13 +91,13 @@ const CANCEL_DELIVERIES: &str =
         updated_at = $1, terminal_at = $1
      WHERE job_key = $2 AND state = 'pending'";
 
-const REDRIVE: &str = concat!(
-    "UPDATE jobs SET state = ",
-    redriven_job_state!(),
-    ", ready_at = $1, redrive_count = redrive_count + 1, attempts = 0, last_error = NULL,
-       updated_at = $1, terminal_at = NULL
-     WHERE key = $2 AND state = 'quarantined'"
-);
+/// A quarantined job renders again (`ready`) without a live artifact, else delivers again.
+const REDRIVE: &str = "UPDATE jobs
+     SET state = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL
+                      THEN 'ready' ELSE 'delivering' END,
+         ready_at = $1, redrive_count = redrive_count + 1, attempts = 0, last_error = NULL,
+         updated_at = $1, terminal_at = NULL
+     WHERE key = $2 AND state = 'quarantined'";
 
 /// Quarantined deliveries of a redriven job (`$2`) wait again, with a new budget from `$1`.
 pub(super) const REDRIVE_DELIVERIES: &str = "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts, budget_since = $1,
@@ -120,13 +130,13 @@ impl Ledger {
     }
 
     pub async fn job_get(&self, key: &JobKey) -> Result<Option<Job>> {
-        let sql = concat!("SELECT ", job_columns!(), " FROM jobs WHERE key = $1");
+        let sql = "SELECT * FROM jobs WHERE key = $1";
         Ok(self.select::<JobRecord, _, _>(sql, key).await?.pop())
     }
 
     /// The jobs with these keys, in no particular order; keys without a job are left out.
     pub async fn job_get_many(&self, keys: &[&JobKey]) -> Result<Vec<Job>> {
-        let head = concat!("SELECT ", job_columns!(), " FROM jobs WHERE key IN (");
+        let head = "SELECT * FROM jobs WHERE key IN (";
         self.select_by_job_keys::<JobRecord, _>(head, keys).await
     }
 
@@ -288,23 +298,23 @@ impl Ledger {
     /// settle the job.
     pub async fn job_settle_many(&self, keys: &[&JobKey], now: DateTime<Utc>) -> Result<u64> {
         let now_ms = to_millis(now);
-        let mut settled = 0;
-        on_backend!(self, |p, _d| {
-            for chunk in keys.chunks(500) {
-                let mut qb = sqlx::QueryBuilder::new(SETTLE_KEYED[0]);
-                qb.push_bind(now_ms)
-                    .push(SETTLE_KEYED[1])
-                    .push_bind(now_ms)
-                    .push(SETTLE_KEYED[2]);
-                let mut list = qb.separated(", ");
-                for key in chunk {
-                    list.push_bind(*key);
-                }
-                qb.push(")");
-                settled += qb.build().execute(p).await?.rows_affected();
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+        let done = match &self.backend {
+            super::Backend::Sqlite(p) => {
+                let list = serde_json::to_string(&keys)
+                    .map_err(|e| LedgerError::Corrupt(format!("job keys as JSON: {e}")))?;
+                let q = sqlx::query(SETTLE_KEYED.sqlite).bind(now_ms).bind(list);
+                q.execute(p).await?.rows_affected()
             }
-        });
-        Ok(settled)
+            super::Backend::Postgres(p) => {
+                let q = sqlx::query(SETTLE_KEYED.postgres).bind(now_ms).bind(keys);
+                q.execute(p).await?.rows_affected()
+            }
+        };
+        Ok(done)
     }
 
     /// `ready | quarantined → cancelled`, by an operator; deliveries still waiting (a job

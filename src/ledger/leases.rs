@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::sql::PerBackend;
+use super::PerBackend;
 use super::{Arg, Delivery, DeliveryLease, DeliveryRecord, Job, JobLease, JobRecord, Lease};
 use super::{BothRow, Ledger, Result};
 use super::{LeasedDelivery, LeasedJob};
@@ -31,52 +31,45 @@ pub struct LeaseParams {
 /// `LIMIT ?` with the value bound and re-prepares the statement whenever that value changes,
 /// which is at almost every claim (the free slots vary) — ~385,000 instructions each, 10% of
 /// the pipeline's CPU before this.
-macro_rules! job_lease {
-    ($lock:literal, $limit:literal) => {
-        concat!(
-            "UPDATE jobs
+const JOB_LEASE: PerBackend = PerBackend {
+    sqlite: "UPDATE jobs
              SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
                  lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
                  generated_at = COALESCE(generated_at, $3)
              WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
-                           ORDER BY ready_at, key LIMIT ",
-            $limit,
-            $lock,
-            ") RETURNING ",
-            job_columns!()
-        )
-    };
-}
+                           ORDER BY ready_at, key LIMIT CAST($4 AS INTEGER))
+             RETURNING *",
+    postgres: "UPDATE jobs
+               SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
+                   lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
+                   generated_at = COALESCE(generated_at, $3)
+               WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
+                             ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED)
+               RETURNING *",
+};
 
 /// Claims up to `$4` due deliveries of jobs that are delivering (a job sent back to render
 /// keeps its deliveries waiting). The job test is `(…) IS TRUE`: a probe by key per delivery,
 /// not a scan of every delivering job.
-macro_rules! delivery_lease {
-    ($lock:literal, $limit:literal) => {
-        concat!(
-            "UPDATE deliveries
+const DELIVERY_LEASE: PerBackend = PerBackend {
+    sqlite: "UPDATE deliveries
              SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
                  lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
              WHERE key IN (SELECT d.key FROM deliveries d
                            WHERE d.state = 'pending' AND d.ready_at <= $3
-                             AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key AND (j.state = 'delivering') IS TRUE)
-                           ORDER BY d.ready_at, d.key LIMIT ",
-            $limit,
-            $lock,
-            ") RETURNING ",
-            delivery_columns!()
-        )
-    };
-}
-
-const JOB_LEASE: PerBackend = PerBackend {
-    sqlite: job_lease!("", "CAST($4 AS INTEGER)"),
-    postgres: job_lease!(" FOR UPDATE SKIP LOCKED", "$4"),
-};
-
-const DELIVERY_LEASE: PerBackend = PerBackend {
-    sqlite: delivery_lease!("", "CAST($4 AS INTEGER)"),
-    postgres: delivery_lease!(" FOR UPDATE SKIP LOCKED", "$4"),
+                             AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
+                                         AND (j.state = 'delivering') IS TRUE)
+                           ORDER BY d.ready_at, d.key LIMIT CAST($4 AS INTEGER))
+             RETURNING *",
+    postgres: "UPDATE deliveries
+               SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
+                   lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
+               WHERE key IN (SELECT d.key FROM deliveries d
+                             WHERE d.state = 'pending' AND d.ready_at <= $3
+                               AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
+                                           AND (j.state = 'delivering') IS TRUE)
+                             ORDER BY d.ready_at, d.key LIMIT $4 FOR UPDATE SKIP LOCKED)
+               RETURNING *",
 };
 
 const RENDER_EXTEND: &str = "UPDATE jobs SET lease_expires_at = $3 WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";

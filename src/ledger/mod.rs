@@ -46,8 +46,6 @@ macro_rules! on_backend {
     };
 }
 
-#[macro_use]
-mod sql;
 mod audit;
 mod bind;
 mod browse;
@@ -157,6 +155,14 @@ impl LedgerError {
 enum Backend {
     Sqlite(SqlitePool),
     Postgres(PgPool),
+}
+
+/// A statement whose text differs between the backends, beside the function that runs it; the
+/// dialect module `on_backend!` hands the body (`d::pick`) takes its side.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct PerBackend {
+    pub sqlite: &'static str,
+    pub postgres: &'static str,
 }
 
 /// A handle on the ledger; cheap to clone.

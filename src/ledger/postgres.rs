@@ -8,13 +8,8 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 
 use super::LedgerError;
-use super::sql::PerBackend;
+use super::PerBackend;
 use crate::redact::redact_url;
-
-/// Locks one job's row (`$1`) for the rest of the transaction before a retention write or a
-/// delivery redrive checks its state: under READ COMMITTED the check that follows then sees
-/// every transaction that changed the row before, and later ones wait for the commit.
-pub(super) const LOCK_JOB: &str = "SELECT key FROM jobs WHERE key = $1 FOR UPDATE";
 
 pub(super) const BEGIN: &str = "BEGIN";
 

@@ -34,20 +34,6 @@ impl Default for RescueBudget {
     }
 }
 
-/// Deliveries whose lease expired before `$1`.
-macro_rules! expired_sending {
-    () => {
-        "state = 'sending' AND lease_expires_at < $1"
-    };
-}
-
-/// ... and whose budget is spent: `$2` attempts, or a budget that started at or before `$3`.
-macro_rules! spent {
-    () => {
-        "(attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)"
-    };
-}
-
 const QUARANTINE_LOST_RENDERS: &str = "UPDATE jobs SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
         lease_losses = lease_losses + 1,
         last_error = 'worker lost ' || CAST(lease_losses + 1 AS TEXT) || $3 || ': the render kills or hangs its worker',
@@ -60,41 +46,46 @@ const RESCUE_RENDERS: &str =
         last_error = 'lease expired: the worker stopped reporting', updated_at = $1
      WHERE state = 'rendering' AND lease_expires_at < $1";
 
-/// The attempt row of each lost send: its outcome is unknown.
-const RECORD_LOST_SENDS: &str = concat!(
-    "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
+/// The attempt row of each send whose lease expired before `$1`: its outcome is unknown. Its
+/// budget is spent at `$2` attempts, or when it started at or before `$3`.
+const RECORD_LOST_SENDS: &str = "INSERT INTO delivery_attempts
+        (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
      SELECT key, attempts, updated_at, $1, 'unknown',
-            CASE WHEN ", spent!(), "
+            CASE WHEN (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)
                  THEN 'lease expired: the worker stopped reporting; outcome unknown; budget spent'
                  ELSE 'lease expired: the worker stopped reporting; outcome unknown' END,
-            CASE WHEN ", spent!(), " THEN NULL ELSE $1 END
-     FROM deliveries WHERE ", expired_sending!(), "
-     ON CONFLICT DO NOTHING"
-);
+            CASE WHEN (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)
+                 THEN NULL ELSE $1 END
+     FROM deliveries WHERE state = 'sending' AND lease_expires_at < $1
+     ON CONFLICT DO NOTHING";
 
-const QUARANTINE_LOST_SENDS: &str = concat!(
-    "UPDATE deliveries SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
-        lease_losses = lease_losses + 1, last_class = 'unknown',
-        last_error = 'worker lost ' || CAST(lease_losses + 1 AS TEXT) || $4 || ': the send kills or hangs its worker',
-        updated_at = $1, terminal_at = $1
-     WHERE ", expired_sending!(), " AND ", spent!()
-);
+/// Lost sends (as above) whose budget is spent: quarantined, `$4` saying how often.
+const QUARANTINE_LOST_SENDS: &str = "UPDATE deliveries
+     SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
+         lease_losses = lease_losses + 1, last_class = 'unknown',
+         last_error = 'worker lost ' || CAST(lease_losses + 1 AS TEXT) || $4
+                      || ': the send kills or hangs its worker',
+         updated_at = $1, terminal_at = $1
+     WHERE state = 'sending' AND lease_expires_at < $1
+       AND (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)";
 
-const RESCUE_SENDS: &str = concat!(
-    "UPDATE deliveries SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
-        lease_losses = lease_losses + 1,
-        last_class = 'unknown', last_error = 'lease expired', updated_at = $1
-     WHERE ", expired_sending!()
-);
+/// The other lost sends wait again, at once.
+const RESCUE_SENDS: &str = "UPDATE deliveries
+     SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
+         lease_losses = lease_losses + 1,
+         last_class = 'unknown', last_error = 'lease expired', updated_at = $1
+     WHERE state = 'sending' AND lease_expires_at < $1";
 
-/// Settles every delivering job with nothing left to send, at `$1`.
-const SETTLE_ALL: &str = concat!(
-    "UPDATE jobs SET state = ",
-    settled_state!(),
-    ", updated_at = $1, terminal_at = $1
-     WHERE state = 'delivering' AND ",
-    nothing_in_flight!("jobs.key")
-);
+/// Settles every delivering job with nothing left to send, at `$1`: `done`, or `quarantined`
+/// when a delivery is.
+const SETTLE_ALL: &str = "UPDATE jobs
+     SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                                   AND d.state = 'quarantined')
+                      THEN 'quarantined' ELSE 'done' END,
+         updated_at = $1, terminal_at = $1
+     WHERE state = 'delivering'
+       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                       AND d.state IN ('pending', 'sending'))";
 
 /// A send cut at shutdown: its attempt row (`$1` now, `$2` key, `$3` token), written while
 /// `updated_at` still says when the lease was taken.

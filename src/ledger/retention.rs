@@ -110,15 +110,14 @@ impl Ledger {
             None => (i64::MIN, String::new()),
         };
         let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(concat!(
-                "SELECT ",
-                job_columns!(),
-                " FROM jobs WHERE state IN ",
-                terminal_job!(),
-                " AND terminal_at < $1 AND (terminal_at > $2 OR (terminal_at = $2 AND key > $3)) AND ",
-                nothing_in_flight!("jobs.key"),
-                " ORDER BY terminal_at, key LIMIT $4"
-            ))
+            sqlx::query_as(
+                "SELECT * FROM jobs
+                 WHERE state IN ('done', 'quarantined', 'cancelled') AND terminal_at < $1
+                   AND (terminal_at > $2 OR (terminal_at = $2 AND key > $3))
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                                   AND d.state IN ('pending', 'sending'))
+                 ORDER BY terminal_at, key LIMIT $4",
+            )
             .bind(to_millis(before))
             .bind(cursor_at)
             .bind(&cursor_key)

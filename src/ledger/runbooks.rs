@@ -214,11 +214,9 @@ impl Ledger {
         limit: u32,
     ) -> Result<Vec<Delivery>> {
         let recs: Vec<DeliveryRecord> = on_backend!(self, |p, _d| {
-            let mut qb = sqlx::QueryBuilder::new(concat!(
-                "SELECT ",
-                delivery_columns!(),
-                " FROM deliveries WHERE state = 'quarantined' AND last_class = "
-            ));
+            let mut qb = sqlx::QueryBuilder::new(
+                "SELECT * FROM deliveries WHERE state = 'quarantined' AND last_class = ",
+            );
             qb.push_bind(class.as_str())
                 .push(" AND job_key IN (SELECT key FROM jobs WHERE report = ")
                 .push_bind(report)
@@ -430,11 +428,7 @@ impl Ledger {
         let keys: Vec<&String> = keys.iter().collect();
         for chunk in keys.chunks(500) {
             let recs: Vec<DeliveryRecord> = on_backend!(self, |p, _d| {
-                let mut qb = sqlx::QueryBuilder::new(concat!(
-                    "SELECT ",
-                    delivery_columns!(),
-                    " FROM deliveries WHERE key IN ("
-                ));
+                let mut qb = sqlx::QueryBuilder::new("SELECT * FROM deliveries WHERE key IN (");
                 let mut list = qb.separated(", ");
                 for k in chunk {
                     list.push_bind(k.as_str());

@@ -9,7 +9,7 @@ use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
 use super::LedgerError;
-use super::sql::PerBackend;
+use super::PerBackend;
 
 pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
 

@@ -9,7 +9,7 @@ use sqlx::postgres::PgRow;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Database, Encode, FromRow, Postgres, Sqlite, Transaction, Type};
 
-use super::{Backend, Ledger, Result};
+use super::{Backend, BothRow, Ledger, Result};
 use crate::keys::{DeliveryKey, JobKey};
 
 /// A value bound to one of a statement's parameters (`$1`, `$2`, … in order).
@@ -84,15 +84,6 @@ impl<'a> Statement<'a> {
         self
     }
 }
-
-/// A row type both backends can read (every `sqlx::FromRow` derive is).
-pub(super) trait Row:
-    for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin
-{
-}
-
-impl<T> Row for T where T: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin
-{}
 
 /// An open transaction on the ledger's backend. Dropped without [`Tx::commit`], it rolls back.
 pub(super) enum Tx {
@@ -175,7 +166,7 @@ impl Tx {
     }
 
     /// The first row `st` returns, if any.
-    pub(super) async fn fetch_optional<T: Row>(&mut self, st: &Statement<'_>) -> Result<Option<T>> {
+    pub(super) async fn fetch_optional<T: BothRow>(&mut self, st: &Statement<'_>) -> Result<Option<T>> {
         Ok(match self {
             Tx::Sqlite(tx) => query_as(st.sql, &st.args).fetch_optional(&mut **tx).await?,
             Tx::Postgres(tx) => query_as(st.sql, &st.args).fetch_optional(&mut **tx).await?,
@@ -189,8 +180,10 @@ impl Tx {
         match self {
             Tx::Sqlite(_) => Ok(()),
             Tx::Postgres(_) => {
-                let lock = Statement::new(super::postgres::LOCK_JOB).bind(key);
-                self.execute(&lock).await.map(|_| ())
+                // Under READ COMMITTED the check that follows sees every transaction that
+                // changed the row before; later ones wait for this one's commit.
+                let lock = Statement::new("SELECT key FROM jobs WHERE key = $1 FOR UPDATE");
+                self.execute(&lock.bind(key)).await.map(|_| ())
             }
         }
     }
