@@ -5,8 +5,6 @@
 
 use std::borrow::Cow;
 
-use sqlx::postgres::PgRow;
-use sqlx::sqlite::SqliteRow;
 use sqlx::{Database, Encode, FromRow, Postgres, Sqlite, Transaction, Type};
 
 use super::{Backend, BothRow, Ledger, Result};
@@ -166,7 +164,10 @@ impl Tx {
     }
 
     /// The first row `st` returns, if any.
-    pub(super) async fn fetch_optional<T: BothRow>(&mut self, st: &Statement<'_>) -> Result<Option<T>> {
+    pub(super) async fn fetch_optional<T: BothRow>(
+        &mut self,
+        st: &Statement<'_>,
+    ) -> Result<Option<T>> {
         Ok(match self {
             Tx::Sqlite(tx) => query_as(st.sql, &st.args).fetch_optional(&mut **tx).await?,
             Tx::Postgres(tx) => query_as(st.sql, &st.args).fetch_optional(&mut **tx).await?,
