@@ -3,13 +3,12 @@
 //! then (started by an operator) the canary and the batches the daemon's `runbooks` service
 //! takes, every step audited, stoppable by hand.
 
-use axum::extract::rejection::FormRejection;
-use axum::extract::{Form, Path, State};
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::job::checked_csrf_and_role;
+use super::access::{CsrfForm, OperatorForm};
 use super::pages::{scroll_region, shell, state_badge, when};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
@@ -192,13 +191,16 @@ impl PlanForm {
     }
 }
 
+impl CsrfForm for PlanForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
 pub(super) async fn plan(
     State(st): State<ServerState>,
-    axum::Extension(session): axum::Extension<Session>,
-    form: Result<Form<PlanForm>, FormRejection>,
+    OperatorForm(f): OperatorForm<PlanForm>,
 ) -> Result<Response, ConsoleError> {
-    let f = form.map(|Form(f)| f).unwrap_or_default();
-    checked_csrf_and_role(&session, &f.csrf)?;
     let spec = f.spec()?;
     let (rb, _) = runbook::plan(&st.ledger, &spec, st.clock.now()).await?;
     Ok(Redirect::to(&format!("/ui/runbooks/{}", rb.id)).into_response())
@@ -281,13 +283,14 @@ pub struct StepForm {
     by: String,
 }
 
-/// The name a start or stop form gave, after the CSRF and role checks.
-fn step_by(
-    session: &Session,
-    form: Result<Form<StepForm>, FormRejection>,
-) -> Result<String, ConsoleError> {
-    let f = form.map(|Form(f)| f).unwrap_or_default();
-    checked_csrf_and_role(session, &f.csrf)?;
+impl CsrfForm for StepForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+/// The name a start or stop form gave (checked: it is audited).
+fn step_by(f: &StepForm) -> Result<String, ConsoleError> {
     let by = f.by.trim();
     if by.is_empty() {
         return Err(ConsoleError::Invalid(
@@ -299,11 +302,10 @@ fn step_by(
 
 pub(super) async fn start(
     State(st): State<ServerState>,
-    axum::Extension(session): axum::Extension<Session>,
     Path(id): Path<String>,
-    form: Result<Form<StepForm>, FormRejection>,
+    OperatorForm(form): OperatorForm<StepForm>,
 ) -> Result<Response, ConsoleError> {
-    let by = step_by(&session, form)?;
+    let by = step_by(&form)?;
     let rb = runbook_of(&st, &id).await?;
     runbook::start(&st.ledger, rb.id, &by, st.clock.now()).await?;
     Ok(Redirect::to(&format!("/ui/runbooks/{}", rb.id)).into_response())
@@ -311,11 +313,10 @@ pub(super) async fn start(
 
 pub(super) async fn stop(
     State(st): State<ServerState>,
-    axum::Extension(session): axum::Extension<Session>,
     Path(id): Path<String>,
-    form: Result<Form<StepForm>, FormRejection>,
+    OperatorForm(form): OperatorForm<StepForm>,
 ) -> Result<Response, ConsoleError> {
-    let by = step_by(&session, form)?;
+    let by = step_by(&form)?;
     let rb = runbook_of(&st, &id).await?;
     runbook::stop(&st.ledger, rb.id, &by, st.clock.now()).await?;
     Ok(Redirect::to(&format!("/ui/runbooks/{}", rb.id)).into_response())

@@ -1,14 +1,14 @@
 //! `/ui/jobs/{key}`: one job as a timeline (what `show` tells), its artifact's preview in a
 //! sandboxed frame, and the operator's actions on it: redrive the job or one delivery, cancel.
 
-use axum::extract::rejection::FormRejection;
-use axum::extract::{Form, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::Deserialize;
 
+use super::access::{CsrfForm, OperatorForm};
 use super::job_view::{self, delivery_ref};
-use super::session::{Role, Session};
+use super::session::Session;
 use super::{ConsoleError, ServerState, page};
 use crate::history::JobHistory;
 use crate::keys::JobKey;
@@ -121,25 +121,10 @@ pub struct ActionForm {
     pub delivery: String,
 }
 
-/// Refuses a form without this session's CSRF token, then a viewer's.
-pub(super) fn checked_csrf_and_role(session: &Session, csrf: &str) -> Result<(), ConsoleError> {
-    if !session.csrf_ok(csrf) {
-        return Err(ConsoleError::Csrf);
+impl CsrfForm for ActionForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
     }
-    if session.role != Role::Operator {
-        return Err(ConsoleError::ViewerOnly);
-    }
-    Ok(())
-}
-
-/// The form of an operator's action, after the CSRF and role checks.
-pub(super) fn checked(
-    session: &Session,
-    form: Result<Form<ActionForm>, FormRejection>,
-) -> Result<ActionForm, ConsoleError> {
-    let f = form.map(|Form(f)| f).unwrap_or_default();
-    checked_csrf_and_role(session, &f.csrf)?;
-    Ok(f)
 }
 
 /// The audit of a console action: the form's `by` and `reason`, both required.
@@ -149,11 +134,9 @@ fn audit_of(f: &ActionForm) -> Result<Audit<'_>, ConsoleError> {
 
 pub(super) async fn redrive(
     State(st): State<ServerState>,
-    axum::Extension(session): axum::Extension<Session>,
     Path(key): Path<String>,
-    form: Result<Form<ActionForm>, FormRejection>,
+    OperatorForm(f): OperatorForm<ActionForm>,
 ) -> Result<Response, ConsoleError> {
-    let f = checked(&session, form)?;
     let key = job_key(&key)?;
     let audit = audit_of(&f)?;
     let now = st.clock.now();
@@ -178,11 +161,9 @@ pub(super) async fn redrive(
 
 pub(super) async fn cancel(
     State(st): State<ServerState>,
-    axum::Extension(session): axum::Extension<Session>,
     Path(key): Path<String>,
-    form: Result<Form<ActionForm>, FormRejection>,
+    OperatorForm(f): OperatorForm<ActionForm>,
 ) -> Result<Response, ConsoleError> {
-    let f = checked(&session, form)?;
     let key = job_key(&key)?;
     let audit = audit_of(&f)?;
     st.ledger.job_cancel(&key, &audit, st.clock.now()).await?;

@@ -3,6 +3,7 @@
 //! without one every page redirects to `/ui/login`. Every response carries a strict
 //! Content-Security-Policy; every state-changing form carries the session's CSRF token.
 
+mod access;
 mod dlq;
 mod job;
 mod job_view;
