@@ -66,11 +66,16 @@ pub async fn run(
         clock: clock.clone(),
         metrics: metrics.clone(),
         bound: config.settings.pool.max_clock_offset,
+        every: config.settings.services.clock_every.as_std(),
     });
     // Read before anything leases: the offset is known, and refused if past the bound.
     timekeeper.start().await;
     let (tick, rescuer) = (Arc::new(tick), Arc::new(rescuer));
-    let runbooks = Arc::new(crate::runbook::Driver::new(ledger.clone(), clock.clone()));
+    let runbooks = Arc::new(crate::runbook::Driver::new(
+        ledger.clone(),
+        clock.clone(),
+        config.settings.services.runbooks_every.as_std(),
+    ));
     // Every service but the server restarts after a failure; the server cannot (above).
     let services = vec![
         restarting(

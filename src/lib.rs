@@ -42,6 +42,7 @@ pub mod ledger;
 pub mod logging;
 pub mod metrics;
 pub mod outcome;
+pub mod periodic;
 pub mod pool;
 pub mod preview;
 pub mod redact;

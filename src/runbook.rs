@@ -340,11 +340,16 @@ pub struct Driver {
 }
 
 impl Driver {
-    pub fn new(ledger: Ledger, clock: crate::clock::SharedClock) -> Driver {
+    /// A driver taking a round every `every` (`services.runbooks_every`).
+    pub fn new(
+        ledger: Ledger,
+        clock: crate::clock::SharedClock,
+        every: std::time::Duration,
+    ) -> Driver {
         Driver {
             ledger,
             clock,
-            every: std::time::Duration::from_secs(2),
+            every,
         }
     }
 
@@ -375,14 +380,12 @@ impl Driver {
     }
 
     pub async fn run(&self, cancel: tokio_util::sync::CancellationToken) {
-        loop {
+        let start = crate::periodic::Start::Now;
+        crate::periodic::every(self.every, start, &cancel, || async {
             if let Err(e) = self.run_once().await {
                 tracing::error!(error = %e, "advancing bulk redrives failed; retrying");
             }
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(self.every) => {}
-            }
-        }
+        })
+        .await;
     }
 }

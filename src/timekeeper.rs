@@ -1,5 +1,5 @@
 //! Keeps this node's clock on the shared ledger's (see [`crate::clock::LedgerClock`]): reads
-//! the ledger's clock when the ledger opens and every [`EVERY`] in the daemon, exports how far
+//! the ledger's clock when the ledger opens and every `services.clock_every` in the daemon, exports how far
 //! the wall clock is off it (`dawnpost_clock_offset_seconds`), warns past [`WARN_PAST`], and
 //! says so loudly past `pool.max_clock_offset`, where the pool and the rescuer stop
 //! ([`crate::clock::refusal`]). An injected clock (a test's) and SQLite follow nothing.
@@ -13,9 +13,6 @@ use crate::clock::{Clock, SharedClock, refusal, signed_seconds};
 use crate::duration::Span;
 use crate::ledger::Ledger;
 use crate::metrics::Metrics;
-
-/// How often the daemon reads the ledger's clock again.
-pub const EVERY: Duration = Duration::from_secs(10);
 
 /// An offset past which the daemon warns (it keeps the ledger's time anyway).
 pub const WARN_PAST: chrono::Duration = chrono::Duration::seconds(1);
@@ -54,6 +51,8 @@ pub struct Timekeeper {
     pub metrics: Arc<Metrics>,
     /// `pool.max_clock_offset`.
     pub bound: Span,
+    /// `services.clock_every`.
+    pub every: Duration,
 }
 
 impl Timekeeper {
@@ -89,13 +88,9 @@ impl Timekeeper {
         }
     }
 
-    /// Checks every [`EVERY`] until `cancel`.
+    /// A reading every `every` until `cancel`; [`Timekeeper::start`] took the first.
     pub async fn run(&self, cancel: CancellationToken) {
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(EVERY) => self.check().await,
-            }
-        }
+        let start = crate::periodic::Start::AfterOne;
+        crate::periodic::every(self.every, start, &cancel, || self.check()).await;
     }
 }

@@ -10,6 +10,7 @@ mod fields;
 mod rate_limits;
 mod report;
 mod retention;
+mod services;
 mod settings;
 
 use std::fmt;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 pub use rate_limits::RateLimitSpec;
 pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
+pub use services::ServiceSettings;
 pub use settings::{
     ArtifactSettings, DEFAULT_PG_CONNECTIONS, DatabaseSettings, EmailSettings, EmailTransport,
     PoolSettings, RetrySettings, ScheduleSettings, ServerSettings, Settings, WebhookSettings,

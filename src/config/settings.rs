@@ -22,6 +22,7 @@ pub struct Settings {
     pub retry: RetrySettings,
     pub schedule: ScheduleSettings,
     pub server: ServerSettings,
+    pub services: super::services::ServiceSettings,
     pub webhook: WebhookSettings,
     /// `[[rate_limit]]`: per-destination send rates, in file order.
     pub rate_limits: Vec<super::RateLimitSpec>,
@@ -230,6 +231,7 @@ impl Default for Settings {
                 body_timeout: Span::from_secs(10),
                 max_connections: 512,
             },
+            services: super::services::ServiceSettings::default(),
             webhook: WebhookSettings {
                 timeout: Span::from_secs(30),
             },
@@ -295,6 +297,9 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
     }
     if let Some(f) = section("server", errors) {
         server(f, &mut s.server, errors);
+    }
+    if let Some(f) = section("services", errors) {
+        super::services::read(f, &mut s.services, errors);
     }
     if let Some(mut f) = section("tls", errors) {
         if let Some(path) = f.opt::<PathBuf>("ca_file", errors) {

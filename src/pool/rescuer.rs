@@ -9,6 +9,7 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::ledger::{Ledger, LedgerError, RescueBudget, RescueCounts};
 use crate::metrics::Metrics;
+use crate::periodic::Start;
 use crate::retry::RetryPolicy;
 
 /// Rescuer settings.
@@ -34,11 +35,16 @@ impl Default for RescuerConfig {
 }
 
 impl RescuerConfig {
-    /// Every quarter lease (between 250 ms and 15 s), with the `[retry]` budget.
+    /// Every `services.rescue_every`, by default every quarter lease (between 250 ms and
+    /// 15 s), with the `[retry]` budget.
     pub fn from_config(config: &Config) -> RescuerConfig {
         let lease = config.settings.pool.lease.as_std();
+        let every = match config.settings.services.rescue_every {
+            Some(every) => every.as_std(),
+            None => (lease / 4).clamp(Duration::from_millis(250), Duration::from_secs(15)),
+        };
         RescuerConfig {
-            every: (lease / 4).clamp(Duration::from_millis(250), Duration::from_secs(15)),
+            every,
             budget: RescueBudget::from(&RetryPolicy::from(&config.settings.retry)),
             max_clock_offset: config.settings.pool.max_clock_offset,
         }
@@ -104,7 +110,7 @@ impl Rescuer {
     }
 
     pub async fn run(&self, cancel: CancellationToken) {
-        loop {
+        crate::periodic::every(self.config.every, Start::Now, &cancel, || async {
             match self.run_once().await {
                 Ok(_) => {}
                 Err(e) if e.is_lock_timeout() => tracing::warn!(
@@ -112,10 +118,7 @@ impl Rescuer {
                 ),
                 Err(e) => tracing::error!(error = %e, "lease rescue failed; retrying"),
             }
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(self.config.every) => {}
-            }
-        }
+        })
+        .await;
     }
 }

@@ -282,6 +282,22 @@ fn cases() -> Vec<Case> {
             message: "unknown key",
         },
         Case {
+            name: "a service interval too short",
+            edits: vec![Write(S, "[services]\nrunbooks_every = \"10ms\"\n")],
+            file: "dawnpost.toml",
+            report: None,
+            field: "services.runbooks_every",
+            message: "10ms is too short: at least 100ms",
+        },
+        Case {
+            name: "unknown key in [services]",
+            edits: vec![Write(S, "[services]\nsweep_every = \"1m\"\n")],
+            file: "dawnpost.toml",
+            report: None,
+            field: "services.sweep_every",
+            message: "unknown key",
+        },
+        Case {
             name: "duration with an unknown unit",
             edits: vec![Write(S, "[retry]\ncap = \"15x\"\n")],
             file: "dawnpost.toml",
@@ -754,4 +770,21 @@ fn timeouts_within_the_lease_are_not_flagged() {
         "{:?}",
         config.warnings
     );
+}
+
+#[test]
+fn service_intervals_come_from_the_services_table() {
+    let p = base();
+    let defaults = p.load().settings.services;
+    assert_eq!(defaults.runbooks_every.to_string(), "2s");
+    assert_eq!(defaults.clock_every.to_string(), "10s");
+    assert_eq!(defaults.rescue_every, None, "a quarter of the lease by default");
+    p.write(
+        "config/dawnpost.toml",
+        "[services]\nrescue_every = \"1s\"\nrunbooks_every = \"500ms\"\nclock_every = \"30s\"\n",
+    );
+    let s = p.load().settings.services;
+    assert_eq!(s.rescue_every.map(|t| t.to_string()), Some("1s".into()));
+    assert_eq!(s.runbooks_every.to_string(), "500ms");
+    assert_eq!(s.clock_every.to_string(), "30s");
 }

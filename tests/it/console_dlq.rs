@@ -126,8 +126,11 @@ async fn a_group_is_redriven_as_a_runbook_that_stops_on_its_canary(t: &TestLedge
         deliver_due(t, s.clock.now(), ResponseClass::Permanent).await,
         1
     );
-    let driver =
-        dawnpost::runbook::Driver::new(t.ledger.clone(), std::sync::Arc::new(s.clock.clone()));
+    let driver = dawnpost::runbook::Driver::new(
+        t.ledger.clone(),
+        std::sync::Arc::new(s.clock.clone()),
+        std::time::Duration::from_secs(2),
+    );
     assert_eq!(driver.run_once().await.expect("advance"), 1);
     let html = page(&s, &runbook, &operator).await;
     assert!(html.contains(">stopped<"), "{html}");

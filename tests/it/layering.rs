@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &[
         "words", "redact", "keys", "duration", "clock", "window", "cron", "outcome", "logging",
-        "metrics", "tls",
+        "metrics", "tls", "periodic",
     ],
     &["config"],
     &[
