@@ -6,14 +6,37 @@
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::middleware::NoOpMiddleware;
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::{Quota, RateLimiter};
+
+use crate::clock::SharedClock;
 
 use crate::config::RateLimitSpec;
 use crate::deliver::SendTarget;
 use crate::keys::DeliveryKey;
+
+/// The pool's injected clock as governor reads it: the time since the Unix epoch (never
+/// before it). The limits then keep the same time as everything else the pool decides.
+#[derive(Clone)]
+struct PoolTime(SharedClock);
+
+impl std::fmt::Debug for PoolTime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PoolTime")
+    }
+}
+
+impl governor::clock::Clock for PoolTime {
+    type Instant = Duration;
+
+    fn now(&self) -> Duration {
+        let ms = crate::clock::to_millis(self.0.now());
+        Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+    }
+}
 
 /// One `[[rate_limit]]` entry and its limiter.
 #[derive(Debug)]
@@ -21,7 +44,8 @@ struct Limit {
     spec: RateLimitSpec,
     /// The time one send takes from the budget: `1 / per_second`.
     period: Duration,
-    limiter: DefaultKeyedRateLimiter<String>,
+    limiter:
+        RateLimiter<String, DefaultKeyedStateStore<String>, PoolTime, NoOpMiddleware<Duration>>,
 }
 
 /// Every configured rate limit, in file order (the first entry matching a host applies).
@@ -30,14 +54,17 @@ pub struct RateLimits {
     limits: Vec<Limit>,
     /// The SMTP relay: where every email is sent.
     relay: SendTarget,
-    /// By host: when the last send turned back is due. The next one turned back is due one
-    /// period later, so a backlog comes back one by one at the host's rate instead of all at
-    /// once (and being turned back again).
-    queue_end: Mutex<HashMap<String, Instant>>,
+    clock: PoolTime,
+    /// By host: when the last send turned back is due (on [`PoolTime`]). The next one turned
+    /// back is due one period later, so a backlog comes back one by one at the host's rate
+    /// instead of all at once (and being turned back again).
+    queue_end: Mutex<HashMap<String, Duration>>,
 }
 
 impl RateLimits {
-    pub fn new(specs: &[RateLimitSpec], smtp_url: &str) -> RateLimits {
+    /// The limits of `specs`, emails going through `smtp_url`'s relay, on the pool's `clock`.
+    pub fn new(specs: &[RateLimitSpec], smtp_url: &str, clock: SharedClock) -> RateLimits {
+        let clock = PoolTime(clock);
         let limits = specs
             .iter()
             .map(|spec| {
@@ -49,13 +76,18 @@ impl RateLimits {
                 Limit {
                     spec: spec.clone(),
                     period,
-                    limiter: RateLimiter::keyed(quota),
+                    limiter: RateLimiter::new(
+                        quota,
+                        DefaultKeyedStateStore::default(),
+                        clock.clone(),
+                    ),
                 }
             })
             .collect();
         RateLimits {
             limits,
             relay: SendTarget::relay(smtp_url),
+            clock,
             queue_end: Mutex::default(),
         }
     }
@@ -86,15 +118,17 @@ impl RateLimits {
             Ok(()) => return Ok(()),
             Err(not_until) => not_until,
         };
-        let now = Instant::now();
-        let ready = now + not_until.wait_time_from(DefaultClock::default().now());
+        let now = governor::clock::Clock::now(&self.clock);
+        let ready = now.saturating_add(not_until.wait_time_from(now));
         let mut queue = self.queue_end.lock().unwrap_or_else(|e| e.into_inner());
         let due = match queue.get(&key) {
-            Some(end) if *end + limit.period > ready => *end + limit.period,
+            Some(end) if end.saturating_add(limit.period) > ready => {
+                end.saturating_add(limit.period)
+            }
             _ => ready,
         };
         queue.insert(key, due);
-        Err(due.saturating_duration_since(now))
+        Err(due.saturating_sub(now))
     }
 
     /// The configured entries, for `/metrics`.
@@ -116,34 +150,44 @@ mod tests {
         }
     }
 
+    fn clock() -> (crate::clock::ManualClock, SharedClock) {
+        let t0 = chrono::DateTime::from_timestamp(1_764_547_200, 0).expect("an instant");
+        let manual = crate::clock::ManualClock::new(t0);
+        (manual.clone(), std::sync::Arc::new(manual))
+    }
+
     #[test]
     fn a_limited_host_gets_its_burst_then_waits_and_others_go() {
+        let (manual, shared) = clock();
         let limits = RateLimits::new(
             &[spec("*.carrier.example", 20.0, 3)],
             "smtp://relay.example:2525",
+            shared,
         );
         let host = "hooks.carrier.example:443";
         for _ in 0..3 {
             assert_eq!(limits.take(host), Ok(()));
         }
-        let wait = limits.take(host).expect_err("over its burst");
-        assert!(wait <= Duration::from_millis(50), "{wait:?}");
-        // Those turned back after it queue one period (50 ms) apart.
-        let waits: Vec<Duration> = (0..4)
-            .map(|_| limits.take(host).expect_err("still over"))
+        // On the pool's clock, which has not moved: the budget has room again in one period
+        // (50 ms), and those turned back after it queue one period apart.
+        let waits: Vec<Duration> = (0..5)
+            .map(|_| limits.take(host).expect_err("over its burst"))
             .collect();
-        assert!(waits[3] >= Duration::from_millis(190), "{waits:?}");
-        assert!(waits.windows(2).all(|w| w[1] > w[0]), "{waits:?}");
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(waits, [ms(50), ms(100), ms(150), ms(200), ms(250)]);
         // Each host a glob matches has its own budget; unmatched hosts are never limited.
         assert_eq!(limits.take("eu.carrier.example:443"), Ok(()));
         for _ in 0..100 {
             assert_eq!(limits.take("relay.example:2525"), Ok(()));
         }
+        // Time passes on the pool's clock, and the host's budget refills.
+        manual.advance(chrono::Duration::seconds(1));
+        assert_eq!(limits.take(host), Ok(()));
     }
 
     #[test]
     fn emails_are_keyed_by_the_relay_webhooks_by_their_host() {
-        let limits = RateLimits::new(&[], "smtp://Relay.Example:2525");
+        let limits = RateLimits::new(&[], "smtp://Relay.Example:2525", clock().1);
         let job: crate::keys::JobKey = "r:2026-11-30".parse().expect("job");
         let key = |kind, dest: &str| DeliveryKey::new(job.clone(), kind, dest);
         use crate::keys::DestinationKind::{Email, Webhook};

@@ -232,8 +232,7 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Wires the pipeline from validated configuration.
-    /// The pool over `artifacts`, the daemon's one store (shared with the sweeper and the
+    /// Wires the pipeline from validated configuration: the pool over `artifacts`, the daemon's one store (shared with the sweeper and the
     /// server, so one client and one cache of recent artifacts, which the sweeper's purges
     /// reach).
     pub fn new(
@@ -261,6 +260,11 @@ impl Pipeline {
             config.settings.email.timeout.as_std(),
             config.settings.webhook.timeout.as_std(),
         );
+        let limits = limits::RateLimits::new(
+            &config.settings.rate_limits,
+            &config.settings.email.smtp_url,
+            clock.clone(),
+        );
         Ok(Pipeline {
             ledger,
             reports: config.reports_by_id(),
@@ -284,10 +288,7 @@ impl Pipeline {
                 )
                 .unwrap_or(throttle::DEFAULT_PROBE_TTL),
             ),
-            limits: limits::RateLimits::new(
-                &config.settings.rate_limits,
-                &config.settings.email.smtp_url,
-            ),
+            limits,
             admission: Admission::new(pool.admission_per_second),
             stats: Stats::default(),
             config: pool,

@@ -778,7 +778,10 @@ fn service_intervals_come_from_the_services_table() {
     let defaults = p.load().settings.services;
     assert_eq!(defaults.runbooks_every.to_string(), "2s");
     assert_eq!(defaults.clock_every.to_string(), "10s");
-    assert_eq!(defaults.rescue_every, None, "a quarter of the lease by default");
+    assert_eq!(
+        defaults.rescue_every, None,
+        "a quarter of the lease by default"
+    );
     p.write(
         "config/dawnpost.toml",
         "[services]\nrescue_every = \"1s\"\nrunbooks_every = \"500ms\"\nclock_every = \"30s\"\n",
