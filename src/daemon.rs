@@ -6,7 +6,6 @@
 
 use std::sync::Arc;
 
-use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
@@ -16,9 +15,29 @@ use crate::metrics::Metrics;
 use crate::server::console::session::Tokens;
 use crate::server::{self, ServerState};
 use crate::signing::Secret;
-use crate::supervisor::{Health, OnFailure, Service, SupervisorConfig, supervise};
+use crate::supervisor::{Health, OnFailure, Service, ServiceError, SupervisorConfig, supervise};
 use crate::sweeper::Sweeper;
 use crate::tick::SchedulerTick;
+
+/// Why the daemon could not start, or what ended it.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Pool(#[from] crate::pool::PoolError),
+    #[error(transparent)]
+    Artifacts(#[from] crate::artifact::ArtifactError),
+    #[error("{env}: {reason}")]
+    Secret { env: String, reason: String },
+    #[error(transparent)]
+    Exposure(#[from] server::ExposureError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Stopped(#[from] crate::supervisor::SupervisorError),
+}
 
 /// Runs every service until `cancel`.
 pub async fn run(
@@ -26,7 +45,7 @@ pub async fn run(
     ledger: Ledger,
     clock: SharedClock,
     cancel: CancellationToken,
-) -> anyhow::Result<()> {
+) -> Result<(), DaemonError> {
     let metrics = Arc::new(Metrics::default());
     let health = Arc::new(Health::default());
     // One artifact store for the node: one client, one cache the sweeper's purges reach.
@@ -111,7 +130,8 @@ pub async fn run(
         SupervisorConfig::default(),
         cancel,
     )
-    .await
+    .await?;
+    Ok(())
 }
 
 /// The HTTP server as a service. The listener cannot be rebuilt in place: if the server fails,
@@ -128,8 +148,7 @@ fn serving(
         let taken = server.lock().unwrap_or_else(|e| e.into_inner()).take();
         let metrics = metrics.clone();
         Box::pin(async move {
-            let (listener, router) =
-                taken.ok_or_else(|| anyhow::anyhow!("the listener is gone"))?;
+            let (listener, router) = taken.ok_or("the listener is gone")?;
             server::serve(listener, router, limits, metrics, cancel).await?;
             Ok(())
         })
@@ -141,7 +160,7 @@ fn restarting<T, F, Fut>(name: &'static str, state: Arc<T>, run: F) -> Service
 where
     T: Send + Sync + 'static,
     F: Fn(Arc<T>, CancellationToken) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = anyhow::Result<()>> + Send + 'static,
+    Fut: std::future::Future<Output = Result<(), ServiceError>> + Send + 'static,
 {
     Service::new(name, OnFailure::Restart, move |cancel| {
         Box::pin(run(state.clone(), cancel))
@@ -155,7 +174,7 @@ async fn server_for(
     clock: &SharedClock,
     node: server::Node,
     artifacts: crate::artifact::ArtifactStore,
-) -> anyhow::Result<(tokio::net::TcpListener, ServerState)> {
+) -> Result<(tokio::net::TcpListener, ServerState), DaemonError> {
     let settings = &config.settings.server;
     // A token set but empty is unset: an empty token would let anyone in.
     let token = |name: &str| std::env::var(name).ok().filter(|t| !t.is_empty());
@@ -164,16 +183,19 @@ async fn server_for(
         viewer: token(&settings.viewer_token_env),
     };
     let ingest_secret = match std::env::var(&settings.ingest_secret_env) {
-        Ok(s) if !s.is_empty() => Some(
-            Secret::parse(&s)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", settings.ingest_secret_env))?,
-        ),
+        Ok(s) if !s.is_empty() => Some(Secret::parse(&s).map_err(|e| DaemonError::Secret {
+            env: settings.ingest_secret_env.clone(),
+            reason: e.to_string(),
+        })?),
         _ => None,
     };
     server::check_exposure(settings.bind, tokens.ops.is_some(), ingest_secret.is_some())?;
     let listener = tokio::net::TcpListener::bind(settings.bind)
         .await
-        .with_context(|| format!("cannot listen on {}", settings.bind))?;
+        .map_err(|source| DaemonError::Listen {
+            addr: settings.bind,
+            source,
+        })?;
     let state = ServerState {
         ledger: ledger.clone(),
         artifacts: Arc::new(artifacts),

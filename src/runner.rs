@@ -66,6 +66,25 @@ pub struct RunOnceSummary {
     pub redactions: Redactions,
 }
 
+/// Why `run --once` could not finish its run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("report {report}: {date} has no window in {timezone}")]
+    NoWindow {
+        report: String,
+        date: NaiveDate,
+        timezone: String,
+    },
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
+    #[error(transparent)]
+    Artifacts(#[from] crate::artifact::ArtifactError),
+    #[error(transparent)]
+    Pool(#[from] crate::pool::PoolError),
+    #[error("the worker pool ended abnormally: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
+
 /// Enqueues and works the date's jobs; returns the summary.
 pub async fn run_once(
     config: &Config,
@@ -73,7 +92,7 @@ pub async fn run_once(
     clock: SharedClock,
     opts: &RunOnceOptions,
     cancel: CancellationToken,
-) -> anyhow::Result<RunOnceSummary> {
+) -> Result<RunOnceSummary, RunError> {
     let now = clock.now();
     let new_jobs = jobs_for(config, opts.date, now)?;
     let inserted: HashSet<JobKey> = ledger
@@ -111,18 +130,16 @@ fn jobs_for(
     config: &Config,
     date: Option<NaiveDate>,
     now: chrono::DateTime<chrono::Utc>,
-) -> anyhow::Result<Vec<NewJob>> {
+) -> Result<Vec<NewJob>, RunError> {
     config
         .reports
         .iter()
         .map(|report| {
             let date = date.unwrap_or_else(|| now.with_timezone(&report.timezone()).date_naive());
-            let fire = Fire::for_date(report, date).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "report {}: {date} has no window in {}",
-                    report.id,
-                    report.timezone().name()
-                )
+            let fire = Fire::for_date(report, date).ok_or_else(|| RunError::NoWindow {
+                report: report.id.to_string(),
+                date,
+                timezone: report.timezone().name().to_string(),
             })?;
             Ok(NewJob {
                 key: fire.key,
@@ -143,7 +160,7 @@ async fn wait_until_finished(
     pipeline: &crate::pool::Pipeline,
     opts: &RunOnceOptions,
     cancel: &CancellationToken,
-) -> anyhow::Result<()> {
+) -> Result<(), RunError> {
     let bar = opts.progress.then(|| {
         let bar = indicatif::ProgressBar::new_spinner();
         bar.enable_steady_tick(Duration::from_millis(120));
@@ -183,7 +200,7 @@ async fn summarise(
     keys: &[&JobKey],
     inserted: &HashSet<JobKey>,
     stats: StatsSnapshot,
-) -> anyhow::Result<RunOnceSummary> {
+) -> Result<RunOnceSummary, RunError> {
     // Two reads however many jobs: the jobs, then all their deliveries.
     let mut by_key: std::collections::HashMap<JobKey, crate::ledger::Job> = ledger
         .job_get_many(keys)

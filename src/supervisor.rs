@@ -51,7 +51,20 @@ pub enum OnFailure {
     Exit,
 }
 
-type RunFn = Box<dyn Fn(CancellationToken) -> BoxFuture<'static, anyhow::Result<()>> + Send + Sync>;
+/// Why a service's run failed: its own module's error, boxed (the supervisor only reports it).
+pub type ServiceError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What ended the daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error("service {name} failed: {error}")]
+    ServiceFailed { name: &'static str, error: String },
+    #[error("a supervisor task failed: {0}")]
+    Task(String),
+}
+
+type RunFn =
+    Box<dyn Fn(CancellationToken) -> BoxFuture<'static, Result<(), ServiceError>> + Send + Sync>;
 
 /// One supervised service: a name, how to run it until cancelled, and what a failure gets.
 pub struct Service {
@@ -63,7 +76,10 @@ pub struct Service {
 impl Service {
     pub fn new<F>(name: &'static str, on_failure: OnFailure, run: F) -> Service
     where
-        F: Fn(CancellationToken) -> BoxFuture<'static, anyhow::Result<()>> + Send + Sync + 'static,
+        F: Fn(CancellationToken) -> BoxFuture<'static, Result<(), ServiceError>>
+            + Send
+            + Sync
+            + 'static,
     {
         Service {
             name,
@@ -134,7 +150,7 @@ pub async fn supervise(
     metrics: Arc<Metrics>,
     config: SupervisorConfig,
     cancel: CancellationToken,
-) -> anyhow::Result<()> {
+) -> Result<(), SupervisorError> {
     // Cancelled on shutdown, or by a service that ends the daemon.
     let all = cancel.child_token();
     let mut set = JoinSet::new();
@@ -154,7 +170,7 @@ pub async fn supervise(
         let failed = match done {
             Ok(Ok(())) => None,
             Ok(Err(e)) => Some(e),
-            Err(e) => Some(anyhow::anyhow!("a supervisor task failed: {e}")),
+            Err(e) => Some(SupervisorError::Task(e.to_string())),
         };
         if let Some(e) = failed {
             all.cancel();
@@ -172,7 +188,7 @@ async fn keep_running(
     metrics: Arc<Metrics>,
     config: SupervisorConfig,
     cancel: CancellationToken,
-) -> anyhow::Result<()> {
+) -> Result<(), SupervisorError> {
     let name = service.name;
     let mut failures = 0u32;
     loop {
@@ -198,7 +214,7 @@ async fn keep_running(
                     error: error.clone(),
                 },
             );
-            anyhow::bail!("service {name} failed: {error}");
+            return Err(SupervisorError::ServiceFailed { name, error });
         }
         let backoff = backoff(config, failures);
         tracing::error!(service = name, failures, error = %error, restart_in = ?backoff, "service failed; restarting");
@@ -259,7 +275,7 @@ mod tests {
                 let n = runs.fetch_add(1, Ordering::SeqCst);
                 if n < fail {
                     if n.is_multiple_of(2) {
-                        anyhow::bail!("boom {n}");
+                        return Err(format!("boom {n}").into());
                     }
                     panic!("panic {n}");
                 }
@@ -312,7 +328,7 @@ mod tests {
             })
         });
         let broken = Service::new("broken", OnFailure::Restart, |_| {
-            Box::pin(async { anyhow::bail!("the completer stopped") })
+            Box::pin(async { Err("the completer stopped".into()) })
         });
         let health = Arc::new(Health::default());
         let err = supervise(

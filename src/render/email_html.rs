@@ -2,20 +2,25 @@
 //! element (Outlook on Windows and webmail views that drop `<style>` still see them), the block
 //! kept for clients that read it (media queries), and alt text on every image.
 
-/// Inlines the CSS and checks the images; the error says what to fix.
-pub fn prepare(html: &str) -> Result<String, String> {
+/// Why the HTML cannot be sent as it is; each says what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum HtmlError {
+    #[error("an <img> has no alt text (src {0:?}): add alt=\"…\" (alt=\"\" for a decorative one)")]
+    NoAlt(String),
+    #[error("cannot inline its CSS: {0}")]
+    Inline(#[from] css_inline::InlineError),
+}
+
+/// Inlines the CSS and checks the images.
+pub fn prepare(html: &str) -> Result<String, HtmlError> {
     if let Some(src) = image_without_alt(html) {
-        return Err(format!(
-            "an <img> has no alt text (src {src:?}): add alt=\"…\" (alt=\"\" for a decorative one)"
-        ));
+        return Err(HtmlError::NoAlt(src));
     }
     let inliner = css_inline::CSSInliner::options()
         .keep_style_tags(true)
         .load_remote_stylesheets(false)
         .build();
-    inliner
-        .inline(html)
-        .map_err(|e| format!("cannot inline its CSS: {e}"))
+    Ok(inliner.inline(html)?)
 }
 
 /// The `src` of the first `<img>` without an `alt` attribute, if any.
@@ -77,7 +82,9 @@ mod tests {
 
     #[test]
     fn an_image_without_alt_text_is_refused_naming_it() {
-        let err = prepare(r#"<p><img src="https://x.example/logo.png"></p>"#).expect_err("no alt");
+        let err = prepare(r#"<p><img src="https://x.example/logo.png"></p>"#)
+            .expect_err("no alt")
+            .to_string();
         assert!(err.contains("logo.png") && err.contains("alt"), "{err}");
         assert!(prepare(r#"<img src="a.png" alt="">"#).is_ok());
         assert!(prepare(r#"<IMG SRC="a.png" ALT="Logo" />"#).is_ok());

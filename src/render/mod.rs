@@ -72,7 +72,10 @@ pub enum RenderError {
     },
     /// The rendered HTML cannot be sent: its CSS does not parse, or an image has no alt text.
     #[error("{part}: {reason}")]
-    Html { part: String, reason: String },
+    Html {
+        part: String,
+        reason: email_html::HtmlError,
+    },
     #[error("does not render: {0}")]
     Lenient(Box<RenderError>),
     #[error("no window for the sample date")]

@@ -28,14 +28,23 @@ pub struct RunRequest {
     pub date: Option<chrono::NaiveDate>,
 }
 
+/// Why a run request's body was refused (422).
+#[derive(Debug, thiserror::Error)]
+pub enum RunRequestError {
+    #[error("invalid body: {0}")]
+    Body(#[from] serde_json::Error),
+    #[error("date {0:?} is not YYYY-MM-DD")]
+    Date(String),
+}
+
 /// Parses `{"report": ID, "date": "YYYY-MM-DD"}` (date optional); the error says why.
-pub fn parse_run_request(body: &[u8]) -> Result<RunRequest, String> {
-    let req: RunBody = serde_json::from_slice(body).map_err(|e| format!("invalid body: {e}"))?;
+pub fn parse_run_request(body: &[u8]) -> Result<RunRequest, RunRequestError> {
+    let req: RunBody = serde_json::from_slice(body)?;
     let date = match &req.date {
         None => None,
-        Some(d) => Some(
-            crate::keys::parse_date(d).ok_or_else(|| format!("date {d:?} is not YYYY-MM-DD"))?,
-        ),
+        Some(d) => {
+            Some(crate::keys::parse_date(d).ok_or_else(|| RunRequestError::Date(d.clone()))?)
+        }
     };
     Ok(RunRequest {
         report: req.report,
@@ -54,7 +63,7 @@ pub(super) async fn ingest(
     let now = st.clock.now();
     let id = verify_signature(&st, &headers, &body, now)?;
     let unprocessable = |m: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, m);
-    let req = parse_run_request(&body).map_err(unprocessable)?;
+    let req = parse_run_request(&body).map_err(|e| unprocessable(e.to_string()))?;
     let date = req.date;
     let Some(report) = st.reports.get(&req.report) else {
         return Err(ApiError::new(

@@ -18,7 +18,7 @@ mod ingest;
 mod listen;
 mod ops;
 
-pub use ingest::{RunRequest, parse_run_request};
+pub use ingest::{RunRequest, RunRequestError, parse_run_request};
 use listen::BodyTimeout;
 pub use listen::{Limits, serve};
 

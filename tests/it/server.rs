@@ -434,7 +434,7 @@ async fn metrics_and_health(t: &TestLedger) {
     // A service that failed and waits for its restart: not ready, and the body says which.
     let stop = CancellationToken::new();
     let failing = Service::new("pool", OnFailure::Restart, |_| {
-        Box::pin(async { anyhow::bail!("the completer stopped") })
+        Box::pin(async { Err("the completer stopped".into()) })
     });
     let config = SupervisorConfig {
         backoff_base: Duration::from_secs(3600),
