@@ -105,21 +105,18 @@ pub async fn run(
         restarting("pool", pipeline, |p, cancel| async move {
             Ok(p.run(cancel).await?)
         }),
-        restarting("rescuer", rescuer, |r, cancel| async move {
-            r.run(cancel).await;
-            Ok(())
+        // The periodic services report their own failures and never end with one.
+        periodic("rescuer", rescuer, |r, cancel| async move {
+            r.run(cancel).await
         }),
-        restarting("sweeper", sweeper, |s, cancel| async move {
-            s.run(cancel).await;
-            Ok(())
+        periodic("sweeper", sweeper, |s, cancel| async move {
+            s.run(cancel).await
         }),
-        restarting("runbooks", runbooks, |r, cancel| async move {
-            r.run(cancel).await;
-            Ok(())
+        periodic("runbooks", runbooks, |r, cancel| async move {
+            r.run(cancel).await
         }),
-        restarting("clock", timekeeper, |t, cancel| async move {
-            t.run(cancel).await;
-            Ok(())
+        periodic("clock", timekeeper, |t, cancel| async move {
+            t.run(cancel).await
         }),
         serving(listener, server::router(state), config, metrics.clone()),
     ];
@@ -164,6 +161,23 @@ where
 {
     Service::new(name, OnFailure::Restart, move |cancel| {
         Box::pin(run(state.clone(), cancel))
+    })
+}
+
+/// A periodic service (its rounds report their own failures): restarted if it panics.
+fn periodic<T, F, Fut>(name: &'static str, state: Arc<T>, run: F) -> Service
+where
+    T: Send + Sync + 'static,
+    F: Fn(Arc<T>, CancellationToken) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let run = Arc::new(run);
+    restarting(name, state, move |s, cancel| {
+        let run = run.clone();
+        async move {
+            run(s, cancel).await;
+            Ok(())
+        }
     })
 }
 

@@ -134,13 +134,23 @@ impl Config {
             return Err(ConfigErrors(errors));
         }
         Ok(Config {
-            dir: dir.to_path_buf(),
-            root,
-            settings,
             reports,
             retention,
             warnings,
+            ..Config::of_settings(dir, root, settings)
         })
+    }
+
+    /// A configuration of `settings` alone: no reports, the default retention policy.
+    fn of_settings(dir: &Path, root: PathBuf, settings: Settings) -> Config {
+        Config {
+            dir: dir.to_path_buf(),
+            root,
+            settings,
+            reports: Vec::new(),
+            retention: RetentionPolicy::default(),
+            warnings: Vec::new(),
+        }
     }
 
     /// What a command that only reads or redrives the ledger needs: `dawnpost.toml` (the
@@ -153,14 +163,7 @@ impl Config {
         if !errors.is_empty() {
             return Err(ConfigErrors(errors));
         }
-        Ok(Config {
-            dir: dir.to_path_buf(),
-            root,
-            settings,
-            reports: Vec::new(),
-            retention: RetentionPolicy::default(),
-            warnings: Vec::new(),
-        })
+        Ok(Config::of_settings(dir, root, settings))
     }
 
     /// Every report by id, sharing the reports: what the pool and the server look jobs up in.

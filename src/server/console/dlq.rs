@@ -300,15 +300,40 @@ fn step_by(f: &StepForm) -> Result<String, ConsoleError> {
     Ok(format!("{by} ({})", Via::Console))
 }
 
+/// What an operator does to a runbook from its page.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Start,
+    Stop,
+}
+
+/// Starts or stops runbook `id` as `form`'s operator, then shows it.
+async fn step(
+    st: &ServerState,
+    id: &str,
+    form: &StepForm,
+    what: Step,
+) -> Result<Response, ConsoleError> {
+    let by = step_by(form)?;
+    let rb = runbook_of(st, id).await?;
+    let now = st.clock.now();
+    match what {
+        Step::Start => runbook::start(&st.ledger, rb.id, &by, now)
+            .await
+            .map(|_| ())?,
+        Step::Stop => runbook::stop(&st.ledger, rb.id, &by, now)
+            .await
+            .map(|_| ())?,
+    }
+    Ok(Redirect::to(&format!("/ui/runbooks/{}", rb.id)).into_response())
+}
+
 pub(super) async fn start(
     State(st): State<ServerState>,
     Path(id): Path<String>,
     OperatorForm(form): OperatorForm<StepForm>,
 ) -> Result<Response, ConsoleError> {
-    let by = step_by(&form)?;
-    let rb = runbook_of(&st, &id).await?;
-    runbook::start(&st.ledger, rb.id, &by, st.clock.now()).await?;
-    Ok(Redirect::to(&format!("/ui/runbooks/{}", rb.id)).into_response())
+    step(&st, &id, &form, Step::Start).await
 }
 
 pub(super) async fn stop(
@@ -316,8 +341,5 @@ pub(super) async fn stop(
     Path(id): Path<String>,
     OperatorForm(form): OperatorForm<StepForm>,
 ) -> Result<Response, ConsoleError> {
-    let by = step_by(&form)?;
-    let rb = runbook_of(&st, &id).await?;
-    runbook::stop(&st.ledger, rb.id, &by, st.clock.now()).await?;
-    Ok(Redirect::to(&format!("/ui/runbooks/{}", rb.id)).into_response())
+    step(&st, &id, &form, Step::Stop).await
 }
