@@ -56,8 +56,22 @@ fn permanent(reason: impl Into<String>) -> Outcome {
 /// A send not started because its lease could not be confirmed (why, from the ledger).
 pub(super) struct NotStarted(pub(super) LedgerError);
 
-/// Attempts one delivery of `shared`'s job under `lease`, confirmed just before the transport
-/// is called (see [`Pipeline::confirm_send`]).
+/// Why a send ended before the transport answered: an outcome to record (a message that
+/// cannot be built is permanent), or a lease that could not be confirmed.
+enum Unsent {
+    Outcome(Outcome),
+    NotStarted(NotStarted),
+}
+
+impl From<Outcome> for Unsent {
+    fn from(o: Outcome) -> Unsent {
+        Unsent::Outcome(o)
+    }
+}
+
+/// Attempts one delivery of `shared`'s job under `lease`. The message or body is built first,
+/// then the lease confirmed (see [`Pipeline::confirm_send`]), then the transport called: the
+/// check is as close to the send as it can be, so a node paused before it sends nothing.
 pub(super) async fn attempt(
     p: &Pipeline,
     delivery: &Delivery,
@@ -69,12 +83,15 @@ pub(super) async fn attempt(
         Ok(ready) => ready,
         Err(outcome) => return Ok(outcome),
     };
-    p.confirm_send(lease, hold).await.map_err(NotStarted)?;
+    let confirm = || async { p.confirm_send(lease, hold).await.map_err(NotStarted) };
     let sent = match delivery.key.kind() {
-        DestinationKind::Email => send_email(p, delivery, &ready, now).await,
-        DestinationKind::Webhook => send_webhook(p, delivery, &ready, now).await,
+        DestinationKind::Email => send_email(p, delivery, &ready, now, confirm).await,
+        DestinationKind::Webhook => send_webhook(p, delivery, &ready, now, confirm).await,
     };
-    Ok(sent.unwrap_or_else(|outcome| outcome))
+    match sent {
+        Ok(outcome) | Err(Unsent::Outcome(outcome)) => Ok(outcome),
+        Err(Unsent::NotStarted(e)) => Err(e),
+    }
 }
 
 /// The job, its report and its artifact, read from the store once for all its deliveries.
@@ -119,12 +136,17 @@ async fn prepare<'a>(p: &'a Pipeline, shared: &'a JobArtifact) -> Result<Ready<'
     })
 }
 
-async fn send_email(
+async fn send_email<C, F>(
     p: &Pipeline,
     delivery: &Delivery,
     ready: &Ready<'_>,
     now: DateTime<Utc>,
-) -> Result<Outcome, Outcome> {
+    confirm: C,
+) -> Result<Outcome, Unsent>
+where
+    C: FnOnce() -> F,
+    F: std::future::Future<Output = Result<(), NotStarted>>,
+{
     let to: lettre::Address = delivery.key.destination().parse().map_err(|_| {
         permanent(format!(
             "invalid address {}",
@@ -148,17 +170,23 @@ async fn send_email(
         },
     )
     .map_err(|e| permanent(format!("cannot build the message: {e}")))?;
+    confirm().await.map_err(Unsent::NotStarted)?;
     Ok(p.email
         .send(&message, &delivery.key, delivery.key.destination())
         .await)
 }
 
-async fn send_webhook(
+async fn send_webhook<C, F>(
     p: &Pipeline,
     delivery: &Delivery,
     ready: &Ready<'_>,
     now: DateTime<Utc>,
-) -> Result<Outcome, Outcome> {
+    confirm: C,
+) -> Result<Outcome, Unsent>
+where
+    C: FnOnce() -> F,
+    F: std::future::Future<Output = Result<(), NotStarted>>,
+{
     let hook = ready
         .report
         .webhooks
@@ -201,6 +229,7 @@ async fn send_webhook(
     };
     let body =
         serde_json::to_vec(&body).map_err(|e| permanent(format!("cannot encode the body: {e}")))?;
+    confirm().await.map_err(Unsent::NotStarted)?;
     Ok(p.webhook
         .send(
             delivery.key.destination(),
