@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::print::{print_fire, print_plan, summary_text};
 use super::{
-    ArtifactPart, DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, PreviewArgs, RangeArgs,
-    RedriveArgs, RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range, report_ids,
+    ArtifactPart, DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, MigrateArgs, PreviewArgs,
+    RangeArgs, RedriveArgs, RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range, report_ids,
     shutdown_signal,
 };
 use crate::artifact::{ArtifactStore, StoredArtifact};
@@ -63,9 +63,46 @@ fn months(
     .filter(move |(start, _)| *start < to)
 }
 
-pub(super) async fn migrate(ledger: &mut LedgerSlot<'_>) -> anyhow::Result<ExitCode> {
-    let l = ledger.get().await?;
-    out!("ledger migrated ({})", l.backend_name());
+/// `migrate [--dry-run]`: what is pending (each expand or contract), then, unless a dry run,
+/// applies it, each migration in its own transaction.
+pub(super) async fn migrate(config: &Config, args: &MigrateArgs) -> anyhow::Result<ExitCode> {
+    let l = super::open_ledger_as(config, crate::ledger::Opening::AsIs).await?;
+    let fit = l.schema_fit().await?;
+    for m in &fit.unknown {
+        out!(
+            "applied by a newer version: {} {} ({})",
+            m.version,
+            m.description,
+            m.kind.as_str()
+        );
+    }
+    let verb = if args.dry_run { "pending" } else { "applying" };
+    for m in &fit.pending {
+        out!(
+            "{verb}: {} {} ({})",
+            m.version,
+            m.description,
+            m.kind.as_str()
+        );
+    }
+    if !args.dry_run {
+        l.migrate().await?;
+    }
+    let at = if args.dry_run {
+        fit.applied
+    } else {
+        fit.applied.max(fit.needed)
+    };
+    let state = match (fit.pending.len(), args.dry_run) {
+        (0, _) => "up to date".to_string(),
+        (n, true) => format!("{n} migration(s) pending"),
+        (n, false) => format!("{n} migration(s) applied"),
+    };
+    out!(
+        "ledger ({}) at schema version {at}: {state}",
+        l.backend_name()
+    );
+    l.close().await;
     Ok(ExitCode::SUCCESS)
 }
 

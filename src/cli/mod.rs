@@ -14,7 +14,7 @@ use std::io::IsTerminal;
 use crate::clock::{LedgerClock, SharedClock, SystemClock};
 use crate::config::Config;
 use crate::keys::{DeliveryKey, JobKey};
-use crate::ledger::Ledger;
+use crate::ledger::{Ledger, Opening};
 use crate::schedule::{Fire, plan};
 
 /// `println!` that never panics: a closed stdout (`dawnpost jobs | head -1`) ends the output,
@@ -69,8 +69,10 @@ pub struct Cli {
 pub enum Command {
     /// Validate all configuration, templates and the retention policy; print each report's next fires.
     Check,
-    /// Create or upgrade the ledger's tables.
-    Migrate,
+    /// Apply the ledger's pending migrations (on PostgreSQL a deploy step: no other command
+    /// migrates unless `database.migrate = "auto"`); `--dry-run` lists them, each expand or
+    /// contract.
+    Migrate(MigrateArgs),
     /// Print the fires (and job keys) in [--from, --to) without touching the ledger.
     Plan(RangeArgs),
     /// Insert the jobs of every fire in [--from, --to); existing keys are left alone.
@@ -95,6 +97,13 @@ pub enum Command {
     /// files: HTML, text, CSV and the first recipient's .eml. Writes nothing to the ledger or
     /// the artifact store and sends nothing.
     Preview(PreviewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// List the pending migrations and apply nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]
@@ -371,7 +380,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     let result = match cli.command {
         Command::Check => print::check(c, clock.now()),
         Command::Plan(args) => commands::plan(c, &args),
-        Command::Migrate => commands::migrate(&mut ledger).await,
+        Command::Migrate(args) => commands::migrate(c, &args).await,
         Command::Backfill(args) => commands::backfill(c, &mut ledger, &args, clock).await,
         Command::Enqueue(args) => commands::enqueue(c, &mut ledger, &args, clock).await,
         Command::Jobs(args) => commands::jobs(&mut ledger, args).await,
@@ -446,11 +455,24 @@ pub(crate) async fn shutdown_signal() {
 }
 
 /// Opens the ledger named by `DAWNPOST_DATABASE_URL` or `database.url`.
+/// The ledger of `config` (or `DAWNPOST_DATABASE_URL`), its schema checked as
+/// `database.migrate` says (see [`crate::ledger::Opening`]).
 pub async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
+    let db = &config.settings.database;
+    let opening = if db.migrate_on_open {
+        Opening::Migrate
+    } else {
+        Opening::Check
+    };
+    open_ledger_as(config, opening).await
+}
+
+/// The ledger of `config`, opened as `opening` says.
+pub async fn open_ledger_as(config: &Config, opening: Opening) -> anyhow::Result<Ledger> {
     let url = std::env::var("DAWNPOST_DATABASE_URL")
         .unwrap_or_else(|_| config.settings.database.url.clone());
     let db = &config.settings.database;
-    Ok(Ledger::connect_sized(&url, &config.root, db.max_connections).await?)
+    Ok(Ledger::open(&url, &config.root, db.max_connections, opening).await?)
 }
 
 pub(crate) fn report_ids(config: &Config) -> String {

@@ -51,6 +51,10 @@ pub struct DatabaseSettings {
     pub url: String,
     /// PostgreSQL only: the connections one process may hold. Default 16.
     pub max_connections: u32,
+    /// PostgreSQL only: `manual` (the default: `dawnpost migrate` is a deploy step, and a
+    /// command refuses a ledger behind it) or `auto` (every command migrates when it opens the
+    /// ledger). SQLite always migrates.
+    pub migrate_on_open: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -183,6 +187,7 @@ impl Default for Settings {
             database: DatabaseSettings {
                 url: "sqlite://var/dawnpost.db".into(),
                 max_connections: DEFAULT_PG_CONNECTIONS,
+                migrate_on_open: false,
             },
             artifacts: ArtifactSettings {
                 url: "file://var/artifacts".into(),
@@ -332,6 +337,14 @@ fn database(mut f: Fields<'_, '_>, d: &mut DatabaseSettings, errors: &mut Vec<Co
                 format!("unsupported database URL {url:?}: use sqlite://PATH or postgres://…"),
             ));
         }
+    }
+    match f.opt::<String>("migrate", errors).as_deref() {
+        None | Some("manual") => {}
+        Some("auto") => d.migrate_on_open = true,
+        Some(other) => errors.push(f.place.error(
+            "migrate",
+            format!("{other:?} is not \"auto\" or \"manual\""),
+        )),
     }
     if let Some(n) = f.opt::<u32>("max_connections", errors) {
         if (2..=1000).contains(&n) {

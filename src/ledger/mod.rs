@@ -57,6 +57,7 @@ mod postgres;
 mod rescue;
 mod retention;
 mod runbooks;
+mod schema;
 mod sqlite;
 mod ticks;
 mod tx;
@@ -73,6 +74,7 @@ pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use leases::LeaseParams;
 pub use rescue::RescueBudget;
 pub use runbooks::{Runbook, RunbookSpec, RunbookState, RunbookStep, StepRecord, Transition};
+pub use schema::{MigrationInfo, MigrationKind, Opening, SchemaFit};
 use tx::{Arg, Statement};
 pub use types::*;
 
@@ -125,6 +127,9 @@ pub enum LedgerError {
     /// The readiness probe: a write was refused (a full disk, a read-only server, no grants).
     #[error("the ledger cannot write: {0}")]
     CannotWrite(String),
+    /// The schema does not fit this binary: what it has, what is needed, what to run.
+    #[error("{0}")]
+    Schema(String),
 }
 
 pub type Result<T> = std::result::Result<T, LedgerError>;
@@ -172,14 +177,30 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Opens (creating if needed) and migrates the ledger at `url`. A relative SQLite path
-    /// resolves against `root`.
+    /// Opens (creating if needed) and migrates the ledger at `url`, as tests and tools do. A
+    /// relative SQLite path resolves against `root`.
     pub async fn connect(url: &str, root: &Path) -> Result<Ledger> {
         Self::connect_sized(url, root, DEFAULT_PG_CONNECTIONS).await
     }
 
     /// [`Ledger::connect`] with at most `pg_connections` connections on PostgreSQL.
     pub async fn connect_sized(url: &str, root: &Path, pg_connections: u32) -> Result<Ledger> {
+        Self::open(url, root, pg_connections, Opening::Migrate).await
+    }
+
+    /// Opens the ledger at `url` as `opening` says (SQLite always migrates: it is one node's).
+    pub async fn open(
+        url: &str,
+        root: &Path,
+        pg_connections: u32,
+        opening: Opening,
+    ) -> Result<Ledger> {
+        let ledger = Self::open_pool(url, root, pg_connections).await?;
+        ledger.prepare_schema(opening).await?;
+        Ok(ledger)
+    }
+
+    async fn open_pool(url: &str, root: &Path, pg_connections: u32) -> Result<Ledger> {
         let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Backend::Postgres(postgres::connect(url, None, pg_connections).await?)
         } else if url.starts_with("sqlite:") {
@@ -195,11 +216,13 @@ impl Ledger {
 
     /// Opens a PostgreSQL ledger inside its own schema (created if missing): how tests isolate.
     pub async fn connect_postgres_schema(url: &str, schema: &str) -> Result<Ledger> {
-        Ok(Ledger {
+        let ledger = Ledger {
             backend: Backend::Postgres(
                 postgres::connect(url, Some(schema), DEFAULT_PG_CONNECTIONS).await?,
             ),
-        })
+        };
+        ledger.prepare_schema(Opening::Migrate).await?;
+        Ok(ledger)
     }
 
     /// Drops a schema made by [`Ledger::connect_postgres_schema`].

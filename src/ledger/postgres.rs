@@ -38,7 +38,8 @@ pub(super) fn pick(statement: PerBackend) -> &'static str {
     statement.postgres
 }
 
-/// Connects, optionally inside `schema` (created if missing), and migrates.
+/// Connects, optionally inside `schema` (created if missing). What the schema must be is
+/// [`super::schema`]'s.
 pub(super) async fn connect(
     url: &str,
     schema: Option<&str>,
@@ -93,7 +94,6 @@ pub(super) async fn connect(
             });
         }
     };
-    sqlx::migrate!("./migrations/postgres").run(&pool).await?;
     Ok(pool)
 }
 

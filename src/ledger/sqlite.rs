@@ -133,7 +133,6 @@ pub(super) async fn connect(url: &str, root: &Path) -> Result<SqlitePool, Ledger
             url: url.to_string(),
             reason: e.to_string(),
         })?;
-    sqlx::migrate!("./migrations/sqlite").run(&pool).await?;
     Ok(pool)
 }
 

@@ -33,6 +33,7 @@ mod ledger_operations;
 mod log_pipe;
 mod messages;
 mod metrics_format;
+mod migrate;
 mod node_faults;
 mod pipeline;
 mod pipeline_faults;
