@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::history::{DeliveryHistory, Dlq, JobHistory, Redactions, StoreCheck};
 use crate::keys::{DeliveryKey, JobKey};
-use crate::ledger::{Attempt, Delivery, Job, RedriveOutcome};
+use crate::ledger::{Attempt, Delivery, Job, Node, RedriveOutcome};
 
 /// The version of this contract.
 pub const VERSION: u32 = 1;
@@ -313,6 +313,31 @@ impl DeliveryRedrivenV1 {
         DeliveryRedrivenV1 {
             job: job.to_string(),
             delivery: delivery.to_string(),
+        }
+    }
+}
+
+/// One live node, as `nodes --json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeV1 {
+    pub id: String,
+    pub version: String,
+    /// The newest schema version the node knows.
+    pub schema_version: i64,
+    pub formats: String,
+    pub started_at: DateTime<Utc>,
+    pub heartbeat_at: DateTime<Utc>,
+}
+
+impl From<&Node> for NodeV1 {
+    fn from(n: &Node) -> NodeV1 {
+        NodeV1 {
+            id: n.id.clone(),
+            version: n.version.clone(),
+            schema_version: n.schema_version,
+            formats: n.formats.clone(),
+            started_at: n.started_at,
+            heartbeat_at: n.heartbeat_at,
         }
     }
 }

@@ -66,6 +66,7 @@ pub async fn run(
         health: health.clone(),
         sweeper: sweeper.clone(),
         pool: crate::pool::PoolView::of(&pipeline),
+        live_for: config.settings.services.heartbeat_every.as_chrono() * 3,
     };
     let (listener, state) = server_for(config, &ledger, &clock, node, artifacts).await?;
     let tick = SchedulerTick::new(
@@ -90,6 +91,17 @@ pub async fn run(
     // Read before anything leases: the offset is known, and refused if past the bound.
     timekeeper.start().await;
     let (tick, rescuer) = (Arc::new(tick), Arc::new(rescuer));
+    let registry = crate::registry::Registry::new(
+        config,
+        ledger.clone(),
+        clock.clone(),
+        crate::pool::default_owner(),
+    );
+    // Registered before the first lease, so `migrate` sees this node at once.
+    if let Err(e) = registry.beat().await {
+        tracing::warn!(error = %e, "could not register this node");
+    }
+    let registry = Arc::new(registry);
     let runbooks = Arc::new(crate::runbook::Driver::new(
         ledger.clone(),
         clock.clone(),
@@ -117,6 +129,9 @@ pub async fn run(
         }),
         periodic("clock", timekeeper, |t, cancel| async move {
             t.run(cancel).await
+        }),
+        periodic("registry", registry, |r, cancel| async move {
+            r.run(cancel).await
         }),
         serving(listener, server::router(state), config, metrics.clone()),
     ];

@@ -46,6 +46,7 @@ pub mod periodic;
 pub mod pool;
 pub mod preview;
 pub mod redact;
+pub mod registry;
 pub mod render;
 pub mod retry;
 pub mod runbook;

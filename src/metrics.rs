@@ -126,8 +126,8 @@ impl Default for Metrics {
 
 /// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
 /// here so that their failure series exist from the start.
-pub const SERVICES: [&str; 7] = [
-    "tick", "pool", "rescuer", "sweeper", "runbooks", "clock", "server",
+pub const SERVICES: [&str; 8] = [
+    "tick", "pool", "rescuer", "sweeper", "runbooks", "clock", "registry", "server",
 ];
 
 /// Why the HTTP server cut or refused a connection: a head or body that did not arrive in time,

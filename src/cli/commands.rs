@@ -11,9 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::print::{print_fire, print_plan, summary_text};
 use super::{
-    ArtifactPart, DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, MigrateArgs, PreviewArgs,
-    RangeArgs, RedriveArgs, RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range, report_ids,
-    shutdown_signal,
+    ArtifactPart, DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, MigrateArgs, NodesArgs,
+    PreviewArgs, RangeArgs, RedriveArgs, RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range,
+    report_ids, shutdown_signal,
 };
 use crate::artifact::{ArtifactStore, StoredArtifact};
 use crate::clock::SharedClock;
@@ -65,7 +65,11 @@ fn months(
 
 /// `migrate [--dry-run]`: what is pending (each expand or contract), then, unless a dry run,
 /// applies it, each migration in its own transaction.
-pub(super) async fn migrate(config: &Config, args: &MigrateArgs) -> anyhow::Result<ExitCode> {
+pub(super) async fn migrate(
+    config: &Config,
+    args: &MigrateArgs,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
     let l = super::open_ledger_as(config, crate::ledger::Opening::AsIs).await?;
     let fit = l.schema_fit().await?;
     for m in &fit.unknown {
@@ -86,7 +90,8 @@ pub(super) async fn migrate(config: &Config, args: &MigrateArgs) -> anyhow::Resu
         );
     }
     if !args.dry_run {
-        l.migrate().await?;
+        let live_since = crate::registry::live_since(config, clock.now());
+        l.migrate(live_since).await?;
     }
     let at = if args.dry_run {
         fit.applied
@@ -537,4 +542,45 @@ pub(super) async fn redrive(
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// `nodes [--json]`: the nodes whose last heartbeat is recent (see [`crate::registry`]).
+pub(super) async fn nodes(
+    config: &Config,
+    ledger: &mut LedgerSlot<'_>,
+    args: &NodesArgs,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
+    let now = clock.now();
+    let live = ledger
+        .get()
+        .await?
+        .node_list(crate::registry::live_since(config, now))
+        .await?;
+    if args.json {
+        for n in &live {
+            out!("{}", serde_json::to_string(&crate::api::NodeV1::from(n))?);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    out!(
+        "{:<32} {:<10} {:>6} {:<8} {:<24} LAST HEARTBEAT",
+        "NODE",
+        "VERSION",
+        "SCHEMA",
+        "FORMATS",
+        "STARTED"
+    );
+    for n in &live {
+        out!(
+            "{:<32} {:<10} {:>6} {:<8} {:<24} {}",
+            n.id,
+            n.version,
+            n.schema_version,
+            n.formats,
+            rfc3339(n.started_at),
+            rfc3339(n.heartbeat_at)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -89,6 +89,9 @@ pub enum Command {
     Show(ShowArgs),
     /// Quarantined work: jobs and deliveries waiting for an operator.
     Dlq(DlqArgs),
+    /// The live nodes on this ledger: id, version, the schema version and work formats each
+    /// knows, when it started, its last heartbeat.
+    Nodes(NodesArgs),
     /// Delete finished work past its retention (config/retention.toml).
     Sweep(SweepArgs),
     /// Return quarantined work to the queue, with the same keys and an audit row.
@@ -122,7 +125,11 @@ impl Command {
     fn reads_ledger_only(&self) -> bool {
         matches!(
             self,
-            Command::Jobs(_) | Command::Show(_) | Command::Dlq(_) | Command::Redrive(_)
+            Command::Jobs(_)
+                | Command::Show(_)
+                | Command::Dlq(_)
+                | Command::Redrive(_)
+                | Command::Nodes(_)
         )
     }
 }
@@ -202,6 +209,14 @@ pub enum ArtifactPart {
     Text,
     /// The CSV attachment, when the report has one.
     Csv,
+}
+
+/// `nodes`' arguments.
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    /// One JSON object per node (the contract of `crate::api::NodeV1`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `dlq`'s arguments.
@@ -380,7 +395,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     let result = match cli.command {
         Command::Check => print::check(c, clock.now()),
         Command::Plan(args) => commands::plan(c, &args),
-        Command::Migrate(args) => commands::migrate(c, &args).await,
+        Command::Migrate(args) => commands::migrate(c, &args, clock).await,
         Command::Backfill(args) => commands::backfill(c, &mut ledger, &args, clock).await,
         Command::Enqueue(args) => commands::enqueue(c, &mut ledger, &args, clock).await,
         Command::Jobs(args) => commands::jobs(&mut ledger, args).await,
@@ -388,6 +403,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Command::Run(_) => commands::daemon(c, &mut ledger, clock).await,
         Command::Show(args) => commands::show(c, &mut ledger, &args).await,
         Command::Dlq(args) => commands::dlq(&mut ledger, &args).await,
+        Command::Nodes(args) => commands::nodes(c, &mut ledger, &args, clock).await,
         Command::Preview(args) => commands::preview(c, &args, clock).await,
         Command::Sweep(args) => commands::sweep(c, &mut ledger, &args, clock).await,
         Command::Redrive(args) if args.report.is_some() => {

@@ -18,6 +18,9 @@ pub struct ServiceSettings {
     pub runbooks_every: Span,
     /// How often a shared ledger's clock is read again. Default 10s.
     pub clock_every: Span,
+    /// How often the node records its heartbeat in the registry; a node silent for three
+    /// intervals is not live. Default 10s.
+    pub heartbeat_every: Span,
 }
 
 impl Default for ServiceSettings {
@@ -26,6 +29,7 @@ impl Default for ServiceSettings {
             rescue_every: None,
             runbooks_every: Span::from_secs(2),
             clock_every: Span::from_secs(10),
+            heartbeat_every: Span::from_secs(10),
         }
     }
 }
@@ -51,6 +55,9 @@ pub(super) fn read(mut f: Fields<'_, '_>, s: &mut ServiceSettings, errors: &mut 
     }
     if let Some(t) = interval("clock_every", errors) {
         s.clock_every = t;
+    }
+    if let Some(t) = interval("heartbeat_every", errors) {
+        s.heartbeat_every = t;
     }
     f.finish(errors);
 }

@@ -12,9 +12,10 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 
-use super::{Backend, Ledger, LedgerError, Result};
+use super::{Backend, Ledger, LedgerError, Node, Result};
 
 /// How a command opens the ledger's schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +190,30 @@ pub(super) fn fit(migrator: &Migrator, applied: &[AppliedRow]) -> Result<SchemaF
     })
 }
 
+/// Why a pending contract migration may not run yet: the live nodes that do not know it (they
+/// still need the old shape), named; `None` when nothing is in the way.
+pub fn contract_blocked(pending: &[MigrationInfo], live: &[Node]) -> Option<String> {
+    pending
+        .iter()
+        .filter(|m| m.kind == MigrationKind::Contract)
+        .find_map(|m| {
+            let behind: Vec<String> = live
+                .iter()
+                .filter(|n| n.schema_version < m.version)
+                .map(|n| format!("{} ({}, schema {})", n.id, n.version, n.schema_version))
+                .collect();
+            (!behind.is_empty()).then(|| {
+                format!(
+                    "migration {} \"{}\" is a contract migration and live nodes still need the \
+                     old shape: {}; upgrade them first, then run `dawnpost migrate` again",
+                    m.version,
+                    m.description,
+                    behind.join(", ")
+                )
+            })
+        })
+}
+
 impl Ledger {
     /// The migrations `_sqlx_migrations` records (none before the first migration).
     async fn applied(&self) -> Result<Vec<AppliedRow>> {
@@ -227,24 +252,40 @@ impl Ledger {
         }
     }
 
+    /// The newest schema version this binary knows.
+    pub fn schema_known(&self) -> i64 {
+        self.migrator().iter().map(|m| m.version).max().unwrap_or(0)
+    }
+
     /// How the ledger's schema fits this binary.
     pub async fn schema_fit(&self) -> Result<SchemaFit> {
         fit(&self.migrator(), &self.applied().await?)
     }
 
-    /// Applies the pending migrations, each in its own transaction; what it applied.
-    pub async fn migrate(&self) -> Result<Vec<MigrationInfo>> {
+    /// Applies the pending migrations, each in its own transaction; what it applied. A
+    /// contract migration is refused while a node that heartbeat at or after `live_since`
+    /// does not know it (it still needs the old shape), naming those nodes.
+    pub async fn migrate(&self, live_since: DateTime<Utc>) -> Result<Vec<MigrationInfo>> {
         let fit = self.schema_fit().await?;
         fit.check_newer()?;
         if fit.pending.is_empty() {
             return Ok(Vec::new());
         }
+        let live = self.node_list(live_since).await?;
+        if let Some(why) = contract_blocked(&fit.pending, &live) {
+            return Err(LedgerError::Schema(why));
+        }
+        self.apply(&fit).await
+    }
+
+    /// Applies `fit`'s pending migrations.
+    async fn apply(&self, fit: &SchemaFit) -> Result<Vec<MigrationInfo>> {
         let migrator = self.migrator();
         match &self.backend {
             Backend::Sqlite(p) => migrator.run(p).await?,
             Backend::Postgres(p) => migrator.run(p).await?,
         }
-        Ok(fit.pending)
+        Ok(fit.pending.clone())
     }
 
     /// Checks (and with [`Opening::Migrate`], or on SQLite, brings up to date) the schema.
@@ -252,12 +293,34 @@ impl Ledger {
         let fit = self.schema_fit().await?;
         fit.check_newer()?;
         let sqlite = matches!(self.backend, Backend::Sqlite(_));
-        match opening {
-            Opening::Migrate => self.migrate().await.map(|_| ()),
-            Opening::Check if sqlite => self.migrate().await.map(|_| ()),
-            Opening::Check => fit.check_current(),
-            Opening::AsIs => Ok(()),
+        let migrate = match opening {
+            Opening::Migrate => true,
+            Opening::Check => sqlite,
+            Opening::AsIs => false,
+        };
+        if !migrate {
+            return match opening {
+                Opening::Check => fit.check_current(),
+                _ => Ok(()),
+            };
         }
+        // Opening never contracts: a contract migration waits for `dawnpost migrate`, which
+        // checks the live nodes first.
+        if let Some(m) = fit
+            .pending
+            .iter()
+            .find(|m| m.kind == MigrationKind::Contract)
+        {
+            return Err(LedgerError::Schema(format!(
+                "migration {} \"{}\" is a contract migration: run `dawnpost migrate` once no \
+                 live node needs the old shape",
+                m.version, m.description
+            )));
+        }
+        if fit.pending.is_empty() {
+            return Ok(());
+        }
+        self.apply(&fit).await.map(|_| ())
     }
 }
 
@@ -331,5 +394,35 @@ mod tests {
         let mut changed = row(1, "ledger");
         changed.checksum = vec![0; 48];
         assert!(fit(&postgres(), &[changed]).is_err_and(|e| e.to_string().contains("changed")));
+    }
+
+    #[test]
+    fn a_contract_migration_waits_for_the_live_nodes_that_do_not_know_it() {
+        let contract = MigrationInfo {
+            version: 12,
+            description: "contract drop the old column".into(),
+            kind: MigrationKind::Contract,
+        };
+        let expand = MigrationInfo {
+            version: 11,
+            description: "expand add a column".into(),
+            kind: MigrationKind::Expand,
+        };
+        let at = chrono::DateTime::from_timestamp(1_764_547_200, 0).expect("instant");
+        let node = |id: &str, schema| Node {
+            id: id.into(),
+            version: "0.1.0".into(),
+            schema_version: schema,
+            formats: "1".into(),
+            started_at: at,
+            heartbeat_at: at,
+        };
+        let live = [node("old:1", 10), node("new:2", 12)];
+        let why = contract_blocked(&[expand.clone(), contract.clone()], &live).expect("blocked");
+        assert!(why.contains("old:1") && !why.contains("new:2"), "{why}");
+        assert!(why.contains("12"), "{why}");
+        // An expand migration never waits; nor does a contract one every live node knows.
+        assert_eq!(contract_blocked(&[expand], &live), None);
+        assert_eq!(contract_blocked(&[contract], &[node("new:2", 12)]), None);
     }
 }

@@ -66,6 +66,8 @@ pub struct Node {
     pub health: Arc<Health>,
     pub sweeper: Arc<crate::sweeper::Sweeper>,
     pub pool: crate::pool::PoolView,
+    /// How long a node counts as live after its last heartbeat (three `heartbeat_every`).
+    pub live_for: chrono::Duration,
 }
 
 impl std::fmt::Debug for ServerState {

@@ -23,6 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &[
         "tick",
         "timekeeper",
+        "registry",
         "pool",
         "sweeper",
         "history",

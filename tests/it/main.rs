@@ -35,6 +35,7 @@ mod messages;
 mod metrics_format;
 mod migrate;
 mod node_faults;
+mod nodes;
 mod pipeline;
 mod pipeline_faults;
 mod postgres_open;

@@ -30,6 +30,8 @@ pub struct Overview {
     /// Attempts per hour (its start) and class over the last 24 hours.
     pub attempts: Vec<(DateTime<Utc>, ResponseClass, i64)>,
     pub paused: Vec<(String, DateTime<Utc>)>,
+    /// The live nodes on this ledger.
+    pub nodes: Vec<crate::ledger::Node>,
     pub last_sweep: Option<(DateTime<Utc>, SweepCounts)>,
     pub reload_error: Option<(DateTime<Utc>, String)>,
     /// (report, timezone, next fire), soonest first.
@@ -62,6 +64,10 @@ pub(super) async fn show(
         oldest_ready: st.ledger.job_oldest_ready(now).await?,
         attempts: st.ledger.attempt_counts_by_hour(since).await?,
         paused: st.node.pool.paused(now),
+        nodes: st
+            .ledger
+            .node_list(crate::clock::sub(now, st.node.live_for))
+            .await?,
         last_sweep: st.node.sweeper.history().into_iter().next(),
         reload_error: st.node.sweeper.reload_error(),
         next_fires,
@@ -124,6 +130,22 @@ pub fn view(session: &Session, o: &Overview) -> Markup {
                         }
                     }
                 }
+            }
+            h2 { "Nodes" }
+            @if o.nodes.is_empty() { p { "No node has reported within its heartbeat interval." } }
+            @else {
+                (scroll_region("Nodes", html! { table {
+                    thead { tr {
+                        th scope="col" { "Node" } th scope="col" { "Version" }
+                        th scope="col" { "Schema" } th scope="col" { "Formats" }
+                        th scope="col" { "Started" } th scope="col" { "Last heartbeat" }
+                    } }
+                    tbody { @for n in &o.nodes { tr {
+                        td { (n.id) } td { (n.version) } td.num { (n.schema_version) }
+                        td { (n.formats) } td { (when(n.started_at)) }
+                        td { (age(n.heartbeat_at, o.now)) " ago" }
+                    } } }
+                } }))
             }
             h2 { "Next fires" }
             @if o.next_fires.is_empty() { p { "No report fires within a year." } }

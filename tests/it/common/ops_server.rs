@@ -77,6 +77,7 @@ pub async fn start(t: &TestLedger) -> Server {
             health: health.clone(),
             sweeper: sweeper.clone(),
             pool: dawnpost::pool::PoolView::of(&pipeline),
+            live_for: chrono::Duration::seconds(30),
         },
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

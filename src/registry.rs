@@ -1,0 +1,80 @@
+//! This node in the ledger's registry of nodes: registered when the daemon starts, a heartbeat
+//! every `services.heartbeat_every`, removed on a clean shutdown. A node is live while its last
+//! heartbeat is at most three intervals old; a row silent for a day is deleted by any node.
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::ledger::{Ledger, LedgerError, Node};
+
+/// The work formats this binary reads and writes.
+pub const FORMATS: &str = "1";
+
+/// How long a silent node's row is kept.
+const FORGET_AFTER: chrono::Duration = chrono::Duration::days(1);
+
+/// The earliest heartbeat of a live node at `now`: three heartbeat intervals back.
+pub fn live_since(config: &Config, now: DateTime<Utc>) -> DateTime<Utc> {
+    let every = config.settings.services.heartbeat_every.as_chrono();
+    crate::clock::sub(now, every * 3)
+}
+
+/// The daemon's registry service.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    ledger: Ledger,
+    clock: SharedClock,
+    node: Node,
+    every: std::time::Duration,
+}
+
+impl Registry {
+    /// This node (`id`, its leases' owner) as it registers.
+    pub fn new(config: &Config, ledger: Ledger, clock: SharedClock, id: String) -> Registry {
+        let now = clock.now();
+        let node = Node {
+            id,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            schema_version: ledger.schema_known(),
+            formats: FORMATS.to_string(),
+            started_at: now,
+            heartbeat_at: now,
+        };
+        Registry {
+            ledger,
+            clock,
+            node,
+            every: config.settings.services.heartbeat_every.as_std(),
+        }
+    }
+
+    /// One heartbeat, and the rows of nodes silent for a day deleted.
+    pub async fn beat(&self) -> Result<(), LedgerError> {
+        let now = self.clock.now();
+        let node = Node {
+            heartbeat_at: now,
+            ..self.node.clone()
+        };
+        self.ledger.node_heartbeat(&node).await?;
+        self.ledger
+            .node_expire(crate::clock::sub(now, FORGET_AFTER))
+            .await?;
+        Ok(())
+    }
+
+    /// Heartbeats until `cancel`, then leaves the registry.
+    pub async fn run(&self, cancel: CancellationToken) {
+        let start = crate::periodic::Start::Now;
+        crate::periodic::every(self.every, start, &cancel, || async {
+            if let Err(e) = self.beat().await {
+                tracing::warn!(error = %e, "could not record this node's heartbeat; retrying");
+            }
+        })
+        .await;
+        if let Err(e) = self.ledger.node_leave(&self.node.id).await {
+            tracing::warn!(error = %e, "could not remove this node from the registry");
+        }
+    }
+}

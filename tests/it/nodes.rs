@@ -1,0 +1,134 @@
+//! The registry of nodes: each daemon registers and heartbeats, `dawnpost nodes` lists the live
+//! ones, a clean shutdown leaves, a silent row expires. The store behaviour on both backends;
+//! the daemon and the CLI for real.
+
+use crate::common;
+
+use chrono::Duration;
+use common::daemon::{Daemon, command};
+use common::{Project, TestLedger, at, report, run_in};
+use dawnpost::ledger::Node;
+
+fn node(id: &str, schema: i64, beat: chrono::DateTime<chrono::Utc>) -> Node {
+    Node {
+        id: id.into(),
+        version: "0.1.0".into(),
+        schema_version: schema,
+        formats: "1".into(),
+        started_at: at(2026, 12, 1, 6, 0),
+        heartbeat_at: beat,
+    }
+}
+
+async fn a_heartbeat_registers_a_node_and_silence_ends_it(t: &TestLedger) {
+    let l = &t.ledger;
+    let t0 = at(2026, 12, 1, 6, 0);
+    l.node_heartbeat(&node("a:1", 10, t0)).await.expect("beat");
+    l.node_heartbeat(&node("b:2", 10, t0)).await.expect("beat");
+    // A second heartbeat updates the row; the start stays.
+    let later = t0 + Duration::seconds(10);
+    l.node_heartbeat(&node("a:1", 11, later))
+        .await
+        .expect("beat");
+    let live = l.node_list(t0).await.expect("list");
+    assert_eq!(live.len(), 2);
+    let a = live.iter().find(|n| n.id == "a:1").expect("a");
+    assert_eq!(
+        (a.schema_version, a.heartbeat_at, a.started_at),
+        (11, later, t0)
+    );
+    // Live means a recent heartbeat: b is silent since t0.
+    let ids: Vec<String> = l
+        .node_list(t0 + Duration::seconds(5))
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|n| n.id)
+        .collect();
+    assert_eq!(ids, ["a:1"]);
+    assert_eq!(l.node_expire(later).await.expect("expire"), 1, "b's row");
+    l.node_leave("a:1").await.expect("leave");
+    assert!(l.node_list(t0).await.expect("list").is_empty());
+}
+
+#[test]
+fn a_running_daemon_is_listed_and_leaves_when_it_stops() {
+    let p = Project::new(&report("warehouse-17", "0 30 6 * * *", "Europe/Berlin"));
+    p.write("config/dawnpost.toml", "[server]\nbind = \"127.0.0.1:0\"\n");
+    let daemon = Daemon::start(command(&p, &["run"]));
+    let listed = run_in(p.root(), &["nodes", "--json"]);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let me = &lines[0];
+    assert!(
+        me["id"]
+            .as_str()
+            .is_some_and(|id| id.ends_with(&format!(":{}", daemon.pid()))),
+        "{me}"
+    );
+    assert_eq!(me["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(me["formats"], "1");
+    assert!(
+        me["schema_version"].as_i64().is_some_and(|v| v >= 10),
+        "{me}"
+    );
+    let table = run_in(p.root(), &["nodes"]);
+    let text = String::from_utf8_lossy(&table.stdout).to_string();
+    assert!(
+        text.starts_with("NODE") && text.lines().count() == 2,
+        "{text}"
+    );
+    let (code, log) = daemon.stop();
+    assert_eq!(code, Some(0), "{log}");
+    let after = run_in(p.root(), &["nodes", "--json"]);
+    assert!(
+        String::from_utf8_lossy(&after.stdout).trim().is_empty(),
+        "left the registry"
+    );
+}
+
+/// The console's overview lists the live nodes, not those silent past their heartbeat window.
+async fn the_overview_lists_the_live_nodes(t: &TestLedger) {
+    use common::console::{page, sign_in};
+    use dawnpost::Clock;
+    use common::ops_server::{VIEWER_TOKEN, start};
+    let s = start(t).await;
+    let now = s.clock.now();
+    let l = &t.ledger;
+    l.node_heartbeat(&node("web-1:4242", 10, now - Duration::seconds(5)))
+        .await
+        .expect("beat");
+    l.node_heartbeat(&node("gone-2:77", 9, now - Duration::minutes(5)))
+        .await
+        .expect("beat");
+    let cookie = sign_in(&s, VIEWER_TOKEN).await;
+    let html = page(&s, "/ui/", &cookie).await;
+    let nodes = html
+        .split("<h2>Nodes</h2>")
+        .nth(1)
+        .expect("a Nodes section");
+    let nodes = nodes.split("<h2>").next().unwrap_or("");
+    assert!(
+        nodes.contains("web-1:4242") && nodes.contains("5s ago"),
+        "{nodes}"
+    );
+    assert!(
+        !nodes.contains("gone-2:77"),
+        "a silent node is not live: {nodes}"
+    );
+    s.cancel.cancel();
+    let _ = s.handle.await;
+}
+
+on_both_backends!(
+    a_heartbeat_registers_a_node_and_silence_ends_it,
+    the_overview_lists_the_live_nodes,
+);
