@@ -98,8 +98,8 @@ fn a_running_daemon_is_listed_and_leaves_when_it_stops() {
 /// The console's overview lists the live nodes, not those silent past their heartbeat window.
 async fn the_overview_lists_the_live_nodes(t: &TestLedger) {
     use common::console::{page, sign_in};
-    use dawnpost::Clock;
     use common::ops_server::{VIEWER_TOKEN, start};
+    use dawnpost::Clock;
     let s = start(t).await;
     let now = s.clock.now();
     let l = &t.ledger;
