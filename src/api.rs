@@ -14,12 +14,24 @@ use crate::history::{DeliveryHistory, Dlq, JobHistory, Redactions, StoreCheck};
 use crate::keys::{DeliveryKey, JobKey};
 use crate::ledger::{Attempt, Delivery, Job, Node, RedriveOutcome};
 
-/// The version of this contract.
+/// The version of this contract: the first field of each object a reader gets on its own
+/// (a job, a history, the dead letters, a redrive's reply, a node).
 pub const VERSION: u32 = 1;
+
+/// The `version` field: serializes as [`VERSION`], and can be nothing else.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiVersion;
+
+impl Serialize for ApiVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(VERSION)
+    }
+}
 
 /// One job, as `GET /v1/jobs` lists it and `jobs --json` prints it (one per line).
 #[derive(Debug, Clone, Serialize)]
 pub struct JobV1 {
+    pub version: ApiVersion,
     pub key: String,
     pub report: String,
     pub date: String,
@@ -148,6 +160,7 @@ pub struct JobHistoryV1 {
 /// Quarantined work: `GET /v1/dlq` and `dlq --json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct DlqV1 {
+    pub version: ApiVersion,
     pub jobs: Vec<JobV1>,
     pub deliveries: Vec<DeliveryV1>,
 }
@@ -155,6 +168,7 @@ pub struct DlqV1 {
 /// The reply to `POST /v1/jobs/{key}/redrive`: the job and how many deliveries moved back.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobRedrivenV1 {
+    pub version: ApiVersion,
     pub job: String,
     pub deliveries: u64,
 }
@@ -162,6 +176,7 @@ pub struct JobRedrivenV1 {
 /// The reply to `POST /v1/deliveries/{key}/redrive`.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeliveryRedrivenV1 {
+    pub version: ApiVersion,
     pub job: String,
     pub delivery: String,
 }
@@ -169,6 +184,7 @@ pub struct DeliveryRedrivenV1 {
 impl From<&Job> for JobV1 {
     fn from(j: &Job) -> JobV1 {
         JobV1 {
+            version: ApiVersion,
             key: j.key.to_string(),
             report: j.key.report().to_string(),
             date: j.key.date().to_string(),
@@ -293,6 +309,7 @@ impl From<&JobHistory> for JobHistoryV1 {
 impl From<&Dlq> for DlqV1 {
     fn from(d: &Dlq) -> DlqV1 {
         DlqV1 {
+            version: ApiVersion,
             jobs: d.jobs.iter().map(JobV1::from).collect(),
             deliveries: d.deliveries.iter().map(DeliveryV1::from).collect(),
         }
@@ -302,6 +319,7 @@ impl From<&Dlq> for DlqV1 {
 impl From<&RedriveOutcome> for JobRedrivenV1 {
     fn from(o: &RedriveOutcome) -> JobRedrivenV1 {
         JobRedrivenV1 {
+            version: ApiVersion,
             job: o.job_key.to_string(),
             deliveries: o.deliveries,
         }
@@ -311,8 +329,27 @@ impl From<&RedriveOutcome> for JobRedrivenV1 {
 impl DeliveryRedrivenV1 {
     pub fn new(job: &JobKey, delivery: &DeliveryKey) -> DeliveryRedrivenV1 {
         DeliveryRedrivenV1 {
+            version: ApiVersion,
             job: job.to_string(),
             delivery: delivery.to_string(),
+        }
+    }
+}
+
+/// The reply to `POST /v1/runs`: the job, and whether it (or the webhook-id) existed before.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunAcceptedV1 {
+    pub version: ApiVersion,
+    pub job: String,
+    pub duplicate: bool,
+}
+
+impl RunAcceptedV1 {
+    pub fn new(job: &JobKey, duplicate: bool) -> RunAcceptedV1 {
+        RunAcceptedV1 {
+            version: ApiVersion,
+            job: job.to_string(),
+            duplicate,
         }
     }
 }
@@ -320,8 +357,10 @@ impl DeliveryRedrivenV1 {
 /// One live node, as `nodes --json` prints it.
 #[derive(Debug, Clone, Serialize)]
 pub struct NodeV1 {
+    pub version: ApiVersion,
     pub id: String,
-    pub version: String,
+    /// The node's binary's version.
+    pub binary: String,
     /// The newest schema version the node knows.
     pub schema_version: i64,
     pub formats: String,
@@ -332,8 +371,9 @@ pub struct NodeV1 {
 impl From<&Node> for NodeV1 {
     fn from(n: &Node) -> NodeV1 {
         NodeV1 {
+            version: ApiVersion,
             id: n.id.clone(),
-            version: n.version.clone(),
+            binary: n.version.clone(),
             schema_version: n.schema_version,
             formats: n.formats.clone(),
             started_at: n.started_at,

@@ -8,7 +8,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::json;
 
 use super::{ApiError, ServerState, TIMESTAMP_TOLERANCE_SECS, header_str};
 use crate::ledger::{JobOrigin, NewJob};
@@ -102,7 +101,7 @@ pub(super) async fn ingest(
     } else {
         StatusCode::ACCEPTED
     };
-    let reply = json!({ "job": out.job_key, "duplicate": duplicate });
+    let reply = crate::api::RunAcceptedV1::new(&out.job_key, duplicate);
     Ok((status, axum::Json(reply)).into_response())
 }
 

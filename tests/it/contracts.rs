@@ -1,5 +1,5 @@
 //! The public contracts, pinned: the webhook body (version 1) and the ops API's JSON (version
-//! 1), each compared with its checked-in sample in `docs/contracts/`. A failure here means a
+//! 1, in each reply's `version`), each compared with its checked-in sample in `docs/contracts/`. A failure here means a
 //! receiver or a script would see something else: change the sample only with a new version
 //! (or a deliberate, documented addition), never to make the test pass. Run with
 //! `DAWNPOST_BLESS_CONTRACTS=1` to rewrite the samples from what the code produces, then read
@@ -217,6 +217,22 @@ async fn the_ops_api_answers_version_1_as_documented(t: &TestLedger) {
     let _ = s.handle.await;
 }
 
+/// A run request's reply: the job, and whether it was there before.
+async fn a_run_request_answers_version_1_as_documented(t: &TestLedger) {
+    use crate::common::ops_server::SECRET;
+    let s = start(t).await;
+    let body = r#"{"report": "warehouse-17", "date": "2026-11-29"}"#;
+    let now = at(2026, 11, 30, 9, 0).timestamp();
+    let (status, reply) = s.ingest("run-1", now, body, SECRET).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{reply}");
+    pinned("api-v1-run.json", &reply);
+    let (status, again) = s.ingest("run-1", now, body, SECRET).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["duplicate"], true);
+    s.cancel.cancel();
+    let _ = s.handle.await;
+}
+
 /// A job redrive's reply: the job and how many of its deliveries moved back.
 async fn a_job_redrive_answers_version_1_as_documented(t: &TestLedger) {
     let s = start(t).await;
@@ -238,4 +254,5 @@ async fn a_job_redrive_answers_version_1_as_documented(t: &TestLedger) {
 on_both_backends!(
     the_ops_api_answers_version_1_as_documented,
     a_job_redrive_answers_version_1_as_documented,
+    a_run_request_answers_version_1_as_documented,
 );

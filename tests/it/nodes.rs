@@ -74,7 +74,8 @@ fn a_running_daemon_is_listed_and_leaves_when_it_stops() {
             .is_some_and(|id| id.ends_with(&format!(":{}", daemon.pid()))),
         "{me}"
     );
-    assert_eq!(me["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(me["version"], 1, "the contract's version");
+    assert_eq!(me["binary"], env!("CARGO_PKG_VERSION"));
     assert_eq!(me["formats"], "1");
     assert!(
         me["schema_version"].as_i64().is_some_and(|v| v >= 10),

@@ -27,7 +27,7 @@ async fn signed_ingestion_statuses(t: &TestLedger) {
     assert_eq!(status, StatusCode::ACCEPTED, "{reply}");
     assert_eq!(
         reply,
-        json!({"job": "warehouse-17:2026-11-29", "duplicate": false})
+        json!({"version": 1, "job": "warehouse-17:2026-11-29", "duplicate": false})
     );
     // 202 came after the commit: the job is there.
     let job = t
@@ -45,7 +45,7 @@ async fn signed_ingestion_statuses(t: &TestLedger) {
     assert_eq!(status, StatusCode::OK, "a replayed webhook-id");
     assert_eq!(
         reply,
-        json!({"job": "warehouse-17:2026-11-29", "duplicate": true})
+        json!({"version": 1, "job": "warehouse-17:2026-11-29", "duplicate": true})
     );
     let (status, reply) = s.ingest("msg_2", now, body, SECRET).await;
     assert_eq!(status, StatusCode::OK, "an existing job key");
