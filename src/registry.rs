@@ -9,9 +9,6 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::ledger::{Ledger, LedgerError, Node};
 
-/// The work formats this binary reads and writes.
-pub const FORMATS: &str = "1";
-
 /// How long a silent node's row is kept.
 const FORGET_AFTER: chrono::Duration = chrono::Duration::days(1);
 
@@ -38,7 +35,7 @@ impl Registry {
             id,
             version: env!("CARGO_PKG_VERSION").to_string(),
             schema_version: ledger.schema_known(),
-            formats: FORMATS.to_string(),
+            formats: crate::ledger::WORK_FORMAT.to_string(),
             started_at: now,
             heartbeat_at: now,
         };

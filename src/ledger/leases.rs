@@ -37,6 +37,7 @@ const JOB_LEASE: PerBackend = PerBackend {
                  lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
                  generated_at = COALESCE(generated_at, $3)
              WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
+                             AND format <= $5
                            ORDER BY ready_at, key LIMIT CAST($4 AS INTEGER))
              RETURNING *",
     postgres: "UPDATE jobs
@@ -44,6 +45,7 @@ const JOB_LEASE: PerBackend = PerBackend {
                    lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
                    generated_at = COALESCE(generated_at, $3)
                WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
+                               AND format <= $5
                              ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED)
                RETURNING *",
 };
@@ -56,7 +58,7 @@ const DELIVERY_LEASE: PerBackend = PerBackend {
              SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
                  lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
              WHERE key IN (SELECT d.key FROM deliveries d
-                           WHERE d.state = 'pending' AND d.ready_at <= $3
+                           WHERE d.state = 'pending' AND d.ready_at <= $3 AND d.format <= $5
                              AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
                                          AND (j.state = 'delivering') IS TRUE)
                            ORDER BY d.ready_at, d.key LIMIT CAST($4 AS INTEGER))
@@ -65,7 +67,7 @@ const DELIVERY_LEASE: PerBackend = PerBackend {
                SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
                    lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
                WHERE key IN (SELECT d.key FROM deliveries d
-                             WHERE d.state = 'pending' AND d.ready_at <= $3
+                             WHERE d.state = 'pending' AND d.ready_at <= $3 AND d.format <= $5
                                AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
                                            AND (j.state = 'delivering') IS TRUE)
                              ORDER BY d.ready_at, d.key LIMIT $4 FOR UPDATE SKIP LOCKED)
@@ -151,7 +153,8 @@ impl Ledger {
                 .bind(&params.owner)
                 .bind(expires)
                 .bind(now)
-                .bind(i64::from(params.limit));
+                .bind(i64::from(params.limit))
+                .bind(super::WORK_FORMAT);
             match d::LEASE_PLAN {
                 None => lease.fetch_all(p).await?,
                 Some(plan) => {

@@ -172,6 +172,13 @@ pub(super) struct PerBackend {
     pub postgres: &'static str,
 }
 
+/// The work format this binary reads and writes: what each job's and delivery's `format`
+/// column records. A claim takes only work of a format up to this one, so a newer node's work
+/// waits for a node that knows it. Work is inserted in the column's default, 1; a binary that
+/// writes a newer format must write the oldest live node's (see `crate::registry`) while older
+/// nodes run.
+pub const WORK_FORMAT: i64 = 1;
+
 /// A handle on the ledger; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Ledger {

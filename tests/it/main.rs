@@ -50,3 +50,4 @@ mod smtp_relay;
 mod sources;
 mod sqlite_full;
 mod tls_trust;
+mod work_format;

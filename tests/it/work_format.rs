@@ -1,0 +1,66 @@
+//! Work formats: a node leases only jobs and deliveries whose recorded format it knows, so work
+//! a newer version wrote in a newer format waits for a node that reads it. On both backends;
+//! the newer format is written into the rows directly, as a newer binary would.
+
+use crate::common;
+
+use common::TestLedger;
+use common::fixtures::{params, ready_jobs, t0};
+use dawnpost::ledger::WORK_FORMAT;
+
+/// Sets the `format` of `table`'s rows whose key starts with `prefix`, behind the ledger's back.
+async fn set_format(t: &TestLedger, table: &str, prefix: &str, format: i64) {
+    let sql = match (t.sqlite_path(), t.schema()) {
+        (Some(_), _) => format!("UPDATE {table} SET format = {format} WHERE key LIKE '{prefix}%'"),
+        (None, Some(schema)) => {
+            format!("UPDATE {schema}.{table} SET format = {format} WHERE key LIKE '{prefix}%'")
+        }
+        _ => unreachable!("a test ledger is sqlite or postgres"),
+    };
+    match t.sqlite_path() {
+        Some(path) => {
+            let url = format!("sqlite://{}", path.display());
+            let pool = sqlx::SqlitePool::connect(&url).await.expect("sqlite");
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .expect("update");
+            pool.close().await;
+        }
+        None => {
+            let url = std::env::var(common::POSTGRES_ENV).expect("url");
+            let pool = sqlx::PgPool::connect(&url).await.expect("postgres");
+            sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .expect("update");
+            pool.close().await;
+        }
+    }
+}
+
+async fn work_of_a_newer_format_is_not_leased(t: &TestLedger) {
+    let l = &t.ledger;
+    ready_jobs(t, &["old:2026-10-25", "new:2026-10-25"]).await;
+    set_format(t, "jobs", "new:", WORK_FORMAT + 1).await;
+    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let keys: Vec<String> = leased.iter().map(|j| j.job.key.to_string()).collect();
+    assert_eq!(keys, ["old:2026-10-25"], "the newer job waits");
+
+    // Its deliveries, once rendered, likewise.
+    let lease = &leased[0].lease;
+    let deliveries =
+        common::fixtures::destinations("old:2026-10-25", &["a@x.example", "b@x.example"]);
+    l.job_rendered(lease, &common::fixtures::artifact(), &deliveries, t0())
+        .await
+        .expect("rendered");
+    set_format(t, "deliveries", "old:2026-10-25/email:b@", WORK_FORMAT + 1).await;
+    let sends = l
+        .delivery_lease(&params("w1", t0(), 10))
+        .await
+        .expect("lease");
+    let keys: Vec<String> = sends.iter().map(|d| d.delivery.key.to_string()).collect();
+    assert_eq!(keys, ["old:2026-10-25/email:a@x.example"]);
+}
+
+on_both_backends!(work_of_a_newer_format_is_not_leased);
