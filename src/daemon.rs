@@ -66,7 +66,7 @@ pub async fn run(
         health: health.clone(),
         sweeper: sweeper.clone(),
         pool: crate::pool::PoolView::of(&pipeline),
-        live_for: config.settings.services.heartbeat_every.as_chrono() * 3,
+        live_for: crate::registry::live_for(config),
     };
     let (listener, state) = server_for(config, &ledger, &clock, node, artifacts).await?;
     let tick = SchedulerTick::new(

@@ -12,10 +12,14 @@ use crate::ledger::{Ledger, LedgerError, Node};
 /// How long a silent node's row is kept.
 const FORGET_AFTER: chrono::Duration = chrono::Duration::days(1);
 
-/// The earliest heartbeat of a live node at `now`: three heartbeat intervals back.
+/// How long a node counts as live after its last heartbeat: three heartbeat intervals.
+pub fn live_for(config: &Config) -> chrono::Duration {
+    config.settings.services.heartbeat_every.as_chrono() * 3
+}
+
+/// The earliest heartbeat of a live node at `now`.
 pub fn live_since(config: &Config, now: DateTime<Utc>) -> DateTime<Utc> {
-    let every = config.settings.services.heartbeat_every.as_chrono();
-    crate::clock::sub(now, every * 3)
+    crate::clock::sub(now, live_for(config))
 }
 
 /// The daemon's registry service.

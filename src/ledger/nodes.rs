@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::tx::Statement;
-use super::{Backend, Ledger, Result};
+use super::{Ledger, Result};
 use crate::clock::{from_millis, to_millis};
 
 /// One node as the registry holds it.
@@ -82,29 +82,14 @@ impl Ledger {
     /// on a ledger older than the registry.
     pub async fn node_list(&self, since: DateTime<Utc>) -> Result<Vec<Node>> {
         const LIVE: &str = "SELECT * FROM nodes WHERE heartbeat_at >= $1 ORDER BY started_at, id";
+        if !self.has_table("nodes").await? {
+            return Ok(Vec::new());
+        }
         let since = to_millis(since);
-        let rows: Vec<NodeRecord> = match &self.backend {
-            Backend::Sqlite(p) => {
-                let (n,): (i64,) = sqlx::query_as(
-                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'nodes'",
-                )
-                .fetch_one(p)
-                .await?;
-                if n == 0 {
-                    return Ok(Vec::new());
-                }
-                sqlx::query_as(LIVE).bind(since).fetch_all(p).await?
-            }
-            Backend::Postgres(p) => {
-                let (exists,): (bool,) = sqlx::query_as("SELECT to_regclass('nodes') IS NOT NULL")
-                    .fetch_one(p)
-                    .await?;
-                if !exists {
-                    return Ok(Vec::new());
-                }
-                sqlx::query_as(LIVE).bind(since).fetch_all(p).await?
-            }
-        };
+        let rows: Vec<NodeRecord> = on_backend!(self, |p, _d| sqlx::query_as(LIVE)
+            .bind(since)
+            .fetch_all(p)
+            .await?);
         Ok(rows.into_iter().map(Node::from).collect())
     }
 }

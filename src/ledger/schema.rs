@@ -215,34 +215,39 @@ pub fn contract_blocked(pending: &[MigrationInfo], live: &[Node]) -> Option<Stri
 }
 
 impl Ledger {
-    /// The migrations `_sqlx_migrations` records (none before the first migration).
-    async fn applied(&self) -> Result<Vec<AppliedRow>> {
-        const ROWS: &str = "SELECT version, description, success, checksum
-                            FROM _sqlx_migrations ORDER BY version";
+    /// Whether table `name` exists (in the search path, on PostgreSQL): a ledger older than a
+    /// table, or one never migrated, lacks it.
+    pub(super) async fn has_table(&self, name: &str) -> Result<bool> {
         Ok(match &self.backend {
             Backend::Sqlite(p) => {
                 let (n,): (i64,) = sqlx::query_as(
-                    "SELECT COUNT(*) FROM sqlite_master
-                     WHERE type = 'table' AND name = '_sqlx_migrations'",
+                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = $1",
                 )
+                .bind(name)
                 .fetch_one(p)
                 .await?;
-                if n == 0 {
-                    return Ok(Vec::new());
-                }
-                sqlx::query_as(ROWS).fetch_all(p).await?
+                n > 0
             }
             Backend::Postgres(p) => {
-                let (exists,): (bool,) =
-                    sqlx::query_as("SELECT to_regclass('_sqlx_migrations') IS NOT NULL")
-                        .fetch_one(p)
-                        .await?;
-                if !exists {
-                    return Ok(Vec::new());
-                }
-                sqlx::query_as(ROWS).fetch_all(p).await?
+                let (exists,): (bool,) = sqlx::query_as("SELECT to_regclass($1) IS NOT NULL")
+                    .bind(name)
+                    .fetch_one(p)
+                    .await?;
+                exists
             }
         })
+    }
+
+    /// The migrations `_sqlx_migrations` records (none before the first migration).
+    async fn applied(&self) -> Result<Vec<AppliedRow>> {
+        if !self.has_table("_sqlx_migrations").await? {
+            return Ok(Vec::new());
+        }
+        let rows = "SELECT version, description, success, checksum
+                    FROM _sqlx_migrations ORDER BY version";
+        Ok(on_backend!(self, |p, _d| sqlx::query_as(rows)
+            .fetch_all(p)
+            .await?))
     }
 
     fn migrator(&self) -> Migrator {
