@@ -6,6 +6,7 @@
 //! together. Unknown keys are errors. Relative paths are relative to the project root: the
 //! parent of the configuration directory.
 
+mod database;
 mod fields;
 mod rate_limits;
 mod report;
@@ -17,13 +18,14 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use database::{DEFAULT_PG_CONNECTIONS, DatabaseSettings};
 pub use rate_limits::RateLimitSpec;
 pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
 pub use services::ServiceSettings;
 pub use settings::{
-    ArtifactSettings, DEFAULT_PG_CONNECTIONS, DatabaseSettings, EmailSettings, EmailTransport,
-    PoolSettings, RetrySettings, ScheduleSettings, ServerSettings, Settings, WebhookSettings,
+    ArtifactSettings, EmailSettings, EmailTransport, PoolSettings, RetrySettings, ScheduleSettings,
+    ServerSettings, Settings, WebhookSettings,
 };
 
 /// One problem in the configuration.
