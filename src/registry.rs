@@ -29,6 +29,7 @@ pub struct Registry {
     clock: SharedClock,
     node: Node,
     every: std::time::Duration,
+    live_for: chrono::Duration,
 }
 
 impl Registry {
@@ -48,10 +49,12 @@ impl Registry {
             clock,
             node,
             every: config.settings.services.heartbeat_every.as_std(),
+            live_for: live_for(config),
         }
     }
 
-    /// One heartbeat, and the rows of nodes silent for a day deleted.
+    /// One heartbeat, the rows of nodes silent for a day deleted, and the format new work is
+    /// written in brought up to the live nodes.
     pub async fn beat(&self) -> Result<(), LedgerError> {
         let now = self.clock.now();
         let node = Node {
@@ -61,6 +64,9 @@ impl Registry {
         self.ledger.node_heartbeat(&node).await?;
         self.ledger
             .node_expire(crate::clock::sub(now, FORGET_AFTER))
+            .await?;
+        self.ledger
+            .follow_formats(crate::clock::sub(now, self.live_for))
             .await?;
         Ok(())
     }

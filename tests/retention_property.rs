@@ -266,7 +266,7 @@ impl Raw {
     async fn wipe(&self) {
         const TABLES: [&str; 6] = [
             "delivery_attempts",
-            "redrives",
+            "audit",
             "ingest_events",
             "deliveries",
             "jobs",

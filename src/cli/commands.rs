@@ -11,9 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::print::{print_fire, print_plan, summary_text};
 use super::{
-    ArtifactPart, DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, MigrateArgs, NodesArgs,
-    PreviewArgs, RangeArgs, RedriveArgs, RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range,
-    report_ids, shutdown_signal,
+    ArtifactPart, DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, PreviewArgs, RangeArgs,
+    RedriveArgs, RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range, report_ids,
+    shutdown_signal,
 };
 use crate::artifact::{ArtifactStore, StoredArtifact};
 use crate::clock::SharedClock;
@@ -61,54 +61,6 @@ fn months(
     })
     .map(move |start| (start, crate::clock::add(start, step).min(to)))
     .filter(move |(start, _)| *start < to)
-}
-
-/// `migrate [--dry-run]`: what is pending (each expand or contract), then, unless a dry run,
-/// applies it, each migration in its own transaction.
-pub(super) async fn migrate(
-    config: &Config,
-    args: &MigrateArgs,
-    clock: SharedClock,
-) -> anyhow::Result<ExitCode> {
-    let l = super::open_ledger_as(config, crate::ledger::Opening::AsIs).await?;
-    let fit = l.schema_fit().await?;
-    for m in &fit.unknown {
-        out!(
-            "applied by a newer version: {} {} ({})",
-            m.version,
-            m.description,
-            m.kind.as_str()
-        );
-    }
-    let verb = if args.dry_run { "pending" } else { "applying" };
-    for m in &fit.pending {
-        out!(
-            "{verb}: {} {} ({})",
-            m.version,
-            m.description,
-            m.kind.as_str()
-        );
-    }
-    if !args.dry_run {
-        let live_since = crate::registry::live_since(config, clock.now());
-        l.migrate(live_since).await?;
-    }
-    let at = if args.dry_run {
-        fit.applied
-    } else {
-        fit.applied.max(fit.needed)
-    };
-    let state = match (fit.pending.len(), args.dry_run) {
-        (0, _) => "up to date".to_string(),
-        (n, true) => format!("{n} migration(s) pending"),
-        (n, false) => format!("{n} migration(s) applied"),
-    };
-    out!(
-        "ledger ({}) at schema version {at}: {state}",
-        l.backend_name()
-    );
-    l.close().await;
-    Ok(ExitCode::SUCCESS)
 }
 
 pub(super) async fn backfill(
@@ -542,45 +494,4 @@ pub(super) async fn redrive(
         }
         Err(e) => Err(e.into()),
     }
-}
-
-/// `nodes [--json]`: the nodes whose last heartbeat is recent (see [`crate::registry`]).
-pub(super) async fn nodes(
-    config: &Config,
-    ledger: &mut LedgerSlot<'_>,
-    args: &NodesArgs,
-    clock: SharedClock,
-) -> anyhow::Result<ExitCode> {
-    let now = clock.now();
-    let live = ledger
-        .get()
-        .await?
-        .node_list(crate::registry::live_since(config, now))
-        .await?;
-    if args.json {
-        for n in &live {
-            out!("{}", serde_json::to_string(&crate::api::NodeV1::from(n))?);
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    out!(
-        "{:<32} {:<10} {:>6} {:<8} {:<24} LAST HEARTBEAT",
-        "NODE",
-        "VERSION",
-        "SCHEMA",
-        "FORMATS",
-        "STARTED"
-    );
-    for n in &live {
-        out!(
-            "{:<32} {:<10} {:>6} {:<8} {:<24} {}",
-            n.id,
-            n.version,
-            n.schema_version,
-            n.formats,
-            rfc3339(n.started_at),
-            rfc3339(n.heartbeat_at)
-        );
-    }
-    Ok(ExitCode::SUCCESS)
 }

@@ -43,6 +43,7 @@ macro_rules! errln {
 
 mod bulk;
 mod commands;
+mod deploy;
 mod print;
 
 /// Exit code for invalid configuration or input.
@@ -71,7 +72,8 @@ pub enum Command {
     Check,
     /// Apply the ledger's pending migrations (on PostgreSQL a deploy step: no other command
     /// migrates unless `database.migrate = "auto"`); `--dry-run` lists them, each expand or
-    /// contract.
+    /// contract; a contract migration waits (`--wait`) or refuses while live nodes or leases
+    /// still need the old shape.
     Migrate(MigrateArgs),
     /// Print the fires (and job keys) in [--from, --to) without touching the ledger.
     Plan(RangeArgs),
@@ -104,9 +106,17 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
-    /// List the pending migrations and apply nothing.
+    /// List the pending migrations (and what a contract one waits for) and apply nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Apply the expand migrations only, stopping at the first contract one: the step before
+    /// the nodes are upgraded.
+    #[arg(long, conflicts_with = "dry_run")]
+    pub expand_only: bool,
+    /// How long to wait for what keeps a contract migration from running (live nodes that do
+    /// not know it, leases of the old meaning), with progress; then refuse, naming them.
+    #[arg(long, default_value = "0s")]
+    pub wait: String,
 }
 
 #[derive(Debug, Args)]
@@ -395,7 +405,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     let result = match cli.command {
         Command::Check => print::check(c, clock.now()),
         Command::Plan(args) => commands::plan(c, &args),
-        Command::Migrate(args) => commands::migrate(c, &args, clock).await,
+        Command::Migrate(args) => deploy::migrate(c, &args, clock).await,
         Command::Backfill(args) => commands::backfill(c, &mut ledger, &args, clock).await,
         Command::Enqueue(args) => commands::enqueue(c, &mut ledger, &args, clock).await,
         Command::Jobs(args) => commands::jobs(&mut ledger, args).await,
@@ -403,7 +413,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Command::Run(_) => commands::daemon(c, &mut ledger, clock).await,
         Command::Show(args) => commands::show(c, &mut ledger, &args).await,
         Command::Dlq(args) => commands::dlq(&mut ledger, &args).await,
-        Command::Nodes(args) => commands::nodes(c, &mut ledger, &args, clock).await,
+        Command::Nodes(args) => deploy::nodes(c, &mut ledger, &args, clock).await,
         Command::Preview(args) => commands::preview(c, &args, clock).await,
         Command::Sweep(args) => commands::sweep(c, &mut ledger, &args, clock).await,
         Command::Redrive(args) if args.report.is_some() => {
@@ -440,6 +450,9 @@ impl<'a> LedgerSlot<'a> {
         }
         let l = open_ledger(self.config).await?;
         crate::timekeeper::follow(&*self.clock, &l).await;
+        // What `enqueue`, `backfill` and redrives write, every live node reads.
+        let live_since = crate::registry::live_since(self.config, self.clock.now());
+        l.follow_formats(live_since).await?;
         let bound = self.config.settings.pool.max_clock_offset;
         if let Some(why) = crate::clock::refusal(&*self.clock, bound) {
             tracing::warn!("{why}");

@@ -98,7 +98,7 @@ pub(super) fn audit_row<'a>(
     at_ms: i64,
 ) -> Statement<'a> {
     Statement::new(
-        "INSERT INTO redrives (job_key, delivery_key, redriven_by, reason, at, action, via)
+        "INSERT INTO audit (job_key, delivery_key, redriven_by, reason, at, action, via)
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
     )
     .bind(job)

@@ -296,7 +296,7 @@ impl Ledger {
     }
 
     pub async fn redrive_list(&self, job_key: &JobKey) -> Result<Vec<Redrive>> {
-        let sql = "SELECT * FROM redrives WHERE job_key = $1 ORDER BY at, id";
+        let sql = "SELECT * FROM audit WHERE job_key = $1 ORDER BY at, id";
         self.select::<RedriveRecord, _, _>(sql, job_key).await
     }
 }

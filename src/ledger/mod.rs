@@ -50,6 +50,7 @@ mod audit;
 mod bind;
 mod browse;
 mod deliveries;
+mod deploy;
 mod ingest;
 mod jobs;
 mod leases;
@@ -72,6 +73,7 @@ use crate::keys::Key;
 use crate::redact::redact_url;
 use audit::RedriveRecord;
 pub use audit::{Audit, Redrive, Unaudited, Via};
+pub use deploy::{Blockers, HeldLease, Migrated};
 pub use leases::LeaseParams;
 pub use nodes::Node;
 pub use rescue::RescueBudget;
@@ -172,17 +174,21 @@ pub(super) struct PerBackend {
     pub postgres: &'static str,
 }
 
-/// The work format this binary reads and writes: what each job's and delivery's `format`
-/// column records. A claim takes only work of a format up to this one, so a newer node's work
-/// waits for a node that knows it. Work is inserted in the column's default, 1; a binary that
-/// writes a newer format must write the oldest live node's (see `crate::registry`) while older
-/// nodes run.
+/// The newest work format this binary reads and writes: what each job's and delivery's
+/// `format` column records. A claim takes only work of a format up to this one, so a newer
+/// node's work waits for a node that knows it. New work is written in the newest format every
+/// live node reads ([`Ledger::follow_formats`]).
 pub const WORK_FORMAT: i64 = 1;
+
+/// The oldest work format: what the ledger writes until it has seen the live nodes.
+pub const FIRST_WORK_FORMAT: i64 = 1;
 
 /// A handle on the ledger; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Ledger {
     backend: Backend,
+    /// The format new jobs and deliveries are written in (shared by the clones).
+    write_format: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 impl Ledger {
@@ -220,16 +226,21 @@ impl Ledger {
                 reason: "unsupported URL: use sqlite://PATH or postgres://…".into(),
             });
         };
-        Ok(Ledger { backend })
+        Ok(Ledger::on(backend))
+    }
+
+    fn on(backend: Backend) -> Ledger {
+        Ledger {
+            backend,
+            write_format: std::sync::Arc::new(FIRST_WORK_FORMAT.into()),
+        }
     }
 
     /// Opens a PostgreSQL ledger inside its own schema (created if missing): how tests isolate.
     pub async fn connect_postgres_schema(url: &str, schema: &str) -> Result<Ledger> {
-        let ledger = Ledger {
-            backend: Backend::Postgres(
-                postgres::connect(url, Some(schema), DEFAULT_PG_CONNECTIONS).await?,
-            ),
-        };
+        let ledger = Ledger::on(Backend::Postgres(
+            postgres::connect(url, Some(schema), DEFAULT_PG_CONNECTIONS).await?,
+        ));
         ledger.prepare_schema(Opening::Migrate).await?;
         Ok(ledger)
     }

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::tx::Statement;
-use super::{Ledger, Result};
+use super::{FIRST_WORK_FORMAT, Ledger, Result, WORK_FORMAT};
 use crate::clock::{from_millis, to_millis};
 
 /// One node as the registry holds it.
@@ -46,7 +46,40 @@ impl From<NodeRecord> for Node {
     }
 }
 
+/// The newest work format a node reads, from the `formats` it registered ("1", or a list
+/// "1,2"); the first format if it names none this binary can read.
+fn newest_read(formats: &str) -> i64 {
+    formats
+        .split(',')
+        .filter_map(|f| f.trim().parse::<i64>().ok())
+        .max()
+        .unwrap_or(FIRST_WORK_FORMAT)
+}
+
+/// The format to write new work in while `live` run: the newest that this binary writes and
+/// every one of them reads.
+pub fn write_format_for(live: &[Node]) -> i64 {
+    live.iter()
+        .map(|n| newest_read(&n.formats))
+        .fold(WORK_FORMAT, i64::min)
+        .max(FIRST_WORK_FORMAT)
+}
+
 impl Ledger {
+    /// The format new jobs and deliveries are written in now.
+    pub fn write_format(&self) -> i64 {
+        self.write_format.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Writes new work, from now on, in the newest format every node that heartbeat at or
+    /// after `live_since` reads (the oldest live node's, while older nodes run); that format.
+    pub async fn follow_formats(&self, live_since: DateTime<Utc>) -> Result<i64> {
+        let format = write_format_for(&self.node_list(live_since).await?);
+        self.write_format
+            .store(format, std::sync::atomic::Ordering::Relaxed);
+        Ok(format)
+    }
+
     /// Records `node`'s heartbeat (registering it the first time): one upsert.
     pub async fn node_heartbeat(&self, node: &Node) -> Result<()> {
         let st = Statement::new(
@@ -91,5 +124,33 @@ impl Ledger {
             .fetch_all(p)
             .await?);
         Ok(rows.into_iter().map(Node::from).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(formats: &str) -> Node {
+        let at = chrono::DateTime::from_timestamp(1_764_547_200, 0).expect("instant");
+        Node {
+            id: format!("n:{formats}"),
+            version: "0.1.0".into(),
+            schema_version: 11,
+            formats: formats.into(),
+            started_at: at,
+            heartbeat_at: at,
+        }
+    }
+
+    #[test]
+    fn new_work_is_written_in_a_format_the_oldest_live_node_reads() {
+        assert_eq!(write_format_for(&[]), WORK_FORMAT);
+        assert_eq!(write_format_for(&[node("1")]), FIRST_WORK_FORMAT);
+        // A node that reads newer formats than this binary writes changes nothing.
+        assert_eq!(write_format_for(&[node("1,2,3"), node("7")]), WORK_FORMAT);
+        // Formats it cannot parse count as the first one.
+        assert_eq!(write_format_for(&[node("next")]), FIRST_WORK_FORMAT);
+        assert_eq!(newest_read("1, 4,2"), 4);
     }
 }

@@ -242,7 +242,7 @@ impl Ledger {
         for sql in [
             "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
             "DELETE FROM deliveries WHERE job_key = $1",
-            "DELETE FROM redrives WHERE job_key = $1",
+            "DELETE FROM audit WHERE job_key = $1",
             "DELETE FROM ingest_events WHERE job_key = $1",
             "DELETE FROM jobs WHERE key = $1",
         ] {
@@ -261,7 +261,7 @@ impl Ledger {
                     (SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1 AND a.diagnostics IS NOT NULL),
                     (SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1),
                     (SELECT COUNT(*) FROM deliveries WHERE job_key = $1),
-                    (SELECT COUNT(*) FROM redrives WHERE job_key = $1)",
+                    (SELECT COUNT(*) FROM audit WHERE job_key = $1)",
             )
             .bind(key)
             .fetch_one(p)

@@ -4,18 +4,19 @@
 //! version uses), by its file name: `0010_expand_nodes.sql`, `0011_contract_drop_x.sql`. The
 //! first nine, older than the distinction, count as expand.
 //!
-//! A binary runs on a ledger that has every migration it knows, and may have more, as long as
-//! each one it does not know is an expand migration: after an expand migration an older node
+//! A binary runs on a ledger that has every expand migration it knows (its own contract
+//! migrations may still be pending: it works before and after them), and may have more, as long
+//! as each one it does not know is an expand migration: after an expand migration an older node
 //! restarts, and a rollback to the previous binary works. On PostgreSQL no command migrates by
 //! itself (`dawnpost migrate` does, or `database.migrate = "auto"`); SQLite, one node's file,
-//! migrates when it opens.
+//! migrates when it opens. Opening never contracts (a new, empty ledger aside): a contract
+//! migration is `dawnpost migrate`'s, once nothing of the old shape is in the way (`deploy.rs`).
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
 use sqlx::migrate::Migrator;
 
-use super::{Backend, Ledger, LedgerError, Node, Result};
+use super::{Backend, Ledger, LedgerError, Result};
 
 /// How a command opens the ledger's schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,7 +85,8 @@ pub struct MigrationInfo {
 pub struct SchemaFit {
     /// The newest version applied (0: none).
     pub applied: i64,
-    /// The newest version this binary knows.
+    /// The newest version this binary needs applied: its newest expand migration (it works
+    /// before and after its own contract migrations).
     pub needed: i64,
     /// Known migrations the ledger does not have yet, oldest first.
     pub pending: Vec<MigrationInfo>,
@@ -111,14 +113,16 @@ impl SchemaFit {
         }
     }
 
-    /// Refuses a ledger that lacks migrations this binary needs.
+    /// Refuses a ledger that lacks an expand migration this binary needs (a pending contract
+    /// migration only removes what older versions use).
     pub fn check_current(&self) -> Result<()> {
-        if self.pending.is_empty() {
+        if !self.pending.iter().any(|m| m.kind == MigrationKind::Expand) {
             return Ok(());
         }
         let names: Vec<String> = self
             .pending
             .iter()
+            .filter(|m| m.version <= self.needed)
             .map(|m| format!("{} {} ({})", m.version, m.description, m.kind.as_str()))
             .collect();
         Err(LedgerError::Schema(format!(
@@ -184,34 +188,15 @@ pub(super) fn fit(migrator: &Migrator, applied: &[AppliedRow]) -> Result<SchemaF
         .collect();
     Ok(SchemaFit {
         applied: applied.iter().map(|a| a.version).max().unwrap_or(0),
-        needed: known.keys().copied().max().unwrap_or(0),
+        needed: known
+            .values()
+            .filter(|m| MigrationKind::of(m.version, &m.description) == MigrationKind::Expand)
+            .map(|m| m.version)
+            .max()
+            .unwrap_or(0),
         pending,
         unknown,
     })
-}
-
-/// Why a pending contract migration may not run yet: the live nodes that do not know it (they
-/// still need the old shape), named; `None` when nothing is in the way.
-pub fn contract_blocked(pending: &[MigrationInfo], live: &[Node]) -> Option<String> {
-    pending
-        .iter()
-        .filter(|m| m.kind == MigrationKind::Contract)
-        .find_map(|m| {
-            let behind: Vec<String> = live
-                .iter()
-                .filter(|n| n.schema_version < m.version)
-                .map(|n| format!("{} ({}, schema {})", n.id, n.version, n.schema_version))
-                .collect();
-            (!behind.is_empty()).then(|| {
-                format!(
-                    "migration {} \"{}\" is a contract migration and live nodes still need the \
-                     old shape: {}; upgrade them first, then run `dawnpost migrate` again",
-                    m.version,
-                    m.description,
-                    behind.join(", ")
-                )
-            })
-        })
 }
 
 impl Ledger {
@@ -250,7 +235,7 @@ impl Ledger {
             .await?))
     }
 
-    fn migrator(&self) -> Migrator {
+    pub(super) fn migrator(&self) -> Migrator {
         match &self.backend {
             Backend::Sqlite(_) => sqlite(),
             Backend::Postgres(_) => postgres(),
@@ -265,32 +250,6 @@ impl Ledger {
     /// How the ledger's schema fits this binary.
     pub async fn schema_fit(&self) -> Result<SchemaFit> {
         fit(&self.migrator(), &self.applied().await?)
-    }
-
-    /// Applies the pending migrations, each in its own transaction; what it applied. A
-    /// contract migration is refused while a node that heartbeat at or after `live_since`
-    /// does not know it (it still needs the old shape), naming those nodes.
-    pub async fn migrate(&self, live_since: DateTime<Utc>) -> Result<Vec<MigrationInfo>> {
-        let fit = self.schema_fit().await?;
-        fit.check_newer()?;
-        if fit.pending.is_empty() {
-            return Ok(Vec::new());
-        }
-        let live = self.node_list(live_since).await?;
-        if let Some(why) = contract_blocked(&fit.pending, &live) {
-            return Err(LedgerError::Schema(why));
-        }
-        self.apply(&fit).await
-    }
-
-    /// Applies `fit`'s pending migrations.
-    async fn apply(&self, fit: &SchemaFit) -> Result<Vec<MigrationInfo>> {
-        let migrator = self.migrator();
-        match &self.backend {
-            Backend::Sqlite(p) => migrator.run(p).await?,
-            Backend::Postgres(p) => migrator.run(p).await?,
-        }
-        Ok(fit.pending.clone())
     }
 
     /// Checks (and with [`Opening::Migrate`], or on SQLite, brings up to date) the schema.
@@ -309,23 +268,30 @@ impl Ledger {
                 _ => Ok(()),
             };
         }
-        // Opening never contracts: a contract migration waits for `dawnpost migrate`, which
-        // checks the live nodes first.
-        if let Some(m) = fit
+        // A new ledger gets every migration: nothing older uses it. Otherwise opening never
+        // contracts: a contract migration waits for `dawnpost migrate`, which checks the live
+        // nodes and leases first; what precedes it applies now.
+        let fresh = fit.applied == 0;
+        let apply: Vec<&MigrationInfo> = fit
             .pending
             .iter()
-            .find(|m| m.kind == MigrationKind::Contract)
-        {
-            return Err(LedgerError::Schema(format!(
-                "migration {} \"{}\" is a contract migration: run `dawnpost migrate` once no \
-                 live node needs the old shape",
-                m.version, m.description
-            )));
+            .take_while(|m| fresh || m.kind == MigrationKind::Expand)
+            .collect();
+        if let Some(last) = apply.last() {
+            self.apply_to(last.version).await?;
         }
-        if fit.pending.is_empty() {
-            return Ok(());
+        let fit = self.schema_fit().await?;
+        if let Some(m) = fit.pending.first() {
+            tracing::info!(
+                migration = m.version,
+                "migration {} \"{}\" ({}) is pending: run `dawnpost migrate` once every node \
+                 runs this version",
+                m.version,
+                m.description,
+                m.kind.as_str()
+            );
         }
-        self.apply(&fit).await.map(|_| ())
+        fit.check_current()
     }
 }
 
@@ -399,35 +365,5 @@ mod tests {
         let mut changed = row(1, "ledger");
         changed.checksum = vec![0; 48];
         assert!(fit(&postgres(), &[changed]).is_err_and(|e| e.to_string().contains("changed")));
-    }
-
-    #[test]
-    fn a_contract_migration_waits_for_the_live_nodes_that_do_not_know_it() {
-        let contract = MigrationInfo {
-            version: 12,
-            description: "contract drop the old column".into(),
-            kind: MigrationKind::Contract,
-        };
-        let expand = MigrationInfo {
-            version: 11,
-            description: "expand add a column".into(),
-            kind: MigrationKind::Expand,
-        };
-        let at = chrono::DateTime::from_timestamp(1_764_547_200, 0).expect("instant");
-        let node = |id: &str, schema| Node {
-            id: id.into(),
-            version: "0.1.0".into(),
-            schema_version: schema,
-            formats: "1".into(),
-            started_at: at,
-            heartbeat_at: at,
-        };
-        let live = [node("old:1", 10), node("new:2", 12)];
-        let why = contract_blocked(&[expand.clone(), contract.clone()], &live).expect("blocked");
-        assert!(why.contains("old:1") && !why.contains("new:2"), "{why}");
-        assert!(why.contains("12"), "{why}");
-        // An expand migration never waits; nor does a contract one every live node knows.
-        assert_eq!(contract_blocked(&[expand], &live), None);
-        assert_eq!(contract_blocked(&[contract], &[node("new:2", 12)]), None);
     }
 }
