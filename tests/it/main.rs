@@ -50,4 +50,5 @@ mod smtp_relay;
 mod sources;
 mod sqlite_full;
 mod tls_trust;
+mod upgrade;
 mod work_format;

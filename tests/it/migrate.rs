@@ -169,3 +169,130 @@ async fn a_schema_a_newer_version_expanded_runs_one_it_contracted_does_not() {
     }
     t.cleanup().await;
 }
+
+/// An older version's audit writes, as it makes them: through the name `redrives`.
+async fn write_the_old_way(raw: &Raw, job: &str) {
+    let insert = "INSERT INTO redrives (job_key, delivery_key, redriven_by, reason, at, action, via)
+                  VALUES ($1, NULL, 'old-node', 'rerun after the fix', 1764547200000, 'cancel', 'cli')";
+    let count = "SELECT COUNT(*) FROM redrives WHERE job_key = $1";
+    let n: i64 = match raw {
+        Raw::Sqlite(p) => {
+            sqlx::query(insert)
+                .bind(job)
+                .execute(p)
+                .await
+                .expect("insert");
+            sqlx::query_scalar(count)
+                .bind(job)
+                .fetch_one(p)
+                .await
+                .expect("count")
+        }
+        Raw::Postgres(p) => {
+            sqlx::query(insert)
+                .bind(job)
+                .execute(p)
+                .await
+                .expect("insert");
+            sqlx::query_scalar(count)
+                .bind(job)
+                .fetch_one(p)
+                .await
+                .expect("count")
+        }
+    };
+    assert_eq!(n, 1, "the old name reads what it wrote");
+}
+
+async fn delete_the_old_way(raw: &Raw, job: &str) {
+    let delete = "DELETE FROM redrives WHERE job_key = $1";
+    match raw {
+        Raw::Sqlite(p) => sqlx::query(delete).bind(job).execute(p).await.map(|_| ()),
+        Raw::Postgres(p) => sqlx::query(delete).bind(job).execute(p).await.map(|_| ()),
+    }
+    .expect("delete");
+}
+
+enum Raw {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+/// Between the expand migration that renamed the audit table and the contract one that drops
+/// the old name, an older version's audit rows (written, read and deleted as `redrives`) are
+/// the new version's (`audit`); the contract migration then removes the old name.
+async fn the_audit_table_keeps_its_old_name_until_the_contract_migration(url: &str, raw: Raw) {
+    use dawnpost::ledger::Opening;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let l = dawnpost::Ledger::open(url, dir.path(), 4, Opening::AsIs)
+        .await
+        .expect("open");
+    let now = common::at(2026, 12, 1, 6, 0);
+    let expand = l.migrate(now, now, true).await.expect("expand only");
+    assert!(expand.blocked.is_none());
+    let pending = l.schema_fit().await.expect("fit").pending;
+    assert_eq!(
+        pending.iter().map(|m| m.kind.as_str()).collect::<Vec<_>>(),
+        ["contract"],
+        "only the contract migration waits"
+    );
+    let job = common::fixtures::new_job("warehouse-17", "2026-11-30", now);
+    l.job_insert_many(&[job], now).await.expect("insert");
+    write_the_old_way(&raw, "warehouse-17:2026-11-30").await;
+    let audit = l
+        .redrive_list(&common::jk("warehouse-17:2026-11-30"))
+        .await
+        .expect("audit");
+    assert_eq!(audit.len(), 1);
+    assert_eq!(
+        (audit[0].by.as_str(), audit[0].action.as_str()),
+        ("old-node", "cancel")
+    );
+    delete_the_old_way(&raw, "warehouse-17:2026-11-30").await;
+    assert!(
+        l.redrive_list(&common::jk("warehouse-17:2026-11-30"))
+            .await
+            .expect("audit")
+            .is_empty(),
+        "deleted through the old name"
+    );
+    let contract = l.migrate(now, now, false).await.expect("contract");
+    assert_eq!(contract.applied.len(), 1);
+    assert!(l.schema_fit().await.expect("fit").pending.is_empty());
+    let old_name = match &raw {
+        Raw::Sqlite(p) => sqlx::query("SELECT * FROM redrives")
+            .execute(p)
+            .await
+            .is_ok(),
+        Raw::Postgres(p) => sqlx::query("SELECT * FROM redrives")
+            .execute(p)
+            .await
+            .is_ok(),
+    };
+    assert!(!old_name, "the contract migration dropped the old name");
+    l.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_audit_name_lasts_until_the_contract_migration_on_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("ledger.db");
+    let url = format!("sqlite://{}", path.display());
+    let l = dawnpost::Ledger::open(&url, dir.path(), 4, dawnpost::ledger::Opening::AsIs)
+        .await
+        .expect("create");
+    l.close().await;
+    let raw = sqlx::SqlitePool::connect(&url).await.expect("raw");
+    the_audit_table_keeps_its_old_name_until_the_contract_migration(&url, Raw::Sqlite(raw)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_audit_name_lasts_until_the_contract_migration_on_postgres() {
+    let Some((admin, schema, url)) = empty_schema().await else {
+        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        return;
+    };
+    let raw = sqlx::PgPool::connect(&url).await.expect("raw");
+    the_audit_table_keeps_its_old_name_until_the_contract_migration(&url, Raw::Postgres(raw)).await;
+    drop_schema(&admin, &schema).await;
+}

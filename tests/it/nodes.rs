@@ -129,7 +129,46 @@ async fn the_overview_lists_the_live_nodes(t: &TestLedger) {
     let _ = s.handle.await;
 }
 
+/// What a contract migration waits for besides live nodes: each unexpired render and send
+/// lease, with its owner and expiry; an expired or released lease is not held.
+async fn held_leases_are_named_with_their_owner_until_they_expire(t: &TestLedger) {
+    use common::fixtures::{artifact, destinations, params, ready_jobs, t0};
+    let l = &t.ledger;
+    ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
+    let renders = l.job_lease(&params("old:7", t0(), 1)).await.expect("lease");
+    assert_eq!(renders.len(), 1);
+    let held = l.leases_held(t0()).await.expect("held");
+    assert_eq!(held.len(), 1);
+    assert_eq!(
+        (held[0].work, held[0].key.as_str(), held[0].owner.as_str()),
+        ("render", renders[0].job.key.to_string().as_str(), "old:7")
+    );
+    assert_eq!(held[0].until, t0() + Duration::minutes(5));
+    // Rendered: the render lease is released; its deliveries' send leases are held.
+    let job = renders[0].job.key.to_string();
+    l.job_rendered(
+        &renders[0].lease,
+        &artifact(),
+        &destinations(&job, &["ops@example.com"]),
+        t0(),
+    )
+    .await
+    .expect("rendered");
+    l.delivery_lease(&params("new:8", t0(), 10))
+        .await
+        .expect("send lease");
+    let held = l.leases_held(t0()).await.expect("held");
+    let named: Vec<(&str, &str)> = held.iter().map(|h| (h.work, h.owner.as_str())).collect();
+    assert_eq!(named, [("send", "new:8")]);
+    let later = t0() + Duration::minutes(5);
+    assert!(
+        l.leases_held(later).await.expect("held").is_empty(),
+        "expired"
+    );
+}
+
 on_both_backends!(
     a_heartbeat_registers_a_node_and_silence_ends_it,
     the_overview_lists_the_live_nodes,
+    held_leases_are_named_with_their_owner_until_they_expire,
 );

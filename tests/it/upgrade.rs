@@ -1,0 +1,343 @@
+//! A rolling deploy with the real previous release (`tests/upgrade/PREVIOUS`, built from the
+//! git history by `tests/upgrade/build-previous.sh`) beside this binary on one PostgreSQL: a
+//! read command of the new version changes nothing, `migrate --dry-run` then `migrate
+//! --expand-only`, both versions drain with nothing lost and nothing sent twice, an old node
+//! restarts mid-deploy, a rollback to the old binary alone finishes the new version's work, and
+//! the contract migration refuses, then waits, while the old node is live.
+
+use crate::common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::Project;
+use common::daemon::Daemon;
+use common::peers::{HttpRule, Receiver};
+
+const REPORTS: usize = 10;
+const HOOKS: usize = 2;
+
+/// The previous release's binary, built once (minutes, the first time on a machine).
+fn previous_binary() -> PathBuf {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/upgrade/build-previous.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .output()
+        .expect("run build-previous.sh");
+    assert!(
+        out.status.success(),
+        "building the previous release failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// One deploy: the project both versions run (one configuration, one artifact folder), the
+/// schema they share, the receiver of every webhook.
+struct Deploy {
+    p: Project,
+    previous: PathBuf,
+    admin: sqlx::PgPool,
+    schema: String,
+    rx: Receiver,
+}
+
+impl Deploy {
+    async fn new(base: &str) -> Deploy {
+        let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(20)));
+        let rx = Receiver::start(rule).await;
+        let schema = format!("dp_upgrade_{}", common::unique_suffix());
+        let admin = sqlx::PgPool::connect(base).await.expect("connect");
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&admin)
+            .await
+            .expect("create schema");
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        let reports: String = (0..REPORTS)
+            .map(|i| common::hooked_report(&format!("w{i}"), &rx.url(""), HOOKS, None))
+            .collect();
+        let p = Project::new(&reports);
+        p.write(
+            "config/dawnpost.toml",
+            &format!(
+                "[database]\nurl = \"{url}\"\n[server]\nbind = \"127.0.0.1:0\"\n\
+                 [services]\nheartbeat_every = \"1s\"\n[retry]\nbase = \"100ms\"\ncap = \"1s\"\n"
+            ),
+        );
+        Deploy {
+            p,
+            previous: previous_binary(),
+            admin,
+            schema,
+            rx,
+        }
+    }
+
+    fn command(&self, old: bool, args: &[&str]) -> Command {
+        let binary = if old {
+            self.previous.clone()
+        } else {
+            PathBuf::from(env!("CARGO_BIN_EXE_dawnpost"))
+        };
+        let mut c = Command::new(binary);
+        c.arg("--config")
+            .arg(self.p.config_dir())
+            .args(args)
+            .env_remove("DAWNPOST_DATABASE_URL")
+            .env_remove("RUST_LOG");
+        c
+    }
+
+    fn run(&self, old: bool, args: &[&str]) -> Output {
+        self.command(old, args).output().expect("run dawnpost")
+    }
+
+    fn daemon(&self, old: bool) -> Daemon {
+        Daemon::start(self.command(old, &["run"]))
+    }
+
+    /// The jobs of every report for January 1st of `year`.
+    fn backfill(&self, old: bool, year: i32) {
+        let (from, to) = (
+            format!("{year}-01-01T00:00:00Z"),
+            format!("{year}-01-02T00:00:00Z"),
+        );
+        let out = self.run(old, &["backfill", "--from", &from, "--to", &to]);
+        assert!(out.status.success(), "backfill {year}: {}", text(&out));
+    }
+
+    /// The schema as the catalog describes it: every migration, table, view and column.
+    async fn shape(&self) -> Vec<String> {
+        let q = "SELECT table_name || '.' || column_name || ' ' || data_type
+                 FROM information_schema.columns WHERE table_schema = $1
+                 UNION ALL
+                 SELECT 'migration ' || version::text FROM _sqlx_migrations_probe
+                 ORDER BY 1";
+        let q = q.replace(
+            "_sqlx_migrations_probe",
+            &format!("{}._sqlx_migrations", self.schema),
+        );
+        sqlx::query_scalar(sqlx::AssertSqlSafe(q))
+            .bind(&self.schema)
+            .fetch_all(&self.admin)
+            .await
+            .expect("shape")
+    }
+
+    /// `nodes --json` once it lists `n` nodes (a node registers just after it starts).
+    async fn live_nodes(&self, n: usize) -> String {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = self.run(false, &["nodes", "--json"]);
+            let listed = String::from_utf8_lossy(&out.stdout).to_string();
+            if listed.lines().count() == n {
+                return listed;
+            }
+            assert!(
+                Instant::now() < until,
+                "not {n} live nodes: {listed}{}",
+                text(&out)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn applied(&self) -> i64 {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT MAX(version) FROM {}._sqlx_migrations",
+            self.schema
+        )))
+        .fetch_one(&self.admin)
+        .await
+        .expect("applied")
+    }
+
+    async fn has_view(&self, name: &str) -> bool {
+        sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT to_regclass('{}.{name}') IS NOT NULL",
+            self.schema
+        )))
+        .fetch_one(&self.admin)
+        .await
+        .expect("regclass")
+    }
+
+    /// Waits until the receiver has `years × REPORTS × HOOKS` distinct deliveries and every job
+    /// is done; then checks that none arrived twice.
+    async fn drained(&self, years: usize, what: &str) {
+        let n = years * REPORTS * HOOKS;
+        assert!(
+            self.rx.keys_reached(n, 1, Duration::from_secs(120)).await,
+            "{what}: {} of {n} deliveries arrived",
+            self.rx.delivered().len()
+        );
+        let q = format!(
+            "SELECT COUNT(*) FROM {}.jobs WHERE state <> 'done'",
+            self.schema
+        );
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            let open: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(q.clone()))
+                .fetch_one(&self.admin)
+                .await
+                .expect("count");
+            if open == 0 {
+                break;
+            }
+            assert!(Instant::now() < until, "{what}: {open} jobs never finished");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let arrivals = self.rx.arrivals();
+        assert_eq!(arrivals.len(), n, "{what}: lost or extra deliveries");
+        let twice: Vec<_> = arrivals.iter().filter(|(_, c)| **c > 1).collect();
+        assert!(twice.is_empty(), "{what}: sent twice: {twice:?}");
+    }
+
+    async fn drop(self) {
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA {} CASCADE",
+            self.schema
+        )))
+        .execute(&self.admin)
+        .await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_deploy_beside_the_previous_release_loses_nothing_and_sends_nothing_twice() {
+    let Ok(base) = std::env::var(common::POSTGRES_ENV) else {
+        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        return;
+    };
+    let d = Deploy::new(&base).await;
+
+    // The fleet before the deploy: the previous release, its schema, its night's work.
+    let out = d.run(true, &["migrate"]);
+    assert!(out.status.success(), "old migrate: {}", text(&out));
+    let old_schema = d.applied().await;
+    let mut old = d.daemon(true);
+    d.backfill(true, 2020);
+    d.drained(1, "the previous release alone").await;
+
+    // A read command of the new version changes nothing: it says what to run.
+    let before = d.shape().await;
+    let jobs = d.run(false, &["jobs", "--limit", "1"]);
+    assert!(!jobs.status.success(), "{}", text(&jobs));
+    assert!(
+        text(&jobs).contains("run `dawnpost migrate`"),
+        "{}",
+        text(&jobs)
+    );
+    let dry = d.run(false, &["migrate", "--dry-run"]);
+    let said = text(&dry);
+    assert!(dry.status.success(), "{said}");
+    assert!(
+        said.contains("(expand)") && said.contains("(contract)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("would wait") && said.contains("live nodes"),
+        "{said}"
+    );
+    assert_eq!(
+        d.shape().await,
+        before,
+        "a read command or a dry run changed the schema"
+    );
+
+    // The deploy step: the expand migrations, while the old node works on.
+    let expand = d.run(false, &["migrate", "--expand-only"]);
+    let said = text(&expand);
+    assert!(expand.status.success(), "{said}");
+    assert!(said.contains("still pending"), "{said}");
+    assert!(d.applied().await > old_schema);
+
+    // Both versions on one ledger; the old node restarts mid-deploy on the expanded schema.
+    let new = d.daemon(false);
+    d.backfill(false, 2021);
+    let (code, log) = old.stop();
+    assert_eq!(code, Some(0), "the old node stops cleanly: {log}");
+    old = d.daemon(true);
+    let listed = d.live_nodes(2).await;
+    assert!(
+        listed.contains(&format!("\"schema_version\":{old_schema}")),
+        "{listed}"
+    );
+    let binaries: std::collections::BTreeSet<&str> = listed
+        .lines()
+        .filter_map(|l| l.split("\"binary\":\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(binaries.len(), 2, "two versions: {listed}");
+    assert!(binaries.contains(env!("CARGO_PKG_VERSION")), "{listed}");
+    d.drained(2, "two versions side by side").await;
+
+    // The contract migration refuses while the old node is live, naming it.
+    let contract = d.run(false, &["migrate"]);
+    let said = text(&contract);
+    assert!(!contract.status.success(), "{said}");
+    assert!(
+        said.contains("contract migration") && said.contains(&format!(":{}", old.pid())),
+        "{said}"
+    );
+    assert!(d.has_view("redrives").await, "nothing contracted");
+
+    // A rollback: the new node goes, the old binary alone finishes the new version's work.
+    let (code, log) = new.stop();
+    assert_eq!(code, Some(0), "{log}");
+    d.backfill(false, 2022);
+    d.drained(3, "the rollback").await;
+    let show = d.run(true, &["show", "w0:2022-01-01"]);
+    assert!(show.status.success(), "old show: {}", text(&show));
+
+    // The contract migration waits for the old node to go (it says so), then runs.
+    let mut waiting = d
+        .command(false, &["migrate", "--wait", "60s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("migrate --wait");
+    let stdout = waiting.stdout.take().expect("stdout");
+    let (said_tx, said_rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+            if line.starts_with("waiting") {
+                let _ = said_tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    assert!(
+        said_rx.recv_timeout(Duration::from_secs(30)).is_ok(),
+        "migrate --wait never said what it waits for"
+    );
+    let (code, log) = old.stop();
+    assert_eq!(code, Some(0), "{log}");
+    let done = waiting.wait_with_output().expect("migrate --wait");
+    let said = reader.join().unwrap_or_default();
+    assert!(done.status.success(), "{said}{}", text(&done));
+    assert!(said.contains("applied: 13"), "{said}");
+    assert!(!d.has_view("redrives").await, "the contract migration ran");
+
+    // The old binary now refuses the contracted ledger; the new one runs on it.
+    let refused = d.run(true, &["jobs", "--limit", "1"]);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(text(&refused).contains("newer"), "{}", text(&refused));
+    let _new = d.daemon(false);
+    d.backfill(false, 2023);
+    d.drained(4, "the new version alone, contracted").await;
+    d.drop().await;
+}
