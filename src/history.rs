@@ -89,8 +89,14 @@ impl JobHistory {
         if let Some(t) = j.terminal_at {
             let _ = writeln!(out, "  finished {}", rfc3339(t));
         }
-        if let Some(e) = &j.last_error {
-            let _ = writeln!(out, "  last error: {e}");
+        match (&j.last_error, j.state) {
+            (Some(why), JobState::Skipped) => {
+                let _ = writeln!(out, "  skipped: {why}; nothing was sent");
+            }
+            (Some(e), _) => {
+                let _ = writeln!(out, "  last error: {e}");
+            }
+            (None, _) => {}
         }
         self.artifact_lines(&mut out);
         for d in &self.deliveries {

@@ -34,6 +34,7 @@ pub mod clock;
 pub mod config;
 pub mod cron;
 pub mod daemon;
+pub mod data_path;
 pub mod deliver;
 pub mod duration;
 pub mod history;

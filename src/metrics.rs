@@ -32,6 +32,8 @@ pub struct Metrics {
     pub rate_limited: Counter,
     pub retry_delay: Histogram,
     pub quarantined: Counter,
+    /// Jobs that ended `skipped` (their data was empty).
+    pub skipped: Counter,
     pub artifact_bytes: Counter,
     pub render_duration: Histogram,
     pub sweeper_deleted: Family<Labels, Counter>,
@@ -72,6 +74,7 @@ impl Default for Metrics {
             rate_limited: Counter::default(),
             retry_delay: Histogram::new(exponential_buckets(0.5, 2.0, 14)),
             quarantined: Counter::default(),
+            skipped: Counter::default(),
             artifact_bytes: Counter::default(),
             render_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             sweeper_deleted: Family::default(),
@@ -150,6 +153,7 @@ pub const NAMES: &[&str] = &[
     "dawnpost_rate_limited_total",
     "dawnpost_retry_delay_seconds",
     "dawnpost_quarantined_total",
+    "dawnpost_jobs_skipped_total",
     "dawnpost_artifact_bytes_written_total",
     "dawnpost_render_duration_seconds",
     "dawnpost_sweeper_deleted_total",
@@ -303,6 +307,11 @@ impl Metrics {
             "quarantined",
             "Jobs and deliveries quarantined",
             m.quarantined.clone(),
+        );
+        registry.register(
+            "jobs_skipped",
+            "Jobs that ended skipped: their data was empty (skip_if_empty)",
+            m.skipped.clone(),
         );
         registry.register(
             "artifact_bytes_written",

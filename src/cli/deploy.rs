@@ -73,7 +73,7 @@ async fn migrate_on(
         let Some(b) = done.blocked else { break };
         if tokio::time::Instant::now() >= deadline {
             bail!(
-                "{}; the migrations before it are applied. Run `dawnpost migrate` again once \
+                "{}; the expand migrations are applied. Run `dawnpost migrate` again once \
                  they are gone (or with --wait)",
                 b.describe()
             );

@@ -109,7 +109,7 @@ pub struct MigrateArgs {
     /// List the pending migrations (and what a contract one waits for) and apply nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Apply the expand migrations only, stopping at the first contract one: the step before
+    /// Apply the expand migrations only (contract ones wait): the step before
     /// the nodes are upgraded.
     #[arg(long, conflicts_with = "dry_run")]
     pub expand_only: bool,

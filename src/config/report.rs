@@ -34,6 +34,8 @@ pub struct Report {
     pub webhooks: Vec<Webhook>,
     /// `List-Unsubscribe` of its emails (`mailto:…`), for reports sent outside the company.
     pub list_unsubscribe: Option<String>,
+    /// `skip_if_empty`: where in the source data an empty value ends the job `skipped`.
+    pub skip_if_empty: Option<crate::data_path::DataPath>,
 }
 
 impl AsRef<Report> for Report {
@@ -245,6 +247,13 @@ fn load_report(
     let email = load_emails(&mut f, &place, errors);
     let webhooks = load_webhooks(&mut f, &place, errors, warnings);
     let list_unsubscribe = load_list_unsubscribe(&mut f, &place, errors);
+    let skip_if_empty = f.opt::<String>("skip_if_empty", errors).and_then(|p| {
+        p.parse()
+            .map_err(|e: crate::data_path::DataPathError| {
+                errors.push(place.error("skip_if_empty", e.to_string()))
+            })
+            .ok()
+    });
     f.finish(errors);
 
     let (Some(id), Some(title), Some(schedule), Some(template), Some(source)) =
@@ -273,6 +282,7 @@ fn load_report(
         email,
         webhooks,
         list_unsubscribe,
+        skip_if_empty,
     })
 }
 

@@ -109,9 +109,11 @@ fn blockers(m: &MigrationInfo, live: &[Node], leases: &[HeldLease]) -> Option<Bl
     (!b.nodes.is_empty() || !b.leases.is_empty()).then_some(b)
 }
 
-/// Of `pending` (oldest first), the migrations to apply now — every one up to the first
-/// contract migration that is blocked (or, `expand_only`, up to the first contract one) — and
-/// that blocked one.
+/// Of `pending` (oldest first), the migrations to apply now, in order — every expand migration,
+/// and each contract migration nothing is in the way of (none, `expand_only`) — and the first
+/// contract migration something is in the way of. An expand migration never depends on a
+/// contract migration before it (a version works before and after its own contract
+/// migrations), so it applies while that one waits.
 pub(super) fn plan(
     pending: &[MigrationInfo],
     expand_only: bool,
@@ -119,18 +121,20 @@ pub(super) fn plan(
     leases: &[HeldLease],
 ) -> (Vec<MigrationInfo>, Option<Blockers>) {
     let mut apply = Vec::new();
+    let mut blocked = None;
     for m in pending {
         if m.kind == MigrationKind::Contract {
             if expand_only {
-                return (apply, None);
+                continue;
             }
             if let Some(b) = blockers(m, live, leases) {
-                return (apply, Some(b));
+                blocked.get_or_insert(b);
+                continue;
             }
         }
         apply.push(m.clone());
     }
-    (apply, None)
+    (apply, blocked)
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -169,10 +173,10 @@ impl Ledger {
             .collect())
     }
 
-    /// What [`Ledger::migrate`] would do now: the pending migrations in order up to the first
-    /// contract migration something is in the way of (nodes that heartbeat at or after
-    /// `live_since` count as live; leases unexpired at `now` as held) or, `expand_only`, up to
-    /// the first contract migration.
+    /// What [`Ledger::migrate`] would do now: the pending expand migrations, and the contract
+    /// ones nothing is in the way of (nodes that heartbeat at or after `live_since` count as
+    /// live; leases unexpired at `now` as held; none, `expand_only`), in order; and the first
+    /// contract migration that waits, with what it waits for.
     pub async fn migration_plan(
         &self,
         now: DateTime<Utc>,
@@ -206,18 +210,27 @@ impl Ledger {
         expand_only: bool,
     ) -> Result<Migrated> {
         let plan = self.migration_plan(now, live_since, expand_only).await?;
-        if let Some(last) = plan.applied.last() {
-            self.apply_to(last.version).await?;
-        }
+        self.apply(&plan.applied).await?;
         Ok(plan)
     }
 
-    /// Applies the pending migrations up to version `target`.
-    pub(super) async fn apply_to(&self, target: i64) -> Result<()> {
-        let migrator = self.migrator();
+    /// Applies the migrations `these` (pending ones, by version), oldest first, each in its own
+    /// transaction, leaving any other pending one for later.
+    pub(super) async fn apply(&self, these: &[MigrationInfo]) -> Result<()> {
+        if these.is_empty() {
+            return Ok(());
+        }
+        let all = self.migrator();
+        let chosen: Vec<sqlx::migrate::Migration> = all
+            .iter()
+            .filter(|m| these.iter().any(|t| t.version == m.version))
+            .cloned()
+            .collect();
+        let mut subset = sqlx::migrate::Migrator::with_migrations(chosen);
+        subset.set_ignore_missing(true);
         match &self.backend {
-            Backend::Sqlite(p) => migrator.run_to(target, p).await?,
-            Backend::Postgres(p) => migrator.run_to(target, p).await?,
+            Backend::Sqlite(p) => subset.run(p).await?,
+            Backend::Postgres(p) => subset.run(p).await?,
         }
         Ok(())
     }
@@ -257,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn expand_migrations_apply_and_a_contract_one_waits_for_the_nodes_that_do_not_know_it() {
+    fn expand_migrations_apply_while_a_contract_one_waits_for_the_nodes_that_do_not_know_it() {
         let pending = [
             migration(11, MigrationKind::Expand),
             migration(12, MigrationKind::Contract),
@@ -265,7 +278,11 @@ mod tests {
         ];
         let live = [node("old:1", 10), node("new:2", 13)];
         let (apply, blocked) = plan(&pending, false, &live, &[]);
-        assert_eq!(apply, pending[..1].to_vec());
+        assert_eq!(
+            apply,
+            [pending[0].clone(), pending[2].clone()],
+            "the expand migrations apply while the contract one waits"
+        );
         let b = blocked.expect("blocked");
         assert_eq!(b.migration.version, 12);
         let why = b.describe();
@@ -273,9 +290,9 @@ mod tests {
         // Once every live node knows it, the contract migration and what follows apply.
         let (apply, blocked) = plan(&pending, false, &live[1..], &[]);
         assert_eq!((apply.len(), blocked), (3, None));
-        // Expand only: up to the first contract migration, and nothing named as blocking.
+        // Expand only: every expand migration, and nothing named as blocking.
         let (apply, blocked) = plan(&pending, true, &[], &[]);
-        assert_eq!((apply.len(), blocked), (1, None));
+        assert_eq!((apply.len(), blocked), (2, None));
     }
 
     #[test]

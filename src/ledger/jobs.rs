@@ -49,6 +49,11 @@ const RENDER_QUARANTINE: &str =
         lease_expires_at = NULL, updated_at = $4, terminal_at = $4
      WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
 
+const RENDER_SKIP: &str =
+    "UPDATE jobs SET state = 'skipped', last_error = $3, format = $4, lease_owner = NULL,
+        lease_expires_at = NULL, updated_at = $5, terminal_at = $5
+     WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
+
 const RENDERED: &str = "UPDATE jobs SET state = $3, artifact_key = $4, artifact_text_key = $5, artifact_sha256 = $6,
         artifact_bytes = $7, artifact_deleted_at = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
         updated_at = $8, terminal_at = CASE WHEN $3 = 'done' THEN $8 ELSE NULL END, artifact_csv_key = $9
@@ -191,6 +196,18 @@ impl Ledger {
     ) -> Result<()> {
         let args = [Arg::from(Some(error)), Arg::Int(to_millis(now))];
         self.fenced_update(RENDER_QUARANTINE, lease, &args).await
+    }
+
+    /// `rendering → skipped`: nothing to send, and `why`. The job is then in work format
+    /// [`super::SKIPPED_FORMAT`], which only nodes that know the state read: the caller skips
+    /// only while every live node does ([`Ledger::write_format`]).
+    pub async fn job_skip(&self, lease: &JobLease, why: &str, now: DateTime<Utc>) -> Result<()> {
+        let args = [
+            Arg::from(Some(why)),
+            Arg::Int(super::SKIPPED_FORMAT),
+            Arg::Int(to_millis(now)),
+        ];
+        self.fenced_update(RENDER_SKIP, lease, &args).await
     }
 
     /// `rendering → delivering`: records the artifact and creates one delivery per destination,

@@ -178,7 +178,14 @@ pub(super) struct PerBackend {
 /// `format` column records. A claim takes only work of a format up to this one, so a newer
 /// node's work waits for a node that knows it. New work is written in the newest format every
 /// live node reads ([`Ledger::follow_formats`]).
-pub const WORK_FORMAT: i64 = 1;
+///
+/// 1: the states `ready`, `rendering`, `delivering`, `done`, `quarantined`, `cancelled`.
+/// 2: a job may also end `skipped` ([`SKIPPED_FORMAT`]).
+pub const WORK_FORMAT: i64 = 2;
+
+/// The format in which a job may be `skipped`: a node skips a job only while every live node
+/// reads it, and the skipped job records it.
+pub const SKIPPED_FORMAT: i64 = 2;
 
 /// The oldest work format: what the ledger writes until it has seen the live nodes.
 pub const FIRST_WORK_FORMAT: i64 = 1;

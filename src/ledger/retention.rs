@@ -26,20 +26,20 @@ impl Retire {
         Statement::new(match self {
             Retire::Artifact => {
                 "SELECT key FROM jobs
-                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled')
+                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled', 'skipped')
                    AND artifact_key IS NOT NULL AND artifact_deleted_at IS NULL
                    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
                                    AND d.state IN ('pending', 'sending'))"
             }
             Retire::Diagnostics => {
                 "SELECT key FROM jobs
-                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled')
+                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled', 'skipped')
                    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
                                    AND d.state IN ('pending', 'sending'))"
             }
             Retire::Rows => {
                 "SELECT key FROM jobs
-                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled')
+                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled', 'skipped')
                    AND (artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)
                    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
                                    AND d.state IN ('pending', 'sending'))"
@@ -112,7 +112,7 @@ impl Ledger {
         let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
             sqlx::query_as(
                 "SELECT * FROM jobs
-                 WHERE state IN ('done', 'quarantined', 'cancelled') AND terminal_at < $1
+                 WHERE state IN ('done', 'quarantined', 'cancelled', 'skipped') AND terminal_at < $1
                    AND (terminal_at > $2 OR (terminal_at = $2 AND key > $3))
                    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
                                    AND d.state IN ('pending', 'sending'))

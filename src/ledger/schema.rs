@@ -11,6 +11,10 @@
 //! itself (`dawnpost migrate` does, or `database.migrate = "auto"`); SQLite, one node's file,
 //! migrates when it opens. Opening never contracts (a new, empty ledger aside): a contract
 //! migration is `dawnpost migrate`'s, once nothing of the old shape is in the way (`deploy.rs`).
+//!
+//! The rule for whoever writes one: an expand migration never depends on a contract migration
+//! numbered before it. Expand migrations apply while an earlier contract migration waits for
+//! the old nodes, so the ledger may have 14 applied and 13 pending.
 
 use std::collections::BTreeMap;
 
@@ -270,16 +274,15 @@ impl Ledger {
         }
         // A new ledger gets every migration: nothing older uses it. Otherwise opening never
         // contracts: a contract migration waits for `dawnpost migrate`, which checks the live
-        // nodes and leases first; what precedes it applies now.
+        // nodes and leases first; the expand migrations apply now.
         let fresh = fit.applied == 0;
-        let apply: Vec<&MigrationInfo> = fit
+        let apply: Vec<MigrationInfo> = fit
             .pending
             .iter()
-            .take_while(|m| fresh || m.kind == MigrationKind::Expand)
+            .filter(|m| fresh || m.kind == MigrationKind::Expand)
+            .cloned()
             .collect();
-        if let Some(last) = apply.last() {
-            self.apply_to(last.version).await?;
-        }
+        self.apply(&apply).await?;
         let fit = self.schema_fit().await?;
         if let Some(m) = fit.pending.first() {
             tracing::info!(

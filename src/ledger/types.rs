@@ -26,16 +26,19 @@ pub enum JobState {
     Quarantined,
     /// Withdrawn by an operator.
     Cancelled,
+    /// Ended with nothing to send (its data was empty); the reason is its `last_error`.
+    Skipped,
 }
 
 impl JobState {
-    pub const ALL: [JobState; 6] = [
+    pub const ALL: [JobState; 7] = [
         JobState::Ready,
         JobState::Rendering,
         JobState::Delivering,
         JobState::Done,
         JobState::Quarantined,
         JobState::Cancelled,
+        JobState::Skipped,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -46,6 +49,7 @@ impl JobState {
             JobState::Done => "done",
             JobState::Quarantined => "quarantined",
             JobState::Cancelled => "cancelled",
+            JobState::Skipped => "skipped",
         }
     }
 
@@ -59,7 +63,7 @@ impl JobState {
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            JobState::Done | JobState::Quarantined | JobState::Cancelled
+            JobState::Done | JobState::Quarantined | JobState::Cancelled | JobState::Skipped
         )
     }
 }

@@ -14,11 +14,12 @@ use super::running::Slot;
 use super::send::NotStarted;
 use super::{Pipeline, Stats};
 use crate::artifact::ArtifactRef;
+use crate::data_path::DataPath;
 use crate::deliver::{Outcome, SendTarget};
 use crate::keys::{DeliveryKey, DestinationKind};
 use crate::ledger::{
     Delivery, DeliveryLease, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob, LedgerError,
-    NewAttempt, NewDelivery, Render,
+    NewAttempt, NewDelivery, Render, SKIPPED_FORMAT,
 };
 use crate::outcome::ResponseClass;
 use crate::retry::Decision;
@@ -42,28 +43,23 @@ pub(super) async fn render_job(
         .render_duration
         .observe(started.elapsed().as_secs_f64());
     match rendered {
-        Ok((artifact, deliveries)) => {
-            let (count, sha256) = (deliveries.len(), artifact.sha256.clone());
-            let (reply, recorded) = oneshot::channel();
+        Ok(Made::Artifact(artifact, deliveries)) => {
             let render = Render {
                 lease,
                 artifact,
                 deliveries,
             };
-            let completion = Completion::Rendered { render, reply };
-            match hand_off(&completions, completion, recorded, &mut slot).await {
-                Some(Ok(())) => {
-                    Stats::bump(&p.stats.rendered);
-                    tracing::info!(job = %job.key, deliveries = count, sha256 = %sha256, "rendered");
-                }
-                Some(Err(e)) => {
-                    tracing::warn!(job = %job.key, error = %e, "could not record the render; the lease will be rescued")
-                }
-                None => {
-                    tracing::warn!(job = %job.key, "the pool stopped before the render was recorded; the lease will be rescued")
-                }
-            }
+            record_render(p, &job, render, &completions, &mut slot).await;
         }
+        Ok(Made::Empty(why)) => match p.ledger.job_skip(&lease, &why, p.clock.now()).await {
+            Ok(()) => {
+                p.metrics.skipped.inc();
+                tracing::info!(job = %job.key, reason = %why, "skipped: nothing to send");
+            }
+            Err(e) => {
+                tracing::warn!(job = %job.key, error = %e, "could not record the skip; the lease will be rescued")
+            }
+        },
         Err(failure) => {
             let (class, why) = (failure.class(), failure.to_string());
             let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
@@ -102,10 +98,55 @@ pub(super) async fn render_job(
     }
 }
 
-async fn render_and_store(
+/// Hands a render to the completer and says what came of it.
+async fn record_render(
     p: &Pipeline,
     job: &Job,
-) -> Result<(ArtifactRef, Vec<NewDelivery>), RenderFailure> {
+    render: Render,
+    completions: &mpsc::Sender<Completion>,
+    slot: &mut Slot,
+) {
+    let (count, sha256) = (render.deliveries.len(), render.artifact.sha256.clone());
+    let (reply, recorded) = oneshot::channel();
+    let completion = Completion::Rendered { render, reply };
+    match hand_off(completions, completion, recorded, slot).await {
+        Some(Ok(())) => {
+            Stats::bump(&p.stats.rendered);
+            tracing::info!(job = %job.key, deliveries = count, sha256 = %sha256, "rendered");
+        }
+        Some(Err(e)) => {
+            tracing::warn!(job = %job.key, error = %e, "could not record the render; the lease will be rescued")
+        }
+        None => {
+            tracing::warn!(job = %job.key, "the pool stopped before the render was recorded; the lease will be rescued")
+        }
+    }
+}
+
+/// What a render made: the stored artifact and the deliveries to create, or nothing to send
+/// and why (the report's `skip_if_empty` found its data empty).
+enum Made {
+    Artifact(ArtifactRef, Vec<NewDelivery>),
+    Empty(String),
+}
+
+/// Whether the report's data at `skip_if_empty` is empty, and so the job ends `skipped`: only
+/// while every live node reads that state; otherwise the report is sent as it is.
+fn empty_data(
+    p: &Pipeline,
+    job: &Job,
+    path: &DataPath,
+    data: &serde_json::Value,
+) -> Option<String> {
+    let why = path.empty_in(data)?;
+    if p.ledger.write_format() < SKIPPED_FORMAT {
+        tracing::info!(job = %job.key, reason = %why, "not skipped: a live node of an older version does not know the state; sending as it is");
+        return None;
+    }
+    Some(why)
+}
+
+async fn render_and_store(p: &Pipeline, job: &Job) -> Result<Made, RenderFailure> {
     let report = p
         .reports
         .get(job.key.report().as_str())
@@ -128,12 +169,16 @@ async fn render_and_store(
     let (id, date) = (job.key.report().as_str(), job.key.date().to_string());
     let existing = p.artifacts.find(id, &date).await?;
     if let Some(artifact) = existing {
-        return Ok((artifact, deliveries));
+        return Ok(Made::Artifact(artifact, deliveries));
     }
     let (source, deadline) = (&report.source, p.work_deadline());
     let data =
         crate::source::fetch_within(source, &job.window, &p.http, deadline, report.source_limit)
             .await?;
+    if let Some(why) = (report.skip_if_empty.as_ref()).and_then(|at| empty_data(p, job, at, &data))
+    {
+        return Ok(Made::Empty(why));
+    }
     let templates = p
         .templates
         .get(&report.template)
@@ -150,7 +195,7 @@ async fn render_and_store(
             .artifact_bytes
             .inc_by(u64::try_from(artifact.bytes).unwrap_or(0));
     }
-    Ok((artifact, deliveries))
+    Ok(Made::Artifact(artifact, deliveries))
 }
 
 /// Hands an outcome to the completer, frees the slot (the work is over; new work starts while

@@ -12,8 +12,19 @@ use std::path::{Path, PathBuf};
 /// in its own layer.
 const LAYERS: &[&[&str]] = &[
     &[
-        "words", "redact", "keys", "duration", "clock", "window", "cron", "outcome", "logging",
-        "metrics", "tls", "periodic",
+        "words",
+        "redact",
+        "keys",
+        "duration",
+        "clock",
+        "window",
+        "cron",
+        "outcome",
+        "logging",
+        "metrics",
+        "tls",
+        "periodic",
+        "data_path",
     ],
     &["config"],
     &[

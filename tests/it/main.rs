@@ -46,6 +46,7 @@ mod s3_nodes;
 mod schedule_dst;
 mod scheduler_tick;
 mod server;
+mod skip_empty;
 mod smtp_relay;
 mod sources;
 mod sqlite_full;

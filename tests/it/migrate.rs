@@ -7,18 +7,8 @@ use crate::common;
 
 use common::{Project, TestLedger, report, run_in};
 
-/// An empty schema of its own on the test server, and the URL whose connections use it.
 async fn empty_schema() -> Option<(sqlx::PgPool, String, String)> {
-    let base = std::env::var(common::POSTGRES_ENV).ok()?;
-    let schema = format!("dp_migrate_{}", common::unique_suffix());
-    let admin = sqlx::PgPool::connect(&base).await.expect("connect");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .expect("create schema");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-    Some((admin, schema, url))
+    common::empty_pg_schema("dp_migrate").await
 }
 
 fn project(url: &str, migrate: Option<&str>) -> Project {

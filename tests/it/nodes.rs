@@ -76,7 +76,7 @@ fn a_running_daemon_is_listed_and_leaves_when_it_stops() {
     );
     assert_eq!(me["version"], 1, "the contract's version");
     assert_eq!(me["binary"], env!("CARGO_PKG_VERSION"));
-    assert_eq!(me["formats"], "1");
+    assert_eq!(me["formats"], dawnpost::ledger::WORK_FORMAT.to_string());
     assert!(
         me["schema_version"].as_i64().is_some_and(|v| v >= 10),
         "{me}"

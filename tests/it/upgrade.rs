@@ -53,17 +53,11 @@ struct Deploy {
 }
 
 impl Deploy {
-    async fn new(base: &str) -> Deploy {
+    /// None when no PostgreSQL server is configured.
+    async fn new() -> Option<Deploy> {
         let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(20)));
         let rx = Receiver::start(rule).await;
-        let schema = format!("dp_upgrade_{}", common::unique_suffix());
-        let admin = sqlx::PgPool::connect(base).await.expect("connect");
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&admin)
-            .await
-            .expect("create schema");
-        let sep = if base.contains('?') { '&' } else { '?' };
-        let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+        let (admin, schema, url) = common::empty_pg_schema("dp_upgrade").await?;
         let reports: String = (0..REPORTS)
             .map(|i| common::hooked_report(&format!("w{i}"), &rx.url(""), HOOKS, None))
             .collect();
@@ -75,13 +69,13 @@ impl Deploy {
                  [services]\nheartbeat_every = \"1s\"\n[retry]\nbase = \"100ms\"\ncap = \"1s\"\n"
             ),
         );
-        Deploy {
+        Some(Deploy {
             p,
             previous: previous_binary(),
             admin,
             schema,
             rx,
-        }
+        })
     }
 
     fn command(&self, old: bool, args: &[&str]) -> Command {
@@ -216,11 +210,10 @@ impl Deploy {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_deploy_beside_the_previous_release_loses_nothing_and_sends_nothing_twice() {
-    let Ok(base) = std::env::var(common::POSTGRES_ENV) else {
+    let Some(d) = Deploy::new().await else {
         eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
         return;
     };
-    let d = Deploy::new(&base).await;
 
     // The fleet before the deploy: the previous release, its schema, its night's work.
     let out = d.run(true, &["migrate"]);

@@ -39,7 +39,11 @@ pub fn job(session: &Session, h: &JobHistory, now: DateTime<Utc>, tz: Option<Tz>
                     dt { "Finished" } dd { (when_in(tz, t)) " (" (age(t, now)) " ago)" }
                 }
                 @if let Some(e) = &j.last_error {
-                    dt { "Last error" } dd.error { (hide.text(e)) }
+                    @if j.state == JobState::Skipped {
+                        dt { "Skipped" } dd { (hide.text(e)) "; nothing was sent" }
+                    } @else {
+                        dt { "Last error" } dd.error { (hide.text(e)) }
+                    }
                 }
             }
             (artifact(h, tz))

@@ -298,6 +298,21 @@ impl TestLedger {
     }
 }
 
+/// An empty schema `PREFIX_…` of its own on the test server (None when no server is
+/// configured): an admin pool, the schema's name, and the URL whose connections use it.
+pub async fn empty_pg_schema(prefix: &str) -> Option<(sqlx::PgPool, String, String)> {
+    let base = std::env::var(POSTGRES_ENV).ok()?;
+    let schema = format!("{prefix}_{}", unique_suffix());
+    let admin = sqlx::PgPool::connect(&base).await.expect("connect");
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .expect("create schema");
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    Some((admin, schema, url))
+}
+
 pub fn unique_suffix() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
