@@ -41,6 +41,91 @@ pub struct PreviewFiles {
     pub csv: Option<PathBuf>,
     /// The message to the report's first recipient; `None` for a report without email.
     pub eml: Option<PathBuf>,
+    /// How large each part is, and what that means for the report's destinations.
+    pub sizes: PartSizes,
+}
+
+/// Gmail shows only the start of a message whose HTML is larger than this (its "clipping").
+pub const GMAIL_CLIP_BYTES: usize = 102_000;
+
+/// The sizes of what a report sends, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartSizes {
+    pub html: usize,
+    pub text: usize,
+    pub csv: Option<usize>,
+    /// The whole encoded message to one recipient (base64 included); `None` without email.
+    pub email: Option<usize>,
+    /// The least a webhook body is: its inlined parts, JSON-escaped; `None` without webhooks.
+    pub webhook: Option<usize>,
+}
+
+/// A size for a person: `812 B`, `101.6 KiB`, `24.9 MiB`.
+pub fn human_size(n: usize) -> String {
+    #[allow(clippy::cast_precision_loss)] // a size shown to one decimal
+    let x = n as f64;
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", x / 1024.0),
+        _ => format!("{:.1} MiB", x / 1_048_576.0),
+    }
+}
+
+impl PartSizes {
+    /// One line: each part's size.
+    pub fn summary(&self) -> String {
+        let mut parts = vec![
+            format!("html {}", human_size(self.html)),
+            format!("text {}", human_size(self.text)),
+        ];
+        parts.extend(self.csv.map(|n| format!("csv {}", human_size(n))));
+        parts.extend(
+            self.email
+                .map(|n| format!("email {} encoded", human_size(n))),
+        );
+        parts.extend(
+            self.webhook
+                .map(|n| format!("webhook body at least {}", human_size(n))),
+        );
+        format!("sizes: {}", parts.join(", "))
+    }
+
+    /// What a person should know before this goes out: Gmail's clipping, and a destination
+    /// whose limit the report passes.
+    pub fn warnings(&self, config: &Config) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.html > GMAIL_CLIP_BYTES {
+            out.push(format!(
+                "the HTML part ({}) is over Gmail's clipping size (102 KB): Gmail shows its start \
+                 and a \"View entire message\" link",
+                human_size(self.html)
+            ));
+        }
+        let email_limit = config.settings.email.max_message_bytes;
+        if let Some(n) = self
+            .email
+            .filter(|n| u64::try_from(*n).unwrap_or(u64::MAX) > email_limit)
+        {
+            out.push(format!(
+                "the email ({} encoded) is over [email] max_message_bytes ({}): a relay with \
+                 that limit refuses it",
+                human_size(n),
+                crate::config::shown_size(email_limit)
+            ));
+        }
+        let body_limit = config.settings.webhook.max_body_bytes;
+        if let Some(n) = self
+            .webhook
+            .filter(|n| u64::try_from(*n).unwrap_or(u64::MAX) > body_limit)
+        {
+            out.push(format!(
+                "a webhook body (at least {}) is over [webhook] max_body_bytes ({})",
+                human_size(n),
+                crate::config::shown_size(body_limit)
+            ));
+        }
+        out
+    }
 }
 
 impl PreviewFiles {
@@ -91,7 +176,15 @@ pub async fn preview(
         path: out.to_path_buf(),
         source,
     })?;
-    let eml = match email(config, report, &fire, &rendered, now)? {
+    let message = email(config, report, &fire, &rendered, now)?;
+    let sizes = PartSizes {
+        html: rendered.html.len(),
+        text: rendered.text.len(),
+        csv: rendered.csv.as_ref().map(String::len),
+        email: message.as_ref().map(Vec::len),
+        webhook: (!report.webhooks.is_empty()).then(|| escaped_len(&rendered)),
+    };
+    let eml = match message {
         Some(message) => Some(write("eml", &message)?),
         None => None,
     };
@@ -103,7 +196,14 @@ pub async fn preview(
             None => None,
         },
         eml,
+        sizes,
     })
+}
+
+/// The length of a rendering's parts as a webhook body inlines them (JSON strings).
+fn escaped_len(rendered: &Rendered) -> usize {
+    let json = |s: &str| serde_json::to_string(s).map_or(s.len(), |j| j.len());
+    json(&rendered.html) + json(&rendered.text) + rendered.csv.as_deref().map_or(0, json)
 }
 
 /// Fetches the source within the job's bound and renders, as a work item does.

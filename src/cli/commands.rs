@@ -252,6 +252,10 @@ pub(super) async fn preview(
     if files.eml.is_none() {
         errln!("no .eml: report {} has no email recipient", args.report);
     }
+    errln!("{}", files.sizes.summary());
+    for w in files.sizes.warnings(config) {
+        errln!("warning: {w}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 

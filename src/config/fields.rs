@@ -147,6 +147,27 @@ impl<'t, 'a> Fields<'t, 'a> {
         Some(span)
     }
 
+    /// An optional size in bytes from 1 to `max`: `4096`, `"512KiB"`, `"10MiB"`, `"1GiB"`.
+    pub fn bytes(
+        &mut self,
+        name: &'static str,
+        max: u64,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<u64> {
+        let value = self.raw(name)?;
+        match size_of(value) {
+            Some(n) if (1..=max).contains(&n) => Some(n),
+            _ => {
+                let message = format!(
+                    "{value} is not a size from 1 byte to {} (e.g. \"10MiB\")",
+                    shown_size(max)
+                );
+                errors.push(self.place.error(name, message));
+                None
+            }
+        }
+    }
+
     /// An optional whole number of at least 1.
     pub fn at_least_one(
         &mut self,
@@ -235,4 +256,38 @@ pub(crate) fn parse_file(path: &Path, errors: &mut Vec<ConfigError>) -> Option<t
             None
         }
     }
+}
+
+/// A size as TOML gives it: a whole number of bytes, or a string `"512KiB"`, `"10MiB"`, `"1GiB"`.
+pub fn size_of(value: &toml::Value) -> Option<u64> {
+    match value {
+        toml::Value::Integer(n) => u64::try_from(*n).ok(),
+        toml::Value::String(s) => parse_bytes(s),
+        _ => None,
+    }
+}
+
+fn parse_bytes(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(digits);
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        _ => return None,
+    };
+    n.parse::<u64>().ok()?.checked_mul(scale)
+}
+
+/// A size for a person, in the largest binary unit it is a whole number of (`10MiB`, `1500B`).
+pub fn shown_size(n: u64) -> String {
+    [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
+        .into_iter()
+        .find(|(unit, _)| n >= *unit && n.is_multiple_of(*unit))
+        .map_or_else(
+            || format!("{n}B"),
+            |(unit, name)| format!("{}{name}", n / unit),
+        )
 }

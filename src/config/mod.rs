@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use database::{DEFAULT_PG_CONNECTIONS, DatabaseSettings};
+pub use fields::shown_size;
 pub use rate_limits::RateLimitSpec;
 pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};

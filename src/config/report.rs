@@ -476,12 +476,7 @@ fn source_limit_of(
     errors: &mut Vec<ConfigError>,
 ) -> Option<u64> {
     let value = t.get("limit")?;
-    let parsed = match value {
-        toml::Value::Integer(n) => u64::try_from(*n).ok(),
-        toml::Value::String(s) => parse_bytes(s),
-        _ => None,
-    };
-    match parsed {
+    match super::fields::size_of(value) {
         Some(n) if (1..=MAX_SOURCE_LIMIT).contains(&n) => Some(n),
         _ => {
             errors.push(place.error(
@@ -491,20 +486,6 @@ fn source_limit_of(
             None
         }
     }
-}
-
-fn parse_bytes(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (n, unit) = s.split_at(digits);
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        _ => return None,
-    };
-    n.parse::<u64>().ok()?.checked_mul(scale)
 }
 
 /// `{ kind = "file", path }`: a JSON file, read and parsed now.

@@ -40,7 +40,12 @@ pub struct TlsSettings {
 pub struct WebhookSettings {
     /// The bound of one whole webhook request, connect included. Default 30s.
     pub timeout: Span,
+    /// The largest body a receiver is sent. Default 1 MiB.
+    pub max_body_bytes: u64,
 }
+
+/// The largest `max_message_bytes` or `max_body_bytes`.
+pub const MAX_MESSAGE_LIMIT: u64 = 1 << 30;
 
 #[derive(Debug, Clone, Default)]
 pub struct ArtifactSettings {
@@ -86,6 +91,8 @@ pub struct EmailSettings {
     pub list_domain: Option<String>,
     /// The name given in `EHLO`; default [`EmailSettings::helo_name`]'s.
     pub helo_name: Option<String>,
+    /// The largest message a relay is sent, measured encoded (base64 included). Default 10 MiB.
+    pub max_message_bytes: u64,
 }
 
 impl EmailSettings {
@@ -194,6 +201,7 @@ impl Default for Settings {
                 reply_to: None,
                 list_domain: None,
                 helo_name: None,
+                max_message_bytes: 10 << 20,
             },
             pool: PoolSettings {
                 concurrency: 16,
@@ -224,6 +232,7 @@ impl Default for Settings {
             services: super::services::ServiceSettings::default(),
             webhook: WebhookSettings {
                 timeout: Span::from_secs(30),
+                max_body_bytes: 1 << 20,
             },
             rate_limits: Vec::new(),
             tls: TlsSettings::default(),
@@ -300,6 +309,9 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
     if let Some(mut f) = section("webhook", errors) {
         if let Some(t) = f.positive("timeout", errors) {
             s.webhook.timeout = t;
+        }
+        if let Some(n) = f.bytes("max_body_bytes", MAX_MESSAGE_LIMIT, errors) {
+            s.webhook.max_body_bytes = n;
         }
         f.finish(errors);
     }
@@ -401,6 +413,9 @@ fn email(mut f: Fields<'_, '_>, e: &mut EmailSettings, errors: &mut Vec<ConfigEr
     }
     if let Some(t) = f.positive("timeout", errors) {
         e.timeout = t;
+    }
+    if let Some(n) = f.bytes("max_message_bytes", MAX_MESSAGE_LIMIT, errors) {
+        e.max_message_bytes = n;
     }
     if let Some(r) = f.opt::<String>("reply_to", errors) {
         match r.parse::<Mailbox>() {

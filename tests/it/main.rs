@@ -40,6 +40,7 @@ mod pipeline;
 mod pipeline_faults;
 mod postgres_open;
 mod rate_limits;
+mod report_size;
 mod retention;
 mod runbook;
 mod s3_nodes;
