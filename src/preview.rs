@@ -9,7 +9,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use crate::config::{Config, Report};
 use crate::deliver::email::{ListHeaders, build_message, subject};
 use crate::keys::{DeliveryKey, DestinationKind};
-use crate::render::{RenderError, Rendered, Templates};
+use crate::render::{GMAIL_CLIP_BYTES, RenderError, Rendered, Templates, human_size};
 use crate::schedule::Fire;
 use crate::source::SourceError;
 
@@ -45,9 +45,6 @@ pub struct PreviewFiles {
     pub sizes: PartSizes,
 }
 
-/// Gmail shows only the start of a message whose HTML is larger than this (its "clipping").
-pub const GMAIL_CLIP_BYTES: usize = 102_000;
-
 /// The sizes of what a report sends, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartSizes {
@@ -58,17 +55,6 @@ pub struct PartSizes {
     pub email: Option<usize>,
     /// The least a webhook body is: its inlined parts, JSON-escaped; `None` without webhooks.
     pub webhook: Option<usize>,
-}
-
-/// A size for a person: `812 B`, `101.6 KiB`, `24.9 MiB`.
-pub fn human_size(n: usize) -> String {
-    #[allow(clippy::cast_precision_loss)] // a size shown to one decimal
-    let x = n as f64;
-    match n {
-        0..1024 => format!("{n} B"),
-        1024..1_048_576 => format!("{:.1} KiB", x / 1024.0),
-        _ => format!("{:.1} MiB", x / 1_048_576.0),
-    }
 }
 
 impl PartSizes {

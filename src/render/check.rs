@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use chrono::NaiveDate;
 use serde_json::{Value, json};
 
-use super::{RenderError, Templates, context};
+use super::{GMAIL_CLIP_BYTES, RenderError, Rendered, Templates, context, human_size};
 use crate::config::{Config, ConfigError, Report, SourceSpec};
 use crate::window::Window;
 
@@ -20,16 +20,17 @@ pub fn check_templates(config: &Config) -> (Vec<ConfigError>, Vec<String>) {
             .entry(report.template.as_str())
             .or_insert_with(|| Templates::load(&config.root, &report.template));
         let checked = match templates {
-            Ok(t) => check_report(t, report).map_err(|e| e.to_string()),
+            Ok(t) => check_report(t, report, config).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
         match checked {
-            Ok(None) => {}
-            Ok(Some(warning)) => warnings.push(format!(
-                "{}: report {:?}: {warning}",
-                report.file.display(),
-                report.id.as_str()
-            )),
+            Ok(said) => warnings.extend(said.into_iter().map(|warning| {
+                format!(
+                    "{}: report {:?}: {warning}",
+                    report.file.display(),
+                    report.id.as_str()
+                )
+            })),
             Err(message) => errors.push(ConfigError {
                 file: report.file.clone(),
                 report: Some(report.id.to_string()),
@@ -41,9 +42,13 @@ pub fn check_templates(config: &Config) -> (Vec<ConfigError>, Vec<String>) {
     (errors, warnings)
 }
 
-/// Renders a report's template against its sample data. `Ok(Some(warning))` when there is no
-/// sample to render strictly against.
-fn check_report(templates: &mut Templates, report: &Report) -> Result<Option<String>, RenderError> {
+/// Renders a report's template against its sample data; the warnings: no sample to render
+/// strictly against, or a rendering too large for its destinations.
+fn check_report(
+    templates: &mut Templates,
+    report: &Report,
+    config: &Config,
+) -> Result<Vec<String>, RenderError> {
     let sample = report.sample.clone().or_else(|| match &report.source {
         SourceSpec::File { path } => Some(path.clone()),
         _ => None,
@@ -64,21 +69,61 @@ fn check_report(templates: &mut Templates, report: &Report) -> Result<Option<Str
                     path: path.clone(),
                     source,
                 })?;
-            templates
+            let rendered = templates
                 .render(&context(report, date, &window, data, generated_at))
                 .map_err(|e| RenderError::AgainstSample {
                     path: path.clone(),
                     source: Box::new(e),
                 })?;
-            Ok(None)
+            Ok(too_large(&rendered, report, config))
         }
         None => {
             templates
                 .render_lenient(&context(report, date, &window, json!({}), generated_at))
                 .map_err(|e| RenderError::Lenient(Box::new(e)))?;
-            Ok(Some(
+            Ok(vec![
                 "no sample data (set `sample = \"…json\"`): fields were not checked, only helpers and partials".into(),
-            ))
+            ])
         }
     }
+}
+
+/// What the sample's rendering passes: Gmail's clipping size, and (by its parts alone, which
+/// encoding only makes larger) `max_message_bytes` for an email, `max_body_bytes` for a webhook.
+/// `preview` says the exact sizes.
+fn too_large(rendered: &Rendered, report: &Report, config: &Config) -> Vec<String> {
+    let parts =
+        rendered.html.len() + rendered.text.len() + rendered.csv.as_ref().map_or(0, String::len);
+    let sizes = format!(
+        "html {}, text {}{}",
+        human_size(rendered.html.len()),
+        human_size(rendered.text.len()),
+        rendered
+            .csv
+            .as_ref()
+            .map_or(String::new(), |c| format!(", csv {}", human_size(c.len())))
+    );
+    let over = |limit: u64| u64::try_from(parts).unwrap_or(u64::MAX) > limit;
+    let mut out = Vec::new();
+    if !report.email.is_empty() && rendered.html.len() > GMAIL_CLIP_BYTES {
+        out.push(format!(
+            "the sample's HTML part ({}) is over Gmail's clipping size (102 KB)",
+            human_size(rendered.html.len())
+        ));
+    }
+    let email = config.settings.email.max_message_bytes;
+    if !report.email.is_empty() && over(email) {
+        out.push(format!(
+            "the sample's email ({sizes}) is over [email] max_message_bytes ({})",
+            crate::config::shown_size(email)
+        ));
+    }
+    let body = config.settings.webhook.max_body_bytes;
+    if !report.webhooks.is_empty() && over(body) {
+        out.push(format!(
+            "the sample's webhook body ({sizes}) is over [webhook] max_body_bytes ({})",
+            crate::config::shown_size(body)
+        ));
+    }
+    out
 }

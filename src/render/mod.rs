@@ -273,3 +273,17 @@ pub fn context(
         "generated_at": rfc3339(generated_at),
     })
 }
+
+/// Gmail shows only the start of a message whose HTML is larger than this (its "clipping").
+pub const GMAIL_CLIP_BYTES: usize = 102_000;
+
+/// A size for a person: `812 B`, `101.6 KiB`, `24.9 MiB`.
+pub fn human_size(n: usize) -> String {
+    #[allow(clippy::cast_precision_loss)] // a size shown to one decimal
+    let x = n as f64;
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", x / 1024.0),
+        _ => format!("{:.1} MiB", x / 1_048_576.0),
+    }
+}

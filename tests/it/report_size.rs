@@ -1,6 +1,7 @@
 //! How large a report is before it goes out: `preview` says each part's size (the `.eml` as
 //! encoded, base64 included), warns when the HTML passes Gmail's clipping size, and when the
-//! email or a webhook body passes `[email] max_message_bytes` or `[webhook] max_body_bytes`.
+//! email or a webhook body passes `[email] max_message_bytes` or `[webhook] max_body_bytes`;
+//! `check` warns the same of each report's sample.
 
 use crate::common;
 
@@ -50,7 +51,7 @@ fn a_small_report_gets_its_sizes_and_no_warning() {
         .find(|l| l.starts_with("sizes: "))
         .expect(&said);
     assert!(sizes.contains("html ") && sizes.contains("csv "), "{sizes}");
-    let shown = dawnpost::preview::human_size(usize::try_from(eml).expect("size"));
+    let shown = dawnpost::render::human_size(usize::try_from(eml).expect("size"));
     assert!(
         sizes.contains(&format!("email {shown} encoded")),
         "{sizes} ({eml} bytes)"
@@ -78,6 +79,30 @@ fn a_large_report_is_warned_about_before_it_goes_out() {
         said.contains("is over [webhook] max_body_bytes (64KiB)"),
         "{said}"
     );
+}
+
+#[test]
+fn check_warns_about_a_sample_too_large_for_its_destinations() {
+    let small = project(3, "");
+    let check = run_in(small.root(), &["check"]);
+    let said = String::from_utf8_lossy(&check.stdout).to_string();
+    assert!(check.status.success(), "{said}");
+    assert!(!said.contains("over "), "{said}");
+    let p = project(
+        4_000,
+        "[email]\nmax_message_bytes = \"256KiB\"\n[webhook]\nmax_body_bytes = \"64KiB\"\n",
+    );
+    let check = run_in(p.root(), &["check"]);
+    let said = String::from_utf8_lossy(&check.stdout).to_string();
+    assert!(check.status.success(), "a warning, not an error: {said}");
+    for expected in [
+        "report \"big\": the sample's HTML part",
+        "over Gmail's clipping size (102 KB)",
+        "is over [email] max_message_bytes (256KiB)",
+        "is over [webhook] max_body_bytes (64KiB)",
+    ] {
+        assert!(said.contains(expected), "{expected}: {said}");
+    }
 }
 
 #[test]
