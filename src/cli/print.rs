@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 
 use crate::config::Config;
 use crate::history::Redactions;
+use crate::ledger::JobState;
 use crate::runner::RunOnceSummary;
 use crate::schedule::{Fire, FireLine};
 use crate::sweeper::SweepPlan;
@@ -85,9 +86,14 @@ pub(super) fn summary_text(s: &RunOnceSummary, hide: &Redactions) -> String {
         }
     }
     let st = &s.stats;
+    let skipped = s
+        .jobs
+        .iter()
+        .filter(|j| j.state == JobState::Skipped)
+        .count();
     let _ = writeln!(
         out,
-        "{}: {} job(s); rendered {}, sent {}, retried {}, quarantined {}",
+        "{}: {} job(s); rendered {}, sent {}, retried {}, quarantined {}, skipped {skipped}",
         s.outcome,
         s.jobs.len(),
         st.rendered,

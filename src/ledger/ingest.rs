@@ -56,7 +56,7 @@ impl Ledger {
                 .bind(row.end)
                 .bind(row.ready)
                 .bind(now_ms)
-                .bind(self.write_format())
+                .bind(self.insert_format())
                 .fetch_optional(&mut *tx)
                 .await?;
             tx.commit().await?;

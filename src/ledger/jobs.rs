@@ -122,13 +122,13 @@ impl Ledger {
         match &self.backend {
             super::Backend::Postgres(p) => {
                 let mut tx = p.begin_with(super::postgres::BEGIN).await?;
-                let inserted = insert_jobs_pg(&mut tx, jobs, now, self.write_format()).await?;
+                let inserted = insert_jobs_pg(&mut tx, jobs, now, self.insert_format()).await?;
                 tx.commit().await?;
                 Ok(inserted)
             }
             super::Backend::Sqlite(p) => {
                 let mut tx = p.begin_with(super::sqlite::BEGIN).await?;
-                let inserted = insert_jobs_sqlite(&mut tx, jobs, now, self.write_format()).await?;
+                let inserted = insert_jobs_sqlite(&mut tx, jobs, now, self.insert_format()).await?;
                 tx.commit().await?;
                 Ok(inserted)
             }
@@ -243,7 +243,7 @@ impl Ledger {
             return Ok(Vec::new());
         }
         let now_ms = to_millis(now);
-        let format = self.write_format();
+        let format = self.insert_format();
         let mut held = Vec::with_capacity(renders.len());
         on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;

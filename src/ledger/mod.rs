@@ -176,8 +176,8 @@ pub(super) struct PerBackend {
 
 /// The newest work format this binary reads and writes: what each job's and delivery's
 /// `format` column records. A claim takes only work of a format up to this one, so a newer
-/// node's work waits for a node that knows it. New work is written in the newest format every
-/// live node reads ([`Ledger::follow_formats`]).
+/// node's work waits for a node that knows it. A row is written in a format every live node
+/// reads ([`Ledger::follow_formats`]) and no newer than it needs ([`Ledger::insert_format`]).
 ///
 /// 1: the states `ready`, `rendering`, `delivering`, `done`, `quarantined`, `cancelled`.
 /// 2: a job may also end `skipped` ([`SKIPPED_FORMAT`]).

@@ -46,6 +46,9 @@ impl From<NodeRecord> for Node {
     }
 }
 
+/// The newest format a new row needs: work formats past it change what transitions may write.
+const NEW_ROW_FORMAT: i64 = FIRST_WORK_FORMAT;
+
 /// The newest work format a node reads, from the `formats` it registered ("1", or a list
 /// "1,2"); the first format if it names none this binary can read.
 fn newest_read(formats: &str) -> i64 {
@@ -69,6 +72,14 @@ impl Ledger {
     /// The format new jobs and deliveries are written in now.
     pub fn write_format(&self) -> i64 {
         self.write_format.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The format a new job or delivery is written in: the newest its row needs that every
+    /// live node reads. A new row needs nothing past the first format — what format 2 adds
+    /// (`skipped`) is a transition, written only while every live node reads it — so after a
+    /// rollback the older nodes lease every job and delivery that is not finished.
+    pub fn insert_format(&self) -> i64 {
+        self.write_format().min(NEW_ROW_FORMAT)
     }
 
     /// Writes new work, from now on, in the newest format every node that heartbeat at or

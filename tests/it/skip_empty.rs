@@ -93,6 +93,7 @@ async fn an_empty_report_is_skipped_and_sends_nothing() {
         "skipped counts as finished: {}",
         text(&run)
     );
+    assert!(text(&run).contains("skipped 1"), "{}", text(&run));
     assert!(rx.hits().is_empty(), "nothing sent");
     let show = run_in(p.root(), &["show", "quiet:2026-11-30"]);
     let said = text(&show);
