@@ -208,30 +208,22 @@ impl Deploy {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rolling_deploy_beside_the_previous_release_loses_nothing_and_sends_nothing_twice() {
-    let Some(d) = Deploy::new().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
-        return;
-    };
-
-    // The fleet before the deploy: the previous release, its schema, its night's work.
+/// Before the deploy: the previous release's schema, node and night's work; then the new
+/// version's read command and dry run, which change nothing. The old node and its schema.
+async fn the_fleet_before_the_deploy(d: &Deploy) -> (Daemon, i64) {
     let out = d.run(true, &["migrate"]);
     assert!(out.status.success(), "old migrate: {}", text(&out));
     let old_schema = d.applied().await;
-    let mut old = d.daemon(true);
+    let old = d.daemon(true);
     d.backfill(true, 2020);
     d.drained(1, "the previous release alone").await;
 
     // A read command of the new version changes nothing: it says what to run.
     let before = d.shape().await;
     let jobs = d.run(false, &["jobs", "--limit", "1"]);
-    assert!(!jobs.status.success(), "{}", text(&jobs));
-    assert!(
-        text(&jobs).contains("run `dawnpost migrate`"),
-        "{}",
-        text(&jobs)
-    );
+    let said = text(&jobs);
+    assert!(!jobs.status.success(), "{said}");
+    assert!(said.contains("run `dawnpost migrate`"), "{said}");
     let dry = d.run(false, &["migrate", "--dry-run"]);
     let said = text(&dry);
     assert!(dry.status.success(), "{said}");
@@ -248,20 +240,23 @@ async fn a_rolling_deploy_beside_the_previous_release_loses_nothing_and_sends_no
         before,
         "a read command or a dry run changed the schema"
     );
+    (old, old_schema)
+}
 
-    // The deploy step: the expand migrations, while the old node works on.
+/// The expand migrations while the old node works on; then both versions on one ledger, the
+/// old node restarted mid-deploy on the expanded schema. The new node and the restarted old one.
+async fn two_versions_side_by_side(d: &Deploy, old: Daemon, old_schema: i64) -> (Daemon, Daemon) {
     let expand = d.run(false, &["migrate", "--expand-only"]);
     let said = text(&expand);
     assert!(expand.status.success(), "{said}");
     assert!(said.contains("still pending"), "{said}");
     assert!(d.applied().await > old_schema);
 
-    // Both versions on one ledger; the old node restarts mid-deploy on the expanded schema.
     let new = d.daemon(false);
     d.backfill(false, 2021);
     let (code, log) = old.stop();
     assert_eq!(code, Some(0), "the old node stops cleanly: {log}");
-    old = d.daemon(true);
+    let old = d.daemon(true);
     let listed = d.live_nodes(2).await;
     assert!(
         listed.contains(&format!("\"schema_version\":{old_schema}")),
@@ -274,26 +269,12 @@ async fn a_rolling_deploy_beside_the_previous_release_loses_nothing_and_sends_no
     assert_eq!(binaries.len(), 2, "two versions: {listed}");
     assert!(binaries.contains(env!("CARGO_PKG_VERSION")), "{listed}");
     d.drained(2, "two versions side by side").await;
+    (new, old)
+}
 
-    // The contract migration refuses while the old node is live, naming it.
-    let contract = d.run(false, &["migrate"]);
-    let said = text(&contract);
-    assert!(!contract.status.success(), "{said}");
-    assert!(
-        said.contains("contract migration") && said.contains(&format!(":{}", old.pid())),
-        "{said}"
-    );
-    assert!(d.has_view("redrives").await, "nothing contracted");
-
-    // A rollback: the new node goes, the old binary alone finishes the new version's work.
-    let (code, log) = new.stop();
-    assert_eq!(code, Some(0), "{log}");
-    d.backfill(false, 2022);
-    d.drained(3, "the rollback").await;
-    let show = d.run(true, &["show", "w0:2022-01-01"]);
-    assert!(show.status.success(), "old show: {}", text(&show));
-
-    // The contract migration waits for the old node to go (it says so), then runs.
+/// `migrate --wait 60s` while `old` is live: it says it waits, `old` stops, the contract
+/// migration runs.
+fn the_contract_migration_waits_for(d: &Deploy, old: Daemon) {
     let mut waiting = d
         .command(false, &["migrate", "--wait", "60s"])
         .stdout(std::process::Stdio::piped())
@@ -323,6 +304,36 @@ async fn a_rolling_deploy_beside_the_previous_release_loses_nothing_and_sends_no
     let said = reader.join().unwrap_or_default();
     assert!(done.status.success(), "{said}{}", text(&done));
     assert!(said.contains("applied: 13"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_deploy_beside_the_previous_release_loses_nothing_and_sends_nothing_twice() {
+    let Some(d) = Deploy::new().await else {
+        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        return;
+    };
+    let (old, old_schema) = the_fleet_before_the_deploy(&d).await;
+    let (new, old) = two_versions_side_by_side(&d, old, old_schema).await;
+
+    // The contract migration refuses while the old node is live, naming it.
+    let contract = d.run(false, &["migrate"]);
+    let said = text(&contract);
+    assert!(!contract.status.success(), "{said}");
+    assert!(
+        said.contains("contract migration") && said.contains(&format!(":{}", old.pid())),
+        "{said}"
+    );
+    assert!(d.has_view("redrives").await, "nothing contracted");
+
+    // A rollback: the new node goes, the old binary alone finishes the new version's work.
+    let (code, log) = new.stop();
+    assert_eq!(code, Some(0), "{log}");
+    d.backfill(false, 2022);
+    d.drained(3, "the rollback").await;
+    let show = d.run(true, &["show", "w0:2022-01-01"]);
+    assert!(show.status.success(), "old show: {}", text(&show));
+
+    the_contract_migration_waits_for(&d, old);
     assert!(!d.has_view("redrives").await, "the contract migration ran");
 
     // The old binary now refuses the contracted ledger; the new one runs on it.
