@@ -53,8 +53,8 @@ impl Registry {
         }
     }
 
-    /// One heartbeat, the rows of nodes silent for a day deleted, and the format new work is
-    /// written in brought up to the live nodes.
+    /// One heartbeat, the rows of nodes silent for a day deleted, and the newest format a write
+    /// may use brought up to the live nodes.
     pub async fn beat(&self) -> Result<(), LedgerError> {
         let now = self.clock.now();
         let node = Node {

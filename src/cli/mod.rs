@@ -450,7 +450,8 @@ impl<'a> LedgerSlot<'a> {
         }
         let l = open_ledger(self.config).await?;
         crate::timekeeper::follow(&*self.clock, &l).await;
-        // What `enqueue`, `backfill` and redrives write, every live node reads.
+        // A transition of a newer format (a skip, in `run --once`) only while every live node
+        // reads it.
         let live_since = crate::registry::live_since(self.config, self.clock.now());
         l.follow_formats(live_since).await?;
         let bound = self.config.settings.pool.max_clock_offset;

@@ -56,7 +56,6 @@ impl Ledger {
                 .bind(row.end)
                 .bind(row.ready)
                 .bind(now_ms)
-                .bind(self.insert_format())
                 .fetch_optional(&mut *tx)
                 .await?;
             tx.commit().await?;

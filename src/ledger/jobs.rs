@@ -15,23 +15,22 @@ use crate::clock::to_millis;
 use crate::keys::JobKey;
 
 /// Inserts jobs from parallel arrays (key, report, local date, origin, fire_at, window start
-/// and end, ready_at), created at `$9` in work format `$10`; returns the keys it inserted. PostgreSQL plans the
+/// and end, ready_at), created at `$9`; returns the keys it inserted. PostgreSQL plans the
 /// eight array binds once, whatever the batch's size.
 const JOB_INSERT_MANY_PG: &str = "INSERT INTO jobs
-        (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at, format)
-    SELECT k, r, d, 'ready', o, f, ws, we, ra, $9, $9, $10
+        (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at)
+    SELECT k, r, d, 'ready', o, f, ws, we, ra, $9, $9
     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], $6::int8[], $7::int8[], $8::int8[])
         AS t(k, r, d, o, f, ws, we, ra)
     ON CONFLICT DO NOTHING
     RETURNING key";
 
 /// The head of a multi-row job insert; SQLite takes its rows as a `VALUES` list.
-const JOB_INSERT_VALUES: &str = "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at, format) ";
+const JOB_INSERT_VALUES: &str = "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at) ";
 
-/// Inserts one job (`$1` key … `$8` ready_at, created at `$9`, work format `$10`); returns its
-/// key if inserted.
-pub(super) const JOB_INSERT_ONE: &str = "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at, format)
-     VALUES ($1, $2, $3, 'ready', $4, $5, $6, $7, $8, $9, $9, $10)
+/// Inserts one job (`$1` key … `$8` ready_at, created at `$9`); returns its key if inserted.
+pub(super) const JOB_INSERT_ONE: &str = "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start, window_end, ready_at, created_at, updated_at)
+     VALUES ($1, $2, $3, 'ready', $4, $5, $6, $7, $8, $9, $9)
      ON CONFLICT DO NOTHING RETURNING key";
 
 const RENDER_RETRY: &str =
@@ -60,7 +59,7 @@ const RENDERED: &str = "UPDATE jobs SET state = $3, artifact_key = $4, artifact_
      WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
 
 /// The head of a multi-row delivery insert.
-const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at, format) ";
+const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at) ";
 
 /// Settles the delivering jobs among the keys `$2` with nothing left to send, at `$1`: `done`,
 /// or `quarantined` when a delivery is. The keys are a JSON array on SQLite, a `text[]` on
@@ -122,13 +121,13 @@ impl Ledger {
         match &self.backend {
             super::Backend::Postgres(p) => {
                 let mut tx = p.begin_with(super::postgres::BEGIN).await?;
-                let inserted = insert_jobs_pg(&mut tx, jobs, now, self.insert_format()).await?;
+                let inserted = insert_jobs_pg(&mut tx, jobs, now).await?;
                 tx.commit().await?;
                 Ok(inserted)
             }
             super::Backend::Sqlite(p) => {
                 let mut tx = p.begin_with(super::sqlite::BEGIN).await?;
-                let inserted = insert_jobs_sqlite(&mut tx, jobs, now, self.insert_format()).await?;
+                let inserted = insert_jobs_sqlite(&mut tx, jobs, now).await?;
                 tx.commit().await?;
                 Ok(inserted)
             }
@@ -243,7 +242,6 @@ impl Ledger {
             return Ok(Vec::new());
         }
         let now_ms = to_millis(now);
-        let format = self.insert_format();
         let mut held = Vec::with_capacity(renders.len());
         on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
@@ -284,8 +282,7 @@ impl Ledger {
                         .push_bind("pending")
                         .push_bind(now_ms)
                         .push_bind(now_ms)
-                        .push_bind(now_ms)
-                        .push_bind(format);
+                        .push_bind(now_ms);
                 });
                 qb.push(" ON CONFLICT DO NOTHING");
                 qb.build().execute(&mut *tx).await?;
@@ -480,7 +477,6 @@ pub(super) async fn insert_jobs_pg(
     conn: &mut sqlx::PgConnection,
     jobs: &[NewJob],
     now: DateTime<Utc>,
-    format: i64,
 ) -> Result<Vec<JobKey>> {
     let now = to_millis(now);
     let mut inserted = Vec::new();
@@ -496,7 +492,6 @@ pub(super) async fn insert_jobs_pg(
             .bind(cols.end)
             .bind(cols.ready)
             .bind(now)
-            .bind(format)
             .fetch_all(&mut *conn)
             .await?;
         for (k,) in keys {
@@ -506,13 +501,12 @@ pub(super) async fn insert_jobs_pg(
     Ok(inserted)
 }
 
-/// Inserts `jobs` on SQLite inside the caller's transaction: 500 rows a statement (12 binds a
+/// Inserts `jobs` on SQLite inside the caller's transaction: 500 rows a statement (11 binds a
 /// row, under SQLite's limit of 32,766). Returns the keys inserted.
 pub(super) async fn insert_jobs_sqlite(
     conn: &mut sqlx::SqliteConnection,
     jobs: &[NewJob],
     now: DateTime<Utc>,
-    format: i64,
 ) -> Result<Vec<JobKey>> {
     let now = to_millis(now);
     let mut inserted = Vec::new();
@@ -529,8 +523,7 @@ pub(super) async fn insert_jobs_sqlite(
                 .push_bind(r.end)
                 .push_bind(r.ready)
                 .push_bind(now)
-                .push_bind(now)
-                .push_bind(format);
+                .push_bind(now);
         });
         qb.push(" ON CONFLICT DO NOTHING RETURNING key");
         let keys: Vec<(String,)> = qb.build_query_as().fetch_all(&mut *conn).await?;

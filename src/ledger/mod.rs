@@ -176,8 +176,10 @@ pub(super) struct PerBackend {
 
 /// The newest work format this binary reads and writes: what each job's and delivery's
 /// `format` column records. A claim takes only work of a format up to this one, so a newer
-/// node's work waits for a node that knows it. A row is written in a format every live node
-/// reads ([`Ledger::follow_formats`]) and no newer than it needs ([`Ledger::insert_format`]).
+/// node's work waits for a node that knows it. New jobs and deliveries take the column's
+/// default, format 1 (all a new row needs, so after a rollback the older nodes lease every
+/// unfinished one); a transition of a newer format is written only while every live node reads
+/// it ([`Ledger::write_format`]).
 ///
 /// 1: the states `ready`, `rendering`, `delivering`, `done`, `quarantined`, `cancelled`.
 /// 2: a job may also end `skipped` ([`SKIPPED_FORMAT`]).
@@ -187,14 +189,14 @@ pub const WORK_FORMAT: i64 = 2;
 /// reads it, and the skipped job records it.
 pub const SKIPPED_FORMAT: i64 = 2;
 
-/// The oldest work format: what the ledger writes until it has seen the live nodes.
+/// The oldest work format: the most a write may use until the ledger has seen the live nodes.
 pub const FIRST_WORK_FORMAT: i64 = 1;
 
 /// A handle on the ledger; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Ledger {
     backend: Backend,
-    /// The format new jobs and deliveries are written in (shared by the clones).
+    /// The newest format every live node reads (shared by the clones).
     write_format: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 

@@ -46,9 +46,6 @@ impl From<NodeRecord> for Node {
     }
 }
 
-/// The newest format a new row needs: work formats past it change what transitions may write.
-const NEW_ROW_FORMAT: i64 = FIRST_WORK_FORMAT;
-
 /// The newest work format a node reads, from the `formats` it registered ("1", or a list
 /// "1,2"); the first format if it names none this binary can read.
 fn newest_read(formats: &str) -> i64 {
@@ -59,8 +56,7 @@ fn newest_read(formats: &str) -> i64 {
         .unwrap_or(FIRST_WORK_FORMAT)
 }
 
-/// The format to write new work in while `live` run: the newest that this binary writes and
-/// every one of them reads.
+/// The newest format this binary writes that every node of `live` reads.
 pub fn write_format_for(live: &[Node]) -> i64 {
     live.iter()
         .map(|n| newest_read(&n.formats))
@@ -69,21 +65,14 @@ pub fn write_format_for(live: &[Node]) -> i64 {
 }
 
 impl Ledger {
-    /// The format new jobs and deliveries are written in now.
+    /// The newest format a write may use now: every live node reads it. A transition of a
+    /// newer format (format 2's `skipped`) is written only up to it.
     pub fn write_format(&self) -> i64 {
         self.write_format.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The format a new job or delivery is written in: the newest its row needs that every
-    /// live node reads. A new row needs nothing past the first format — what format 2 adds
-    /// (`skipped`) is a transition, written only while every live node reads it — so after a
-    /// rollback the older nodes lease every job and delivery that is not finished.
-    pub fn insert_format(&self) -> i64 {
-        self.write_format().min(NEW_ROW_FORMAT)
-    }
-
-    /// Writes new work, from now on, in the newest format every node that heartbeat at or
-    /// after `live_since` reads (the oldest live node's, while older nodes run); that format.
+    /// Brings [`Ledger::write_format`] up to the nodes that heartbeat at or after
+    /// `live_since` (the oldest live node's format, while older nodes run); that format.
     pub async fn follow_formats(&self, live_since: DateTime<Utc>) -> Result<i64> {
         let format = write_format_for(&self.node_list(live_since).await?);
         self.write_format

@@ -71,7 +71,7 @@ impl Ledger {
         match &self.backend {
             super::Backend::Postgres(p) => {
                 let mut tx = p.begin_with(super::postgres::BEGIN).await?;
-                let inserted = insert_jobs_pg(&mut tx, jobs, at, self.insert_format()).await?;
+                let inserted = insert_jobs_pg(&mut tx, jobs, at).await?;
                 if !reports.is_empty() {
                     sqlx::query(RECORD_TICKS_PG)
                         .bind(reports)
@@ -84,7 +84,7 @@ impl Ledger {
             }
             super::Backend::Sqlite(p) => {
                 let mut tx = p.begin_with(super::sqlite::BEGIN).await?;
-                let inserted = insert_jobs_sqlite(&mut tx, jobs, at, self.insert_format()).await?;
+                let inserted = insert_jobs_sqlite(&mut tx, jobs, at).await?;
                 for chunk in reports.chunks(SQLITE_TICK_ROWS) {
                     let mut qb = sqlx::QueryBuilder::new(RECORD_TICKS_SQLITE);
                     qb.push_values(chunk, |mut b, r| {
