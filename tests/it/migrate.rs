@@ -160,52 +160,44 @@ async fn a_schema_a_newer_version_expanded_runs_one_it_contracted_does_not() {
     t.cleanup().await;
 }
 
+/// A connection of the test's own to the ledger, for what an older version's SQL does.
+enum Raw {
+    Sqlite(sqlx::SqlitePool),
+    Postgres(sqlx::PgPool),
+}
+
+impl Raw {
+    /// Runs `sql` with `$1` = `job`.
+    async fn execute(&self, sql: &'static str, job: &str) -> Result<(), sqlx::Error> {
+        match self {
+            Raw::Sqlite(p) => sqlx::query(sql).bind(job).execute(p).await.map(|_| ()),
+            Raw::Postgres(p) => sqlx::query(sql).bind(job).execute(p).await.map(|_| ()),
+        }
+    }
+
+    async fn count(&self, sql: &'static str, job: &str) -> i64 {
+        match self {
+            Raw::Sqlite(p) => sqlx::query_scalar(sql).bind(job).fetch_one(p).await,
+            Raw::Postgres(p) => sqlx::query_scalar(sql).bind(job).fetch_one(p).await,
+        }
+        .expect("count")
+    }
+}
+
 /// An older version's audit writes, as it makes them: through the name `redrives`.
 async fn write_the_old_way(raw: &Raw, job: &str) {
     let insert = "INSERT INTO redrives (job_key, delivery_key, redriven_by, reason, at, action, via)
                   VALUES ($1, NULL, 'old-node', 'rerun after the fix', 1764547200000, 'cancel', 'cli')";
-    let count = "SELECT COUNT(*) FROM redrives WHERE job_key = $1";
-    let n: i64 = match raw {
-        Raw::Sqlite(p) => {
-            sqlx::query(insert)
-                .bind(job)
-                .execute(p)
-                .await
-                .expect("insert");
-            sqlx::query_scalar(count)
-                .bind(job)
-                .fetch_one(p)
-                .await
-                .expect("count")
-        }
-        Raw::Postgres(p) => {
-            sqlx::query(insert)
-                .bind(job)
-                .execute(p)
-                .await
-                .expect("insert");
-            sqlx::query_scalar(count)
-                .bind(job)
-                .fetch_one(p)
-                .await
-                .expect("count")
-        }
-    };
+    raw.execute(insert, job).await.expect("insert");
+    let n = raw
+        .count("SELECT COUNT(*) FROM redrives WHERE job_key = $1", job)
+        .await;
     assert_eq!(n, 1, "the old name reads what it wrote");
 }
 
 async fn delete_the_old_way(raw: &Raw, job: &str) {
     let delete = "DELETE FROM redrives WHERE job_key = $1";
-    match raw {
-        Raw::Sqlite(p) => sqlx::query(delete).bind(job).execute(p).await.map(|_| ()),
-        Raw::Postgres(p) => sqlx::query(delete).bind(job).execute(p).await.map(|_| ()),
-    }
-    .expect("delete");
-}
-
-enum Raw {
-    Sqlite(sqlx::SqlitePool),
-    Postgres(sqlx::PgPool),
+    raw.execute(delete, job).await.expect("delete");
 }
 
 /// Between the expand migration that renamed the audit table and the contract one that drops
@@ -249,16 +241,10 @@ async fn the_audit_table_keeps_its_old_name_until_the_contract_migration(url: &s
     let contract = l.migrate(now, now, false).await.expect("contract");
     assert_eq!(contract.applied.len(), 1);
     assert!(l.schema_fit().await.expect("fit").pending.is_empty());
-    let old_name = match &raw {
-        Raw::Sqlite(p) => sqlx::query("SELECT * FROM redrives")
-            .execute(p)
-            .await
-            .is_ok(),
-        Raw::Postgres(p) => sqlx::query("SELECT * FROM redrives")
-            .execute(p)
-            .await
-            .is_ok(),
-    };
+    let old_name = raw
+        .execute("SELECT * FROM redrives WHERE job_key = $1", "w")
+        .await
+        .is_ok();
     assert!(!old_name, "the contract migration dropped the old name");
     l.close().await;
 }
