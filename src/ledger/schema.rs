@@ -101,12 +101,11 @@ pub struct SchemaFit {
 impl SchemaFit {
     /// Whether this binary may use the ledger as it is (pending migrations aside).
     pub fn check_newer(&self) -> Result<()> {
-        let contract: Vec<&MigrationInfo> = self
+        let contract = self
             .unknown
             .iter()
-            .filter(|m| m.kind == MigrationKind::Contract)
-            .collect();
-        match contract.first() {
+            .find(|m| m.kind == MigrationKind::Contract);
+        match contract {
             None => Ok(()),
             Some(m) => Err(LedgerError::Schema(format!(
                 "the ledger was migrated by a newer version of dawnpost (migration {} \

@@ -121,14 +121,13 @@ impl Deploy {
 
     /// The schema as the catalog describes it: every migration, table, view and column.
     async fn shape(&self) -> Vec<String> {
-        let q = "SELECT table_name || '.' || column_name || ' ' || data_type
-                 FROM information_schema.columns WHERE table_schema = $1
-                 UNION ALL
-                 SELECT 'migration ' || version::text FROM _sqlx_migrations_probe
-                 ORDER BY 1";
-        let q = q.replace(
-            "_sqlx_migrations_probe",
-            &format!("{}._sqlx_migrations", self.schema),
+        let q = format!(
+            "SELECT table_name || '.' || column_name || ' ' || data_type
+             FROM information_schema.columns WHERE table_schema = $1
+             UNION ALL
+             SELECT 'migration ' || version::text FROM {}._sqlx_migrations
+             ORDER BY 1",
+            self.schema
         );
         sqlx::query_scalar(sqlx::AssertSqlSafe(q))
             .bind(&self.schema)
