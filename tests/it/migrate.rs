@@ -4,6 +4,7 @@
 //! it contracted. The real binary, a real server, one fresh schema per test.
 
 use crate::common;
+use common::text;
 
 use common::{Project, TestLedger, report, run_in};
 
@@ -30,14 +31,6 @@ async fn has_jobs(admin: &sqlx::PgPool, schema: &str) -> bool {
     .await
     .expect("query");
     exists
-}
-
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 async fn drop_schema(admin: &sqlx::PgPool, schema: &str) {

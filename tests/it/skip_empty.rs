@@ -4,6 +4,7 @@
 //! transition on both backends; the binary for real.
 
 use crate::common;
+use common::text;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,14 +72,6 @@ url = "{}"
     data["rows"] = serde_json::json!([]);
     p.write("config/sample/quiet.json", &data.to_string());
     p
-}
-
-fn text(out: &std::process::Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 //! the contract migration refuses, then waits, while the old node is live.
 
 use crate::common;
+use common::text;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -37,14 +38,6 @@ fn previous_binary() -> Option<PathBuf> {
         String::from_utf8_lossy(&out.stderr)
     );
     Some(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 /// One deploy: the project both versions run (one configuration, one artifact folder), the

@@ -33,6 +33,15 @@ pub fn run_in(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("run dawnpost")
 }
 
+/// What a command printed: its stdout, then its stderr.
+pub fn text(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// `dawnpost preview REPORT` for 2026-11-30 into the project's `preview/` folder: the HTML
 /// file's path.
 pub fn previewed(dir: &Path, report: &str) -> PathBuf {
