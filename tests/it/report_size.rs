@@ -23,12 +23,7 @@ email = ["ops@example.com"]
 url = "http://127.0.0.1:9/hook"
 "#,
     );
-    let sample =
-        std::fs::read_to_string(p.root().join("config/sample/warehouse-17.json")).expect("sample");
-    let mut data: serde_json::Value = serde_json::from_str(&sample).expect("json");
-    let row = data["rows"][0].clone();
-    data["rows"] = serde_json::Value::Array(vec![row; rows]);
-    p.write("config/sample/big.json", &data.to_string());
+    p.write_sample_rows("config/sample/big.json", rows);
     p.write("config/dawnpost.toml", limits);
     p
 }

@@ -66,11 +66,7 @@ url = "{}"
 "#,
         rx.url("hook")
     ));
-    let sample =
-        std::fs::read_to_string(p.root().join("config/sample/warehouse-17.json")).expect("sample");
-    let mut data: serde_json::Value = serde_json::from_str(&sample).expect("json");
-    data["rows"] = serde_json::json!([]);
-    p.write("config/sample/quiet.json", &data.to_string());
+    p.write_sample_rows("config/sample/quiet.json", 0);
     p
 }
 

@@ -143,6 +143,16 @@ impl Project {
         std::fs::write(p, text).expect("write");
     }
 
+    /// Writes `rel`: the shipped sample's data with `n` copies of its first row as its rows.
+    pub fn write_sample_rows(&self, rel: &str, n: usize) {
+        let sample = std::fs::read_to_string(self.root().join("config/sample/warehouse-17.json"))
+            .expect("sample");
+        let mut data: serde_json::Value = serde_json::from_str(&sample).expect("json");
+        let row = data["rows"][0].clone();
+        data["rows"] = serde_json::Value::Array(vec![row; n]);
+        self.write(rel, &data.to_string());
+    }
+
     pub fn load(&self) -> Config {
         match Config::load(&self.config_dir()) {
             Ok(c) => c,
