@@ -50,8 +50,13 @@ fn main() {
                 .await
                 .expect("fetch");
                 let date = job.key.date();
-                let context =
-                    dawnpost::render::context(&report, date, &job.window, data, job.fire_at);
+                let context = dawnpost::render::context(
+                    &report,
+                    (date, job.fire_at),
+                    &job.window,
+                    data,
+                    false,
+                );
                 let rendered = templates.render(&context).expect("render");
                 let day = dawnpost::keys::IsoDate(date).to_string();
                 store

@@ -54,6 +54,12 @@ pub struct JobV1 {
     pub terminal_at: Option<DateTime<Utc>>,
     pub generated_at: Option<DateTime<Utc>>,
     pub lease_losses: i64,
+    /// The deadline of its wait for the data (`ready_when`), once it waited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_until: Option<DateTime<Utc>>,
+    /// When the deadline passed without its data ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_at: Option<DateTime<Utc>>,
 }
 
 /// A job's data interval, `[start, end)`.
@@ -153,8 +159,21 @@ pub struct JobHistoryV1 {
     pub artifact_status: &'static str,
     pub deliveries: Vec<DeliveryHistoryV1>,
     pub redrives: Vec<RedriveV1>,
+    /// Every probe of its data (`ready_when`), oldest first; absent for a report that does
+    /// not wait for its data.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<ProbeV1>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreCheckV1>,
+}
+
+/// One probe of a job's data: when, what it found (`ready`, `not_ready`, `failed`) and what
+/// it answered.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeV1 {
+    pub at: DateTime<Utc>,
+    pub outcome: &'static str,
+    pub answer: String,
 }
 
 /// Quarantined work: `GET /v1/dlq` and `dlq --json`.
@@ -216,6 +235,8 @@ impl From<&Job> for JobV1 {
             terminal_at: j.terminal_at,
             generated_at: j.generated_at,
             lease_losses: j.lease_losses,
+            wait_until: j.wait_until,
+            late_at: j.late_at,
         }
     }
 }
@@ -299,6 +320,13 @@ impl From<&JobHistory> for JobHistoryV1 {
                     at: r.at,
                     action: r.action.clone(),
                     via: r.via.clone(),
+                })
+                .collect(),
+            probes: (h.probes.iter())
+                .map(|p| ProbeV1 {
+                    at: p.at,
+                    outcome: p.outcome.as_str(),
+                    answer: p.answer.clone(),
                 })
                 .collect(),
             store: h.store.as_ref().map(StoreCheckV1::from),

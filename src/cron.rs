@@ -120,6 +120,11 @@ impl CronExpr {
         self.tz
     }
 
+    /// The wall-clock time of a day the schedule fires at (its first matching time).
+    pub fn time_of_day(&self) -> NaiveTime {
+        self.pattern.first
+    }
+
     /// Whether the pattern's day fields (day-of-month, month, day-of-week) match `date`.
     pub fn matches_date(&self, date: NaiveDate) -> bool {
         let p = &self.pattern.cron.pattern;

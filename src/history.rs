@@ -3,7 +3,9 @@
 use std::fmt::Write;
 
 use crate::keys::JobKey;
-use crate::ledger::{Attempt, Delivery, Job, JobFilter, JobState, Ledger, LedgerError, Redrive};
+use crate::ledger::{
+    Attempt, Delivery, Job, JobFilter, JobState, Ledger, LedgerError, ProbeRow, Redrive,
+};
 use crate::window::rfc3339;
 
 #[derive(Debug, Clone)]
@@ -20,6 +22,8 @@ pub struct JobHistory {
     pub artifact_status: &'static str,
     pub deliveries: Vec<DeliveryHistory>,
     pub redrives: Vec<Redrive>,
+    /// Every probe of its data (`ready_when`), oldest first.
+    pub probes: Vec<ProbeRow>,
     /// What the artifact store holds for a stored artifact, when `show` looked.
     pub store: Option<StoreCheck>,
 }
@@ -47,6 +51,7 @@ impl JobHistory {
             });
         }
         let redrives = ledger.redrive_list(key).await?;
+        let probes = ledger.job_probes(key).await?;
         let artifact_status = match (&job.artifact, job.artifact_deleted_at) {
             (None, _) => "none",
             (Some(_), Some(_)) => "deleted",
@@ -57,6 +62,7 @@ impl JobHistory {
             artifact_status,
             deliveries,
             redrives,
+            probes,
             store: None,
         }))
     }
@@ -98,6 +104,7 @@ impl JobHistory {
             }
             (None, _) => {}
         }
+        self.wait_lines(&mut out);
         self.artifact_lines(&mut out);
         for d in &self.deliveries {
             d.lines(&mut out);
@@ -121,6 +128,50 @@ impl JobHistory {
             );
         }
         out
+    }
+
+    /// The wait for its data: the deadline, whether it passed, and the probes (the last ten,
+    /// after a count of the earlier ones).
+    fn wait_lines(&self, out: &mut String) {
+        let j = &self.job;
+        match (j.state, j.wait_until) {
+            (JobState::Waiting, Some(until)) => {
+                let next = rfc3339(j.ready_at);
+                let _ = writeln!(
+                    out,
+                    "  waiting for its data until {}; next probe {next}",
+                    rfc3339(until)
+                );
+            }
+            (_, Some(until)) => {
+                let _ = writeln!(out, "  waited for its data until {}", rfc3339(until));
+            }
+            (_, None) => {}
+        }
+        if let Some(at) = j.late_at {
+            let _ = writeln!(
+                out,
+                "  late: the deadline passed at {} without its data ready; what was rendered after it may be stale",
+                rfc3339(at)
+            );
+        }
+        if self.probes.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "  probes of its data: {}", self.probes.len());
+        let shown = self.probes.len().saturating_sub(10);
+        if shown > 0 {
+            let _ = writeln!(out, "    … {shown} earlier");
+        }
+        for probe in &self.probes[shown..] {
+            let _ = writeln!(
+                out,
+                "    {} {}: {}",
+                rfc3339(probe.at),
+                probe.outcome.shown(),
+                probe.answer
+            );
+        }
     }
 
     fn artifact_lines(&self, out: &mut String) {

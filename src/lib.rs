@@ -12,7 +12,7 @@
 //! - [`config`]: the validated configuration (`dawnpost.toml`, `reports.toml`,
 //!   `retention.toml`), plain data.
 //! - [`schedule`] (fires, jobs, windows), [`render`] (templates), [`source`] (a report's
-//!   data), [`artifact`] (the immutable store), [`retry`] (the policy), [`signing`],
+//!   data), [`readiness`] (whether it is there yet), [`artifact`] (the immutable store), [`retry`] (the policy), [`signing`],
 //!   [`deliver`] (email and webhook transports).
 //! - [`ledger`]: jobs, deliveries, attempts and redrives on SQLite or PostgreSQL; every state
 //!   transition, fenced by typed leases.
@@ -46,6 +46,7 @@ pub mod outcome;
 pub mod periodic;
 pub mod pool;
 pub mod preview;
+pub mod readiness;
 pub mod redact;
 pub mod registry;
 pub mod render;

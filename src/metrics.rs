@@ -26,6 +26,12 @@ pub struct Metrics {
     pub jobs: Family<Labels, Gauge>,
     pub deliveries: Family<Labels, Gauge>,
     pub oldest_ready_age: Gauge<f64, AtomicU64>,
+    /// How long ago the oldest job still waiting for its data was made (refreshed at every scrape).
+    pub oldest_waiting_age: Gauge<f64, AtomicU64>,
+    /// Waiting jobs whose deadline has passed: the daemon should have acted on them.
+    pub waiting_overdue: Gauge,
+    /// Readiness probes, by outcome (`ready`, `not_ready`, `failed`).
+    pub probes: Family<Labels, Counter>,
     pub leases_rescued: Family<Labels, Counter>,
     pub active_workers: Gauge,
     pub attempts: Family<Labels, Counter>,
@@ -68,6 +74,9 @@ impl Default for Metrics {
             jobs: Family::default(),
             deliveries: Family::default(),
             oldest_ready_age: Gauge::default(),
+            oldest_waiting_age: Gauge::default(),
+            waiting_overdue: Gauge::default(),
+            probes: Family::default(),
             leases_rescued: Family::default(),
             active_workers: Gauge::default(),
             attempts: Family::default(),
@@ -103,6 +112,9 @@ impl Default for Metrics {
             "unknown",
         ] {
             let _ = m.attempts.get_or_create(&label("class", class));
+        }
+        for outcome in ["ready", "not_ready", "failed"] {
+            let _ = m.probes.get_or_create(&label("outcome", outcome));
         }
         for kind in ["job", "delivery"] {
             let _ = m.leases_rescued.get_or_create(&label("kind", kind));
@@ -147,6 +159,9 @@ pub const NAMES: &[&str] = &[
     "dawnpost_jobs",
     "dawnpost_deliveries",
     "dawnpost_oldest_ready_job_age_seconds",
+    "dawnpost_oldest_waiting_job_age_seconds",
+    "dawnpost_jobs_waiting_past_deadline",
+    "dawnpost_readiness_probes_total",
     "dawnpost_leases_rescued_total",
     "dawnpost_active_workers",
     "dawnpost_delivery_attempts_total",
@@ -170,6 +185,11 @@ pub const NAMES: &[&str] = &[
 impl Metrics {
     pub fn attempt(&self, class: &str) {
         self.attempts.get_or_create(&label("class", class)).inc();
+    }
+
+    /// A readiness probe that answered `outcome` (`ready`, `not_ready` or `failed`).
+    pub fn probed(&self, outcome: &str) {
+        self.probes.get_or_create(&label("outcome", outcome)).inc();
     }
 
     pub fn rescued(&self, kind: &str, n: u64) {
@@ -262,6 +282,21 @@ impl Metrics {
             "oldest_ready_job_age_seconds",
             "How long the oldest due ready job has waited",
             m.oldest_ready_age.clone(),
+        );
+        registry.register(
+            "oldest_waiting_job_age_seconds",
+            "How long ago the oldest job still waiting for its data (ready_when) was made",
+            m.oldest_waiting_age.clone(),
+        );
+        registry.register(
+            "jobs_waiting_past_deadline",
+            "Jobs still waiting for their data after their deadline (wait_until): none should be",
+            m.waiting_overdue.clone(),
+        );
+        registry.register(
+            "readiness_probes",
+            "Readiness probes of reports' data (ready_when), by outcome",
+            m.probes.clone(),
         );
         registry.register(
             "leases_rescued",

@@ -225,7 +225,7 @@ async fn render(
         report: name.clone(),
         source,
     })?;
-    let context = crate::render::context(report, fire.key.date(), &fire.window, data, now);
+    let context = crate::render::context(report, (fire.key.date(), now), &fire.window, data, false);
     templates
         .render(&context)
         .map_err(|source| PreviewError::Render {

@@ -112,15 +112,45 @@ async fn fetch_limited(
         }
         SourceSpec::Http { url, .. } => fetch_http(url, window, limit, http, max_bytes).await,
         SourceSpec::Sql { url_env, query, .. } => {
-            let url = std::env::var(url_env).map_err(|_| {
-                SourceError::Permanent(format!("environment variable {url_env} is not set"))
-            })?;
-            let sql = tokio::fs::read_to_string(query).await.map_err(|e| {
-                SourceError::Permanent(format!("cannot read query {}: {e}", query.display()))
-            })?;
-            fetch_sql(&url, &sql, window, limit, max_bytes).await
+            let (url, sql) = sql_of(url_env, query).await?;
+            fetch_sql(&url, &sql, window, limit, max_bytes, Shape::Rows).await
         }
     }
+}
+
+/// The first column of the first row of the query in file `query`, against the database named
+/// by the variable `url_env`, with the window bound as for an sql source; `None` without rows.
+/// Cut at `timeout` (on the server too, on PostgreSQL).
+pub async fn first_cell(
+    url_env: &str,
+    query: &std::path::Path,
+    window: &Window,
+    timeout: crate::duration::Span,
+) -> Result<Option<Value>, SourceError> {
+    let (url, sql) = sql_of(url_env, query).await?;
+    let cells = fetch_sql(&url, &sql, window, timeout, 1 << 20, Shape::FirstCell).await?;
+    Ok(match cells {
+        Value::Array(mut cells) if !cells.is_empty() => Some(cells.swap_remove(0)),
+        _ => None,
+    })
+}
+
+/// The database URL in variable `url_env` and the query in file `query`.
+async fn sql_of(url_env: &str, query: &std::path::Path) -> Result<(String, String), SourceError> {
+    let url = std::env::var(url_env).map_err(|_| {
+        SourceError::Permanent(format!("environment variable {url_env} is not set"))
+    })?;
+    let sql = tokio::fs::read_to_string(query).await.map_err(|e| {
+        SourceError::Permanent(format!("cannot read query {}: {e}", query.display()))
+    })?;
+    Ok((url, sql))
+}
+
+/// What a query's rows become: objects of every column, or each row's first column.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Rows,
+    FirstCell,
 }
 
 /// More data than `source.limit` allows.
@@ -191,12 +221,13 @@ async fn fetch_sql(
     window: &Window,
     timeout: crate::duration::Span,
     max_bytes: u64,
+    shape: Shape,
 ) -> Result<Value, SourceError> {
     let bounds = (rfc3339(window.start), rfc3339(window.end));
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        fetch_postgres(url, sql, &bounds, timeout, max_bytes).await
+        fetch_postgres(url, sql, &bounds, (timeout, max_bytes), shape).await
     } else if url.starts_with("sqlite:") {
-        fetch_sqlite(url, sql, &bounds, timeout, max_bytes).await
+        fetch_sqlite(url, sql, &bounds, (timeout, max_bytes), shape).await
     } else {
         Err(SourceError::Permanent(
             "the source database URL is neither postgres:// nor sqlite:".into(),
@@ -228,8 +259,8 @@ async fn fetch_postgres(
     url: &str,
     sql: &str,
     (start, end): &(String, String),
-    timeout: crate::duration::Span,
-    max_bytes: u64,
+    (timeout, max_bytes): (crate::duration::Span, u64),
+    shape: Shape,
 ) -> Result<Value, SourceError> {
     use sqlx::Connection;
     let opts = sqlx::postgres::PgConnectOptions::from_str(url)
@@ -257,7 +288,11 @@ async fn fetch_postgres(
         .bind(start)
         .bind(end)
         .fetch(&mut *tx);
-    let out = collect_rows(rows, pg_row, max_bytes).await?;
+    let to_json = match shape {
+        Shape::Rows => pg_row,
+        Shape::FirstCell => pg_first,
+    };
+    let out = collect_rows(rows, to_json, max_bytes).await?;
     tx.rollback().await.map_err(connect_err)?;
     Ok(out)
 }
@@ -268,8 +303,8 @@ async fn fetch_sqlite(
     url: &str,
     sql: &str,
     (start, end): &(String, String),
-    timeout: crate::duration::Span,
-    max_bytes: u64,
+    (timeout, max_bytes): (crate::duration::Span, u64),
+    shape: Shape,
 ) -> Result<Value, SourceError> {
     use sqlx::Connection;
     let opts = sqlx::sqlite::SqliteConnectOptions::from_str(url)
@@ -289,7 +324,11 @@ async fn fetch_sqlite(
         .bind(start)
         .bind(end)
         .fetch(&mut conn);
-    let out = collect_rows(rows, sqlite_row, max_bytes).await;
+    let to_json = match shape {
+        Shape::Rows => sqlite_row,
+        Shape::FirstCell => sqlite_first,
+    };
+    let out = collect_rows(rows, to_json, max_bytes).await;
     let _ = conn.close().await;
     out
 }
@@ -315,30 +354,46 @@ async fn collect_rows<R>(
 }
 
 fn pg_row(row: &sqlx::postgres::PgRow) -> Result<Value, SourceError> {
-    row_json(row, |row, i, ty| {
-        Some(match ty {
-            "INT2" => row.try_get::<i16, _>(i).map(Value::from),
-            "INT4" => row.try_get::<i32, _>(i).map(Value::from),
-            "INT8" => row.try_get::<i64, _>(i).map(Value::from),
-            "FLOAT4" => row.try_get::<f32, _>(i).map(|f| Value::from(f64::from(f))),
-            "FLOAT8" => row.try_get::<f64, _>(i).map(Value::from),
-            "BOOL" => row.try_get::<bool, _>(i).map(Value::from),
-            "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" => row.try_get::<String, _>(i).map(Value::from),
-            "JSON" | "JSONB" => row.try_get::<serde_json::Value, _>(i),
-            _ => return None,
-        })
+    row_json(row, pg_cell)
+}
+
+fn pg_first(row: &sqlx::postgres::PgRow) -> Result<Value, SourceError> {
+    first_json(row, pg_cell)
+}
+
+fn pg_cell(row: &sqlx::postgres::PgRow, i: usize, ty: &str) -> Option<Result<Value, sqlx::Error>> {
+    Some(match ty {
+        "INT2" => row.try_get::<i16, _>(i).map(Value::from),
+        "INT4" => row.try_get::<i32, _>(i).map(Value::from),
+        "INT8" => row.try_get::<i64, _>(i).map(Value::from),
+        "FLOAT4" => row.try_get::<f32, _>(i).map(|f| Value::from(f64::from(f))),
+        "FLOAT8" => row.try_get::<f64, _>(i).map(Value::from),
+        "BOOL" => row.try_get::<bool, _>(i).map(Value::from),
+        "TEXT" | "VARCHAR" | "BPCHAR" | "NAME" => row.try_get::<String, _>(i).map(Value::from),
+        "JSON" | "JSONB" => row.try_get::<serde_json::Value, _>(i),
+        _ => return None,
     })
 }
 
 fn sqlite_row(row: &sqlx::sqlite::SqliteRow) -> Result<Value, SourceError> {
-    row_json(row, |row, i, ty| {
-        Some(match ty {
-            "INTEGER" => row.try_get::<i64, _>(i).map(Value::from),
-            "REAL" => row.try_get::<f64, _>(i).map(Value::from),
-            "BOOLEAN" => row.try_get::<bool, _>(i).map(Value::from),
-            "TEXT" => row.try_get::<String, _>(i).map(Value::from),
-            _ => return None,
-        })
+    row_json(row, sqlite_cell)
+}
+
+fn sqlite_first(row: &sqlx::sqlite::SqliteRow) -> Result<Value, SourceError> {
+    first_json(row, sqlite_cell)
+}
+
+fn sqlite_cell(
+    row: &sqlx::sqlite::SqliteRow,
+    i: usize,
+    ty: &str,
+) -> Option<Result<Value, sqlx::Error>> {
+    Some(match ty {
+        "INTEGER" => row.try_get::<i64, _>(i).map(Value::from),
+        "REAL" => row.try_get::<f64, _>(i).map(Value::from),
+        "BOOLEAN" => row.try_get::<bool, _>(i).map(Value::from),
+        "TEXT" => row.try_get::<String, _>(i).map(Value::from),
+        _ => return None,
     })
 }
 
@@ -354,23 +409,51 @@ where
 {
     let mut obj = Map::new();
     for (i, col) in row.columns().iter().enumerate() {
-        let raw = row
-            .try_get_raw(i)
-            .map_err(|e| SourceError::Permanent(e.to_string()))?;
-        let v = if raw.is_null() {
-            Value::Null
-        } else {
-            let ty = raw.type_info().name().to_string();
-            cell(row, i, &ty)
-                .ok_or_else(|| {
-                    SourceError::Permanent(format!(
-                        "column {:?} has type {ty}: cast it to text or a number in the query",
-                        col.name()
-                    ))
-                })?
-                .map_err(|e| SourceError::Permanent(format!("column {:?}: {e}", col.name())))?
-        };
-        obj.insert(col.name().to_string(), v);
+        obj.insert(
+            col.name().to_string(),
+            column_json(row, i, col.name(), &cell)?,
+        );
     }
     Ok(Value::Object(obj))
+}
+
+/// The first column of a result row (null if it has none), as [`row_json`] reads it.
+fn first_json<R>(
+    row: &R,
+    cell: impl Fn(&R, usize, &str) -> Option<Result<Value, sqlx::Error>>,
+) -> Result<Value, SourceError>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+{
+    match row.columns().first() {
+        Some(col) => column_json(row, 0, col.name(), &cell),
+        None => Ok(Value::Null),
+    }
+}
+
+fn column_json<R>(
+    row: &R,
+    i: usize,
+    name: &str,
+    cell: &impl Fn(&R, usize, &str) -> Option<Result<Value, sqlx::Error>>,
+) -> Result<Value, SourceError>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+{
+    let raw = row
+        .try_get_raw(i)
+        .map_err(|e| SourceError::Permanent(e.to_string()))?;
+    if raw.is_null() {
+        return Ok(Value::Null);
+    }
+    let ty = raw.type_info().name().to_string();
+    cell(row, i, &ty)
+        .ok_or_else(|| {
+            SourceError::Permanent(format!(
+                "column {name:?} has type {ty}: cast it to text or a number in the query"
+            ))
+        })?
+        .map_err(|e| SourceError::Permanent(format!("column {name:?}: {e}")))
 }

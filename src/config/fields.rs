@@ -291,3 +291,20 @@ pub fn shown_size(n: u64) -> String {
             |(unit, name)| format!("{}{name}", n / unit),
         )
 }
+
+/// Why `u` is not an http(s) URL templated with `{{window.start}}` and `{{window.end}}` only,
+/// if it is not (checked with sample values in place of the window).
+pub fn window_url(u: &str) -> Result<(), String> {
+    let sample = u
+        .replace("{{window.start}}", "2026-01-01T00:00:00Z")
+        .replace("{{window.end}}", "2026-01-02T00:00:00Z");
+    if sample.contains("{{") {
+        return Err(format!(
+            "{u:?}: only {{{{window.start}}}} and {{{{window.end}}}} may be templated"
+        ));
+    }
+    match url::Url::parse(&sample) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(()),
+        _ => Err(format!("{u:?} is not an http or https URL")),
+    }
+}

@@ -9,6 +9,7 @@
 mod database;
 mod fields;
 mod rate_limits;
+mod readiness;
 mod report;
 mod retention;
 mod services;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 pub use database::{DEFAULT_PG_CONNECTIONS, DatabaseSettings};
 pub use fields::shown_size;
 pub use rate_limits::RateLimitSpec;
+pub use readiness::{Deadline, OnLate, Probe, Readiness};
 pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
 pub use services::ServiceSettings;

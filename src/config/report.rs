@@ -6,6 +6,7 @@ use std::str::FromStr;
 use chrono_tz::Tz;
 
 use super::fields::{Fields, Place, parse_file};
+use super::readiness::Readiness;
 use super::settings::Settings;
 use super::{ConfigError, resolve};
 use crate::cron::CronExpr;
@@ -36,6 +37,8 @@ pub struct Report {
     pub list_unsubscribe: Option<String>,
     /// `skip_if_empty`: where in the source data an empty value ends the job `skipped`.
     pub skip_if_empty: Option<crate::data_path::DataPath>,
+    /// `ready_when`, `wait_until` and `on_late`: wait for the data, until a deadline.
+    pub readiness: Option<Readiness>,
 }
 
 impl AsRef<Report> for Report {
@@ -254,6 +257,7 @@ fn load_report(
             })
             .ok()
     });
+    let readiness = super::readiness::load(&mut f, &place, ctx.root, schedule.as_ref(), errors);
     f.finish(errors);
 
     let (Some(id), Some(title), Some(schedule), Some(template), Some(source)) =
@@ -283,6 +287,7 @@ fn load_report(
         webhooks,
         list_unsubscribe,
         skip_if_empty,
+        readiness,
     })
 }
 
@@ -510,22 +515,13 @@ fn http_source(f: &mut Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Option<
         .opt::<Span>("timeout", errors)
         .unwrap_or(Span::from_secs(30));
     let u = f.req::<String>("url", errors)?;
-    // Checked with sample values in place of the window.
-    let probe = u
-        .replace("{{window.start}}", "2026-01-01T00:00:00Z")
-        .replace("{{window.end}}", "2026-01-02T00:00:00Z");
-    let message = if probe.contains("{{") {
-        format!("{u:?}: only {{{{window.start}}}} and {{{{window.end}}}} may be templated")
-    } else {
-        match url::Url::parse(&probe) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
-                return Some(SourceSpec::Http { url: u, timeout });
-            }
-            _ => format!("{u:?} is not an http or https URL"),
+    match super::fields::window_url(&u) {
+        Ok(()) => Some(SourceSpec::Http { url: u, timeout }),
+        Err(message) => {
+            errors.push(f.place.error("url", message));
+            None
         }
-    };
-    errors.push(f.place.error("url", message));
-    None
+    }
 }
 
 /// `{ kind = "sql", url_env, query, timeout }`: the database URL stays in the environment.

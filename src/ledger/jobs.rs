@@ -87,7 +87,7 @@ const SETTLE_KEYED: PerBackend = PerBackend {
 };
 
 const CANCEL: &str = "UPDATE jobs SET state = 'cancelled', updated_at = $1, terminal_at = $1
-     WHERE key = $2 AND state IN ('ready', 'quarantined')";
+     WHERE key = $2 AND state IN ('ready', 'waiting', 'quarantined')";
 
 /// A job redriven to render again has its deliveries waiting: they close with it, or they
 /// would wait forever (and keep the job from retention).
@@ -334,7 +334,7 @@ impl Ledger {
         Ok(done)
     }
 
-    /// `ready | quarantined → cancelled`, by an operator; deliveries still waiting (a job
+    /// `ready | waiting | quarantined → cancelled`, by an operator; deliveries still waiting (a job
     /// redriven to render again) are closed as quarantined "the job was cancelled". Audited.
     pub async fn job_cancel(
         &self,
@@ -350,7 +350,9 @@ impl Ledger {
             .await?;
         if n != 1 {
             tx.rollback().await?;
-            return Err(self.wrong_job_state(key, "ready or quarantined").await);
+            return Err(self
+                .wrong_job_state(key, "ready, waiting or quarantined")
+                .await);
         }
         let deliveries = Statement::new(CANCEL_DELIVERIES).bind(now_ms).bind(key);
         tx.execute(&deliveries).await?;

@@ -24,8 +24,11 @@ pub struct LeaseParams {
     pub limit: u32,
 }
 
-/// Claims up to `$4` ready jobs due at `$3` for owner `$1` until `$2`; the lock clause
-/// follows the inner select's `LIMIT`.
+/// Claims up to `$4` jobs due at `$3` for owner `$1` until `$2`: waiting ones to probe first
+/// (a probe is short, and its deadline near), then ready ones to render, each state's earliest
+/// taken by its own index range in order, never sorted (one `IN` over both states would sort
+/// every due row, and the lease's plan has sorting off). The lock clause follows each inner
+/// select's `LIMIT`.
 ///
 /// SQLite's limit is `CAST($4 AS INTEGER)`, not `$4`: SQLite (3.51, bundled) plans a bare
 /// `LIMIT ?` with the value bound and re-prepares the statement whenever that value changes,
@@ -36,17 +39,29 @@ const JOB_LEASE: PerBackend = PerBackend {
              SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
                  lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
                  generated_at = COALESCE(generated_at, $3)
-             WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
-                             AND format <= $5
-                           ORDER BY ready_at, key LIMIT CAST($4 AS INTEGER))
+             WHERE key IN (SELECT key FROM (
+                             SELECT key FROM (SELECT key FROM jobs
+                                              WHERE state = 'waiting' AND ready_at <= $3 AND format <= $5
+                                              ORDER BY ready_at, key LIMIT CAST($4 AS INTEGER))
+                             UNION ALL
+                             SELECT key FROM (SELECT key FROM jobs
+                                              WHERE state = 'ready' AND ready_at <= $3 AND format <= $5
+                                              ORDER BY ready_at, key LIMIT CAST($4 AS INTEGER)))
+                           LIMIT CAST($4 AS INTEGER))
              RETURNING *",
     postgres: "UPDATE jobs
                SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
                    lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
                    generated_at = COALESCE(generated_at, $3)
-               WHERE key IN (SELECT key FROM jobs WHERE state = 'ready' AND ready_at <= $3
-                               AND format <= $5
-                             ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED)
+               WHERE key IN (SELECT key FROM (
+                               SELECT key FROM (SELECT key FROM jobs
+                                                WHERE state = 'waiting' AND ready_at <= $3 AND format <= $5
+                                                ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED) w
+                               UNION ALL
+                               SELECT key FROM (SELECT key FROM jobs
+                                                WHERE state = 'ready' AND ready_at <= $3 AND format <= $5
+                                                ORDER BY ready_at, key LIMIT $4 FOR UPDATE SKIP LOCKED) r) due
+                             LIMIT $4)
                RETURNING *",
 };
 
@@ -79,7 +94,8 @@ const RENDER_EXTEND: &str = "UPDATE jobs SET lease_expires_at = $3 WHERE key = $
 const SEND_EXTEND: &str = "UPDATE deliveries SET lease_expires_at = $3 WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
 
 impl Ledger {
-    /// Leases up to `limit` ready jobs whose `ready_at` has come: `ready → rendering`.
+    /// Leases up to `limit` ready or waiting jobs whose `ready_at` has come: `ready → rendering`
+    /// (a waiting job renders only once its probe says its data is ready).
     pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
         let recs: Vec<JobRecord> = self.claim(JOB_LEASE, params).await?;
         let mut out: Vec<LeasedJob> = recs

@@ -56,6 +56,7 @@ mod jobs;
 mod leases;
 mod nodes;
 mod postgres;
+mod probes;
 mod rescue;
 mod retention;
 mod runbooks;
@@ -76,6 +77,7 @@ pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use deploy::{Blockers, HeldLease, Migrated};
 pub use leases::LeaseParams;
 pub use nodes::Node;
+pub use probes::{AfterProbe, ProbeRow};
 pub use rescue::RescueBudget;
 pub use runbooks::{Runbook, RunbookSpec, RunbookState, RunbookStep, StepRecord, Transition};
 pub use schema::{MigrationInfo, MigrationKind, Opening, SchemaFit};
@@ -183,7 +185,13 @@ pub(super) struct PerBackend {
 ///
 /// 1: the states `ready`, `rendering`, `delivering`, `done`, `quarantined`, `cancelled`.
 /// 2: a job may also end `skipped` ([`SKIPPED_FORMAT`]).
-pub const WORK_FORMAT: i64 = 2;
+/// 3: a job may also be `waiting` for its data ([`WAITING_FORMAT`]).
+pub const WORK_FORMAT: i64 = 3;
+
+/// The format of a job that waits for its data: a node moves a job to `waiting` only while
+/// every live node reads that state (an older node would not know the row), and the job keeps
+/// that format, so an older node never takes it.
+pub const WAITING_FORMAT: i64 = 3;
 
 /// The format in which a job may be `skipped`: a node skips a job only while every live node
 /// reads it, and the skipped job records it.

@@ -244,6 +244,7 @@ impl Ledger {
             "DELETE FROM deliveries WHERE job_key = $1",
             "DELETE FROM audit WHERE job_key = $1",
             "DELETE FROM ingest_events WHERE job_key = $1",
+            "DELETE FROM probes WHERE job_key = $1",
             "DELETE FROM jobs WHERE key = $1",
         ] {
             rows += tx.execute(&Statement::new(sql).bind(key)).await?;

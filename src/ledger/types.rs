@@ -16,6 +16,9 @@ use crate::window::Window;
 pub enum JobState {
     /// Waiting for `ready_at`; the scheduler, `enqueue`, a render retry or a redrive put it here.
     Ready,
+    /// Waiting for its report's data (`ready_when`): probed again at `ready_at`, until its
+    /// deadline (`wait_until`). Holds no lease between probes.
+    Waiting,
     /// Leased by a worker that is fetching and rendering it.
     Rendering,
     /// Rendered; its deliveries are in flight.
@@ -31,8 +34,9 @@ pub enum JobState {
 }
 
 impl JobState {
-    pub const ALL: [JobState; 7] = [
+    pub const ALL: [JobState; 8] = [
         JobState::Ready,
+        JobState::Waiting,
         JobState::Rendering,
         JobState::Delivering,
         JobState::Done,
@@ -44,6 +48,7 @@ impl JobState {
     pub fn as_str(self) -> &'static str {
         match self {
             JobState::Ready => "ready",
+            JobState::Waiting => "waiting",
             JobState::Rendering => "rendering",
             JobState::Delivering => "delivering",
             JobState::Done => "done",
@@ -180,6 +185,11 @@ pub struct Job {
     pub generated_at: Option<DateTime<Utc>>,
     /// Leases that expired and were rescued; they count against the budget.
     pub lease_losses: i64,
+    /// The deadline of its wait for the data (`wait_until`), once it waited.
+    pub wait_until: Option<DateTime<Utc>>,
+    /// When its deadline passed without the data (`on_late` then applied): a render after it
+    /// says the data may be stale, and a redrive renders without waiting again.
+    pub late_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -209,6 +219,8 @@ pub(super) struct JobRecord {
     diagnostics_cleared_at: Option<i64>,
     generated_at: Option<i64>,
     lease_losses: i64,
+    wait_until: Option<i64>,
+    late_at: Option<i64>,
 }
 
 impl TryFrom<JobRecord> for Job {
@@ -254,6 +266,8 @@ impl TryFrom<JobRecord> for Job {
             terminal_at: r.terminal_at.map(from_millis),
             generated_at: r.generated_at.map(from_millis),
             lease_losses: r.lease_losses,
+            wait_until: r.wait_until.map(from_millis),
+            late_at: r.late_at.map(from_millis),
         })
     }
 }

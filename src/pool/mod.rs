@@ -18,6 +18,7 @@ pub mod rescuer;
 mod running;
 mod send;
 pub mod throttle;
+mod wait;
 mod work;
 
 use std::collections::HashMap;
@@ -105,6 +106,12 @@ pub enum PoolError {
     CompleterStopped,
     #[error("no free slot for leased work")]
     NoSlot(#[from] tokio::sync::TryAcquireError),
+}
+
+/// A uniform draw in `[0, 1)`: the jitter of retries and readiness probes.
+fn jitter() -> f64 {
+    use rand::RngExt;
+    rand::rng().random()
 }
 
 /// The pool and its lease rescuer for a configuration, recording into `metrics`: what the

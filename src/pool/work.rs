@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use rand::RngExt;
-
 use tokio::sync::{mpsc, oneshot};
 
 use super::completer::{Completion, Recorded};
@@ -18,16 +16,12 @@ use crate::data_path::DataPath;
 use crate::deliver::{Outcome, SendTarget};
 use crate::keys::{DeliveryKey, DestinationKind};
 use crate::ledger::{
-    Delivery, DeliveryLease, DeliveryNext, Finish, Job, LeasedDelivery, LeasedJob, LedgerError,
-    NewAttempt, NewDelivery, Render, SKIPPED_FORMAT,
+    Delivery, DeliveryLease, DeliveryNext, Finish, Job, JobLease, LeasedDelivery, LeasedJob,
+    LedgerError, NewAttempt, NewDelivery, Render, SKIPPED_FORMAT,
 };
 use crate::outcome::ResponseClass;
 use crate::retry::Decision;
 use crate::window::rfc3339;
-
-fn jitter() -> f64 {
-    rand::rng().random()
-}
 
 /// Renders a leased job once and creates its deliveries, or reschedules / quarantines it.
 pub(super) async fn render_job(
@@ -38,7 +32,7 @@ pub(super) async fn render_job(
 ) {
     let LeasedJob { job, lease } = leased;
     let started = std::time::Instant::now();
-    let rendered = render_and_store(p, &job).await;
+    let rendered = render_and_store(p, &job, &lease).await;
     p.metrics
         .render_duration
         .observe(started.elapsed().as_secs_f64());
@@ -60,6 +54,8 @@ pub(super) async fn render_job(
                 tracing::warn!(job = %job.key, error = %e, "could not record the skip; the lease will be rescued")
             }
         },
+        // The readiness gate recorded what follows (a wait, a skip, a quarantine).
+        Ok(Made::Held) => {}
         Err(failure) => {
             let (class, why) = (failure.class(), failure.to_string());
             let attempt = u32::try_from(job.attempts).unwrap_or(u32::MAX);
@@ -72,7 +68,7 @@ pub(super) async fn render_job(
                 attempt,
                 class,
                 None,
-                jitter(),
+                super::jitter(),
             ) {
                 Decision::Retry { at, .. } => {
                     tracing::warn!(job = %job.key, error = %why, retry_at = %rfc3339(at), "render failed; will retry");
@@ -123,11 +119,13 @@ async fn record_render(
     }
 }
 
-/// What a render made: the stored artifact and the deliveries to create, or nothing to send
-/// and why (the report's `skip_if_empty` found its data empty).
+/// What a render made: the stored artifact and the deliveries to create, nothing to send and
+/// why (the report's `skip_if_empty` found its data empty), or nothing yet (its data is not
+/// ready: the gate recorded what follows).
 enum Made {
     Artifact(ArtifactRef, Vec<NewDelivery>),
     Empty(String),
+    Held,
 }
 
 /// Whether the report's data at `skip_if_empty` is empty, and so the job ends `skipped`: only
@@ -146,7 +144,11 @@ fn empty_data(
     Some(why)
 }
 
-async fn render_and_store(p: &Pipeline, job: &Job) -> Result<Made, RenderFailure> {
+async fn render_and_store(
+    p: &Pipeline,
+    job: &Job,
+    lease: &JobLease,
+) -> Result<Made, RenderFailure> {
     let report = p
         .reports
         .get(job.key.report().as_str())
@@ -171,6 +173,10 @@ async fn render_and_store(p: &Pipeline, job: &Job) -> Result<Made, RenderFailure
     if let Some(artifact) = existing {
         return Ok(Made::Artifact(artifact, deliveries));
     }
+    let stale = match super::wait::gate(p, job, lease, report).await {
+        super::wait::Gate::Render { stale } => stale,
+        super::wait::Gate::Held => return Ok(Made::Held),
+    };
     let (source, deadline) = (&report.source, p.work_deadline());
     let data =
         crate::source::fetch_within(source, &job.window, &p.http, deadline, report.source_limit)
@@ -186,7 +192,8 @@ async fn render_and_store(p: &Pipeline, job: &Job) -> Result<Made, RenderFailure
     // The generation time is the job's first render lease, recorded in the ledger: a render
     // repeated after a crash or a redrive writes the same bytes, so never a second artifact.
     let generated_at = job.generated_at.unwrap_or(job.created_at);
-    let context = crate::render::context(report, job.key.date(), &job.window, data, generated_at);
+    let when = (job.key.date(), generated_at);
+    let context = crate::render::context(report, when, &job.window, data, stale);
     let rendered = templates.render(&context)?;
     let (artifact, wrote) = p.artifacts.write(id, &date, &rendered).await?;
     if wrote {
@@ -254,7 +261,7 @@ pub(super) async fn deliver(
         u32::try_from(delivery.budget_attempts_used()).unwrap_or(u32::MAX),
         outcome.class,
         outcome.retry_after,
-        jitter(),
+        super::jitter(),
     );
     throttle_on(p, target.as_str(), &outcome, &decision, finished_at);
     let (next, reason) = next_of(&outcome, &decision);

@@ -70,7 +70,7 @@ fn check_report(
                     source,
                 })?;
             let rendered = templates
-                .render(&context(report, date, &window, data, generated_at))
+                .render(&context(report, (date, generated_at), &window, data, false))
                 .map_err(|e| RenderError::AgainstSample {
                     path: path.clone(),
                     source: Box::new(e),
@@ -79,7 +79,13 @@ fn check_report(
         }
         None => {
             templates
-                .render_lenient(&context(report, date, &window, json!({}), generated_at))
+                .render_lenient(&context(
+                    report,
+                    (date, generated_at),
+                    &window,
+                    json!({}),
+                    false,
+                ))
                 .map_err(|e| RenderError::Lenient(Box::new(e)))?;
             Ok(vec![
                 "no sample data (set `sample = \"…json\"`): fields were not checked, only helpers and partials".into(),

@@ -257,13 +257,14 @@ fn render_reason(e: &handlebars::RenderError) -> String {
     }
 }
 
-/// The template context (README.md, "Configuration").
+/// The template context (README.md, "Configuration"): `stale` when the job rendered at its
+/// deadline without its data ready (`ready_when`, `on_late = "send"`).
 pub fn context(
     report: &Report,
-    date: NaiveDate,
+    (date, generated_at): (NaiveDate, DateTime<Utc>),
     window: &Window,
     data: Value,
-    generated_at: DateTime<Utc>,
+    stale: bool,
 ) -> Value {
     json!({
         "report": { "id": report.id.as_str(), "title": report.title, "timezone": report.timezone().name() },
@@ -271,6 +272,7 @@ pub fn context(
         "window": { "start": rfc3339(window.start), "end": rfc3339(window.end) },
         "data": data,
         "generated_at": rfc3339(generated_at),
+        "stale": stale,
     })
 }
 

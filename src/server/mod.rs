@@ -276,6 +276,13 @@ async fn metrics(State(st): State<ServerState>, headers: HeaderMap) -> Response 
         let age = oldest.map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
         st.node.metrics.oldest_ready_age.set(age);
     }
+    if let Ok(oldest) = st.ledger.job_oldest_waiting().await {
+        let age = oldest.map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
+        st.node.metrics.oldest_waiting_age.set(age);
+    }
+    if let Ok(n) = st.ledger.job_waiting_overdue(now).await {
+        st.node.metrics.waiting_overdue.set(n);
+    }
     let week = crate::clock::sub(now, chrono::Duration::days(8));
     if let Ok(last) = st.ledger.report_last_accepted(week).await {
         for (report, at) in last {

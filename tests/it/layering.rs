@@ -28,7 +28,14 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["config"],
     &[
-        "schedule", "render", "source", "artifact", "retry", "signing", "deliver",
+        "schedule",
+        "render",
+        "source",
+        "readiness",
+        "artifact",
+        "retry",
+        "signing",
+        "deliver",
     ],
     &["ledger"],
     &[

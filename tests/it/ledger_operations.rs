@@ -280,7 +280,7 @@ async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
         )
         .await,
         Err(LedgerError::WrongState {
-            expected: "ready or quarantined",
+            expected: "ready, waiting or quarantined",
             ..
         })
     ));

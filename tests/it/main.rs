@@ -40,6 +40,8 @@ mod pipeline;
 mod pipeline_faults;
 mod postgres_open;
 mod rate_limits;
+mod readiness;
+mod readiness_probes;
 mod report_size;
 mod retention;
 mod runbook;

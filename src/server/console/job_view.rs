@@ -38,6 +38,16 @@ pub fn job(session: &Session, h: &JobHistory, now: DateTime<Utc>, tz: Option<Tz>
                 @if let Some(t) = j.terminal_at {
                     dt { "Finished" } dd { (when_in(tz, t)) " (" (age(t, now)) " ago)" }
                 }
+                @if let Some(until) = j.wait_until {
+                    dt { "Waits for its data until" } dd {
+                        (when_in(tz, until))
+                        @if j.state == JobState::Waiting { "; next probe " (when_in(tz, j.ready_at)) }
+                        " (" (h.probes.len()) " probes)"
+                    }
+                }
+                @if let Some(late) = j.late_at {
+                    dt { "Late" } dd.error { "The deadline passed at " (when_in(tz, late)) " without its data ready: what was rendered after it may be stale." }
+                }
                 @if let Some(e) = &j.last_error {
                     @if j.state == JobState::Skipped {
                         dt { "Skipped" } dd { (hide.text(e)) "; nothing was sent" }
@@ -129,6 +139,12 @@ fn timeline(h: &JobHistory, hide: &Redactions, tz: Option<Tz>) -> Markup {
             });
         }
     }
+    for probe in &h.probes {
+        events.push(Event {
+            at: probe.at,
+            what: html! { "Probe of its data: " (state_badge(probe.outcome.as_str())) " — " (hide.text(&probe.answer)) },
+        });
+    }
     for r in &h.redrives {
         events.push(Event {
             at: r.at,
@@ -205,7 +221,7 @@ fn job_actions(session: &Session, h: &JobHistory) -> Markup {
         @if j.state == JobState::Quarantined {
             (action_form(session, &format!("/ui/jobs/{}/redrive", j.key), None, "Redrive the job"))
         }
-        @if matches!(j.state, JobState::Ready | JobState::Quarantined) {
+        @if matches!(j.state, JobState::Ready | JobState::Waiting | JobState::Quarantined) {
             (action_form(session, &format!("/ui/jobs/{}/cancel", j.key), None, "Cancel the job"))
         }
     }

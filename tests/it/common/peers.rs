@@ -221,7 +221,7 @@ impl Receiver {
             count_tx,
         };
         let app = axum::Router::new()
-            .route("/{*path}", axum::routing::post(handle))
+            .route("/{*path}", axum::routing::post(handle).get(handle))
             .with_state(state);
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind http");
         let addr = listener.local_addr().expect("addr");
