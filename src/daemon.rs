@@ -30,6 +30,8 @@ pub enum DaemonError {
     Secret { env: String, reason: String },
     #[error(transparent)]
     Exposure(#[from] server::ExposureError),
+    #[error("[server] link_secret_env: {0}")]
+    Links(#[from] crate::links::LinkError),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: std::net::SocketAddr,
@@ -234,6 +236,7 @@ async fn server_for(
         tokens,
         secure_cookies: !settings.bind.ip().is_loopback(),
         node,
+        links: crate::links::Links::from_settings(settings)?,
     };
     Ok((listener, state))
 }

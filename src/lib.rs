@@ -12,7 +12,8 @@
 //! - [`config`]: the validated configuration (`dawnpost.toml`, `reports.toml`,
 //!   `retention.toml`), plain data.
 //! - [`schedule`] (fires, jobs, windows), [`render`] (templates), [`source`] (a report's
-//!   data), [`readiness`] (whether it is there yet), [`artifact`] (the immutable store), [`retry`] (the policy), [`signing`],
+//!   data), [`readiness`] (whether it is there yet), [`artifact`] (the immutable store),
+//!   [`retry`] (the policy), [`signing`], [`links`] (signed links to an artifact),
 //!   [`deliver`] (email and webhook transports).
 //! - [`ledger`]: jobs, deliveries, attempts and redrives on SQLite or PostgreSQL; every state
 //!   transition, fenced by typed leases.
@@ -40,6 +41,7 @@ pub mod duration;
 pub mod history;
 pub mod keys;
 pub mod ledger;
+pub mod links;
 pub mod logging;
 pub mod metrics;
 pub mod outcome;

@@ -93,10 +93,10 @@ impl PartSizes {
             .filter(|n| u64::try_from(*n).unwrap_or(u64::MAX) > email_limit)
         {
             out.push(format!(
-                "the email ({} encoded) is over [email] max_message_bytes ({}): a relay with \
-                 that limit refuses it",
+                "the email ({} encoded) is over [email] max_message_bytes ({}): {}",
                 human_size(n),
-                crate::config::shown_size(email_limit)
+                crate::config::shown_size(email_limit),
+                config.settings.server.too_large_fate("its recipients")
             ));
         }
         let body_limit = config.settings.webhook.max_body_bytes;
@@ -105,9 +105,10 @@ impl PartSizes {
             .filter(|n| u64::try_from(*n).unwrap_or(u64::MAX) > body_limit)
         {
             out.push(format!(
-                "a webhook body (at least {}) is over [webhook] max_body_bytes ({})",
+                "a webhook body (at least {}) is over [webhook] max_body_bytes ({}): {}",
                 human_size(n),
-                crate::config::shown_size(body_limit)
+                crate::config::shown_size(body_limit),
+                config.settings.server.too_large_fate("its webhooks")
             ));
         }
         out

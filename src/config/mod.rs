@@ -12,6 +12,7 @@ mod rate_limits;
 mod readiness;
 mod report;
 mod retention;
+mod server;
 mod services;
 mod settings;
 
@@ -25,10 +26,11 @@ pub use rate_limits::RateLimitSpec;
 pub use readiness::{Deadline, OnLate, Probe, Readiness};
 pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
+pub use server::ServerSettings;
 pub use services::ServiceSettings;
 pub use settings::{
     ArtifactSettings, EmailSettings, EmailTransport, PoolSettings, RetrySettings, ScheduleSettings,
-    ServerSettings, Settings, WebhookSettings,
+    Settings, WebhookSettings,
 };
 
 /// One problem in the configuration.

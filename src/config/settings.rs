@@ -9,6 +9,7 @@ use lettre::message::Mailbox;
 use super::ConfigError;
 use super::database::{DEFAULT_PG_CONNECTIONS, DatabaseSettings};
 use super::fields::{Fields, Place, parse_file};
+use super::server::ServerSettings;
 use crate::duration::Span;
 
 #[derive(Debug, Clone)]
@@ -154,25 +155,6 @@ pub struct ScheduleSettings {
     pub catch_up: Span,
 }
 
-#[derive(Debug, Clone)]
-pub struct ServerSettings {
-    /// Default `127.0.0.1:8080`.
-    pub bind: SocketAddr,
-    /// Default `DAWNPOST_OPS_TOKEN`.
-    pub ops_token_env: String,
-    /// Default `DAWNPOST_INGEST_SECRET`.
-    pub ingest_secret_env: String,
-    /// The console's read-only token. Default `DAWNPOST_VIEWER_TOKEN`.
-    pub viewer_token_env: String,
-    /// How long a request head may take to arrive (and a kept-alive connection may idle).
-    /// Default 10s.
-    pub header_timeout: Span,
-    /// How long a request body may take to arrive after its head. Default 10s (a body is at most 64 KiB).
-    pub body_timeout: Span,
-    /// Connections open at once; one more is refused 503. Default 512.
-    pub max_connections: u32,
-}
-
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -228,6 +210,8 @@ impl Default for Settings {
                 header_timeout: Span::from_secs(10),
                 body_timeout: Span::from_secs(10),
                 max_connections: 512,
+                public_url: None,
+                link_secret_env: "DAWNPOST_LINK_SECRET".into(),
             },
             services: super::services::ServiceSettings::default(),
             webhook: WebhookSettings {
@@ -250,6 +234,9 @@ impl Settings {
         }
         v.extend(self.artifacts.access_key_id_env.as_deref());
         v.extend(self.artifacts.secret_access_key_env.as_deref());
+        if self.server.public_url.is_some() {
+            v.push(&self.server.link_secret_env);
+        }
         v
     }
 }
@@ -295,7 +282,7 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
         f.finish(errors);
     }
     if let Some(f) = section("server", errors) {
-        server(f, &mut s.server, errors);
+        super::server::read(f, &mut s.server, errors);
     }
     if let Some(f) = section("services", errors) {
         super::services::read(f, &mut s.services, errors);
@@ -535,35 +522,4 @@ fn artifact_url(url: &str) -> Result<(), String> {
             parsed.scheme()
         )),
     }
-}
-
-fn server(mut f: Fields<'_, '_>, s: &mut ServerSettings, errors: &mut Vec<ConfigError>) {
-    if let Some(bind) = f.opt::<String>("bind", errors) {
-        match bind.parse::<SocketAddr>() {
-            Ok(a) => s.bind = a,
-            Err(_) => errors.push(f.place.error(
-                "bind",
-                format!("{bind:?} is not an address such as 127.0.0.1:8080"),
-            )),
-        }
-    }
-    if let Some(env) = f.env_name("ops_token_env", errors) {
-        s.ops_token_env = env;
-    }
-    if let Some(env) = f.env_name("ingest_secret_env", errors) {
-        s.ingest_secret_env = env;
-    }
-    if let Some(env) = f.env_name("viewer_token_env", errors) {
-        s.viewer_token_env = env;
-    }
-    if let Some(t) = f.positive("header_timeout", errors) {
-        s.header_timeout = t;
-    }
-    if let Some(t) = f.positive("body_timeout", errors) {
-        s.body_timeout = t;
-    }
-    if let Some(n) = f.at_least_one("max_connections", errors) {
-        s.max_connections = n;
-    }
-    f.finish(errors);
 }

@@ -278,7 +278,8 @@ pub struct ListHeaders<'a> {
     pub unsubscribe: Option<&'a str>,
 }
 
-/// Builds the message of one delivery.
+/// The message to one recipient: the report's text and HTML as alternatives (inside
+/// multipart/mixed with the CSV attachment when it has one), under [`head`]'s headers.
 pub fn build_message(
     from: &Mailbox,
     to: &lettre::Address,
@@ -288,15 +289,7 @@ pub fn build_message(
     rendered: &Rendered,
     list: &ListHeaders<'_>,
 ) -> Result<Message, lettre::error::Error> {
-    let mut builder = Message::builder()
-        .from(from.clone())
-        .to(Mailbox::new(None, to.clone()))
-        .subject(subject)
-        .date(date)
-        .message_id(Some(message_id(delivery_key, from)));
-    if let Some(r) = list.reply_to {
-        builder = builder.reply_to(r.clone());
-    }
+    let builder = head(from, to, subject, delivery_key, date, list);
     let alternative = MultiPart::alternative()
         .singlepart(
             SinglePart::builder()
@@ -308,7 +301,7 @@ pub fn build_message(
                 .header(ContentType::TEXT_HTML)
                 .body(rendered.html.clone()),
         );
-    let mut message = match &rendered.csv {
+    let message = match &rendered.csv {
         None => builder.multipart(alternative)?,
         Some(csv) => {
             // A constant that parses; lettre has no error of its own for it.
@@ -323,6 +316,53 @@ pub fn build_message(
             )?
         }
     };
+    Ok(with_list_headers(message, delivery_key, list))
+}
+
+/// The bounded copy of a report too large for email: one text part, `text` (a notice with the
+/// link to the whole report, then as much of its text part as fits), under the same headers —
+/// the same Message-ID — as the whole message would have had.
+pub fn build_linked_message(
+    from: &Mailbox,
+    to: &lettre::Address,
+    subject: &str,
+    delivery_key: &DeliveryKey,
+    date: SystemTime,
+    text: String,
+    list: &ListHeaders<'_>,
+) -> Result<Message, lettre::error::Error> {
+    let message =
+        head(from, to, subject, delivery_key, date, list).singlepart(SinglePart::plain(text))?;
+    Ok(with_list_headers(message, delivery_key, list))
+}
+
+/// From, To, Subject, Date, the Message-ID the delivery key makes, and Reply-To.
+fn head(
+    from: &Mailbox,
+    to: &lettre::Address,
+    subject: &str,
+    delivery_key: &DeliveryKey,
+    date: SystemTime,
+    list: &ListHeaders<'_>,
+) -> lettre::message::MessageBuilder {
+    let mut builder = Message::builder()
+        .from(from.clone())
+        .to(Mailbox::new(None, to.clone()))
+        .subject(subject)
+        .date(date)
+        .message_id(Some(message_id(delivery_key, from)));
+    if let Some(r) = list.reply_to {
+        builder = builder.reply_to(r.clone());
+    }
+    builder
+}
+
+/// The delivery key's header, `Auto-Submitted`, `List-Id` and `List-Unsubscribe`.
+fn with_list_headers(
+    mut message: Message,
+    delivery_key: &DeliveryKey,
+    list: &ListHeaders<'_>,
+) -> Message {
     let headers = message.headers_mut();
     let mut raw = |name: &'static str, value: String| {
         headers.insert_raw(HeaderValue::new(
@@ -339,5 +379,39 @@ pub fn build_message(
     if let Some(u) = list.unsubscribe {
         raw("List-Unsubscribe", format!("<{u}>"));
     }
-    Ok(message)
+    message
+}
+
+/// At least the encoded size of the message [`build_message`] makes of `rendered`: every part
+/// in base64 (4/3, in lines of 76 and CRLF), and 16 KiB for headers and boundaries. Under the
+/// relay's limit, the message is too, and needs no encoding to be measured.
+pub fn size_bound(rendered: &Rendered) -> u64 {
+    let parts =
+        rendered.html.len() + rendered.text.len() + rendered.csv.as_ref().map_or(0, String::len);
+    let base64 = (parts as u64).div_ceil(3) * 4;
+    base64 + base64.div_ceil(76) * 2 + (16 << 10)
+}
+
+/// The text of a bounded copy: a notice with the link to the whole report (`size` its encoded
+/// size, `limit` the relay's), then the report's text part, cut at a line's end to
+/// `max_bytes`.
+pub fn linked_text(text: &str, link: &str, (size, limit): (u64, u64), max_bytes: usize) -> String {
+    let mut out = format!(
+        "This report is too large to send by email ({} as a message; the limit is {}).\n\
+         The whole report, with its plain text and CSV, is here:\n\n{link}\n\n",
+        crate::render::human_size(usize::try_from(size).unwrap_or(usize::MAX)),
+        crate::render::human_size(usize::try_from(limit).unwrap_or(usize::MAX)),
+    );
+    if text.len() <= max_bytes {
+        out.push_str(text);
+        return out;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let end = text[..end].rfind('\n').map_or(end, |i| i + 1);
+    out.push_str(&text[..end]);
+    out.push_str("\n[… cut here: the rest is in the whole report, at the link above.]\n");
+    out
 }

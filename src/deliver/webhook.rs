@@ -46,6 +46,51 @@ pub struct WebhookBody<'a> {
     pub attachments: Vec<AttachmentBody>,
 }
 
+/// The version of the body a webhook gets instead when the report's inlined parts would make
+/// it larger than `webhook.max_body_bytes`: version 1's fields but `html`, `text` and `csv`,
+/// and `links` to them (`docs/contracts/webhook-v2-linked.json`).
+pub const LINKED_BODY_VERSION: u32 = 2;
+
+/// The body of a webhook delivery of a report too large to inline: its references and links,
+/// version [`LINKED_BODY_VERSION`].
+#[derive(Debug, Serialize)]
+pub struct LinkedBody<'a> {
+    /// Always [`LINKED_BODY_VERSION`].
+    pub version: LinkedVersion,
+    pub job: &'a JobKey,
+    pub delivery: &'a DeliveryKey,
+    pub report: &'a ReportId,
+    pub title: &'a str,
+    pub date: NaiveDate,
+    pub window: WindowBody,
+    pub artifact: ArtifactBody<'a>,
+    /// Signed links to the parts, served while the artifact is kept.
+    pub links: PartLinks,
+    /// The size the body would have had with its parts inlined, and the limit it passed.
+    pub inline_bytes: u64,
+    pub max_body_bytes: u64,
+    pub attachments: Vec<AttachmentBody>,
+}
+
+/// Where each part of an artifact can be fetched.
+#[derive(Debug, Serialize)]
+pub struct PartLinks {
+    pub html: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csv: Option<String>,
+}
+
+/// The `version` field of a [`LinkedBody`]: [`LINKED_BODY_VERSION`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LinkedVersion;
+
+impl Serialize for LinkedVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(LINKED_BODY_VERSION)
+    }
+}
+
 /// The `version` field: serializes as [`WEBHOOK_BODY_VERSION`], and can be nothing else.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BodyVersion;

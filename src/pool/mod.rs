@@ -96,6 +96,8 @@ pub enum PoolError {
     },
     #[error(transparent)]
     Artifacts(#[from] crate::artifact::ArtifactError),
+    #[error("[server] link_secret_env: {0}")]
+    Links(#[from] crate::links::LinkError),
     #[error(transparent)]
     Transport(#[from] crate::deliver::DeliverError),
     #[error("the HTTP source client: {0}")]
@@ -223,6 +225,9 @@ pub struct Pipeline {
     /// The domain of every email's `List-Id`.
     pub email_list_domain: String,
     pub webhook: WebhookSender,
+    /// Links to reports too large for a destination (`[server] public_url`), and the limits
+    /// past which a destination gets one: `email.max_message_bytes`, `webhook.max_body_bytes`.
+    pub links: (Option<crate::links::Links>, u64, u64),
     pub http: reqwest::Client,
     pub policy: RetryPolicy,
     pub clock: SharedClock,
@@ -282,6 +287,11 @@ impl Pipeline {
             email_reply_to: config.settings.email.reply_to.clone(),
             email_list_domain: config.settings.email.list_domain().to_string(),
             webhook: WebhookSender::new(config.settings.webhook.timeout.as_std(), ca)?,
+            links: (
+                crate::links::Links::from_settings(&config.settings.server)?,
+                config.settings.email.max_message_bytes,
+                config.settings.webhook.max_body_bytes,
+            ),
             http: crate::source::http_client(ca)?,
             policy: RetryPolicy::from(&config.settings.retry),
             clock,

@@ -29,6 +29,7 @@ struct Ready<'a> {
     artifact: ArtifactRef,
     rendered: &'a Rendered,
     escaped: &'a std::sync::OnceLock<Result<EscapedParts, String>>,
+    email_over: &'a std::sync::OnceLock<Option<u64>>,
 }
 
 /// A leased job's artifact, read at most once for all its deliveries leased together.
@@ -37,6 +38,9 @@ pub(super) struct JobArtifact {
     pub(super) rendered: tokio::sync::OnceCell<Rendered>,
     /// Its parts escaped for a webhook body, once for all the job's webhooks.
     pub(super) escaped: std::sync::OnceLock<Result<EscapedParts, String>>,
+    /// The encoded size of its whole email when that passes `email.max_message_bytes` (then
+    /// its recipients get the bounded copy and a link); measured once for all its emails.
+    pub(super) email_over: std::sync::OnceLock<Option<u64>>,
 }
 
 impl JobArtifact {
@@ -45,6 +49,7 @@ impl JobArtifact {
             job,
             rendered: tokio::sync::OnceCell::new(),
             escaped: std::sync::OnceLock::new(),
+            email_over: std::sync::OnceLock::new(),
         }
     }
 }
@@ -133,6 +138,7 @@ async fn prepare<'a>(p: &'a Pipeline, shared: &'a JobArtifact) -> Result<Ready<'
         artifact,
         rendered,
         escaped: &shared.escaped,
+        email_over: &shared.email_over,
     })
 }
 
@@ -155,25 +161,82 @@ where
     })?;
     let subject =
         crate::deliver::email::subject(&ready.report.title, &ready.job.key.date().to_string());
-    let message = crate::deliver::email::build_message(
-        &p.email_from,
+    let list = crate::deliver::email::ListHeaders {
+        report: ready.report.id.as_str(),
+        domain: &p.email_list_domain,
+        reply_to: p.email_reply_to.as_ref(),
+        unsubscribe: ready.report.list_unsubscribe.as_deref(),
+    };
+    let (from, key) = (&p.email_from, &delivery.key);
+    let built = crate::deliver::email::build_message(
+        from,
         &to,
         &subject,
-        &delivery.key,
+        key,
         now.into(),
         ready.rendered,
-        &crate::deliver::email::ListHeaders {
-            report: ready.report.id.as_str(),
-            domain: &p.email_list_domain,
-            reply_to: p.email_reply_to.as_ref(),
-            unsubscribe: ready.report.list_unsubscribe.as_deref(),
-        },
-    )
-    .map_err(|e| permanent(format!("cannot build the message: {e}")))?;
+        &list,
+    );
+    let message = built.map_err(|e| permanent(format!("cannot build the message: {e}")))?;
+    let message = match email_over(p, ready, &message) {
+        None => message,
+        Some(size) => {
+            let text = linked_email_text(p, ready, size)?;
+            crate::deliver::email::build_linked_message(
+                from,
+                &to,
+                &subject,
+                key,
+                now.into(),
+                text,
+                &list,
+            )
+            .map_err(|e| permanent(format!("cannot build the message: {e}")))?
+        }
+    };
     confirm().await.map_err(Unsent::NotStarted)?;
     Ok(p.email
         .send(&message, &delivery.key, delivery.key.destination())
         .await)
+}
+
+/// The encoded size of `message` when it passes `email.max_message_bytes`: measured only when
+/// a bound of it does, and once for all the job's recipients (theirs differ by an address).
+fn email_over(p: &Pipeline, ready: &Ready<'_>, message: &lettre::Message) -> Option<u64> {
+    let limit = p.links.1;
+    *ready.email_over.get_or_init(|| {
+        if crate::deliver::email::size_bound(ready.rendered) <= limit {
+            return None;
+        }
+        let size = message.formatted().len() as u64;
+        (size > limit.saturating_sub(1 << 10)).then_some(size)
+    })
+}
+
+/// The text of a bounded copy of the job's report, with its link; without links (no
+/// `[server] public_url`) the email cannot be sent, and says what would let it.
+fn linked_email_text(p: &Pipeline, ready: &Ready<'_>, size: u64) -> Result<String, Outcome> {
+    let limit = p.links.1;
+    let links = p.links.0.as_ref().ok_or_else(|| {
+        permanent(format!(
+            "the message is {} as sent, over email.max_message_bytes ({}): set [server] public_url and link_secret_env to send a bounded copy with a link instead",
+            crate::render::human_size(usize::try_from(size).unwrap_or(usize::MAX)),
+            crate::config::shown_size(limit)
+        ))
+    })?;
+    let link = links.link(
+        &ready.job.key,
+        &ready.artifact.sha256,
+        crate::links::Part::Html,
+    );
+    // Base64 takes 4/3 and its line breaks a little more: five eighths of the limit fit.
+    let room = usize::try_from(limit / 8 * 5).unwrap_or(usize::MAX);
+    Ok(crate::deliver::email::linked_text(
+        &ready.rendered.text,
+        &link,
+        (size, limit),
+        room,
+    ))
 }
 
 async fn send_webhook<C, F>(
@@ -229,6 +292,11 @@ where
     };
     let body =
         serde_json::to_vec(&body).map_err(|e| permanent(format!("cannot encode the body: {e}")))?;
+    let body = if body.len() as u64 > p.links.2 {
+        linked_body(p, delivery, ready, body.len() as u64)?
+    } else {
+        body
+    };
     confirm().await.map_err(Unsent::NotStarted)?;
     Ok(p.webhook
         .send(
@@ -239,4 +307,53 @@ where
             now,
         )
         .await)
+}
+
+/// The body of a webhook whose inlined parts (`inline_bytes` in all) pass
+/// `webhook.max_body_bytes`: the artifact's references and links to its parts.
+fn linked_body(
+    p: &Pipeline,
+    delivery: &Delivery,
+    ready: &Ready<'_>,
+    inline_bytes: u64,
+) -> Result<Vec<u8>, Outcome> {
+    let limit = p.links.2;
+    let links = p.links.0.as_ref().ok_or_else(|| {
+        permanent(format!(
+            "the body is {inline_bytes} bytes with the report inlined, over webhook.max_body_bytes ({}): set [server] public_url and link_secret_env to send links instead",
+            crate::config::shown_size(limit)
+        ))
+    })?;
+    let (job, sha) = (ready.job, ready.artifact.sha256.as_str());
+    let link = |part| links.link(&job.key, sha, part);
+    let body = crate::deliver::webhook::LinkedBody {
+        version: crate::deliver::webhook::LinkedVersion,
+        job: &job.key,
+        delivery: &delivery.key,
+        report: job.key.report(),
+        title: &ready.report.title,
+        date: job.key.date(),
+        window: WindowBody {
+            start: rfc3339(job.window.start),
+            end: rfc3339(job.window.end),
+        },
+        artifact: ArtifactBody::of(&ready.artifact),
+        links: crate::deliver::webhook::PartLinks {
+            html: link(crate::links::Part::Html),
+            text: link(crate::links::Part::Text),
+            csv: ready
+                .rendered
+                .csv
+                .as_ref()
+                .map(|_| link(crate::links::Part::Csv)),
+        },
+        inline_bytes,
+        max_body_bytes: limit,
+        attachments: AttachmentBody::csv_of(
+            &job.key,
+            &ready.artifact,
+            ready.rendered.csv.as_deref(),
+        ),
+    };
+    serde_json::to_vec(&body).map_err(|e| permanent(format!("cannot encode the body: {e}")))
 }

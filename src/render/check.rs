@@ -120,15 +120,17 @@ fn too_large(rendered: &Rendered, report: &Report, config: &Config) -> Vec<Strin
     let email = config.settings.email.max_message_bytes;
     if !report.email.is_empty() && over(email) {
         out.push(format!(
-            "the sample's email ({sizes}) is over [email] max_message_bytes ({})",
-            crate::config::shown_size(email)
+            "the sample's email ({sizes}) is over [email] max_message_bytes ({}): {}",
+            crate::config::shown_size(email),
+            config.settings.server.too_large_fate("its recipients")
         ));
     }
     let body = config.settings.webhook.max_body_bytes;
     if !report.webhooks.is_empty() && over(body) {
         out.push(format!(
-            "the sample's webhook body ({sizes}) is over [webhook] max_body_bytes ({})",
-            crate::config::shown_size(body)
+            "the sample's webhook body ({sizes}) is over [webhook] max_body_bytes ({}): {}",
+            crate::config::shown_size(body),
+            config.settings.server.too_large_fate("its webhooks")
         ));
     }
     out

@@ -15,6 +15,7 @@ use std::sync::Arc;
 pub mod console;
 mod head;
 mod ingest;
+mod links;
 mod listen;
 mod ops;
 
@@ -56,6 +57,8 @@ pub struct ServerState {
     /// Session cookies marked `Secure` (the server is not on loopback).
     pub secure_cookies: bool,
     pub node: Node,
+    /// Links to reports too large to send (`[server] public_url`); none without it.
+    pub links: Option<crate::links::Links>,
 }
 
 /// This process's services, as the server reports them: metrics, health (`/readyz`), the
@@ -96,6 +99,8 @@ pub fn router(state: ServerState) -> Router {
         .merge(ops)
         .merge(console::router(state.clone()))
         .route("/v1/runs", post(ingest::ingest))
+        .route("/r/{job}/{sha256}", get(links::report))
+        .route("/r/{job}/{sha256}/{part}", get(links::part))
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

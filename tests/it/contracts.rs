@@ -95,6 +95,55 @@ fn the_webhook_body_is_version_1_as_documented() {
     pinned("webhook-v1.json", &value);
 }
 
+#[test]
+fn the_linked_webhook_body_is_version_2_as_documented() {
+    use dawnpost::deliver::webhook::{LINKED_BODY_VERSION, LinkedBody, LinkedVersion, PartLinks};
+    let job: JobKey = "warehouse-17:2026-10-25".parse().expect("job key");
+    let delivery = DeliveryKey::new(
+        job.clone(),
+        DestinationKind::Webhook,
+        "https://hooks.example/carrier/7",
+    );
+    let artifact = ArtifactRef {
+        html_key: "warehouse-17/2026-10-25/9f2c.html".into(),
+        text_key: "warehouse-17/2026-10-25/9f2c.txt".into(),
+        csv_key: Some("warehouse-17/2026-10-25/9f2c.csv".into()),
+        sha256: "9f2c".into(),
+        bytes: 24_117_248,
+    };
+    let links = dawnpost::links::Links::new(
+        &url::Url::parse("https://dawnpost.example/").expect("url"),
+        b"0123456789abcdef0123456789abcdef".to_vec(),
+    );
+    let link = |part| links.link(&job, "9f2c", part);
+    let body = LinkedBody {
+        version: LinkedVersion,
+        job: &job,
+        delivery: &delivery,
+        report: job.report(),
+        title: "Warehouse 17 daily operations",
+        date: job.date(),
+        window: WindowBody {
+            start: "2026-10-23T22:00:00Z".into(),
+            end: "2026-10-24T22:00:00Z".into(),
+        },
+        artifact: ArtifactBody::of(&artifact),
+        links: PartLinks {
+            html: link(dawnpost::links::Part::Html),
+            text: link(dawnpost::links::Part::Text),
+            csv: Some(link(dawnpost::links::Part::Csv)),
+        },
+        inline_bytes: 25_165_824,
+        max_body_bytes: 1 << 20,
+        attachments: AttachmentBody::csv_of(&job, &artifact, Some("carrier,parcels\r\n")),
+    };
+    let encoded = serde_json::to_string(&body).expect("encode");
+    assert_eq!(LINKED_BODY_VERSION, 2);
+    assert!(encoded.starts_with(r#"{"version":2,"#), "{encoded}");
+    let value: Value = serde_json::from_str(&encoded).expect("json");
+    pinned("webhook-v2-linked.json", &value);
+}
+
 /// A quarantined job with a quarantined webhook delivery and a sent email, at fixed instants.
 async fn quarantined_job(t: &TestLedger) -> (JobKey, DeliveryKey) {
     let l = &t.ledger;

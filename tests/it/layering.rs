@@ -35,6 +35,7 @@ const LAYERS: &[&[&str]] = &[
         "artifact",
         "retry",
         "signing",
+        "links",
         "deliver",
     ],
     &["ledger"],

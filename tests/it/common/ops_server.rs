@@ -18,6 +18,14 @@ pub const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 pub const OTHER_SECRET: &str = "whsec_c2VjcmV0LWIK";
 pub const TOKEN: &str = "ops-token-0123456789";
 pub const VIEWER_TOKEN: &str = "viewer-token-9876543210";
+/// The key the server's links are signed with, under [`LINK_BASE`].
+pub const LINK_KEY: &[u8] = b"link-key-0123456789abcdef0123456789";
+pub const LINK_BASE: &str = "http://links.test";
+
+/// The links the server serves (made under [`LINK_BASE`]; their paths are the server's).
+pub fn links() -> dawnpost::links::Links {
+    dawnpost::links::Links::new(&url::Url::parse(LINK_BASE).expect("url"), LINK_KEY.to_vec())
+}
 
 pub struct Server {
     pub base: String,
@@ -79,6 +87,7 @@ pub async fn start(t: &TestLedger) -> Server {
             pool: dawnpost::pool::PoolView::of(&pipeline),
             live_for: chrono::Duration::seconds(30),
         },
+        links: Some(links()),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
