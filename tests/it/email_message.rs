@@ -301,3 +301,46 @@ fn check_refuses_an_image_without_alt_text() {
     let out = run_in(dir.path(), &["check"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn every_line_of_a_part_ends_in_crlf_whatever_it_ended_in() {
+    // The vendored lettre's one-pass CRLF conversion: bare LF, CRLF, a leading LF and non-ASCII
+    // text each come out as CRLF lines, and the text reads back as it was written.
+    let from: lettre::message::Mailbox = "Reports <reports@dawnpost.test>".parse().expect("from");
+    let to: lettre::Address = "ops@example.com".parse().expect("to");
+    let key: dawnpost::keys::DeliveryKey =
+        "w:2026-11-30/email:ops@example.com".parse().expect("key");
+    let text = "\nfirst\nsecond — ä\r\nthird\n\nlast".to_string();
+    let rendered = dawnpost::render::Rendered {
+        html: format!("<p>{}</p>\n", "row\n".repeat(2_000)),
+        text: text.clone(),
+        csv: Some("a,b\n1,2\n".into()),
+    };
+    let list = dawnpost::deliver::email::ListHeaders {
+        report: "w",
+        domain: "dawnpost.test",
+        reply_to: None,
+        unsubscribe: None,
+    };
+    let message = dawnpost::deliver::email::build_message(
+        &from,
+        &to,
+        "w — 2026-11-30",
+        &key,
+        std::time::SystemTime::UNIX_EPOCH,
+        &rendered,
+        &list,
+    )
+    .expect("message");
+    let raw = message.formatted();
+    let bare_lf = raw
+        .windows(2)
+        .filter(|w| w[1] == b'\n' && w[0] != b'\r')
+        .count();
+    assert_eq!(bare_lf, 0, "no line ends in a bare LF");
+    let parsed = MessageParser::default().parse(&raw).expect("parse");
+    let back = parsed.body_text(0).expect("text").replace("\r\n", "\n");
+    assert_eq!(back, text.replace("\r\n", "\n"));
+    let html = parsed.body_html(0).expect("html").replace("\r\n", "\n");
+    assert_eq!(html.matches("row\n").count(), 2_000);
+}
