@@ -60,6 +60,11 @@ pub struct JobV1 {
     /// When the deadline passed without its data ready.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub late_at: Option<DateTime<Utc>>,
+    /// A reissued revision's number (absent for revision 1) and the revision it supersedes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
 }
 
 /// A job's data interval, `[start, end)`.
@@ -163,8 +168,19 @@ pub struct JobHistoryV1 {
     /// not wait for its data.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<ProbeV1>,
+    /// Every revision of its report and date (key and state), when it was reissued.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<RevisionV1>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreCheckV1>,
+}
+
+/// One revision of a reissued job.
+#[derive(Debug, Clone, Serialize)]
+pub struct RevisionV1 {
+    pub key: String,
+    pub state: &'static str,
+    pub created_at: DateTime<Utc>,
 }
 
 /// One probe of a job's data: when, what it found (`ready`, `not_ready`, `failed`) and what
@@ -237,6 +253,8 @@ impl From<&Job> for JobV1 {
             lease_losses: j.lease_losses,
             wait_until: j.wait_until,
             late_at: j.late_at,
+            revision: (j.key.revision() > 1).then(|| j.key.revision()),
+            supersedes: j.supersedes.as_ref().map(JobKey::to_string),
         }
     }
 }
@@ -329,6 +347,17 @@ impl From<&JobHistory> for JobHistoryV1 {
                     answer: p.answer.clone(),
                 })
                 .collect(),
+            revisions: if h.revisions.len() > 1 {
+                (h.revisions.iter())
+                    .map(|r| RevisionV1 {
+                        key: r.key.to_string(),
+                        state: r.state.as_str(),
+                        created_at: r.created_at,
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            },
             store: h.store.as_ref().map(StoreCheckV1::from),
         }
     }

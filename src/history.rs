@@ -24,6 +24,9 @@ pub struct JobHistory {
     pub redrives: Vec<Redrive>,
     /// Every probe of its data (`ready_when`), oldest first.
     pub probes: Vec<ProbeRow>,
+    /// Every revision of its report and date, oldest first (itself among them; one when it
+    /// was never reissued).
+    pub revisions: Vec<Job>,
     /// What the artifact store holds for a stored artifact, when `show` looked.
     pub store: Option<StoreCheck>,
 }
@@ -52,6 +55,7 @@ impl JobHistory {
         }
         let redrives = ledger.redrive_list(key).await?;
         let probes = ledger.job_probes(key).await?;
+        let revisions = ledger.job_revisions(key).await?;
         let artifact_status = match (&job.artifact, job.artifact_deleted_at) {
             (None, _) => "none",
             (Some(_), Some(_)) => "deleted",
@@ -63,6 +67,7 @@ impl JobHistory {
             deliveries,
             redrives,
             probes,
+            revisions,
             store: None,
         }))
     }
@@ -105,6 +110,7 @@ impl JobHistory {
             (None, _) => {}
         }
         self.wait_lines(&mut out);
+        self.revision_lines(&mut out);
         self.artifact_lines(&mut out);
         for d in &self.deliveries {
             d.lines(&mut out);
@@ -171,6 +177,39 @@ impl JobHistory {
                 probe.outcome.shown(),
                 probe.answer
             );
+        }
+    }
+
+    /// What it supersedes, and every revision of its report and date when there are several.
+    fn revision_lines(&self, out: &mut String) {
+        if let Some(s) = &self.job.supersedes {
+            let _ = writeln!(
+                out,
+                "  revision {}: a correction that supersedes {s}",
+                self.job.key.revision()
+            );
+        }
+        if self.revisions.len() > 1 {
+            let _ = writeln!(
+                out,
+                "  revisions of {} for {}:",
+                self.job.key.report(),
+                self.job.key.date()
+            );
+            for r in &self.revisions {
+                let this = if r.key == self.job.key {
+                    "  (this one)"
+                } else {
+                    ""
+                };
+                let _ = writeln!(
+                    out,
+                    "    {}  {}  created {}{this}",
+                    r.key,
+                    r.state.as_str(),
+                    rfc3339(r.created_at)
+                );
+            }
         }
     }
 

@@ -84,16 +84,22 @@ pub fn parse_date(s: &str) -> Option<NaiveDate> {
     NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()
 }
 
-/// One report for one local date: `warehouse-17:2026-10-25`.
+/// One report for one local date: `warehouse-17:2026-10-25`; a reissued revision of it,
+/// `warehouse-17:2026-10-25.r2` (revision 1 has no suffix).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct JobKey {
     report: ReportId,
     date: NaiveDate,
+    revision: u32,
 }
 
 impl JobKey {
     pub fn new(report: ReportId, date: NaiveDate) -> JobKey {
-        JobKey { report, date }
+        JobKey {
+            report,
+            date,
+            revision: 1,
+        }
     }
 
     pub fn report(&self) -> &ReportId {
@@ -104,15 +110,45 @@ impl JobKey {
         self.date
     }
 
-    /// The file name of the job's CSV attachment: `warehouse-17-2026-10-25.csv`.
+    /// 1 for the job a fire or a run made; 2, 3, … for each reissue of it.
+    pub fn revision(&self) -> u32 {
+        self.revision
+    }
+
+    /// The key of revision `revision` of this job's report and date.
+    pub fn with_revision(&self, revision: u32) -> JobKey {
+        JobKey {
+            revision: revision.max(1),
+            ..self.clone()
+        }
+    }
+
+    /// The job's own folder in the artifact store, under its report: `2026-10-25`, or
+    /// `2026-10-25.r2` for a revision, so each revision's artifact is apart.
+    pub fn day(&self) -> String {
+        match self.revision {
+            1 => IsoDate(self.date).to_string(),
+            n => format!("{}.r{n}", IsoDate(self.date)),
+        }
+    }
+
+    /// The file name of the job's CSV attachment: `warehouse-17-2026-10-25.csv`
+    /// (`…-2026-10-25-r2.csv` for a revision).
     pub fn csv_filename(&self) -> String {
-        format!("{}-{}.csv", self.report, IsoDate(self.date))
+        match self.revision {
+            1 => format!("{}-{}.csv", self.report, IsoDate(self.date)),
+            n => format!("{}-{}-r{n}.csv", self.report, IsoDate(self.date)),
+        }
     }
 }
 
 impl fmt::Display for JobKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.report, IsoDate(self.date))
+        write!(f, "{}:{}", self.report, IsoDate(self.date))?;
+        if self.revision > 1 {
+            write!(f, ".r{}", self.revision)?;
+        }
+        Ok(())
     }
 }
 
@@ -140,11 +176,23 @@ impl FromStr for JobKey {
             .split_once(':')
             .ok_or_else(|| KeyError::NotAJobKey(s.to_string()))?;
         let report = ReportId::parse(report)?;
+        let (date, revision) = match date.split_once(".r") {
+            None => (date, 1),
+            // Canonical digits only (`r2`, never `r02` or `r+2`), so one job has one key.
+            Some((date, n)) => match n.parse::<u32>() {
+                Ok(v) if v >= 2 && v.to_string() == n => (date, v),
+                _ => return Err(KeyError::NotAJobKey(s.to_string())),
+            },
+        };
         let date = parse_date(date).ok_or_else(|| KeyError::NotADate {
             key: s.to_string(),
             date: date.to_string(),
         })?;
-        Ok(JobKey { report, date })
+        Ok(JobKey {
+            report,
+            date,
+            revision,
+        })
     }
 }
 

@@ -100,12 +100,20 @@ pub async fn run_once(
         .await?
         .into_iter()
         .collect();
-    let keys: Vec<&JobKey> = new_jobs.iter().map(|j| &j.key).collect();
-    for k in &keys {
-        if !inserted.contains(k) {
-            tracing::info!(job = %k, "already in the ledger: not enqueued again");
+    let mut owned: Vec<JobKey> = new_jobs.iter().map(|j| j.key.clone()).collect();
+    for k in &new_jobs {
+        if !inserted.contains(&k.key) {
+            tracing::info!(job = %k.key, "already in the ledger: not enqueued again");
+            // A reissued revision of the date's job still to finish is the date's work too.
+            let revisions = ledger.job_revisions(&k.key).await?;
+            owned.extend(
+                (revisions.into_iter())
+                    .filter(|r| r.key.revision() > 1 && !r.state.is_terminal())
+                    .map(|r| r.key),
+            );
         }
     }
+    let keys: Vec<&JobKey> = owned.iter().collect();
 
     let metrics = opts.metrics.clone().unwrap_or_default();
     let artifacts =

@@ -316,7 +316,7 @@ impl Sweeper {
     /// Deletes everything under a job's artifact prefix.
     async fn purge(&self, job: &Job) -> Result<(), crate::artifact::ArtifactError> {
         self.artifacts
-            .purge(job.key.report().as_str(), &job.key.date().to_string())
+            .purge(job.key.report().as_str(), &job.key.day())
             .await
             .map(|_| ())
     }

@@ -499,3 +499,22 @@ pub(super) async fn redrive(
         Err(e) => Err(e.into()),
     }
 }
+
+/// `reissue KEY --by --reason`: the next revision of a finished job.
+pub(super) async fn reissue(
+    ledger: &mut LedgerSlot<'_>,
+    args: &super::ReissueArgs,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
+    let (by, reason) = (&args.by, &args.reason);
+    let audit = Audit::new(by, reason, Via::Cli).map_err(|_| {
+        anyhow::anyhow!("--by and --reason must not be empty: the reissue is audited")
+    })?;
+    let l = ledger.get().await?;
+    let next = l.job_reissue(&args.key, &audit, clock.now()).await?;
+    out!(
+        "reissued {} as {next} by {by}: {reason}; it renders from fresh data and goes to every destination again, as a correction",
+        args.key
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -98,10 +98,26 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Return quarantined work to the queue, with the same keys and an audit row.
     Redrive(Box<RedriveArgs>),
+    /// A new revision of a finished job, rendered from fresh source data and delivered to
+    /// every destination again as a correction (emails threaded to the first revision's,
+    /// webhooks naming the revision they supersede); the earlier revisions are kept. Audited.
+    Reissue(ReissueArgs),
     /// Render what REPORT would send for a date (source fetched, CSS inlined, attachments) into
     /// files: HTML, text, CSV and the first recipient's .eml. Writes nothing to the ledger or
     /// the artifact store and sends nothing.
     Preview(PreviewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReissueArgs {
+    /// The finished job (any of its revisions).
+    pub key: JobKey,
+    /// Who is reissuing.
+    #[arg(long)]
+    pub by: String,
+    /// Why (what was wrong with what went out).
+    #[arg(long)]
+    pub reason: String,
 }
 
 #[derive(Debug, Args)]
@@ -139,6 +155,7 @@ impl Command {
                 | Command::Show(_)
                 | Command::Dlq(_)
                 | Command::Redrive(_)
+                | Command::Reissue(_)
                 | Command::Nodes(_)
         )
     }
@@ -420,6 +437,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             bulk::redrive(&mut ledger, &args, clock).await
         }
         Command::Redrive(args) => commands::redrive(&mut ledger, &args, clock).await,
+        Command::Reissue(args) => commands::reissue(&mut ledger, &args, clock).await,
     };
     ledger.close().await;
     result

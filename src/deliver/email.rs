@@ -244,6 +244,15 @@ pub fn subject(title: &str, date: &str) -> String {
     format!("{title} — {date}")
 }
 
+/// The Subject of job `job`'s emails: a reissued revision's says it is a correction.
+pub fn subject_of(title: &str, job: &crate::keys::JobKey) -> String {
+    let plain = subject(title, &crate::keys::IsoDate(job.date()).to_string());
+    match job.revision() {
+        1 => plain,
+        n => format!("Correction (revision {n}): {plain}"),
+    }
+}
+
 /// The Message-ID of a delivery: the same for every retry.
 pub fn message_id(delivery_key: &DeliveryKey, from: &Mailbox) -> String {
     let digest = hex::encode(Sha256::digest(delivery_key.to_string().as_bytes()));
@@ -353,6 +362,17 @@ fn head(
         .message_id(Some(message_id(delivery_key, from)));
     if let Some(r) = list.reply_to {
         builder = builder.reply_to(r.clone());
+    }
+    // A correction threads under the first revision's message to the same recipient.
+    let job = delivery_key.job();
+    if job.revision() > 1 {
+        let first = DeliveryKey::new(
+            job.with_revision(1),
+            delivery_key.kind(),
+            delivery_key.destination(),
+        );
+        let original = message_id(&first, from);
+        builder = builder.in_reply_to(original.clone()).references(original);
     }
     builder
 }

@@ -36,6 +36,12 @@ pub struct WebhookBody<'a> {
     pub title: &'a str,
     pub date: NaiveDate,
     pub window: WindowBody,
+    /// A reissued revision's number (absent for revision 1), and the revision it supersedes:
+    /// a receiver replaces what that one sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<&'a JobKey>,
     pub artifact: ArtifactBody<'a>,
     pub html: &'a RawValue,
     pub text: &'a RawValue,
@@ -63,6 +69,12 @@ pub struct LinkedBody<'a> {
     pub title: &'a str,
     pub date: NaiveDate,
     pub window: WindowBody,
+    /// A reissued revision's number (absent for revision 1), and the revision it supersedes:
+    /// a receiver replaces what that one sent.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<&'a JobKey>,
     pub artifact: ArtifactBody<'a>,
     /// Signed links to the parts, served while the artifact is kept.
     pub links: PartLinks,

@@ -57,6 +57,7 @@ mod leases;
 mod nodes;
 mod postgres;
 mod probes;
+mod reissue;
 mod rescue;
 mod retention;
 mod runbooks;
@@ -127,6 +128,11 @@ pub enum LedgerError {
     NotFound { what: &'static str, key: String },
     #[error("corrupt ledger row: {0}")]
     Corrupt(String),
+    /// A write of a newer work format while a node that does not read it is live.
+    #[error(
+        "{what} needs every live node to read work format {format}; a node of an older version is live (dawnpost nodes)"
+    )]
+    OlderNodes { what: &'static str, format: i64 },
     /// The readiness probe: no answer, or no tables.
     #[error("the ledger is unreachable or not migrated")]
     Unreachable,
@@ -186,7 +192,12 @@ pub(super) struct PerBackend {
 /// 1: the states `ready`, `rendering`, `delivering`, `done`, `quarantined`, `cancelled`.
 /// 2: a job may also end `skipped` ([`SKIPPED_FORMAT`]).
 /// 3: a job may also be `waiting` for its data ([`WAITING_FORMAT`]).
-pub const WORK_FORMAT: i64 = 3;
+/// 4: a job may be a reissued revision (`report:date.rN`, origin `reissue`; [`REISSUE_FORMAT`]).
+pub const WORK_FORMAT: i64 = 4;
+
+/// The format of a reissued revision: its key and origin are new to older versions, so a
+/// reissue is refused while one is live, and the revision keeps the format.
+pub const REISSUE_FORMAT: i64 = 4;
 
 /// The format of a job that waits for its data: a node moves a job to `waiting` only while
 /// every live node reads that state (an older node would not know the row), and the job keeps

@@ -148,7 +148,14 @@ mod tests {
         assert_eq!(write_format_for(&[]), WORK_FORMAT);
         assert_eq!(write_format_for(&[node("1")]), FIRST_WORK_FORMAT);
         // A node that reads newer formats than this binary writes changes nothing.
-        assert_eq!(write_format_for(&[node("1,2,3"), node("7")]), WORK_FORMAT);
+        let newer = format!("1,{}", WORK_FORMAT + 1);
+        assert_eq!(write_format_for(&[node(&newer), node("7")]), WORK_FORMAT);
+        // One that reads up to an older format holds every write to it.
+        let older = (WORK_FORMAT - 1).to_string();
+        assert_eq!(
+            write_format_for(&[node(&older), node("7")]),
+            WORK_FORMAT - 1
+        );
         // Formats it cannot parse count as the first one.
         assert_eq!(write_format_for(&[node("next")]), FIRST_WORK_FORMAT);
         assert_eq!(newest_read("1, 4,2"), 4);

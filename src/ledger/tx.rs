@@ -109,6 +109,21 @@ impl Ledger {
     }
 }
 
+impl Ledger {
+    /// Every row `st` returns, each read as `R` and made a `T`.
+    pub(super) async fn fetch_all<R, T>(&self, st: &Statement<'_>) -> Result<Vec<T>>
+    where
+        R: BothRow,
+        T: TryFrom<R, Error = super::LedgerError>,
+    {
+        let rows: Vec<R> = match &self.backend {
+            Backend::Sqlite(p) => query_as(st.sql, &st.args).fetch_all(p).await?,
+            Backend::Postgres(p) => query_as(st.sql, &st.args).fetch_all(p).await?,
+        };
+        rows.into_iter().map(T::try_from).collect()
+    }
+}
+
 /// `args` bound to `sql`, for the backend `DB`.
 fn query<'q, DB: Database>(
     sql: &'static str,

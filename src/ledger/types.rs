@@ -115,6 +115,8 @@ pub enum JobOrigin {
     Enqueue,
     Run,
     Ingest,
+    /// A revision of a finished job, made by an operator's reissue.
+    Reissue,
 }
 
 impl JobOrigin {
@@ -125,6 +127,7 @@ impl JobOrigin {
             JobOrigin::Enqueue => "enqueue",
             JobOrigin::Run => "run",
             JobOrigin::Ingest => "ingest",
+            JobOrigin::Reissue => "reissue",
         }
     }
 
@@ -135,6 +138,7 @@ impl JobOrigin {
             JobOrigin::Enqueue,
             JobOrigin::Run,
             JobOrigin::Ingest,
+            JobOrigin::Reissue,
         ]
         .into_iter()
         .find(|o| o.as_str() == s)
@@ -190,6 +194,8 @@ pub struct Job {
     /// When its deadline passed without the data (`on_late` then applied): a render after it
     /// says the data may be stale, and a redrive renders without waiting again.
     pub late_at: Option<DateTime<Utc>>,
+    /// The revision a reissue of this one corrects (`None` for revision 1).
+    pub supersedes: Option<JobKey>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -221,6 +227,7 @@ pub(super) struct JobRecord {
     lease_losses: i64,
     wait_until: Option<i64>,
     late_at: Option<i64>,
+    supersedes: Option<String>,
 }
 
 impl TryFrom<JobRecord> for Job {
@@ -268,6 +275,7 @@ impl TryFrom<JobRecord> for Job {
             lease_losses: r.lease_losses,
             wait_until: r.wait_until.map(from_millis),
             late_at: r.late_at.map(from_millis),
+            supersedes: r.supersedes.as_deref().map(parse_key).transpose()?,
         })
     }
 }

@@ -159,8 +159,7 @@ where
             redact_address(delivery.key.destination())
         ))
     })?;
-    let subject =
-        crate::deliver::email::subject(&ready.report.title, &ready.job.key.date().to_string());
+    let subject = crate::deliver::email::subject_of(&ready.report.title, &ready.job.key);
     let list = crate::deliver::email::ListHeaders {
         report: ready.report.id.as_str(),
         domain: &p.email_list_domain,
@@ -280,6 +279,8 @@ where
             start: rfc3339(job.window.start),
             end: rfc3339(job.window.end),
         },
+        revision: (job.key.revision() > 1).then(|| job.key.revision()),
+        supersedes: job.supersedes.as_ref(),
         artifact: ArtifactBody::of(&ready.artifact),
         html: &escaped.html,
         text: &escaped.text,
@@ -337,6 +338,8 @@ fn linked_body(
             start: rfc3339(job.window.start),
             end: rfc3339(job.window.end),
         },
+        revision: (job.key.revision() > 1).then(|| job.key.revision()),
+        supersedes: job.supersedes.as_ref(),
         artifact: ArtifactBody::of(&ready.artifact),
         links: crate::deliver::webhook::PartLinks {
             html: link(crate::links::Part::Html),

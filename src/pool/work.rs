@@ -168,7 +168,7 @@ async fn render_and_store(
         })
         .collect();
     // Render once: an artifact stored by an earlier attempt (say, before a crash) is reused.
-    let (id, date) = (job.key.report().as_str(), job.key.date().to_string());
+    let (id, date) = (job.key.report().as_str(), job.key.day());
     let existing = p.artifacts.find(id, &date).await?;
     if let Some(artifact) = existing {
         return Ok(Made::Artifact(artifact, deliveries));

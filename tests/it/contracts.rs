@@ -79,6 +79,8 @@ fn the_webhook_body_is_version_1_as_documented() {
             start: "2026-10-23T22:00:00Z".into(),
             end: "2026-10-24T22:00:00Z".into(),
         },
+        revision: None,
+        supersedes: None,
         artifact: ArtifactBody::of(&artifact),
         html: &html,
         text: &text,
@@ -127,6 +129,8 @@ fn the_linked_webhook_body_is_version_2_as_documented() {
             start: "2026-10-23T22:00:00Z".into(),
             end: "2026-10-24T22:00:00Z".into(),
         },
+        revision: None,
+        supersedes: None,
         artifact: ArtifactBody::of(&artifact),
         links: PartLinks {
             html: link(dawnpost::links::Part::Html),

@@ -42,6 +42,7 @@ mod postgres_open;
 mod rate_limits;
 mod readiness;
 mod readiness_probes;
+mod reissue;
 mod report_link;
 mod report_size;
 mod retention;

@@ -170,3 +170,16 @@ pub(super) async fn cancel(
     tracing::info!(job = %key, by = audit.by(), via = %audit.via(), "console cancel");
     Ok(Redirect::to(&format!("/ui/jobs/{key}")).into_response())
 }
+
+/// A new revision of a finished job, as a correction; the page of the new revision follows.
+pub(super) async fn reissue(
+    State(st): State<ServerState>,
+    Path(key): Path<String>,
+    OperatorForm(f): OperatorForm<ActionForm>,
+) -> Result<Response, ConsoleError> {
+    let key = job_key(&key)?;
+    let audit = audit_of(&f)?;
+    let next = st.ledger.job_reissue(&key, &audit, st.clock.now()).await?;
+    tracing::info!(job = %key, revision = %next, by = audit.by(), via = %audit.via(), "console reissue");
+    Ok(Redirect::to(&format!("/ui/jobs/{next}")).into_response())
+}

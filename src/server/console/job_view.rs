@@ -45,6 +45,18 @@ pub fn job(session: &Session, h: &JobHistory, now: DateTime<Utc>, tz: Option<Tz>
                         " (" (h.probes.len()) " probes)"
                     }
                 }
+                @if let Some(s) = &j.supersedes {
+                    dt { "Supersedes" } dd { a href={ "/ui/jobs/" (s) } { (s) } " (this is revision " (j.key.revision()) ", a correction)" }
+                }
+                @if h.revisions.len() > 1 {
+                    dt { "Revisions" } dd {
+                        @for (i, r) in h.revisions.iter().enumerate() {
+                            @if i > 0 { ", " }
+                            @if r.key == j.key { (r.key) " (this one)" } @else { a href={ "/ui/jobs/" (r.key) } { (r.key) } }
+                            " " (state_badge(r.state.as_str()))
+                        }
+                    }
+                }
                 @if let Some(late) = j.late_at {
                     dt { "Late" } dd.error { "The deadline passed at " (when_in(tz, late)) " without its data ready: what was rendered after it may be stale." }
                 }
@@ -223,6 +235,9 @@ fn job_actions(session: &Session, h: &JobHistory) -> Markup {
         }
         @if matches!(j.state, JobState::Ready | JobState::Waiting | JobState::Quarantined) {
             (action_form(session, &format!("/ui/jobs/{}/cancel", j.key), None, "Cancel the job"))
+        }
+        @if j.state.is_terminal() {
+            (action_form(session, &format!("/ui/jobs/{}/reissue", j.key), None, "Reissue as a correction"))
         }
     }
 }

@@ -56,7 +56,9 @@ impl IntoResponse for ConsoleError {
         use crate::ledger::LedgerError;
         let status = match &self {
             ConsoleError::Ledger(LedgerError::NotFound { .. }) => StatusCode::NOT_FOUND,
-            ConsoleError::Ledger(LedgerError::WrongState { .. }) => StatusCode::CONFLICT,
+            ConsoleError::Ledger(
+                LedgerError::WrongState { .. } | LedgerError::OlderNodes { .. },
+            ) => StatusCode::CONFLICT,
             ConsoleError::Ledger(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ConsoleError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ConsoleError::Csrf | ConsoleError::ViewerOnly => StatusCode::FORBIDDEN,
@@ -72,6 +74,7 @@ impl IntoResponse for ConsoleError {
                     .unwrap_or_else(|_| key.clone());
                 self.to_string().replace(key.as_str(), &redacted)
             }
+            ConsoleError::Ledger(LedgerError::OlderNodes { .. }) => self.to_string(),
             ConsoleError::Ledger(_) => {
                 tracing::error!(error = %self, "console page failed");
                 "The ledger is unavailable; see the daemon's log.".to_string()
@@ -97,6 +100,7 @@ pub fn router(state: ServerState) -> Router<ServerState> {
         .route("/ui/jobs/{key}/artifact.csv", get(job::artifact_csv))
         .route("/ui/jobs/{key}/redrive", post(job::redrive))
         .route("/ui/jobs/{key}/cancel", post(job::cancel))
+        .route("/ui/jobs/{key}/reissue", post(job::reissue))
         .route("/ui/dlq", get(dlq::groups))
         .route("/ui/reports", get(reports::list))
         .route("/ui/retention", get(retention::show))
