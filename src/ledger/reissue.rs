@@ -43,6 +43,10 @@ impl Ledger {
         }
         let text = key.to_string();
         let mut tx = self.begin().await?;
+        // Every reissue of a report's date locks its first revision's row first, so two at
+        // once (naming different revisions) run one after the other and the second sees the
+        // first's revision as the newest, unfinished: refused, never a duplicate key.
+        tx.lock_job(&key.with_revision(1).to_string()).await?;
         tx.lock_job(&text).await?;
         let get = Statement::new("SELECT * FROM jobs WHERE key = $1").bind(text.as_str());
         let job: Job = match tx.fetch_optional::<JobRecord>(&get).await? {

@@ -112,10 +112,20 @@ async fn a_finished_job_is_reissued_as_its_next_revision_and_only_then(t: &TestL
         "{again:?}"
     );
     finish(t, &second).await;
-    let third = l
-        .job_reissue(&first, &audit("and again"), t0())
-        .await
-        .expect("reissue");
+    // Two at once, naming different revisions: one revision, and the other refused by name.
+    let (a, b) = (audit("and again"), audit("and again, elsewhere"));
+    let (one, other) = tokio::join!(
+        l.job_reissue(&first, &a, t0()),
+        l.job_reissue(&second, &b, t0())
+    );
+    let (third, refused) = match (one, other) {
+        (Ok(k), Err(e)) | (Err(e), Ok(k)) => (k, e),
+        both => panic!("one reissue and one refusal: {both:?}"),
+    };
+    assert!(
+        matches!(refused, LedgerError::WrongState { .. }),
+        "{refused:?}"
+    );
     assert_eq!(third, jk("w:2026-10-25.r3"));
     let job = l.job_get(&third).await.expect("get").expect("job");
     assert_eq!(
