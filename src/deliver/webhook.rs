@@ -30,6 +30,21 @@ pub const WEBHOOK_BODY_VERSION: u32 = 1;
 pub struct WebhookBody<'a> {
     /// Always [`WEBHOOK_BODY_VERSION`].
     pub version: BodyVersion,
+    #[serde(flatten)]
+    pub head: BodyHead<'a>,
+    pub html: &'a RawValue,
+    pub text: &'a RawValue,
+    /// The CSV attachment's content, when the report has one (also named in `attachments`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csv: Option<&'a RawValue>,
+    /// The files an email of this job attaches, each with its key in the artifact store.
+    pub attachments: Vec<AttachmentBody>,
+}
+
+/// What every webhook body says of its job and delivery, after its `version` (both versions'
+/// fields, in this order).
+#[derive(Debug, Serialize)]
+pub struct BodyHead<'a> {
     pub job: &'a JobKey,
     pub delivery: &'a DeliveryKey,
     pub report: &'a ReportId,
@@ -43,13 +58,6 @@ pub struct WebhookBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<&'a JobKey>,
     pub artifact: ArtifactBody<'a>,
-    pub html: &'a RawValue,
-    pub text: &'a RawValue,
-    /// The CSV attachment's content, when the report has one (also named in `attachments`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub csv: Option<&'a RawValue>,
-    /// The files an email of this job attaches, each with its key in the artifact store.
-    pub attachments: Vec<AttachmentBody>,
 }
 
 /// The version of the body a webhook gets instead when the report's inlined parts would make
@@ -63,19 +71,8 @@ pub const LINKED_BODY_VERSION: u32 = 2;
 pub struct LinkedBody<'a> {
     /// Always [`LINKED_BODY_VERSION`].
     pub version: LinkedVersion,
-    pub job: &'a JobKey,
-    pub delivery: &'a DeliveryKey,
-    pub report: &'a ReportId,
-    pub title: &'a str,
-    pub date: NaiveDate,
-    pub window: WindowBody,
-    /// A reissued revision's number (absent for revision 1), and the revision it supersedes:
-    /// a receiver replaces what that one sent.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub revision: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub supersedes: Option<&'a JobKey>,
-    pub artifact: ArtifactBody<'a>,
+    #[serde(flatten)]
+    pub head: BodyHead<'a>,
     /// Signed links to the parts, served while the artifact is kept.
     pub links: PartLinks,
     /// The size the body would have had with its parts inlined, and the limit it passed.

@@ -12,7 +12,7 @@ use crate::artifact::ArtifactRef;
 use crate::config::Report;
 use crate::deliver::Outcome;
 use crate::deliver::webhook::{
-    ArtifactBody, AttachmentBody, BodyVersion, EscapedParts, WebhookBody, WindowBody,
+    ArtifactBody, AttachmentBody, BodyHead, BodyVersion, EscapedParts, WebhookBody, WindowBody,
 };
 use crate::keys::DestinationKind;
 use crate::ledger::{Delivery, DeliveryLease, Job, LedgerError};
@@ -270,18 +270,7 @@ where
         .map_err(|e| permanent(format!("cannot encode the body: {e}")))?;
     let body = WebhookBody {
         version: BodyVersion,
-        job: &job.key,
-        delivery: &delivery.key,
-        report: job.key.report(),
-        title: &ready.report.title,
-        date: job.key.date(),
-        window: WindowBody {
-            start: rfc3339(job.window.start),
-            end: rfc3339(job.window.end),
-        },
-        revision: (job.key.revision() > 1).then(|| job.key.revision()),
-        supersedes: job.supersedes.as_ref(),
-        artifact: ArtifactBody::of(&ready.artifact),
+        head: body_head(delivery, ready),
         html: &escaped.html,
         text: &escaped.text,
         csv: escaped.csv.as_deref(),
@@ -310,6 +299,25 @@ where
         .await)
 }
 
+/// The fields of both webhook bodies that name the job, its delivery and its artifact.
+fn body_head<'a>(delivery: &'a Delivery, ready: &'a Ready<'a>) -> BodyHead<'a> {
+    let job = ready.job;
+    BodyHead {
+        job: &job.key,
+        delivery: &delivery.key,
+        report: job.key.report(),
+        title: &ready.report.title,
+        date: job.key.date(),
+        window: WindowBody {
+            start: rfc3339(job.window.start),
+            end: rfc3339(job.window.end),
+        },
+        revision: (job.key.revision() > 1).then(|| job.key.revision()),
+        supersedes: job.supersedes.as_ref(),
+        artifact: ArtifactBody::of(&ready.artifact),
+    }
+}
+
 /// The body of a webhook whose inlined parts (`inline_bytes` in all) pass
 /// `webhook.max_body_bytes`: the artifact's references and links to its parts.
 fn linked_body(
@@ -329,18 +337,7 @@ fn linked_body(
     let link = |part| links.link(&job.key, sha, part);
     let body = crate::deliver::webhook::LinkedBody {
         version: crate::deliver::webhook::LinkedVersion,
-        job: &job.key,
-        delivery: &delivery.key,
-        report: job.key.report(),
-        title: &ready.report.title,
-        date: job.key.date(),
-        window: WindowBody {
-            start: rfc3339(job.window.start),
-            end: rfc3339(job.window.end),
-        },
-        revision: (job.key.revision() > 1).then(|| job.key.revision()),
-        supersedes: job.supersedes.as_ref(),
-        artifact: ArtifactBody::of(&ready.artifact),
+        head: body_head(delivery, ready),
         links: crate::deliver::webhook::PartLinks {
             html: link(crate::links::Part::Html),
             text: link(crate::links::Part::Text),

@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use chrono::Duration;
 use dawnpost::artifact::ArtifactRef;
 use dawnpost::deliver::webhook::{
-    ArtifactBody, AttachmentBody, BodyVersion, WEBHOOK_BODY_VERSION, WebhookBody, WindowBody,
+    ArtifactBody, AttachmentBody, BodyHead, BodyVersion, WEBHOOK_BODY_VERSION, WebhookBody,
+    WindowBody,
 };
 use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey};
 use dawnpost::ledger::{DeliveryNext, LeaseParams, NewAttempt, NewDelivery};
@@ -51,8 +52,8 @@ fn raw(s: &str) -> Box<serde_json::value::RawValue> {
     serde_json::value::to_raw_value(s).expect("raw")
 }
 
-#[test]
-fn the_webhook_body_is_version_1_as_documented() {
+/// The sample job both webhook samples are of: its key, its delivery's and its artifact.
+fn sample_job(bytes: i64) -> (JobKey, DeliveryKey, ArtifactRef) {
     let job: JobKey = "warehouse-17:2026-10-25".parse().expect("job key");
     let delivery = DeliveryKey::new(
         job.clone(),
@@ -64,14 +65,20 @@ fn the_webhook_body_is_version_1_as_documented() {
         text_key: "warehouse-17/2026-10-25/9f2c.txt".into(),
         csv_key: Some("warehouse-17/2026-10-25/9f2c.csv".into()),
         sha256: "9f2c".into(),
-        bytes: 2048,
+        bytes,
     };
-    let csv = "carrier,parcels\r\nDHL,17\r\n";
-    let (html, text, csv_raw) = (raw("<p>17 parcels</p>"), raw("17 parcels"), raw(csv));
-    let body = WebhookBody {
-        version: BodyVersion,
-        job: &job,
-        delivery: &delivery,
+    (job, delivery, artifact)
+}
+
+/// The fields both webhook bodies share, for the sample job.
+fn sample_head<'a>(
+    job: &'a JobKey,
+    delivery: &'a DeliveryKey,
+    artifact: &'a ArtifactRef,
+) -> BodyHead<'a> {
+    BodyHead {
+        job,
+        delivery,
         report: job.report(),
         title: "Warehouse 17 daily operations",
         date: job.date(),
@@ -81,7 +88,18 @@ fn the_webhook_body_is_version_1_as_documented() {
         },
         revision: None,
         supersedes: None,
-        artifact: ArtifactBody::of(&artifact),
+        artifact: ArtifactBody::of(artifact),
+    }
+}
+
+#[test]
+fn the_webhook_body_is_version_1_as_documented() {
+    let (job, delivery, artifact) = sample_job(2048);
+    let csv = "carrier,parcels\r\nDHL,17\r\n";
+    let (html, text, csv_raw) = (raw("<p>17 parcels</p>"), raw("17 parcels"), raw(csv));
+    let body = WebhookBody {
+        version: BodyVersion,
+        head: sample_head(&job, &delivery, &artifact),
         html: &html,
         text: &text,
         csv: Some(&csv_raw),
@@ -100,19 +118,7 @@ fn the_webhook_body_is_version_1_as_documented() {
 #[test]
 fn the_linked_webhook_body_is_version_2_as_documented() {
     use dawnpost::deliver::webhook::{LINKED_BODY_VERSION, LinkedBody, LinkedVersion, PartLinks};
-    let job: JobKey = "warehouse-17:2026-10-25".parse().expect("job key");
-    let delivery = DeliveryKey::new(
-        job.clone(),
-        DestinationKind::Webhook,
-        "https://hooks.example/carrier/7",
-    );
-    let artifact = ArtifactRef {
-        html_key: "warehouse-17/2026-10-25/9f2c.html".into(),
-        text_key: "warehouse-17/2026-10-25/9f2c.txt".into(),
-        csv_key: Some("warehouse-17/2026-10-25/9f2c.csv".into()),
-        sha256: "9f2c".into(),
-        bytes: 24_117_248,
-    };
+    let (job, delivery, artifact) = sample_job(24_117_248);
     let links = dawnpost::links::Links::new(
         &url::Url::parse("https://dawnpost.example/").expect("url"),
         b"0123456789abcdef0123456789abcdef".to_vec(),
@@ -120,18 +126,7 @@ fn the_linked_webhook_body_is_version_2_as_documented() {
     let link = |part| links.link(&job, "9f2c", part);
     let body = LinkedBody {
         version: LinkedVersion,
-        job: &job,
-        delivery: &delivery,
-        report: job.report(),
-        title: "Warehouse 17 daily operations",
-        date: job.date(),
-        window: WindowBody {
-            start: "2026-10-23T22:00:00Z".into(),
-            end: "2026-10-24T22:00:00Z".into(),
-        },
-        revision: None,
-        supersedes: None,
-        artifact: ArtifactBody::of(&artifact),
+        head: sample_head(&job, &delivery, &artifact),
         links: PartLinks {
             html: link(dawnpost::links::Part::Html),
             text: link(dawnpost::links::Part::Text),
