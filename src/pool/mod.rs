@@ -225,9 +225,12 @@ pub struct Pipeline {
     /// The domain of every email's `List-Id`.
     pub email_list_domain: String,
     pub webhook: WebhookSender,
-    /// Links to reports too large for a destination (`[server] public_url`), and the limits
-    /// past which a destination gets one: `email.max_message_bytes`, `webhook.max_body_bytes`.
-    pub links: (Option<crate::links::Links>, u64, u64),
+    /// Links to reports too large for a destination (`[server] public_url`); none without it.
+    pub links: Option<crate::links::Links>,
+    /// `email.max_message_bytes` and `webhook.max_body_bytes`: past them, a destination gets a
+    /// bounded copy and a link.
+    pub max_message_bytes: u64,
+    pub max_body_bytes: u64,
     pub http: reqwest::Client,
     pub policy: RetryPolicy,
     pub clock: SharedClock,
@@ -287,11 +290,9 @@ impl Pipeline {
             email_reply_to: config.settings.email.reply_to.clone(),
             email_list_domain: config.settings.email.list_domain().to_string(),
             webhook: WebhookSender::new(config.settings.webhook.timeout.as_std(), ca)?,
-            links: (
-                crate::links::Links::from_settings(&config.settings.server)?,
-                config.settings.email.max_message_bytes,
-                config.settings.webhook.max_body_bytes,
-            ),
+            links: crate::links::Links::from_settings(&config.settings.server)?,
+            max_message_bytes: config.settings.email.max_message_bytes,
+            max_body_bytes: config.settings.webhook.max_body_bytes,
             http: crate::source::http_client(ca)?,
             policy: RetryPolicy::from(&config.settings.retry),
             clock,

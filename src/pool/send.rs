@@ -202,7 +202,7 @@ where
 /// The encoded size of `message` when it passes `email.max_message_bytes`: measured only when
 /// a bound of it does, and once for all the job's recipients (theirs differ by an address).
 fn email_over(p: &Pipeline, ready: &Ready<'_>, message: &lettre::Message) -> Option<u64> {
-    let limit = p.links.1;
+    let limit = p.max_message_bytes;
     *ready.email_over.get_or_init(|| {
         if crate::deliver::email::size_bound(ready.rendered) <= limit {
             return None;
@@ -215,8 +215,8 @@ fn email_over(p: &Pipeline, ready: &Ready<'_>, message: &lettre::Message) -> Opt
 /// The text of a bounded copy of the job's report, with its link; without links (no
 /// `[server] public_url`) the email cannot be sent, and says what would let it.
 fn linked_email_text(p: &Pipeline, ready: &Ready<'_>, size: u64) -> Result<String, Outcome> {
-    let limit = p.links.1;
-    let links = p.links.0.as_ref().ok_or_else(|| {
+    let limit = p.max_message_bytes;
+    let links = p.links.as_ref().ok_or_else(|| {
         permanent(format!(
             "the message is {} as sent, over email.max_message_bytes ({}): set [server] public_url and link_secret_env to send a bounded copy with a link instead",
             crate::render::human_size(usize::try_from(size).unwrap_or(usize::MAX)),
@@ -282,7 +282,7 @@ where
     };
     let body =
         serde_json::to_vec(&body).map_err(|e| permanent(format!("cannot encode the body: {e}")))?;
-    let body = if body.len() as u64 > p.links.2 {
+    let body = if body.len() as u64 > p.max_body_bytes {
         linked_body(p, delivery, ready, body.len() as u64)?
     } else {
         body
@@ -326,8 +326,8 @@ fn linked_body(
     ready: &Ready<'_>,
     inline_bytes: u64,
 ) -> Result<Vec<u8>, Outcome> {
-    let limit = p.links.2;
-    let links = p.links.0.as_ref().ok_or_else(|| {
+    let limit = p.max_body_bytes;
+    let links = p.links.as_ref().ok_or_else(|| {
         permanent(format!(
             "the body is {inline_bytes} bytes with the report inlined, over webhook.max_body_bytes ({}): set [server] public_url and link_secret_env to send links instead",
             crate::config::shown_size(limit)
