@@ -70,13 +70,20 @@ pub async fn run(
         pool: crate::pool::PoolView::of(&pipeline),
         live_for: crate::registry::live_for(config),
     };
-    let (listener, state) = server_for(config, &ledger, &clock, node, artifacts).await?;
+    let catalog = pipeline.catalog.clone();
+    let (listener, state) = server_for(config, &ledger, &clock, node, artifacts, &catalog).await?;
     let tick = SchedulerTick::new(
         ledger.clone(),
-        Arc::new(config.reports.clone()),
+        catalog.clone(),
         clock.clone(),
         config.settings.schedule.catch_up,
     );
+    let reloader = Arc::new(crate::reload::Reloader::new(
+        config,
+        catalog.clone(),
+        metrics.clone(),
+        clock.clone(),
+    ));
     tracing::info!(
         reports = config.reports.len(),
         backend = ledger.backend_name(),
@@ -133,6 +140,9 @@ pub async fn run(
             t.run(cancel).await
         }),
         periodic("registry", registry, |r, cancel| async move {
+            r.run(cancel).await
+        }),
+        periodic("reload", reloader, |r, cancel| async move {
             r.run(cancel).await
         }),
         serving(listener, server::router(state), config, metrics.clone()),
@@ -205,6 +215,7 @@ async fn server_for(
     clock: &SharedClock,
     node: server::Node,
     artifacts: crate::artifact::ArtifactStore,
+    catalog: &crate::catalog::Catalog,
 ) -> Result<(tokio::net::TcpListener, ServerState), DaemonError> {
     let settings = &config.settings.server;
     // A token set but empty is unset: an empty token would let anyone in.
@@ -230,7 +241,7 @@ async fn server_for(
     let state = ServerState {
         ledger: ledger.clone(),
         artifacts: Arc::new(artifacts),
-        reports: Arc::new(config.reports_by_id()),
+        reports: catalog.clone(),
         clock: clock.clone(),
         ingest_secret,
         tokens,

@@ -11,7 +11,8 @@
 //!   outgoing TLS), [`words`] (an error and its causes, each said once).
 //! - [`config`]: the validated configuration (`dawnpost.toml`, `reports.toml`,
 //!   `retention.toml`), plain data.
-//! - [`schedule`] (fires, jobs, windows), [`render`] (templates), [`source`] (a report's
+//! - [`schedule`] (fires, jobs, windows), [`render`] (templates), [`catalog`] (the reports in
+//!   force, replaced at a reload), [`source`] (a report's
 //!   data), [`readiness`] (whether it is there yet), [`artifact`] (the immutable store),
 //!   [`retry`] (the policy), [`signing`], [`links`] (signed links to an artifact),
 //!   [`deliver`] (email and webhook transports).
@@ -20,7 +21,8 @@
 //! - [`tick`] (due fires into jobs), [`timekeeper`] (the node's clock kept on a shared
 //!   ledger's), [`pool`] (lease → source → render → artifact once per job, then a send per
 //!   destination, classified and retried; the rescuer), [`sweeper`] (retention), [`history`]
-//!   (`show`, `dlq`), [`runbook`], [`preview`]; then [`supervisor`] and [`server`]
+//!   (`show`, `dlq`), [`runbook`], [`preview`], [`reload`] (the reports again on SIGHUP);
+//!   then [`supervisor`] and [`server`]
 //!   (ingestion, the ops API, health, metrics).
 //! - [`daemon`] (`run`) and [`runner`] (`run --once`), which build the pool the same way.
 //! - [`cli`]: one function per command.
@@ -30,6 +32,7 @@
 
 pub mod api;
 pub mod artifact;
+pub mod catalog;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -51,6 +54,7 @@ pub mod preview;
 pub mod readiness;
 pub mod redact;
 pub mod registry;
+pub mod reload;
 pub mod render;
 pub mod retry;
 pub mod runbook;

@@ -44,6 +44,8 @@ pub struct Metrics {
     pub render_duration: Histogram,
     pub sweeper_deleted: Family<Labels, Counter>,
     pub policy_reload_failures: Counter,
+    /// Reloads of the reports (SIGHUP, a family's query rows), by result (`ok`, `failed`).
+    pub config_reloads: Family<Labels, Counter>,
     pub ingested: Family<Labels, Counter>,
     /// Log lines dropped because stderr was full or broken (shared with [`crate::logging`]).
     pub log_lines_dropped: Counter,
@@ -88,6 +90,7 @@ impl Default for Metrics {
             render_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             sweeper_deleted: Family::default(),
             policy_reload_failures: Counter::default(),
+            config_reloads: Family::default(),
             ingested: Family::default(),
             log_lines_dropped: crate::logging::dropped_lines(),
             service_failures: Family::default(),
@@ -130,6 +133,9 @@ impl Default for Metrics {
         for result in ["created", "duplicate"] {
             let _ = m.ingested.get_or_create(&label("result", result));
         }
+        for result in ["ok", "failed"] {
+            let _ = m.config_reloads.get_or_create(&label("result", result));
+        }
         for reason in HTTP_CUT_REASONS {
             let _ = m
                 .http_connections_cut
@@ -141,8 +147,8 @@ impl Default for Metrics {
 
 /// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
 /// here so that their failure series exist from the start.
-pub const SERVICES: [&str; 8] = [
-    "tick", "pool", "rescuer", "sweeper", "runbooks", "clock", "registry", "server",
+pub const SERVICES: [&str; 9] = [
+    "tick", "pool", "rescuer", "sweeper", "runbooks", "clock", "registry", "reload", "server",
 ];
 
 /// Why the HTTP server cut or refused a connection: a head or body that did not arrive in time,
@@ -173,6 +179,7 @@ pub const NAMES: &[&str] = &[
     "dawnpost_render_duration_seconds",
     "dawnpost_sweeper_deleted_total",
     "dawnpost_policy_reload_failures_total",
+    "dawnpost_config_reloads_total",
     "dawnpost_ingested_runs_total",
     "dawnpost_log_lines_dropped_total",
     "dawnpost_service_failures_total",
@@ -190,6 +197,13 @@ impl Metrics {
     /// A readiness probe that answered `outcome` (`ready`, `not_ready` or `failed`).
     pub fn probed(&self, outcome: &str) {
         self.probes.get_or_create(&label("outcome", outcome)).inc();
+    }
+
+    /// A reload of the reports that ended `result` (`ok` or `failed`).
+    pub fn config_reloaded(&self, result: &str) {
+        self.config_reloads
+            .get_or_create(&label("result", result))
+            .inc();
     }
 
     pub fn rescued(&self, kind: &str, n: u64) {
@@ -372,6 +386,11 @@ impl Metrics {
             "policy_reload_failures",
             "Retention policy reloads that did not validate",
             m.policy_reload_failures.clone(),
+        );
+        registry.register(
+            "config_reloads",
+            "Reloads of the reports (SIGHUP, a family's query rows), by result",
+            m.config_reloads.clone(),
         );
         registry.register(
             "ingested_runs",

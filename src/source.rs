@@ -135,6 +135,54 @@ pub async fn first_cell(
     })
 }
 
+/// Reads the rows of `[[family]]` tables whose rows come from a query: the query in its file,
+/// against the database named by its variable, read-only, no binds, cut at its timeout, at most
+/// `config::MAX_ROWS_FILE` bytes of rows as JSON. Each read runs on a thread of its own with
+/// its own runtime, so configuration can be loaded from any context, async or not.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SqlRows;
+
+impl crate::config::RowReader for SqlRows {
+    fn sql_rows(
+        &self,
+        url_env: &str,
+        query: &std::path::Path,
+        timeout: crate::duration::Span,
+    ) -> Result<Vec<Map<String, Value>>, String> {
+        let (url_env, query) = (url_env.to_string(), query.to_path_buf());
+        let read = move || -> Result<Value, SourceError> {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| SourceError::Transient(format!("cannot start a runtime: {e}")))?;
+            runtime.block_on(async {
+                let (url, sql) = sql_of(&url_env, &query).await?;
+                let limit = (timeout, crate::config::MAX_ROWS_FILE);
+                let read = query_within(&url, &sql, &[], limit, Shape::Rows);
+                tokio::time::timeout(timeout.as_std(), read)
+                    .await
+                    .map_err(|_| {
+                        SourceError::Transient(format!("the query took longer than {timeout}"))
+                    })?
+            })
+        };
+        let rows = std::thread::spawn(read)
+            .join()
+            .map_err(|_| "the query's thread failed".to_string())?
+            .map_err(|e| e.message().to_string())?;
+        match rows {
+            Value::Array(rows) => Ok(rows
+                .into_iter()
+                .filter_map(|r| match r {
+                    Value::Object(m) => Some(m),
+                    _ => None,
+                })
+                .collect()),
+            _ => Ok(Vec::new()),
+        }
+    }
+}
+
 /// The database URL in variable `url_env` and the query in file `query`.
 async fn sql_of(url_env: &str, query: &std::path::Path) -> Result<(String, String), SourceError> {
     let url = std::env::var(url_env).map_err(|_| {
@@ -223,11 +271,22 @@ async fn fetch_sql(
     max_bytes: u64,
     shape: Shape,
 ) -> Result<Value, SourceError> {
-    let bounds = (rfc3339(window.start), rfc3339(window.end));
+    let bounds = [rfc3339(window.start), rfc3339(window.end)];
+    query_within(url, sql, &bounds, (timeout, max_bytes), shape).await
+}
+
+/// `sql`'s rows against the database at `url`, with `binds` bound in order.
+async fn query_within(
+    url: &str,
+    sql: &str,
+    bounds: &[String],
+    (timeout, max_bytes): (crate::duration::Span, u64),
+    shape: Shape,
+) -> Result<Value, SourceError> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        fetch_postgres(url, sql, &bounds, (timeout, max_bytes), shape).await
+        fetch_postgres(url, sql, bounds, (timeout, max_bytes), shape).await
     } else if url.starts_with("sqlite:") {
-        fetch_sqlite(url, sql, &bounds, (timeout, max_bytes), shape).await
+        fetch_sqlite(url, sql, bounds, (timeout, max_bytes), shape).await
     } else {
         Err(SourceError::Permanent(
             "the source database URL is neither postgres:// nor sqlite:".into(),
@@ -258,7 +317,7 @@ fn query_err(e: sqlx::Error) -> SourceError {
 async fn fetch_postgres(
     url: &str,
     sql: &str,
-    (start, end): &(String, String),
+    binds: &[String],
     (timeout, max_bytes): (crate::duration::Span, u64),
     shape: Shape,
 ) -> Result<Value, SourceError> {
@@ -284,10 +343,11 @@ async fn fetch_postgres(
     .execute(&mut *tx)
     .await
     .map_err(query_err)?;
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
-        .bind(start)
-        .bind(end)
-        .fetch(&mut *tx);
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()));
+    for b in binds {
+        query = query.bind(b);
+    }
+    let rows = query.fetch(&mut *tx);
     let to_json = match shape {
         Shape::Rows => pg_row,
         Shape::FirstCell => pg_first,
@@ -302,7 +362,7 @@ async fn fetch_postgres(
 async fn fetch_sqlite(
     url: &str,
     sql: &str,
-    (start, end): &(String, String),
+    binds: &[String],
     (timeout, max_bytes): (crate::duration::Span, u64),
     shape: Shape,
 ) -> Result<Value, SourceError> {
@@ -320,10 +380,11 @@ async fn fetch_sqlite(
         .set_progress_handler(10_000, move || {
             deadline.is_none_or(|d| std::time::Instant::now() < d)
         });
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()))
-        .bind(start)
-        .bind(end)
-        .fetch(&mut conn);
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql.to_string()));
+    for b in binds {
+        query = query.bind(b);
+    }
+    let rows = query.fetch(&mut conn);
     let to_json = match shape {
         Shape::Rows => sqlite_row,
         Shape::FirstCell => sqlite_first,

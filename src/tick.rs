@@ -12,12 +12,11 @@
 //! holds the same fires either way. A minute's tick over 10,000 daily reports so writes the
 //! handful that fired, not 10,000 rows.
 
-use std::sync::Arc;
-
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::Catalog;
 use crate::clock::SharedClock;
 use crate::config::Report;
 use crate::duration::Span;
@@ -41,7 +40,7 @@ pub struct TickCounts {
 #[derive(Debug, Clone)]
 pub struct SchedulerTick {
     ledger: Ledger,
-    reports: Arc<Vec<Arc<Report>>>,
+    reports: Catalog,
     clock: SharedClock,
     catch_up: Span,
 }
@@ -52,12 +51,7 @@ pub struct SchedulerTick {
 pub struct TickError(#[from] tokio_cron_scheduler::JobSchedulerError);
 
 impl SchedulerTick {
-    pub fn new(
-        ledger: Ledger,
-        reports: Arc<Vec<Arc<Report>>>,
-        clock: SharedClock,
-        catch_up: Span,
-    ) -> Self {
+    pub fn new(ledger: Ledger, reports: Catalog, clock: SharedClock, catch_up: Span) -> Self {
         SchedulerTick {
             ledger,
             reports,
@@ -75,8 +69,13 @@ impl SchedulerTick {
         let mut counts = TickCounts::default();
         let mut jobs = Vec::new();
         let mut ticked: Vec<&str> = Vec::new();
-        for report in self.reports.iter() {
-            let last = last_ticks.get(report.id.as_str()).copied();
+        let reports = self.reports.current();
+        for report in reports.list.iter() {
+            // A report a reload added starts after it came into force.
+            let last = last_ticks
+                .get(report.id.as_str())
+                .or_else(|| reports.added_at.get(report.id.as_str()))
+                .copied();
             let after = last.map_or(horizon, |l| l.max(horizon));
             let mut fired = 0;
             if let Some(last) = last.filter(|l| *l < horizon) {

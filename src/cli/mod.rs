@@ -323,6 +323,7 @@ fn artifact_store_problem(config: &Config) -> Option<crate::config::ConfigError>
     let e = crate::artifact::ArtifactStore::from_settings(settings, &config.root).err()?;
     Some(crate::config::ConfigError {
         file: config.dir.join("dawnpost.toml"),
+        row: None,
         report: None,
         field: "artifacts.url".into(),
         message: e.to_string(),
@@ -380,7 +381,7 @@ fn init_tracing(cli: &Cli) {
 /// command returned.
 pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     let mut config =
-        match Config::load(&cli.config) {
+        match Config::load_with(&cli.config, &crate::source::SqlRows) {
             Ok(c) => c,
             Err(errors) if cli.command.reads_ledger_only() => {
                 // An operator answering "why did X not get its report?" must not be locked out

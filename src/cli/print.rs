@@ -175,6 +175,19 @@ fn rate_limit_lines(config: &Config) -> Vec<String> {
         .collect()
 }
 
+/// Where a family's rows come from, for a person.
+fn rows_shown(rows: &crate::config::RowsSpec, root: &std::path::Path) -> String {
+    use crate::config::RowsSpec;
+    let shown = |p: &std::path::Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+    match rows {
+        RowsSpec::Csv { path } => format!("CSV {}", shown(path)),
+        RowsSpec::Json { path } => format!("JSON {}", shown(path)),
+        RowsSpec::Sql { url_env, query, .. } => {
+            format!("the query {} against ${url_env}", shown(query))
+        }
+    }
+}
+
 pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {
     let r = &config.retention.defaults;
     out!(
@@ -187,6 +200,16 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
         r.ledger,
         config.retention.overrides.len()
     );
+    for family in &config.families {
+        out!(
+            "family {:?} ({}): {} report(s) from {}; the template rendered against the first {} row(s)",
+            family.id,
+            family.file.display(),
+            family.reports,
+            rows_shown(&family.rows, &config.root),
+            crate::render::FAMILY_ROWS_CHECKED.min(family.reports)
+        );
+    }
     for line in rate_limit_lines(config) {
         out!("{line}");
     }
@@ -211,6 +234,9 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
             report.email.len(),
             report.webhooks.len()
         );
+        if let Some(family) = &report.family {
+            out!("  from {}", family.origin());
+        }
         for fire in report.schedule.next_fires(now, 3) {
             let local = fire.with_timezone(&tz);
             out!(

@@ -13,6 +13,8 @@ use crate::duration::Span;
 #[derive(Debug, Clone)]
 pub(crate) struct Place<'a> {
     pub file: &'a Path,
+    /// A `[[family]]` report's row: `family "…", <rows file> line N`.
+    pub row: Option<&'a str>,
     pub report: Option<&'a str>,
     pub prefix: String,
 }
@@ -21,6 +23,7 @@ impl<'a> Place<'a> {
     pub fn new(file: &'a Path) -> Self {
         Place {
             file,
+            row: None,
             report: None,
             prefix: String::new(),
         }
@@ -39,6 +42,7 @@ impl<'a> Place<'a> {
     pub fn nested(&self, name: &str) -> Place<'a> {
         Place {
             file: self.file,
+            row: self.row,
             report: self.report,
             prefix: self.field(name),
         }
@@ -46,19 +50,25 @@ impl<'a> Place<'a> {
 
     /// A warning about `field`, in the words an error would use.
     pub fn warning(&self, field: &str, message: &str) -> String {
+        let row = self.row.map(|r| format!("{r}: ")).unwrap_or_default();
         match self.report {
             Some(report) => format!(
-                "{}: report {report:?}: {}: {message}",
+                "{}: {row}report {report:?}: {}: {message}",
                 self.file.display(),
                 self.field(field)
             ),
-            None => format!("{}: {}: {message}", self.file.display(), self.field(field)),
+            None => format!(
+                "{}: {row}{}: {message}",
+                self.file.display(),
+                self.field(field)
+            ),
         }
     }
 
     pub fn error(&self, field: &str, message: impl Into<String>) -> ConfigError {
         ConfigError {
             file: self.file.to_path_buf(),
+            row: self.row.map(str::to_string),
             report: self.report.map(str::to_string),
             field: self.field(field),
             message: message.into(),

@@ -7,11 +7,13 @@
 //! parent of the configuration directory.
 
 mod database;
+mod family;
 mod fields;
 mod rate_limits;
 mod readiness;
 mod report;
 mod retention;
+mod rows;
 mod server;
 mod services;
 mod settings;
@@ -20,12 +22,15 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use fields::{Fields, Place, parse_file};
+
 pub use database::{DEFAULT_PG_CONNECTIONS, DatabaseSettings};
 pub use fields::shown_size;
 pub use rate_limits::RateLimitSpec;
 pub use readiness::{Deadline, OnLate, Probe, Readiness};
 pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, SourceSpec, Webhook};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
+pub use rows::{Family, FamilyRow, MAX_ROWS_FILE, NoSqlRows, RowReader, RowsSpec};
 pub use server::ServerSettings;
 pub use services::ServiceSettings;
 pub use settings::{
@@ -37,6 +42,8 @@ pub use settings::{
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     pub file: PathBuf,
+    /// A `[[family]]` report's row: `family "…", <rows file> line N`.
+    pub row: Option<String>,
     pub report: Option<String>,
     pub field: String,
     pub message: String,
@@ -45,6 +52,9 @@ pub struct ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: ", self.file.display())?;
+        if let Some(row) = &self.row {
+            write!(f, "{row}: ")?;
+        }
         if let Some(report) = &self.report {
             write!(f, "report {report:?}: ")?;
         }
@@ -78,20 +88,29 @@ pub struct Config {
     pub settings: Settings,
     /// Shared, not copied, by the pool, the server and the scheduler.
     pub reports: Vec<Arc<Report>>,
+    /// The `[[family]]` tables the reports of rows came from.
+    pub families: Vec<Family>,
     pub retention: RetentionPolicy,
     /// Things worth saying that do not stop a run (e.g. a secret's variable is unset here).
     pub warnings: Vec<String>,
 }
 
 impl Config {
-    /// Loads and validates every file of `dir`. Templates are loaded by the commands that use
+    /// Loads and validates every file of `dir`; a `[[family]]` whose rows come from a query is
+    /// refused (see [`Config::load_with`]). Templates are loaded by the commands that use
     /// them and render-checked by `check` ([`crate::render::check_templates`]).
     pub fn load(dir: &Path) -> Result<Config, ConfigErrors> {
+        Config::load_with(dir, &NoSqlRows)
+    }
+
+    /// [`Config::load`], reading the rows of sql families with `rows`.
+    pub fn load_with(dir: &Path, rows: &dyn RowReader) -> Result<Config, ConfigErrors> {
         let mut errors = Vec::new();
         let root = project_root(dir);
         if !dir.is_dir() {
             errors.push(ConfigError {
                 file: dir.to_path_buf(),
+                row: None,
                 report: None,
                 field: "(directory)".into(),
                 message: "configuration directory does not exist".into(),
@@ -105,6 +124,7 @@ impl Config {
                 Ok(ca) => settings.tls.ca = Some(std::sync::Arc::new(ca)),
                 Err(e) => errors.push(ConfigError {
                     file: settings_file.clone(),
+                    row: None,
                     report: None,
                     field: "tls.ca_file".into(),
                     message: e.to_string(),
@@ -112,13 +132,14 @@ impl Config {
             }
         }
         let mut warnings = Vec::new();
-        let ctx = report::LoadContext::new(&root, &settings);
+        let ctx = report::LoadContext::new(&root, &settings, rows);
         let reports = load_reports(
             &report_files(dir, &mut errors),
             &ctx,
             &mut errors,
             &mut warnings,
         );
+        let families = ctx.families.into_inner();
         let retention_file = dir.join("retention.toml");
         let retention = if retention_file.is_file() {
             RetentionPolicy::load(&retention_file).unwrap_or_else(|e| {
@@ -142,6 +163,7 @@ impl Config {
         }
         Ok(Config {
             reports,
+            families,
             retention,
             warnings,
             ..Config::of_settings(dir, root, settings)
@@ -155,6 +177,7 @@ impl Config {
             root,
             settings,
             reports: Vec::new(),
+            families: Vec::new(),
             retention: RetentionPolicy::default(),
             warnings: Vec::new(),
         }
@@ -236,6 +259,7 @@ fn report_files(dir: &Path, errors: &mut Vec<ConfigError>) -> Vec<PathBuf> {
     if files.is_empty() {
         errors.push(ConfigError {
             file: dir.join("reports.toml"),
+            row: None,
             report: None,
             field: "(file)".into(),
             message: "no reports: create reports.toml or reports/*.toml".into(),
@@ -255,10 +279,11 @@ fn load_reports(
     let mut first_file: std::collections::HashMap<crate::keys::ReportId, PathBuf> =
         std::collections::HashMap::new();
     for file in files {
-        for r in report::load_file(file, ctx, errors, warnings) {
+        for r in load_file(file, ctx, errors, warnings) {
             match first_file.get(&r.id) {
                 Some(first) => errors.push(ConfigError {
                     file: file.clone(),
+                    row: r.family.as_ref().map(|f| f.origin()),
                     report: Some(r.id.to_string()),
                     field: "id".into(),
                     message: format!("duplicate report id (first defined in {})", first.display()),
@@ -271,6 +296,48 @@ fn load_reports(
         }
     }
     reports
+}
+
+/// Every `[[report]]` and `[[family]]` report of one file.
+fn load_file(
+    file: &Path,
+    ctx: &report::LoadContext<'_>,
+    errors: &mut Vec<ConfigError>,
+    warnings: &mut Vec<String>,
+) -> Vec<Report> {
+    let Some(table) = parse_file(file, errors) else {
+        return Vec::new();
+    };
+    let mut top = Fields::new(&table, Place::new(file));
+    let mut out = Vec::new();
+    let families = top.raw("family");
+    match top.raw("report") {
+        None if families.is_some() => {}
+        None => errors.push(
+            Place::new(file).error("report", "no [[report]] or [[family]] tables in this file"),
+        ),
+        Some(toml::Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    toml::Value::Table(t) => {
+                        if let Some(r) =
+                            report::load_report((file, None), i, t, ctx, errors, warnings)
+                        {
+                            out.push(r);
+                        }
+                    }
+                    _ => errors
+                        .push(Place::new(file).error(&format!("report[{i}]"), "expected a table")),
+                }
+            }
+        }
+        Some(_) => errors.push(Place::new(file).error("report", "expected [[report]] tables")),
+    }
+    if let Some(families) = families {
+        out.extend(family::load_families(file, families, ctx, errors, warnings));
+    }
+    top.finish(errors);
+    out
 }
 
 /// A work item never runs past its lease: a longer timeout is cut there, which is worth saying.

@@ -2,10 +2,11 @@
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use chrono_tz::Tz;
 
-use super::fields::{Fields, Place, parse_file};
+use super::fields::{Fields, Place};
 use super::readiness::Readiness;
 use super::settings::Settings;
 use super::{ConfigError, resolve};
@@ -39,6 +40,8 @@ pub struct Report {
     pub skip_if_empty: Option<crate::data_path::DataPath>,
     /// `ready_when`, `wait_until` and `on_late`: wait for the data, until a deadline.
     pub readiness: Option<Readiness>,
+    /// The `[[family]]` and row this report was made from; its templates see the row as `row`.
+    pub family: Option<Arc<super::rows::FamilyRow>>,
 }
 
 impl AsRef<Report> for Report {
@@ -89,6 +92,10 @@ pub struct Webhook {
 
 pub(super) struct LoadContext<'a> {
     pub root: &'a Path,
+    /// Reads the rows of a `[[family]]` whose rows come from an SQL query.
+    pub rows: &'a dyn super::rows::RowReader,
+    /// The families read so far.
+    pub families: std::cell::RefCell<Vec<super::rows::Family>>,
     #[allow(dead_code)]
     pub settings: &'a Settings,
     /// Each data file read once, however many reports name it: why it is unusable, if it is.
@@ -101,9 +108,15 @@ pub(super) struct LoadContext<'a> {
 type ScheduleCache = std::collections::HashMap<String, Result<CronExpr, String>>;
 
 impl<'a> LoadContext<'a> {
-    pub fn new(root: &'a Path, settings: &'a Settings) -> LoadContext<'a> {
+    pub fn new(
+        root: &'a Path,
+        settings: &'a Settings,
+        rows: &'a dyn super::rows::RowReader,
+    ) -> LoadContext<'a> {
         LoadContext {
             root,
+            rows,
+            families: Default::default(),
             settings,
             data_files: Default::default(),
             schedules: Default::default(),
@@ -126,38 +139,6 @@ impl<'a> LoadContext<'a> {
             })
             .clone()
     }
-}
-
-pub(super) fn load_file(
-    file: &Path,
-    ctx: &LoadContext<'_>,
-    errors: &mut Vec<ConfigError>,
-    warnings: &mut Vec<String>,
-) -> Vec<Report> {
-    let Some(table) = parse_file(file, errors) else {
-        return Vec::new();
-    };
-    let mut top = Fields::new(&table, Place::new(file));
-    let mut out = Vec::new();
-    match top.raw("report") {
-        None => errors.push(Place::new(file).error("report", "no [[report]] tables in this file")),
-        Some(toml::Value::Array(items)) => {
-            for (i, item) in items.iter().enumerate() {
-                match item {
-                    toml::Value::Table(t) => {
-                        if let Some(r) = load_report(file, i, t, ctx, errors, warnings) {
-                            out.push(r);
-                        }
-                    }
-                    _ => errors
-                        .push(Place::new(file).error(&format!("report[{i}]"), "expected a table")),
-                }
-            }
-        }
-        Some(_) => errors.push(Place::new(file).error("report", "expected [[report]] tables")),
-    }
-    top.finish(errors);
-    out
 }
 
 /// `source` (required, a table) and its `limit`.
@@ -208,8 +189,9 @@ fn load_list_unsubscribe(
     })
 }
 
-fn load_report(
-    file: &Path,
+/// One `[[report]]` table (or a family's, for one of its rows: `row` names it in errors).
+pub(super) fn load_report(
+    (file, row): (&Path, Option<&str>),
     index: usize,
     table: &toml::Table,
     ctx: &LoadContext<'_>,
@@ -220,6 +202,7 @@ fn load_report(
     let label = report_label(table, index);
     let place = Place {
         file,
+        row,
         report: Some(&label),
         prefix: String::new(),
     };
@@ -269,10 +252,8 @@ fn load_report(
         return None;
     }
     if email.is_empty() && webhooks.is_empty() {
-        warnings.push(format!(
-            "{}: report {label:?}: no destinations: it will render and deliver nothing",
-            file.display()
-        ));
+        let message = "no destinations: it will render and deliver nothing";
+        warnings.push(place.warning("email", message));
     }
     Some(Report {
         file: file.to_path_buf(),
@@ -288,6 +269,7 @@ fn load_report(
         list_unsubscribe,
         skip_if_empty,
         readiness,
+        family: None,
     })
 }
 

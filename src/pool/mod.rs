@@ -39,13 +39,12 @@ use throttle::{Admission, HostThrottle};
 
 use crate::artifact::ArtifactStore;
 use crate::clock::SharedClock;
-use crate::config::{Config, Report};
+use crate::config::Config;
 use crate::deliver::email::EmailSender;
 use crate::deliver::webhook::WebhookSender;
 use crate::keys::JobKey;
 use crate::ledger::{LeaseParams, Ledger, LedgerError};
 use crate::metrics::Metrics;
-use crate::render::Templates;
 use crate::retry::RetryPolicy;
 
 /// Pool limits. Defaults as in `dawnpost.toml`'s `[pool]`.
@@ -216,8 +215,8 @@ impl Stats {
 #[derive(Debug)]
 pub struct Pipeline {
     pub ledger: Ledger,
-    pub reports: HashMap<String, Arc<Report>>,
-    pub templates: HashMap<String, Arc<Templates>>,
+    /// The reports in force and their templates (replaced at a reload).
+    pub catalog: crate::catalog::Catalog,
     pub artifacts: ArtifactStore,
     pub email: EmailSender,
     pub email_from: lettre::message::Mailbox,
@@ -258,17 +257,10 @@ impl Pipeline {
         artifacts: ArtifactStore,
     ) -> Result<Pipeline, PoolError> {
         let root: &Path = &config.root;
-        let mut templates = HashMap::new();
-        for r in &config.reports {
-            if !templates.contains_key(&r.template) {
-                let t =
-                    Templates::load(root, &r.template).map_err(|source| PoolError::Template {
-                        report: r.id.to_string(),
-                        source,
-                    })?;
-                templates.insert(r.template.clone(), Arc::new(t));
-            }
-        }
+        let catalog = crate::catalog::Catalog::load(config).map_err(|e| PoolError::Template {
+            report: e.report,
+            source: e.source,
+        })?;
         let ca = config.settings.tls.ca.as_deref();
         let email = EmailSender::from_settings(&config.settings.email, ca, root, pool.concurrency)?;
         let send_timeouts = (
@@ -282,8 +274,7 @@ impl Pipeline {
         );
         Ok(Pipeline {
             ledger,
-            reports: config.reports_by_id(),
-            templates,
+            catalog,
             artifacts,
             email,
             email_from: config.settings.email.from.clone(),

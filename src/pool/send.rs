@@ -25,7 +25,7 @@ use crate::window::rfc3339;
 /// What one send needs, gathered before the transport is called.
 struct Ready<'a> {
     job: &'a Job,
-    report: &'a Report,
+    report: Arc<Report>,
     artifact: ArtifactRef,
     rendered: &'a Rendered,
     escaped: &'a std::sync::OnceLock<Result<EscapedParts, String>>,
@@ -105,7 +105,7 @@ async fn prepare<'a>(p: &'a Pipeline, shared: &'a JobArtifact) -> Result<Ready<'
         .job
         .as_deref()
         .ok_or_else(|| permanent("the job row is gone"))?;
-    let report = p.reports.get(job.key.report().as_str()).ok_or_else(|| {
+    let report = p.catalog.get(job.key.report().as_str()).ok_or_else(|| {
         permanent(format!(
             "report {} is no longer configured",
             job.key.report()

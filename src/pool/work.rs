@@ -149,8 +149,9 @@ async fn render_and_store(
     job: &Job,
     lease: &JobLease,
 ) -> Result<Made, RenderFailure> {
-    let report = p
-        .reports
+    let reports = p.catalog.current();
+    let report = reports
+        .by_id
         .get(job.key.report().as_str())
         .ok_or_else(|| RenderFailure::Unconfigured(job.key.report().to_string()))?;
     let deliveries: Vec<NewDelivery> = report
@@ -185,7 +186,7 @@ async fn render_and_store(
     {
         return Ok(Made::Empty(why));
     }
-    let templates = p
+    let templates = reports
         .templates
         .get(&report.template)
         .ok_or_else(|| RenderFailure::NotLoaded(report.template.clone()))?;

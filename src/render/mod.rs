@@ -18,7 +18,7 @@ mod csv;
 mod email_html;
 mod helpers;
 
-pub use check::check_templates;
+pub use check::{FAMILY_ROWS_CHECKED, check_templates};
 pub use helpers::grouped;
 
 /// The parts of one report template, each in its own registry: HTML escaping for the HTML
@@ -258,7 +258,8 @@ fn render_reason(e: &handlebars::RenderError) -> String {
 }
 
 /// The template context (README.md, "Configuration"): `stale` when the job rendered at its
-/// deadline without its data ready (`ready_when`, `on_late = "send"`).
+/// deadline without its data ready (`ready_when`, `on_late = "send"`); `row`, a `[[family]]`
+/// report's row.
 pub fn context(
     report: &Report,
     (date, generated_at): (NaiveDate, DateTime<Utc>),
@@ -266,14 +267,18 @@ pub fn context(
     data: Value,
     stale: bool,
 ) -> Value {
-    json!({
+    let mut context = json!({
         "report": { "id": report.id.as_str(), "title": report.title, "timezone": report.timezone().name() },
         "date": crate::keys::IsoDate(date).to_string(),
         "window": { "start": rfc3339(window.start), "end": rfc3339(window.end) },
         "data": data,
         "generated_at": rfc3339(generated_at),
         "stale": stale,
-    })
+    });
+    if let (Some(family), Value::Object(c)) = (&report.family, &mut context) {
+        c.insert("row".into(), Value::Object(family.values.clone()));
+    }
+    context
 }
 
 /// Gmail shows only the start of a message whose HTML is larger than this (its "clipping").

@@ -71,7 +71,7 @@ pub(super) async fn ingest(
         ));
     };
     let date = date.unwrap_or_else(|| now.with_timezone(&report.timezone()).date_naive());
-    let fire = Fire::for_date(report, date).ok_or_else(|| {
+    let fire = Fire::for_date(&report, date).ok_or_else(|| {
         unprocessable(format!(
             "{date} has no window in {}",
             report.timezone().name()

@@ -8,7 +8,6 @@
 //!
 //! Every error has a JSON body `{"error": "…"}`.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -31,7 +30,6 @@ use axum::routing::{get, post};
 use serde_json::json;
 
 use crate::clock::SharedClock;
-use crate::config::Report;
 use crate::ledger::{JobState, Ledger};
 use crate::metrics::Metrics;
 use crate::signing::Secret;
@@ -48,7 +46,8 @@ pub struct ServerState {
     pub ledger: Ledger,
     /// Where artifacts are read back from (the console's preview).
     pub artifacts: Arc<crate::artifact::ArtifactStore>,
-    pub reports: Arc<HashMap<String, Arc<Report>>>,
+    /// The reports in force (replaced at a reload).
+    pub reports: crate::catalog::Catalog,
     pub clock: SharedClock,
     pub ingest_secret: Option<Secret>,
     /// The ops token (the JSON ops API's bearer token and the console's operator login) and

@@ -30,6 +30,7 @@ const LAYERS: &[&[&str]] = &[
     &[
         "schedule",
         "render",
+        "catalog",
         "source",
         "readiness",
         "artifact",
@@ -43,6 +44,7 @@ const LAYERS: &[&[&str]] = &[
         "tick",
         "timekeeper",
         "registry",
+        "reload",
         "pool",
         "sweeper",
         "history",

@@ -21,6 +21,7 @@ mod cron_property;
 mod email_browser;
 mod email_checkers;
 mod email_message;
+mod families;
 mod hostile_http;
 mod http_protocol;
 mod layering;

@@ -31,7 +31,7 @@ async fn catch_up_after_three_day_outage_is_bounded(t: &TestLedger) {
     let clock = ManualClock::new(at(2026, 10, 20, 12, 0));
     let tick = SchedulerTick::new(
         t.ledger.clone(),
-        Arc::new(config.reports.clone()),
+        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
         Arc::new(clock.clone()),
         Span::from_secs(24 * 3600),
     );
@@ -84,7 +84,7 @@ async fn restart_before_catch_up_runs_out_enqueues_the_missed_report(t: &TestLed
     let make = |clock: &ManualClock| {
         SchedulerTick::new(
             t.ledger.clone(),
-            Arc::new(config.reports.clone()),
+            dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
             Arc::new(clock.clone()),
             Span::from_secs(24 * 3600),
         )
@@ -110,7 +110,7 @@ async fn concurrent_schedulers_insert_each_key_once(t: &TestLedger) {
         reports.push_str(&report(id, "0 0 * * * *", tz));
     }
     let p = Project::new(&reports);
-    let config = Arc::new(p.load().reports);
+    let config = dawnpost::catalog::Catalog::of_reports(p.load().reports);
     let clock = ManualClock::new(at(2026, 11, 30, 12, 0));
     let other = t.reopen().await;
     let mut tasks = Vec::new();
@@ -195,7 +195,7 @@ async fn ticks_record_only_reports_that_fired(t: &TestLedger) {
     let clock = ManualClock::new(at(2026, 11, 29, 0, 0));
     let tick = SchedulerTick::new(
         t.ledger.clone(),
-        Arc::new(config.reports.clone()),
+        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
         Arc::new(clock.clone()),
         Span::from_secs(3600),
     );
@@ -238,7 +238,7 @@ async fn the_tick_inserts_what_plan_lists_across_dst_gaps(t: &TestLedger) {
     let clock = ManualClock::new(from);
     let tick = SchedulerTick::new(
         t.ledger.clone(),
-        Arc::new(config.reports.clone()),
+        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
         Arc::new(clock.clone()),
         Span::from_secs(3600),
     );
@@ -297,7 +297,7 @@ async fn daemon_ticks_at_start_and_stops_on_cancel() {
     let clock = ManualClock::new(at(2026, 11, 30, 9, 0));
     let tick = SchedulerTick::new(
         t.ledger.clone(),
-        Arc::new(config.reports.clone()),
+        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
         Arc::new(clock),
         Span::from_secs(24 * 3600),
     );

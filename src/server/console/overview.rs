@@ -46,12 +46,13 @@ pub(super) async fn show(
 ) -> Result<Response, ConsoleError> {
     let now = st.clock.now();
     let since = crate::clock::sub(now, Duration::hours(24));
-    let mut ids: Vec<&String> = st.reports.keys().collect();
+    let reports = st.reports.current();
+    let mut ids: Vec<&String> = reports.by_id.keys().collect();
     ids.sort();
     let mut next_fires: Vec<(String, chrono_tz::Tz, DateTime<Utc>)> = ids
         .into_iter()
         .take(NEXT_FIRES)
-        .filter_map(|id| st.reports.get(id))
+        .filter_map(|id| reports.by_id.get(id))
         .filter_map(|r| {
             let next = r.schedule.next_fires(now, 1).into_iter().next()?;
             Some((r.id.to_string(), r.timezone(), next))
@@ -71,7 +72,7 @@ pub(super) async fn show(
         last_sweep: st.node.sweeper.history().into_iter().next(),
         reload_error: st.node.sweeper.reload_error(),
         next_fires,
-        reports: st.reports.len(),
+        reports: reports.list.len(),
         now,
     };
     Ok(page(view(&session, &o)).into_response())

@@ -42,13 +42,14 @@ pub(super) async fn list(
     query: Result<Query<ReportsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ConsoleError> {
     let after = query.map(|Query(q)| q.after).unwrap_or_default();
-    let mut ids: Vec<&String> = st.reports.keys().filter(|id| **id > after).collect();
+    let reports = st.reports.current();
+    let mut ids: Vec<&String> = reports.by_id.keys().filter(|id| **id > after).collect();
     ids.sort();
     let more = ids.len() > PAGE;
     let now = st.clock.now();
     let mut rows = Vec::new();
     for id in ids.into_iter().take(PAGE) {
-        let Some(report) = st.reports.get(id) else {
+        let Some(report) = reports.by_id.get(id) else {
             continue;
         };
         rows.push(row(&st, report.clone(), now).await?);
@@ -56,7 +57,7 @@ pub(super) async fn list(
     let next = more
         .then(|| rows.last().map(|r| r.report.id.to_string()))
         .flatten();
-    Ok(page(view(&session, &rows, next.as_deref(), st.reports.len())).into_response())
+    Ok(page(view(&session, &rows, next.as_deref(), reports.list.len())).into_response())
 }
 
 async fn row(
