@@ -1,9 +1,12 @@
-//! `cargo bench --bench scale [-- --reports N] [--backend sqlite|postgres]`: what a large
-//! configuration (default 10,000 reports, each daily in one of five timezones, one webhook)
-//! costs a start, a tick and a command. Prints one JSON line per backend (PostgreSQL when
+//! `cargo bench --bench scale [-- --reports N] [--backend sqlite|postgres] [--layout
+//! family|reports]`: what a large configuration (default 10,000 reports, each daily in one of
+//! five timezones, one webhook) costs a start, a tick and a command. The reports are the rows
+//! of one `[[family]]` over a CSV file (`--layout family`, the default) or as many `[[report]]`
+//! tables (`--layout reports`). Prints one JSON line per backend (PostgreSQL when
 //! DAWNPOST_TEST_POSTGRES_URL is set):
 //!
-//! - `load_ms`: `Config::load` of the whole configuration (the best of three);
+//! - `load_ms`: `Config::load` of the whole configuration (the best of three); `check_ms`: the
+//!   release binary's `check` (which renders a family's first rows only), output discarded;
 //! - `tick_first_ms`: the first tick ever, which enqueues every report (all fired in the last
 //!   24 hours); `tick_ms`: a tick a minute later (the few reports due in that minute,
 //!   `tick_inserted`, and every report's tick recorded);
@@ -113,7 +116,7 @@ async fn measure(
     let clock = ManualClock::new(chrono::Utc::now());
     let tick = SchedulerTick::new(
         ledger.clone(),
-        Arc::new(config.reports.clone()),
+        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
         Arc::new(clock.clone()),
         Span::from_secs(24 * 3600),
     );
@@ -140,12 +143,14 @@ async fn measure(
                 .arg(&dir)
                 .args(&args)
                 .env("DAWNPOST_DATABASE_URL", url)
+                .stderr(std::process::Stdio::null())
                 .output()
                 .expect("run dawnpost");
             assert!(out.status.success(), "{args:?}: {out:?}");
             started.elapsed()
         }
     };
+    let check_ms = best_of(3, command(&["check"]));
     let jobs_ms = best_of(3, command(&["jobs", "--limit", "1"]));
     let show_ms = best_of(3, command(&["show", &key]));
     let dlq_ms = best_of(3, command(&["dlq"]));
@@ -153,7 +158,9 @@ async fn measure(
     serde_json::json!({
         "backend": backend,
         "reports": reports,
+        "layout": if family_layout() { "family" } else { "reports" },
         "load_ms": round1(load_ms),
+        "check_ms": round1(check_ms),
         "tick_first_ms": round1(tick_first_ms),
         "tick_ms": round1(tick_ms),
         "tick_inserted": quiet.inserted,
@@ -248,6 +255,11 @@ fn proc_status_mb(pid: u32, field: &str) -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
+/// `--layout family` (the default) or `--layout reports`.
+fn family_layout() -> bool {
+    sinks::arg("--layout").is_none_or(|l| l != "reports")
+}
+
 fn best_of(n: usize, mut f: impl FnMut() -> Duration) -> f64 {
     (0..n)
         .map(|_| f().as_secs_f64() * 1e3)
@@ -262,6 +274,20 @@ fn round1(x: f64) -> f64 {
 /// sink, the shipped template and one sample file.
 fn write_project(dir: &Path, reports: usize, http: std::net::SocketAddr) {
     sinks::template_and_sample(dir);
+    if family_layout() {
+        let mut csv = String::from("id,minute,hour,timezone\n");
+        for r in 0..reports {
+            let tz = TIMEZONES[r % TIMEZONES.len()];
+            csv.push_str(&format!("{r},{},{},{tz}\n", r % 60, (r / 60) % 24));
+        }
+        std::fs::write(dir.join("config/rows.csv"), csv).expect("write");
+        let family = format!(
+            "[[family]]\nid = \"r{{{{row.id}}}}\"\nrows = {{ kind = \"csv\", path = \"config/rows.csv\" }}\ntitle = \"Report {{{{row.id}}}}\"\nschedule = \"0 {{{{row.minute}}}} {{{{row.hour}}}} * * *\"\ntimezone = \"{{{{row.timezone}}}}\"\ntemplate = \"daily_ops\"\nsource = {{ kind = \"file\", path = \"config/sample/data.json\" }}\n[[family.webhook]]\nurl = \"http://{http}/r{{{{row.id}}}}\"\n"
+        );
+        std::fs::write(dir.join("config/reports.toml"), family).expect("write");
+        write_settings(dir);
+        return;
+    }
     let mut toml = String::new();
     for r in 0..reports {
         toml.push_str(&format!(
@@ -272,6 +298,10 @@ fn write_project(dir: &Path, reports: usize, http: std::net::SocketAddr) {
         ));
     }
     std::fs::write(dir.join("config/reports.toml"), toml).expect("write");
+    write_settings(dir);
+}
+
+fn write_settings(dir: &Path) {
     std::fs::write(
         dir.join("config/dawnpost.toml"),
         "[pool]\nconcurrency = 16\nadmission_per_second = 100000\n[server]\nbind = \"127.0.0.1:0\"\n",
