@@ -10,7 +10,7 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
-use crate::config::Report;
+use crate::config::{OnHoliday, Report};
 use crate::cron::Occurrence;
 use crate::keys::{JobKey, ReportId};
 use crate::window::{Window, rfc3339, start_of_local_date};
@@ -22,6 +22,17 @@ pub struct Fire {
     pub key: JobKey,
     pub fire_at: DateTime<Utc>,
     pub window: Window,
+    /// What the report's calendar did to it: nothing, moved it, or skipped it.
+    pub calendar: Option<CalendarNote>,
+}
+
+/// A fire on a day its report's calendar says is not a business day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CalendarNote {
+    /// Why the day is closed: the holiday's name, or its weekday.
+    pub reason: String,
+    /// Skipped (no job); else moved to the next business day (`fire_at`), keeping its key.
+    pub skipped: bool,
 }
 
 impl Fire {
@@ -31,7 +42,43 @@ impl Fire {
             key: JobKey::new(report.id.clone(), fire.date),
             fire_at: fire.at,
             window: Window::previous_local_day(fire.date, report.schedule.tz())?,
+            calendar: None,
         })
+    }
+
+    /// The fire of `occurrence` under the report's calendar, if it has one.
+    fn under_calendar(report: &Report, occurrence: Occurrence) -> Option<Fire> {
+        let mut fire = Fire::new(report, occurrence)?;
+        let Some(rc) = &report.calendar else {
+            return Some(fire);
+        };
+        let Some(reason) = rc.cell.get().closed(occurrence.date) else {
+            return Some(fire);
+        };
+        let moved = match rc.on_holiday {
+            OnHoliday::Skip => None,
+            OnHoliday::NextBusinessDay => rc
+                .cell
+                .get()
+                .next_business_day(occurrence.date)
+                .and_then(|day| {
+                    crate::window::resolve_local(
+                        day.and_time(report.schedule.time_of_day()),
+                        report.schedule.tz(),
+                    )
+                }),
+        };
+        fire.calendar = Some(CalendarNote {
+            reason,
+            skipped: moved.is_none(),
+        });
+        fire.fire_at = moved.unwrap_or(fire.fire_at);
+        Some(fire)
+    }
+
+    /// Whether this fire makes a job (it was not skipped by a calendar).
+    pub fn fires(&self) -> bool {
+        !self.calendar.as_ref().is_some_and(|c| c.skipped)
     }
 
     /// A job for `date` asked for by hand: its scheduled fire if there is one that day,
@@ -47,25 +94,80 @@ impl Fire {
             key: JobKey::new(report.id.clone(), date),
             fire_at,
             window: Window::previous_local_day(date, tz)?,
+            calendar: None,
         })
     }
 }
 
-/// Every fire of every report in `(after, until]`, sorted by instant, then report.
+/// `report`'s fires in `(after, until]`, the ones its calendar skips included (at the instant
+/// they would have fired), and moved ones at the instant they fire.
+fn report_fires(report: &Report, after: DateTime<Utc>, until: DateTime<Utc>) -> Vec<Fire> {
+    let Some(rc) = &report.calendar else {
+        return report
+            .schedule
+            .fires(after, until)
+            .into_iter()
+            .filter_map(|o| Fire::new(report, o))
+            .collect();
+    };
+    let tz = report.schedule.tz();
+    let day_of = |t: DateTime<Utc>| t.with_timezone(&tz).date_naive();
+    let (Some(first), last) = (day_of(after).pred_opt(), day_of(until)) else {
+        return Vec::new();
+    };
+    // A fire moved to a business day comes from the closed days just before it.
+    let back = rc.cell.get().closed_before(first).len() as u64;
+    let first = first
+        .checked_sub_days(chrono::Days::new(back))
+        .unwrap_or(first);
+    first
+        .iter_days()
+        .take_while(|d| *d <= last)
+        .filter_map(|d| report.schedule.occurrence(d))
+        .filter_map(|o| Fire::under_calendar(report, o))
+        .filter(|f| f.fire_at > after && f.fire_at <= until)
+        .collect()
+}
+
+/// The next `n` fires of `report` after `after` (skipped ones included, within ten years).
+pub fn next_fires(report: &Report, after: DateTime<Utc>, n: usize) -> Vec<Fire> {
+    let mut out = Vec::new();
+    let mut from = after;
+    for _ in 0..120 {
+        let until = crate::clock::add(from, chrono::Duration::days(31));
+        let mut batch = report_fires(report, from, until);
+        batch.sort_by_key(|f| f.fire_at);
+        out.extend(batch);
+        if out.len() >= n || until <= from {
+            break;
+        }
+        from = until;
+    }
+    out.truncate(n);
+    out
+}
+
+/// Every fire of every report in `(after, until]` that makes a job — a calendar's moved
+/// fires at their new instant, its skipped ones left out —, sorted by instant, then report.
 pub fn plan<'a, R: AsRef<Report> + 'a>(
+    reports: impl IntoIterator<Item = &'a R>,
+    after: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Vec<Fire> {
+    let mut fires = plan_all(reports, after, until);
+    fires.retain(Fire::fires);
+    fires
+}
+
+/// [`plan`] with the fires calendars skip (what `plan` prints).
+pub fn plan_all<'a, R: AsRef<Report> + 'a>(
     reports: impl IntoIterator<Item = &'a R>,
     after: DateTime<Utc>,
     until: DateTime<Utc>,
 ) -> Vec<Fire> {
     let mut fires: Vec<Fire> = reports
         .into_iter()
-        .flat_map(|r| {
-            let r = r.as_ref();
-            r.schedule
-                .fires(after, until)
-                .into_iter()
-                .filter_map(move |t| Fire::new(r, t))
-        })
+        .flat_map(|r| report_fires(r.as_ref(), after, until))
         .collect();
     fires.sort_by(|a, b| (a.fire_at, &a.report).cmp(&(b.fire_at, &b.report)));
     fires
@@ -82,6 +184,11 @@ pub struct FireLine<'a> {
     /// `backfill` only: whether this run inserted the job.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub inserted: Option<bool>,
+    /// With a calendar, on a closed day: `"skipped"` or `"moved"`, and why (`holiday`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calendar: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holiday: Option<&'a str>,
 }
 
 impl<'a> From<&'a Fire> for FireLine<'a> {
@@ -93,6 +200,11 @@ impl<'a> From<&'a Fire> for FireLine<'a> {
             window_start: rfc3339(f.window.start),
             window_end: rfc3339(f.window.end),
             inserted: None,
+            calendar: f
+                .calendar
+                .as_ref()
+                .map(|c| if c.skipped { "skipped" } else { "moved" }),
+            holiday: f.calendar.as_ref().map(|c| c.reason.as_str()),
         }
     }
 }

@@ -70,6 +70,7 @@ impl SchedulerTick {
         let mut jobs = Vec::new();
         let mut ticked: Vec<&str> = Vec::new();
         let reports = self.reports.current();
+        refresh_calendars(&reports.list);
         for report in reports.list.iter() {
             // A report a reload added starts after it came into force.
             let last = last_ticks
@@ -111,12 +112,12 @@ impl SchedulerTick {
     /// Counts (and warns about) `report`'s fires in `[last, horizon)`: older than `catch_up`,
     /// they are not enqueued.
     fn missed(&self, report: &Report, last: DateTime<Utc>, horizon: DateTime<Utc>) -> usize {
-        let missed = report.schedule.fires(last, horizon);
+        let missed = crate::schedule::plan([report], last, horizon);
         if let Some(first) = missed.first() {
             tracing::warn!(
                 report = %report.id,
                 missed = missed.len(),
-                first = %first.at,
+                first = %first.fire_at,
                 catch_up = %self.catch_up,
                 "fires older than catch_up were not enqueued; use `backfill` to enqueue them"
             );
@@ -173,5 +174,24 @@ impl SchedulerTick {
     /// The last instant the tick covered for `report`.
     pub async fn last_tick(&self, report: &str) -> Result<Option<DateTime<Utc>>, LedgerError> {
         self.ledger.schedule_last_tick(report).await
+    }
+}
+
+/// Reads each calendar file the reports name again if it changed (each file once, however
+/// many reports share it): an edit takes effect at this tick; one that does not validate is
+/// logged and the previous calendar stays in force.
+fn refresh_calendars(reports: &[std::sync::Arc<Report>]) {
+    let mut seen = std::collections::HashSet::new();
+    for rc in reports.iter().filter_map(|r| r.calendar.as_ref()) {
+        if !seen.insert(std::sync::Arc::as_ptr(&rc.cell)) {
+            continue;
+        }
+        if let Some(problems) = rc.cell.refresh() {
+            tracing::error!(
+                calendar = %rc.cell.path().display(),
+                problems = %problems,
+                "the calendar file does not validate; the previous calendar stays in force"
+            );
+        }
     }
 }

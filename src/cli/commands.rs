@@ -12,8 +12,8 @@ use tokio_util::sync::CancellationToken;
 use super::print::{print_fire, print_plan, summary_text};
 use super::{
     ArtifactPart, DlqArgs, EXIT_ERROR, EnqueueArgs, JobsArgs, LedgerSlot, PreviewArgs, RangeArgs,
-    RedriveArgs, RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range, report_ids,
-    shutdown_signal,
+    RedriveArgs, RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range, plan_range_all,
+    report_ids, shutdown_signal,
 };
 use crate::artifact::{ArtifactStore, StoredArtifact};
 use crate::clock::SharedClock;
@@ -43,7 +43,7 @@ pub(super) fn plan(config: &Config, args: &RangeArgs) -> anyhow::Result<ExitCode
     let (from, to) = range(args)?;
     // A month at a time: `--to 9999-12-31` streams instead of building every fire first.
     for (start, end) in months(from, to) {
-        for fire in plan_range(config, start, end) {
+        for fire in plan_range_all(config, start, end) {
             print_fire(&fire, args.json, None)?;
         }
     }

@@ -15,7 +15,7 @@ use crate::clock::{LedgerClock, SharedClock, SystemClock};
 use crate::config::Config;
 use crate::keys::{DeliveryKey, JobKey};
 use crate::ledger::{Ledger, Opening};
-use crate::schedule::{Fire, plan};
+use crate::schedule::{Fire, plan, plan_all};
 
 /// `println!` that never panics: a closed stdout (`dawnpost jobs | head -1`) ends the output,
 /// not the process.
@@ -533,10 +533,20 @@ pub(crate) fn report_ids(config: &Config) -> String {
         .join(", ")
 }
 
-/// Fires in `[from, to)`.
+/// Fires in `[from, to)` that make jobs.
 pub(crate) fn plan_range(config: &Config, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Fire> {
     let ms = chrono::Duration::milliseconds(1);
     plan(
+        &config.reports,
+        crate::clock::sub(from, ms),
+        crate::clock::sub(to, ms),
+    )
+}
+
+/// Fires in `[from, to)`, those calendars skip included (what `plan` prints).
+pub(crate) fn plan_range_all(config: &Config, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Fire> {
+    let ms = chrono::Duration::milliseconds(1);
+    plan_all(
         &config.reports,
         crate::clock::sub(from, ms),
         crate::clock::sub(to, ms),

@@ -113,7 +113,7 @@ pub(super) fn print_fire(fire: &Fire, json: bool, inserted: Option<bool>) -> any
         out!("{}", serde_json::to_string(&line)?);
     } else {
         out!(
-            "{:<40} fire {}  window {} .. {} ({}h){}",
+            "{:<40} fire {}  window {} .. {} ({}h){}{}",
             fire.key.to_string(),
             rfc3339(fire.fire_at),
             rfc3339(fire.window.start),
@@ -123,6 +123,11 @@ pub(super) fn print_fire(fire: &Fire, json: bool, inserted: Option<bool>) -> any
                 Some(true) => "  inserted",
                 Some(false) => "  exists",
                 None => "",
+            },
+            match &fire.calendar {
+                None => String::new(),
+                Some(c) if c.skipped => format!("  skipped: not a business day ({})", c.reason),
+                Some(c) => format!("  moved to the next business day ({})", c.reason),
             }
         );
     }
@@ -237,14 +242,18 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
         if let Some(family) = &report.family {
             out!("  from {}", family.origin());
         }
-        for fire in report.schedule.next_fires(now, 3) {
-            let local = fire.with_timezone(&tz);
+        for fire in crate::schedule::next_fires(report, now, 3) {
+            let local = fire.fire_at.with_timezone(&tz);
+            let (word, note) = match &fire.calendar {
+                None => ("next", String::new()),
+                Some(c) if c.skipped => ("skip", format!("  (not a business day: {})", c.reason)),
+                Some(c) => ("next", format!("  (moved from a closed day: {})", c.reason)),
+            };
             out!(
-                "  next {}:{}  {}  = {}",
-                report.id,
-                local.format("%Y-%m-%d"),
+                "  {word} {}  {}  = {}{note}",
+                fire.key,
                 local.format("%a %Y-%m-%d %H:%M:%S %Z (UTC%:z)"),
-                rfc3339(fire)
+                rfc3339(fire.fire_at)
             );
         }
     }

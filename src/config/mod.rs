@@ -6,6 +6,7 @@
 //! together. Unknown keys are errors. Relative paths are relative to the project root: the
 //! parent of the configuration directory.
 
+mod calendar;
 mod database;
 mod family;
 mod fields;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 
 use fields::{Fields, Place, parse_file};
 
+pub use calendar::{Calendar, CalendarCell, OnHoliday, ReportCalendar};
 pub use database::{DEFAULT_PG_CONNECTIONS, DatabaseSettings};
 pub use fields::shown_size;
 pub use rate_limits::RateLimitSpec;

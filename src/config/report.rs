@@ -40,6 +40,8 @@ pub struct Report {
     pub skip_if_empty: Option<crate::data_path::DataPath>,
     /// `ready_when`, `wait_until` and `on_late`: wait for the data, until a deadline.
     pub readiness: Option<Readiness>,
+    /// `calendar` and `on_holiday`: the business days it fires on.
+    pub calendar: Option<super::calendar::ReportCalendar>,
     /// The `[[family]]` and row this report was made from; its templates see the row as `row`.
     pub family: Option<Arc<super::rows::FamilyRow>>,
 }
@@ -94,6 +96,8 @@ pub(super) struct LoadContext<'a> {
     pub root: &'a Path,
     /// Reads the rows of a `[[family]]` whose rows come from an SQL query.
     pub rows: &'a dyn super::rows::RowReader,
+    /// Each calendar file loaded once, however many reports name it (`None`: it did not load).
+    pub calendars: std::cell::RefCell<CalendarCache>,
     /// The families read so far.
     pub families: std::cell::RefCell<Vec<super::rows::Family>>,
     #[allow(dead_code)]
@@ -105,6 +109,7 @@ pub(super) struct LoadContext<'a> {
     pub schedules: std::cell::RefCell<ScheduleCache>,
 }
 
+type CalendarCache = std::collections::HashMap<PathBuf, Option<Arc<super::calendar::CalendarCell>>>;
 type ScheduleCache = std::collections::HashMap<String, Result<CronExpr, String>>;
 
 impl<'a> LoadContext<'a> {
@@ -117,6 +122,7 @@ impl<'a> LoadContext<'a> {
             root,
             rows,
             families: Default::default(),
+            calendars: Default::default(),
             settings,
             data_files: Default::default(),
             schedules: Default::default(),
@@ -241,6 +247,7 @@ pub(super) fn load_report(
             .ok()
     });
     let readiness = super::readiness::load(&mut f, &place, ctx.root, schedule.as_ref(), errors);
+    let calendar = load_calendar(&mut f, &place, ctx, errors);
     f.finish(errors);
 
     let (Some(id), Some(title), Some(schedule), Some(template), Some(source)) =
@@ -269,7 +276,57 @@ pub(super) fn load_report(
         list_unsubscribe,
         skip_if_empty,
         readiness,
+        calendar,
         family: None,
+    })
+}
+
+/// `calendar` (a file of business days and holidays) and `on_holiday` (`"skip"`, the
+/// default, or `"next_business_day"`).
+fn load_calendar(
+    f: &mut Fields<'_, '_>,
+    place: &Place<'_>,
+    ctx: &LoadContext<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<super::calendar::ReportCalendar> {
+    use super::calendar::{CalendarCell, OnHoliday, ReportCalendar};
+    let on_holiday = f
+        .opt::<String>("on_holiday", errors)
+        .and_then(|o| match o.as_str() {
+            "skip" => Some(OnHoliday::Skip),
+            "next_business_day" => Some(OnHoliday::NextBusinessDay),
+            other => {
+                let message = format!("{other:?}: use \"skip\" or \"next_business_day\"");
+                errors.push(place.error("on_holiday", message));
+                None
+            }
+        });
+    let Some(path) = f.opt::<PathBuf>("calendar", errors) else {
+        if on_holiday.is_some() {
+            errors.push(place.error("on_holiday", "needs a calendar"));
+        }
+        return None;
+    };
+    let path = resolve(ctx.root, &path);
+    let cell = ctx
+        .calendars
+        .borrow_mut()
+        .entry(path.clone())
+        .or_insert_with(|| match CalendarCell::load(&path) {
+            Ok(cell) => Some(Arc::new(cell)),
+            Err(problems) => {
+                errors.extend(problems);
+                None
+            }
+        })
+        .clone();
+    let Some(cell) = cell else {
+        errors.push(place.error("calendar", format!("{} did not load", path.display())));
+        return None;
+    };
+    Some(ReportCalendar {
+        cell,
+        on_holiday: on_holiday.unwrap_or_default(),
     })
 }
 

@@ -8,6 +8,7 @@ mod aiosmtpd;
 mod alerts;
 mod browser;
 mod bulk_redrive;
+mod calendars;
 mod cli;
 mod config_validation;
 mod console;

@@ -35,7 +35,8 @@ pub struct Overview {
     pub last_sweep: Option<(DateTime<Utc>, SweepCounts)>,
     pub reload_error: Option<(DateTime<Utc>, String)>,
     /// (report, timezone, next fire), soonest first.
-    pub next_fires: Vec<(String, chrono_tz::Tz, DateTime<Utc>)>,
+    /// Each report's next fire, and what its calendar does to it (skipped or moved, and why).
+    pub next_fires: Vec<(String, chrono_tz::Tz, DateTime<Utc>, Option<String>)>,
     pub reports: usize,
     pub now: DateTime<Utc>,
 }
@@ -49,16 +50,20 @@ pub(super) async fn show(
     let reports = st.reports.current();
     let mut ids: Vec<&String> = reports.by_id.keys().collect();
     ids.sort();
-    let mut next_fires: Vec<(String, chrono_tz::Tz, DateTime<Utc>)> = ids
+    let mut next_fires: Vec<(String, chrono_tz::Tz, DateTime<Utc>, Option<String>)> = ids
         .into_iter()
         .take(NEXT_FIRES)
         .filter_map(|id| reports.by_id.get(id))
         .filter_map(|r| {
-            let next = r.schedule.next_fires(now, 1).into_iter().next()?;
-            Some((r.id.to_string(), r.timezone(), next))
+            let next = crate::schedule::next_fires(r, now, 1).into_iter().next()?;
+            let note = next.calendar.map(|c| match c.skipped {
+                true => format!("skipped: not a business day ({})", c.reason),
+                false => format!("moved to the next business day ({})", c.reason),
+            });
+            Some((r.id.to_string(), r.timezone(), next.fire_at, note))
         })
         .collect();
-    next_fires.sort_by_key(|(id, _, at)| (*at, id.clone()));
+    next_fires.sort_by_key(|(id, _, at, _)| (*at, id.clone()));
     let o = Overview {
         jobs: st.ledger.job_count_by_state().await?,
         deliveries: st.ledger.delivery_count_by_state().await?,
@@ -151,11 +156,12 @@ pub fn view(session: &Session, o: &Overview) -> Markup {
             h2 { "Next fires" }
             @if o.next_fires.is_empty() { p { "No report fires within a year." } }
             (scroll_region("Next fires", html! { table {
-                thead { tr { th scope="col" { "Report" } th scope="col" { "Local time" } th scope="col" { "UTC" } } }
-                tbody { @for (id, tz, at) in &o.next_fires { tr {
+                thead { tr { th scope="col" { "Report" } th scope="col" { "Local time" } th scope="col" { "UTC" } th scope="col" { "Calendar" } } }
+                tbody { @for (id, tz, at, note) in &o.next_fires { tr {
                     td { a href={ "/ui/jobs?report=" (id) } { (id) } }
                     td { (at.with_timezone(tz).format("%a %Y-%m-%d %H:%M %Z (UTC%:z)")) }
                     td { (when(*at)) }
+                    td { (note.as_deref().unwrap_or("")) }
                 } } }
             } }))
             @if o.reports > NEXT_FIRES {

@@ -84,7 +84,10 @@ async fn row(
         .take_while(|d| *d <= today)
         .map(|d| (d, by_date.get(&d).copied()))
         .collect();
-    let next = report.schedule.next_fires(now, 1).into_iter().next();
+    let next = crate::schedule::next_fires(&report, now, 8)
+        .into_iter()
+        .find(crate::schedule::Fire::fires)
+        .map(|f| f.fire_at);
     Ok(Row { report, next, days })
 }
 

@@ -72,7 +72,7 @@ pub async fn start(t: &TestLedger) -> Server {
     let state = ServerState {
         ledger: t.ledger.clone(),
         artifacts: artifacts.clone(),
-        reports: dawnpost::catalog::Catalog::load(&config).expect("templates"),
+        reports: pipeline.catalog.clone(),
         clock: Arc::new(clock.clone()),
         ingest_secret: Some(Secret::parse(SECRET).expect("secret")),
         tokens: dawnpost::server::console::session::Tokens {
