@@ -131,6 +131,21 @@ fn report_fires(report: &Report, after: DateTime<Utc>, until: DateTime<Utc>) -> 
 
 /// The next `n` fires of `report` after `after` (skipped ones included, within ten years).
 pub fn next_fires(report: &Report, after: DateTime<Utc>, n: usize) -> Vec<Fire> {
+    if report.calendar.is_none() {
+        // Day by day until `n` are found: `check` asks this of every report.
+        let tz = report.schedule.tz();
+        let Some(first) = after.with_timezone(&tz).date_naive().pred_opt() else {
+            return Vec::new();
+        };
+        return first
+            .iter_days()
+            .take(3660)
+            .filter_map(|d| report.schedule.occurrence(d))
+            .filter(|o| o.at > after)
+            .take(n)
+            .filter_map(|o| Fire::new(report, o))
+            .collect();
+    }
     let mut out = Vec::new();
     let mut from = after;
     for _ in 0..120 {

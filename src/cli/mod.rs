@@ -15,7 +15,7 @@ use crate::clock::{LedgerClock, SharedClock, SystemClock};
 use crate::config::Config;
 use crate::keys::{DeliveryKey, JobKey};
 use crate::ledger::{Ledger, Opening};
-use crate::schedule::{Fire, plan, plan_all};
+use crate::schedule::{Fire, plan_all};
 
 /// `println!` that never panics: a closed stdout (`dawnpost jobs | head -1`) ends the output,
 /// not the process.
@@ -535,12 +535,9 @@ pub(crate) fn report_ids(config: &Config) -> String {
 
 /// Fires in `[from, to)` that make jobs.
 pub(crate) fn plan_range(config: &Config, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<Fire> {
-    let ms = chrono::Duration::milliseconds(1);
-    plan(
-        &config.reports,
-        crate::clock::sub(from, ms),
-        crate::clock::sub(to, ms),
-    )
+    let mut fires = plan_range_all(config, from, to);
+    fires.retain(Fire::fires);
+    fires
 }
 
 /// Fires in `[from, to)`, those calendars skip included (what `plan` prints).
