@@ -10,7 +10,7 @@
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
-use crate::config::{OnHoliday, Report};
+use crate::config::{Calendar, OnHoliday, Report};
 use crate::cron::Occurrence;
 use crate::keys::{JobKey, ReportId};
 use crate::window::{Window, rfc3339, start_of_local_date};
@@ -46,27 +46,26 @@ impl Fire {
         })
     }
 
-    /// The fire of `occurrence` under the report's calendar, if it has one.
-    fn under_calendar(report: &Report, occurrence: Occurrence) -> Option<Fire> {
+    /// The fire of `occurrence` under `calendar`, which the report's `on_holiday` applies.
+    fn under_calendar(
+        report: &Report,
+        (calendar, on_holiday): (&Calendar, OnHoliday),
+        occurrence: Occurrence,
+    ) -> Option<Fire> {
         let mut fire = Fire::new(report, occurrence)?;
-        let Some(rc) = &report.calendar else {
+        let Some(reason) = calendar.closed(occurrence.date) else {
             return Some(fire);
         };
-        let Some(reason) = rc.cell.get().closed(occurrence.date) else {
-            return Some(fire);
-        };
-        let moved = match rc.on_holiday {
+        let moved = match on_holiday {
             OnHoliday::Skip => None,
-            OnHoliday::NextBusinessDay => rc
-                .cell
-                .get()
-                .next_business_day(occurrence.date)
-                .and_then(|day| {
+            OnHoliday::NextBusinessDay => {
+                calendar.next_business_day(occurrence.date).and_then(|day| {
                     crate::window::resolve_local(
                         day.and_time(report.schedule.time_of_day()),
                         report.schedule.tz(),
                     )
-                }),
+                })
+            }
         };
         fire.calendar = Some(CalendarNote {
             reason,
@@ -116,7 +115,9 @@ fn report_fires(report: &Report, after: DateTime<Utc>, until: DateTime<Utc>) -> 
         return Vec::new();
     };
     // A fire moved to a business day comes from the closed days just before it.
-    let back = rc.cell.get().closed_before(first).len() as u64;
+    // One calendar for the whole walk (the tick refreshes it before it plans).
+    let calendar = rc.cell.get();
+    let back = calendar.closed_before(first).len() as u64;
     let first = first
         .checked_sub_days(chrono::Days::new(back))
         .unwrap_or(first);
@@ -124,7 +125,7 @@ fn report_fires(report: &Report, after: DateTime<Utc>, until: DateTime<Utc>) -> 
         .iter_days()
         .take_while(|d| *d <= last)
         .filter_map(|d| report.schedule.occurrence(d))
-        .filter_map(|o| Fire::under_calendar(report, o))
+        .filter_map(|o| Fire::under_calendar(report, (&calendar, rc.on_holiday), o))
         .filter(|f| f.fire_at > after && f.fire_at <= until)
         .collect()
 }

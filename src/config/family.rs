@@ -77,19 +77,19 @@ fn load_family(
     let mut problems = Vec::new();
     let mut reports: Vec<Report> = Vec::new();
     let mut made: HashMap<ReportId, String> = HashMap::new();
-    for row in &rows {
-        let origin = FamilyRow {
+    for row in rows {
+        let family_row = FamilyRow {
             family: id.clone(),
-            row: row.at.clone(),
-            values: Map::new(),
-        }
-        .origin();
+            row: row.at,
+            values: row.values,
+        };
+        let origin = family_row.origin();
         let row_place = Place {
             row: Some(&origin),
             ..place.clone()
         };
         let before = problems.len();
-        let expanded = expand_table(&body, &row.values, &row_place, "", &mut problems);
+        let expanded = expand_table(&body, &family_row.values, &row_place, "", &mut problems);
         if problems.len() > before {
             continue;
         }
@@ -104,16 +104,15 @@ fn load_family(
             continue;
         };
         if let Some(first) = made.get(&report.id) {
-            let message = format!("{} and {} both make report {}", first, row.at, report.id);
+            let message = format!(
+                "{} and {} both make report {}",
+                first, family_row.row, report.id
+            );
             problems.push(row_place.error("id", message));
             continue;
         }
-        made.insert(report.id.clone(), row.at.clone());
-        report.family = Some(Arc::new(FamilyRow {
-            family: id.clone(),
-            row: row.at.clone(),
-            values: row.values.clone(),
-        }));
+        made.insert(report.id.clone(), family_row.row.clone());
+        report.family = Some(Arc::new(family_row));
         reports.push(report);
     }
     let more = problems.len().saturating_sub(MAX_ROW_ERRORS);
