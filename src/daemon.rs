@@ -1,5 +1,5 @@
 //! `run`: the daemon. The scheduler tick, the worker pool, the lease rescuer, the retention
-//! sweeper, the bulk-redrive driver, the timekeeper (the node's clock on the ledger's) and the
+//! sweeper, the bulk-redrive driver, the owners' notifier, the timekeeper (the node's clock on the ledger's) and the
 //! HTTP server, side by side under a [`crate::supervisor`] until `cancel`; then
 //! the server stops accepting, the pool drains (up to `drain_timeout`) and everything returns.
 //! A failed service is restarted with backoff, or ends the daemon with an error.
@@ -26,6 +26,8 @@ pub enum DaemonError {
     Pool(#[from] crate::pool::PoolError),
     #[error(transparent)]
     Artifacts(#[from] crate::artifact::ArtifactError),
+    #[error(transparent)]
+    Notifier(#[from] crate::notifier::NotifierError),
     #[error("{env}: {reason}")]
     Secret { env: String, reason: String },
     #[error(transparent)]
@@ -63,14 +65,22 @@ pub async fn run(
     let sweeper = Sweeper::from_config(config, ledger.clone(), clock.clone(), artifacts.clone())?
         .with_metrics(metrics.clone());
     let sweeper = Arc::new(sweeper);
+    let late = crate::notice::LateBoard::default();
     let node = server::Node {
         metrics: metrics.clone(),
         health: health.clone(),
         sweeper: sweeper.clone(),
         pool: crate::pool::PoolView::of(&pipeline),
         live_for: crate::registry::live_for(config),
+        late: late.clone(),
     };
     let catalog = pipeline.catalog.clone();
+    let notifier = crate::notifier::Notifier::new(
+        config,
+        (ledger.clone(), catalog.clone(), clock.clone()),
+        metrics.clone(),
+        late,
+    )?;
     let (listener, state) = server_for(config, &ledger, &clock, node, artifacts, &catalog).await?;
     let tick = SchedulerTick::new(
         ledger.clone(),
@@ -144,6 +154,9 @@ pub async fn run(
         }),
         periodic("reload", reloader, |r, cancel| async move {
             r.run(cancel).await
+        }),
+        periodic("notifier", Arc::new(notifier), |n, cancel| async move {
+            n.run(cancel).await
         }),
         serving(listener, server::router(state), config, metrics.clone()),
     ];

@@ -29,6 +29,8 @@ pub struct JobHistory {
     pub revisions: Vec<Job>,
     /// What the artifact store holds for a stored artifact, when `show` looked.
     pub store: Option<StoreCheck>,
+    /// What its report's owners were told of it (late, quarantined), oldest first.
+    pub notices: Vec<crate::ledger::NoticeRow>,
 }
 
 /// The artifact read back from its store: `intact` (sha256 verified), `missing`, `altered`
@@ -56,6 +58,7 @@ impl JobHistory {
         let redrives = ledger.redrive_list(key).await?;
         let probes = ledger.job_probes(key).await?;
         let revisions = ledger.job_revisions(key).await?;
+        let notices = ledger.notice_list_for_job(key).await?;
         let artifact_status = match (&job.artifact, job.artifact_deleted_at) {
             (None, _) => "none",
             (Some(_), Some(_)) => "deleted",
@@ -69,6 +72,7 @@ impl JobHistory {
             probes,
             revisions,
             store: None,
+            notices,
         }))
     }
 
@@ -114,6 +118,20 @@ impl JobHistory {
         self.artifact_lines(&mut out);
         for d in &self.deliveries {
             d.lines(&mut out);
+        }
+        for n in &self.notices {
+            let told = match n.message.as_deref() {
+                None => "waiting for its message (a report's quarantines are batched)".to_string(),
+                Some("") => "nobody told: the report has no owners now".to_string(),
+                Some(m) => format!("message {m}"),
+            };
+            let _ = writeln!(
+                out,
+                "  owners notified: {} at {}: {}; {told}",
+                n.cause.as_str(),
+                rfc3339(n.noticed_at),
+                n.detail
+            );
         }
         for r in &self.redrives {
             let _ = writeln!(

@@ -47,6 +47,8 @@ pub mod ledger;
 pub mod links;
 pub mod logging;
 pub mod metrics;
+pub mod notice;
+pub mod notifier;
 pub mod outcome;
 pub mod periodic;
 pub mod pool;

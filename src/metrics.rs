@@ -46,6 +46,11 @@ pub struct Metrics {
     pub policy_reload_failures: Counter,
     /// Reloads of the reports (SIGHUP, a family's query rows), by result (`ok`, `failed`).
     pub config_reloads: Family<Labels, Counter>,
+    /// 1 for each report late now (its job not delivered by `deliver_by`), by report and
+    /// date; no series while none is (set at every notifier round).
+    pub report_late: Family<Labels, Gauge>,
+    /// Owners' notice sends, by outcome (`sent`, `retry`, `quarantined`).
+    pub owner_notices: Family<Labels, Counter>,
     pub ingested: Family<Labels, Counter>,
     /// Log lines dropped because stderr was full or broken (shared with [`crate::logging`]).
     pub log_lines_dropped: Counter,
@@ -91,6 +96,8 @@ impl Default for Metrics {
             sweeper_deleted: Family::default(),
             policy_reload_failures: Counter::default(),
             config_reloads: Family::default(),
+            report_late: Family::default(),
+            owner_notices: Family::default(),
             ingested: Family::default(),
             log_lines_dropped: crate::logging::dropped_lines(),
             service_failures: Family::default(),
@@ -136,6 +143,9 @@ impl Default for Metrics {
         for result in ["ok", "failed"] {
             let _ = m.config_reloads.get_or_create(&label("result", result));
         }
+        for outcome in ["sent", "retry", "quarantined"] {
+            let _ = m.owner_notices.get_or_create(&label("outcome", outcome));
+        }
         for reason in HTTP_CUT_REASONS {
             let _ = m
                 .http_connections_cut
@@ -147,8 +157,9 @@ impl Default for Metrics {
 
 /// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
 /// here so that their failure series exist from the start.
-pub const SERVICES: [&str; 9] = [
-    "tick", "pool", "rescuer", "sweeper", "runbooks", "clock", "registry", "reload", "server",
+pub const SERVICES: [&str; 10] = [
+    "tick", "pool", "rescuer", "sweeper", "runbooks", "clock", "registry", "reload", "notifier",
+    "server",
 ];
 
 /// Why the HTTP server cut or refused a connection: a head or body that did not arrive in time,
@@ -180,6 +191,7 @@ pub const NAMES: &[&str] = &[
     "dawnpost_sweeper_deleted_total",
     "dawnpost_policy_reload_failures_total",
     "dawnpost_config_reloads_total",
+    "dawnpost_owner_notice_sends_total",
     "dawnpost_ingested_runs_total",
     "dawnpost_log_lines_dropped_total",
     "dawnpost_service_failures_total",
@@ -190,6 +202,31 @@ pub const NAMES: &[&str] = &[
 ];
 
 impl Metrics {
+    /// The reports late now, `(report, date)` each: their series set, every other removed.
+    /// (`date`, not the job key: Prometheus keeps the label `job` for its scrape job.)
+    pub fn set_late(&self, late: &[(String, String)]) {
+        let now: Vec<Labels> = late
+            .iter()
+            .map(|(report, date)| {
+                vec![
+                    ("report".to_string(), report.clone()),
+                    ("date".to_string(), date.clone()),
+                ]
+            })
+            .collect();
+        self.report_late.clear();
+        for labels in &now {
+            self.report_late.get_or_create(labels).set(1);
+        }
+    }
+
+    /// An owner's notice send that ended `outcome` (`sent`, `retry`, `quarantined`).
+    pub fn owner_notice(&self, outcome: &str) {
+        self.owner_notices
+            .get_or_create(&label("outcome", outcome))
+            .inc();
+    }
+
     pub fn attempt(&self, class: &str) {
         self.attempts.get_or_create(&label("class", class)).inc();
     }
@@ -386,6 +423,16 @@ impl Metrics {
             "policy_reload_failures",
             "Retention policy reloads that did not validate",
             m.policy_reload_failures.clone(),
+        );
+        registry.register(
+            "report_late",
+            "1 for each report whose job was not delivered by its deliver_by deadline, by report and date",
+            m.report_late.clone(),
+        );
+        registry.register(
+            "owner_notice_sends",
+            "Sends of owners' notices (late, quarantined), by outcome (sent, retry, quarantined)",
+            m.owner_notices.clone(),
         );
         registry.register(
             "config_reloads",

@@ -193,6 +193,34 @@ fn rows_shown(rows: &crate::config::RowsSpec, root: &std::path::Path) -> String 
     }
 }
 
+/// `deliver_by` and who is told when the report is late or quarantined (redacted).
+fn owners_line(o: &crate::config::Owners) -> Option<String> {
+    let by = o
+        .deliver_by
+        .map(|t| format!("deliver by {} local", t.format("%H:%M")));
+    let mut told: Vec<String> = o
+        .emails
+        .iter()
+        .map(|a| crate::redact::redact_address(a.as_ref()))
+        .collect();
+    if let Some(w) = &o.webhook {
+        told.push(format!(
+            "webhook {}",
+            crate::redact::redact_endpoint(w.url.as_str())
+        ));
+    }
+    let owners = (!told.is_empty())
+        .then(|| format!("owners told when late or quarantined: {}", told.join(", ")));
+    match (by, owners) {
+        (None, None) => None,
+        (Some(b), None) => Some(format!(
+            "{b} (no owners: late shows in /metrics and the console)"
+        )),
+        (None, Some(o)) => Some(format!("{o} (no deliver_by: quarantines only)")),
+        (Some(b), Some(o)) => Some(format!("{b}; {o}")),
+    }
+}
+
 pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {
     let r = &config.retention.defaults;
     out!(
@@ -241,6 +269,9 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
         );
         if let Some(family) = &report.family {
             out!("  from {}", family.origin());
+        }
+        if let Some(line) = owners_line(&report.owners) {
+            out!("  {line}");
         }
         for fire in crate::schedule::next_fires(report, now, 3) {
             let local = fire.fire_at.with_timezone(&tz);

@@ -10,6 +10,7 @@ mod calendar;
 mod database;
 mod family;
 mod fields;
+mod owners;
 mod rate_limits;
 mod readiness;
 mod report;
@@ -18,6 +19,7 @@ mod rows;
 mod server;
 mod services;
 mod settings;
+mod webhook;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -28,9 +30,10 @@ use fields::{Fields, Place, parse_file};
 pub use calendar::{Calendar, CalendarCell, OnHoliday, ReportCalendar};
 pub use database::{DEFAULT_PG_CONNECTIONS, DatabaseSettings};
 pub use fields::shown_size;
+pub use owners::Owners;
 pub use rate_limits::RateLimitSpec;
 pub use readiness::{Deadline, OnLate, Probe, Readiness};
-pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, SourceSpec, Webhook};
+pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, SourceSpec};
 pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
 pub use rows::{Family, FamilyRow, MAX_ROWS_FILE, NoSqlRows, RowReader, RowsSpec};
 pub use server::ServerSettings;
@@ -39,6 +42,7 @@ pub use settings::{
     ArtifactSettings, EmailSettings, EmailTransport, PoolSettings, RetrySettings, ScheduleSettings,
     Settings, WebhookSettings,
 };
+pub use webhook::Webhook;
 
 /// One problem in the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

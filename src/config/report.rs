@@ -9,6 +9,7 @@ use chrono_tz::Tz;
 use super::fields::{Fields, Place};
 use super::readiness::Readiness;
 use super::settings::Settings;
+use super::webhook::{Webhook, load_webhook};
 use super::{ConfigError, resolve};
 use crate::cron::CronExpr;
 use crate::duration::Span;
@@ -44,6 +45,9 @@ pub struct Report {
     pub calendar: Option<super::calendar::ReportCalendar>,
     /// The `[[family]]` and row this report was made from; its templates see the row as `row`.
     pub family: Option<Arc<super::rows::FamilyRow>>,
+    /// `deliver_by`, `owners` and `owner_webhook`: by when it is due, and who is told when it
+    /// is late or quarantined.
+    pub owners: super::owners::Owners,
 }
 
 impl AsRef<Report> for Report {
@@ -83,13 +87,6 @@ impl SourceSpec {
             SourceSpec::Http { timeout, .. } | SourceSpec::Sql { timeout, .. } => Some(*timeout),
         }
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Webhook {
-    pub url: url::Url,
-    /// The variable holding the `whsec_…` Standard Webhooks secret.
-    pub secret_env: Option<String>,
 }
 
 pub(super) struct LoadContext<'a> {
@@ -248,6 +245,7 @@ pub(super) fn load_report(
     });
     let readiness = super::readiness::load(&mut f, &place, ctx.root, schedule.as_ref(), errors);
     let calendar = load_calendar(&mut f, &place, ctx, errors);
+    let owners = super::owners::load(&mut f, &place, errors, warnings);
     f.finish(errors);
 
     let (Some(id), Some(title), Some(schedule), Some(template), Some(source)) =
@@ -278,6 +276,7 @@ pub(super) fn load_report(
         readiness,
         calendar,
         family: None,
+        owners,
     })
 }
 
@@ -440,46 +439,6 @@ fn load_webhooks(
         }
     }
     webhooks
-}
-
-fn load_webhook(
-    t: &toml::Table,
-    place: &Place<'_>,
-    errors: &mut Vec<ConfigError>,
-    warnings: &mut Vec<String>,
-) -> Option<Webhook> {
-    let mut w = Fields::new(t, place.clone());
-    let url = w
-        .req::<String>("url", errors)
-        .and_then(|u| match url::Url::parse(&u) {
-            Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
-                Some(url)
-            }
-            Ok(url) => {
-                errors.push(place.error(
-                    "url",
-                    format!("{u:?}: scheme {:?} is not http or https", url.scheme()),
-                ));
-                None
-            }
-            Err(e) => {
-                errors.push(place.error("url", format!("{u:?} is not a URL: {e}")));
-                None
-            }
-        });
-    let secret_env = w.env_name("secret_env", errors).inspect(|env| {
-        if std::env::var_os(env).is_none() {
-            warnings.push(place.warning(
-                "secret_env",
-                &format!("environment variable {env} is not set here"),
-            ));
-        }
-    });
-    w.finish(errors);
-    Some(Webhook {
-        url: url?,
-        secret_env,
-    })
 }
 
 fn load_source(

@@ -21,6 +21,9 @@ pub struct ServiceSettings {
     /// How often the node records its heartbeat in the registry; a node silent for three
     /// intervals is not live. Default 10s.
     pub heartbeat_every: Span,
+    /// How often the notifier judges deadlines and quarantines and sends owners' notices
+    /// (a deadline that passed is told within about one interval). Default 30s.
+    pub notify_every: Span,
 }
 
 impl Default for ServiceSettings {
@@ -30,6 +33,7 @@ impl Default for ServiceSettings {
             runbooks_every: Span::from_secs(2),
             clock_every: Span::from_secs(10),
             heartbeat_every: Span::from_secs(10),
+            notify_every: Span::from_secs(30),
         }
     }
 }
@@ -58,6 +62,9 @@ pub(super) fn read(mut f: Fields<'_, '_>, s: &mut ServiceSettings, errors: &mut 
     }
     if let Some(t) = interval("heartbeat_every", errors) {
         s.heartbeat_every = t;
+    }
+    if let Some(t) = interval("notify_every", errors) {
+        s.notify_every = t;
     }
     f.finish(errors);
 }

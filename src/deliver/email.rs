@@ -117,7 +117,12 @@ impl EmailSender {
     }
 
     /// Sends one message and classifies the result.
-    pub async fn send(&self, message: &Message, delivery_key: &DeliveryKey, to: &str) -> Outcome {
+    pub async fn send(
+        &self,
+        message: &Message,
+        delivery_key: &(dyn std::fmt::Display + Sync),
+        to: &str,
+    ) -> Outcome {
         match self {
             EmailSender::File { dir } => {
                 let name = file_name(&delivery_key.to_string());
@@ -254,7 +259,7 @@ pub fn subject_of(title: &str, job: &crate::keys::JobKey) -> String {
 }
 
 /// The Message-ID of a delivery: the same for every retry.
-pub fn message_id(delivery_key: &DeliveryKey, from: &Mailbox) -> String {
+pub fn message_id(delivery_key: &(dyn std::fmt::Display + Sync), from: &Mailbox) -> String {
     let digest = hex::encode(Sha256::digest(delivery_key.to_string().as_bytes()));
     format!("<{}.dawnpost@{}>", &digest[..32], from.email.domain())
 }

@@ -211,7 +211,7 @@ impl WebhookSender {
         &self,
         url: &str,
         secret: Option<&Secret>,
-        delivery_key: &DeliveryKey,
+        delivery_key: &(dyn std::fmt::Display + Sync),
         body: Vec<u8>,
         now: DateTime<Utc>,
     ) -> Outcome {

@@ -55,6 +55,7 @@ mod ingest;
 mod jobs;
 mod leases;
 mod nodes;
+mod notices;
 mod postgres;
 mod probes;
 mod reissue;
@@ -78,6 +79,9 @@ pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use deploy::{Blockers, HeldLease, Migrated};
 pub use leases::LeaseParams;
 pub use nodes::Node;
+pub use notices::{
+    Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,
+};
 pub use probes::{AfterProbe, ProbeRow};
 pub use rescue::RescueBudget;
 pub use runbooks::{Runbook, RunbookSpec, RunbookState, RunbookStep, StepRecord, Transition};

@@ -189,6 +189,27 @@ impl Tx {
         })
     }
 
+    /// Every row `st` returns.
+    pub(super) async fn fetch_all<T: BothRow>(&mut self, st: &Statement<'_>) -> Result<Vec<T>> {
+        Ok(match self {
+            Tx::Sqlite(tx) => query_as(st.sql, &st.args).fetch_all(&mut **tx).await?,
+            Tx::Postgres(tx) => query_as(st.sql, &st.args).fetch_all(&mut **tx).await?,
+        })
+    }
+
+    /// Serialises the making of owners' notices across nodes until the end of the transaction
+    /// (PostgreSQL's transaction-scoped advisory lock; SQLite's write transaction already
+    /// excludes every other writer), so two nodes never open two batches for one report.
+    pub(super) async fn lock_notices(&mut self) -> Result<()> {
+        match self {
+            Tx::Sqlite(_) => Ok(()),
+            Tx::Postgres(_) => {
+                let lock = Statement::new("SELECT pg_advisory_xact_lock(7243017)");
+                self.execute(&lock).await.map(|_| ())
+            }
+        }
+    }
+
     /// Locks job `key`'s row until the end of the transaction, where the backend needs it
     /// (PostgreSQL; SQLite's write transaction already excludes every other writer). A redrive
     /// and a retirement both take it first, so they never wait on each other in opposite orders.

@@ -110,7 +110,7 @@ pub enum PoolError {
 }
 
 /// A uniform draw in `[0, 1)`: the jitter of retries and readiness probes.
-fn jitter() -> f64 {
+pub fn jitter() -> f64 {
     use rand::RngExt;
     rand::rng().random()
 }

@@ -70,6 +70,8 @@ pub struct Node {
     pub pool: crate::pool::PoolView,
     /// How long a node counts as live after its last heartbeat (three `heartbeat_every`).
     pub live_for: chrono::Duration,
+    /// The reports late at the notifier's last round (the console's overview lists them first).
+    pub late: crate::notice::LateBoard,
 }
 
 impl std::fmt::Debug for ServerState {

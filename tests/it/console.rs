@@ -143,8 +143,43 @@ async fn the_overview_counts_jobs_and_ages_the_oldest_ready_one(t: &TestLedger) 
     s.cancel.cancel();
 }
 
+/// The reports the notifier found late are the overview's first section: each job linked,
+/// its deadline in the report's local time, and what is missing.
+async fn the_overview_lists_late_reports_first(t: &TestLedger) {
+    let s = start(t).await;
+    let cookie = sign_in(&s, TOKEN).await;
+    let html = get(&s, "/ui/", Some(&cookie))
+        .await
+        .text()
+        .await
+        .expect("body");
+    assert!(!html.contains("Late reports"), "none late: no section");
+    s.late.set(vec![dawnpost::notice::LateReport {
+        key: common::jk("warehouse-17:2026-11-30"),
+        deadline: at(2026, 11, 30, 7, 0),
+        detail: "its job is rendering: HTTP 503 from the source".into(),
+    }]);
+    let html = get(&s, "/ui/", Some(&cookie))
+        .await
+        .text()
+        .await
+        .expect("body");
+    let late = html.find("Late reports (1)").expect("the late section");
+    let jobs = html.find("<h2>Jobs</h2>").expect("the jobs card");
+    assert!(late < jobs, "late reports come first");
+    for said in [
+        "href=\"/ui/jobs/warehouse-17:2026-11-30\"",
+        "2026-11-30 08:00 CET (2026-11-30T07:00:00Z)",
+        "its job is rendering: HTTP 503 from the source",
+    ] {
+        assert!(html.contains(said), "{said} in {html}");
+    }
+    s.cancel.cancel();
+}
+
 on_both_backends!(
     login_sets_a_strict_session_cookie_that_every_page_needs,
     logout_needs_the_sessions_csrf_token,
     the_overview_counts_jobs_and_ages_the_oldest_ready_one,
+    the_overview_lists_late_reports_first,
 );

@@ -38,6 +38,7 @@ const LAYERS: &[&[&str]] = &[
         "signing",
         "links",
         "deliver",
+        "notice",
     ],
     &["ledger"],
     &[
@@ -46,6 +47,7 @@ const LAYERS: &[&[&str]] = &[
         "registry",
         "reload",
         "pool",
+        "notifier",
         "sweeper",
         "history",
         "api",

@@ -38,6 +38,7 @@ mod metrics_format;
 mod migrate;
 mod node_faults;
 mod nodes;
+mod owners;
 mod pipeline;
 mod pipeline_faults;
 mod postgres_open;

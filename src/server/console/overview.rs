@@ -1,4 +1,4 @@
-//! `/ui/`: jobs and deliveries by state, the oldest ready job's wait, attempts by class over
+//! `/ui/`: the reports late now (first), jobs and deliveries by state, the oldest ready job's wait, attempts by class over
 //! the last hour and day (an SVG chart drawn here), this node's paused hosts, its last sweep
 //! and the policy file's reload error, and the next fires of reports in local time and UTC.
 
@@ -38,6 +38,9 @@ pub struct Overview {
     /// Each report's next fire, and what its calendar does to it (skipped or moved, and why).
     pub next_fires: Vec<(String, chrono_tz::Tz, DateTime<Utc>, Option<String>)>,
     pub reports: usize,
+    /// The reports late now (their job not delivered by `deliver_by`), oldest deadline first,
+    /// with each report's timezone.
+    pub late: Vec<(crate::notice::LateReport, chrono_tz::Tz)>,
     pub now: DateTime<Utc>,
 }
 
@@ -78,6 +81,13 @@ pub(super) async fn show(
         reload_error: st.node.sweeper.reload_error(),
         next_fires,
         reports: reports.list.len(),
+        late: (st.node.late.get().into_iter())
+            .map(|l| {
+                let tz = (reports.by_id.get(l.key.report().as_str()))
+                    .map_or(chrono_tz::Tz::UTC, |r| r.timezone());
+                (l, tz)
+            })
+            .collect(),
         now,
     };
     Ok(page(view(&session, &o)).into_response())
@@ -91,6 +101,7 @@ pub fn view(session: &Session, o: &Overview) -> Markup {
         Some(session),
         html! {
             h1 { "Overview" }
+            (late_reports(&o.late))
             @if let Some((at, problems)) = &o.reload_error {
                 p.error role="alert" {
                     "The retention policy file did not validate at " (when(*at)) " (the previous policy stays in force): "
@@ -172,6 +183,30 @@ pub fn view(session: &Session, o: &Overview) -> Markup {
             }
         },
     )
+}
+
+/// The reports late now, first on the page: what an operator answers for before anything else.
+fn late_reports(late: &[(crate::notice::LateReport, chrono_tz::Tz)]) -> Markup {
+    if late.is_empty() {
+        return html! {};
+    }
+    html! {
+        section aria-labelledby="late-reports" {
+            h2 id="late-reports" { "Late reports (" (late.len()) ")" }
+            (scroll_region("Late reports", html! { table {
+                thead { tr {
+                    th scope="col" { "Report" } th scope="col" { "Job" }
+                    th scope="col" { "Due by" } th scope="col" { "What is missing" }
+                } }
+                tbody { @for (l, tz) in late { tr {
+                    td { a href={ "/ui/jobs?report=" (l.key.report()) } { (l.key.report()) } }
+                    td { a href={ "/ui/jobs/" (l.key) } { (l.key) } }
+                    td { (crate::notice::shown_deadline(l, *tz)) }
+                    td { (l.detail) }
+                } } }
+            } }))
+        }
+    }
 }
 
 fn hour_start(t: DateTime<Utc>) -> DateTime<Utc> {

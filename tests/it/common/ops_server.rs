@@ -39,6 +39,8 @@ pub struct Server {
     pub artifacts: Arc<dawnpost::artifact::ArtifactStore>,
     pub sweeper: Arc<dawnpost::sweeper::Sweeper>,
     pub pipeline: Arc<dawnpost::pool::Pipeline>,
+    /// The late reports the console's overview lists (a notifier's round sets them).
+    pub late: dawnpost::notice::LateBoard,
 }
 
 pub async fn start(t: &TestLedger) -> Server {
@@ -46,6 +48,7 @@ pub async fn start(t: &TestLedger) -> Server {
     let config = p.load();
     let clock = ManualClock::new(at(2026, 11, 30, 9, 0));
     let metrics = Arc::new(Metrics::default());
+    let late = dawnpost::notice::LateBoard::default();
     let health = Arc::new(Health::default());
     let artifacts =
         dawnpost::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
@@ -86,6 +89,7 @@ pub async fn start(t: &TestLedger) -> Server {
             sweeper: sweeper.clone(),
             pool: dawnpost::pool::PoolView::of(&pipeline),
             live_for: chrono::Duration::seconds(30),
+            late: late.clone(),
         },
         links: Some(links()),
     };
@@ -113,6 +117,7 @@ pub async fn start(t: &TestLedger) -> Server {
         artifacts,
         sweeper,
         pipeline,
+        late,
     }
 }
 

@@ -1,0 +1,363 @@
+//! Deadlines and owners (`deliver_by`, `owners`, `owner_webhook`): late judged from the
+//! schedule (a fire that never became a job is late), each late job and each quarantine told
+//! once, a report's quarantines batched (the first at once, the rest of the hour in one more),
+//! the late reports in `/metrics` and first on the console's overview; the real daemon started
+//! after a deadline passed tells the owners exactly once (aiosmtpd).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use dawnpost::ManualClock;
+use dawnpost::catalog::Catalog;
+use dawnpost::config::Config;
+use dawnpost::keys::{JobKey, ReportId};
+use dawnpost::ledger::{Audit, JobOrigin, NewJob, Via};
+use dawnpost::metrics::Metrics;
+use dawnpost::notice::LateBoard;
+use dawnpost::notifier::{Notifier, RoundCounts};
+use dawnpost::window::Window;
+
+use crate::common::fixtures::params;
+use crate::common::{Project, TestLedger, at, jk};
+
+/// A report `id` firing at `schedule` (UTC), due by `deliver_by`, with `extra` keys.
+fn owned_report(id: &str, schedule: &str, deliver_by: &str, extra: &str) -> String {
+    format!(
+        r#"
+[[report]]
+id = "{id}"
+title = "Report {id}"
+schedule = "{schedule}"
+timezone = "UTC"
+template = "daily_ops"
+source = {{ kind = "file", path = "config/sample/warehouse-17.json" }}
+email = ["ops@example.com"]
+deliver_by = "{deliver_by}"
+owners = ["lead@example.com", "second@example.com"]
+{extra}
+"#
+    )
+}
+
+struct Rig {
+    notifier: Notifier,
+    clock: ManualClock,
+    metrics: Arc<Metrics>,
+    board: LateBoard,
+    config: Config,
+}
+
+impl Rig {
+    fn new(p: &Project, t: &TestLedger, now: DateTime<Utc>) -> Rig {
+        let config = p.load();
+        let clock = ManualClock::new(now);
+        let metrics = Arc::new(Metrics::default());
+        let board = LateBoard::default();
+        let catalog = Catalog::load(&config).expect("catalog");
+        let notifier = Notifier::new(
+            &config,
+            (t.ledger.clone(), catalog, Arc::new(clock.clone())),
+            metrics.clone(),
+            board.clone(),
+        )
+        .expect("notifier");
+        Rig {
+            notifier,
+            clock,
+            metrics,
+            board,
+            config,
+        }
+    }
+
+    async fn round(&self) -> RoundCounts {
+        self.notifier.run_once().await.expect("round")
+    }
+
+    /// The emails in the outbox: (file name, text).
+    fn outbox(&self) -> Vec<(String, String)> {
+        outbox(&self.config.root.join("var/outbox"))
+    }
+}
+
+/// An email's Subject and text body, decoded.
+fn read_mail(raw: &str) -> (String, String) {
+    let m = mail_parser::MessageParser::default()
+        .parse(raw.as_bytes())
+        .expect("an email");
+    let subject = m.subject().unwrap_or_default().to_string();
+    let body = m.body_text(0).map(|b| b.into_owned()).unwrap_or_default();
+    (subject, body)
+}
+
+fn outbox(dir: &Path) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".eml"))
+                .map(|e| {
+                    let text = std::fs::read_to_string(e.path()).expect("read");
+                    (e.file_name().to_string_lossy().into_owned(), text)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+fn job(key: &str, fire_at: DateTime<Utc>) -> NewJob {
+    let key: JobKey = key.parse().expect("key");
+    NewJob {
+        fire_at,
+        window: Window {
+            start: fire_at - chrono::Duration::hours(30),
+            end: fire_at - chrono::Duration::hours(6),
+        },
+        ready_at: fire_at,
+        origin: JobOrigin::Schedule,
+        key,
+    }
+}
+
+/// The fire of 2026-11-30 06:30 UTC never became a job: at 08:00 it is late, told once to
+/// each owner with what is missing and the command that sends it; still late (the board and
+/// `/metrics`) until its job finishes, and never told again.
+async fn a_fire_that_never_became_a_job_is_late_and_told_once(t: &TestLedger) {
+    let p = Project::new(&owned_report("wh", "0 30 6 30 11 *", "08:00", ""));
+    let rig = Rig::new(&p, t, at(2026, 11, 30, 7, 59));
+    let before = rig.round().await;
+    assert_eq!((before.late, before.messages), (0, 0), "not due yet");
+
+    rig.clock.set(at(2026, 11, 30, 8, 0));
+    let first = rig.round().await;
+    assert_eq!(
+        (first.late, first.noticed, first.messages, first.sent),
+        (1, 1, 1, 2)
+    );
+    let mails = rig.outbox();
+    assert_eq!(mails.len(), 2, "one per owner: {mails:?}");
+    let (_, lead) = mails
+        .iter()
+        .find(|(n, _)| n.contains("lead@"))
+        .expect("lead");
+    for said in [
+        "To: lead@example.com",
+        "X-Dawnpost-Notice: wh:2026-11-30/late",
+        "Auto-Submitted: auto-generated",
+    ] {
+        assert!(lead.contains(said), "{said} in {lead}");
+    }
+    let (subject, body) = read_mail(lead);
+    assert_eq!(
+        subject,
+        "Late: Report wh — 2026-11-30 not delivered by 08:00"
+    );
+    assert!(
+        body.contains("What is missing: no job: its fire at 2026-11-30 06:30 UTC never became one"),
+        "{body}"
+    );
+    assert!(
+        body.contains("Why: dawnpost enqueue wh --date 2026-11-30"),
+        "{body}"
+    );
+    let late = rig.board.get();
+    assert_eq!(
+        late.iter().map(|l| l.key.to_string()).collect::<Vec<_>>(),
+        ["wh:2026-11-30"]
+    );
+    let metrics = rig.metrics.render_text();
+    assert!(
+        metrics.contains(r#"dawnpost_report_late{report="wh",date="2026-11-30"} 1"#),
+        "{metrics}"
+    );
+
+    rig.clock.set(at(2026, 11, 30, 8, 1));
+    let again = rig.round().await;
+    assert_eq!(
+        (again.late, again.noticed, again.messages, again.sent),
+        (1, 0, 0, 0)
+    );
+    assert_eq!(rig.outbox().len(), 2, "told once");
+
+    // An operator makes the job and it finishes: no longer late, and nobody is told again.
+    t.ledger
+        .job_insert_many(
+            &[job("wh:2026-11-30", at(2026, 11, 30, 8, 2))],
+            at(2026, 11, 30, 8, 2),
+        )
+        .await
+        .expect("insert");
+    let audit = Audit::new("ops", "not wanted today", Via::Cli).expect("audit");
+    t.ledger
+        .job_cancel(&jk("wh:2026-11-30"), &audit, at(2026, 11, 30, 8, 3))
+        .await
+        .expect("cancel");
+    rig.clock.set(at(2026, 11, 30, 8, 4));
+    let after = rig.round().await;
+    assert_eq!((after.late, after.noticed, after.sent), (0, 0, 0));
+    assert!(rig.board.get().is_empty());
+    assert!(!rig.metrics.render_text().contains("dawnpost_report_late{"));
+    let history = dawnpost::history::JobHistory::load(&t.ledger, &jk("wh:2026-11-30"))
+        .await
+        .expect("load")
+        .expect("job");
+    assert!(
+        history
+            .render_text()
+            .contains("owners notified: late at 2026-11-30T08:00:00Z"),
+        "{}",
+        history.render_text()
+    );
+}
+
+/// A job done before its deadline is never late; one still delivering at its deadline is.
+async fn a_job_done_by_its_deadline_is_not_late(t: &TestLedger) {
+    let p = Project::new(
+        &(owned_report("a", "0 30 5 25 10 *", "08:00", "")
+            + &owned_report("b", "0 30 5 25 10 *", "08:00", "")),
+    );
+    let fire = at(2026, 10, 25, 5, 30);
+    t.ledger
+        .job_insert_many(
+            &[job("a:2026-10-25", fire), job("b:2026-10-25", fire)],
+            fire,
+        )
+        .await
+        .expect("insert");
+    let leased = t
+        .ledger
+        .job_lease(&params("w", fire, 10))
+        .await
+        .expect("lease");
+    for j in &leased {
+        let to = [dawnpost::ledger::NewDelivery {
+            key: dawnpost::keys::DeliveryKey::new(
+                j.job.key.clone(),
+                dawnpost::keys::DestinationKind::Email,
+                "ops@example.com",
+            ),
+        }];
+        t.ledger
+            .job_rendered(&j.lease, &crate::common::fixtures::artifact(), &to, fire)
+            .await
+            .expect("rendered");
+    }
+    // a's delivery is sent at 06:00; b's waits.
+    let sending = t
+        .ledger
+        .delivery_lease(&params("w", at(2026, 10, 25, 6, 0), 10))
+        .await
+        .expect("lease");
+    let a = sending
+        .iter()
+        .find(|d| d.delivery.key.to_string().starts_with("a:"))
+        .expect("a");
+    t.ledger
+        .delivery_finish(
+            &a.lease,
+            &crate::common::fixtures::attempt(
+                dawnpost::outcome::ResponseClass::Accepted,
+                at(2026, 10, 25, 6, 0),
+            ),
+            dawnpost::ledger::DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent");
+    t.ledger
+        .job_settle(&jk("a:2026-10-25"), at(2026, 10, 25, 6, 0))
+        .await
+        .expect("settle");
+
+    let rig = Rig::new(&p, t, at(2026, 10, 25, 8, 0));
+    let round = rig.round().await;
+    assert_eq!((round.late, round.messages), (1, 1));
+    let late = rig.board.get();
+    assert_eq!(late[0].key, jk("b:2026-10-25"));
+    assert_eq!(late[0].detail, "its job is delivering");
+    let mails = rig.outbox();
+    assert!(
+        mails.iter().all(|(n, _)| n.starts_with("b_2026-10-25")),
+        "{mails:?}"
+    );
+}
+
+/// 500 jobs of one report quarantined at once: one message per owner listing the first 20 and
+/// the command for the rest; a trickle afterwards waits for the hour's end and goes as one
+/// more; then a new hour's first goes at once again.
+async fn five_hundred_quarantines_are_one_message(t: &TestLedger) {
+    let p = Project::new(&owned_report("storm", "0 30 5 1 1 *", "08:00", ""));
+    let now = at(2026, 11, 30, 9, 0);
+    let first = NaiveDate::from_ymd_opt(2025, 1, 1).expect("date");
+    let id = ReportId::parse("storm").expect("id");
+    let quarantine = |n: usize, offset: usize, at_: DateTime<Utc>| {
+        let jobs: Vec<NewJob> = (offset..offset + n)
+            .map(|i| {
+                let date = first + chrono::Days::new(i as u64);
+                job(&JobKey::new(id.clone(), date).to_string(), at_)
+            })
+            .collect();
+        let l = t.ledger.clone();
+        async move {
+            l.job_insert_many(&jobs, at_).await.expect("insert");
+            let leased = l.job_lease(&params("w", at_, 1000)).await.expect("lease");
+            for j in leased {
+                l.job_quarantine(&j.lease, "HTTP 404 from the source", at_)
+                    .await
+                    .expect("quarantine");
+            }
+        }
+    };
+    quarantine(500, 0, now).await;
+    let rig = Rig::new(&p, t, now);
+    let round = rig.round().await;
+    assert_eq!((round.noticed, round.messages, round.sent), (500, 1, 2));
+    let mails = rig.outbox();
+    assert_eq!(mails.len(), 2, "one message, to each of the two owners");
+    let (subject, text) = read_mail(&mails[0].1);
+    assert_eq!(subject, "Quarantined: Report storm — 500 jobs");
+    assert!(
+        text.contains("- storm:2025-01-01: HTTP 404 from the source"),
+        "{text}"
+    );
+    assert_eq!(text.matches("HTTP 404").count(), 20, "{text}");
+    assert!(
+        text.contains("- and 480 more: dawnpost jobs --report storm --state quarantined"),
+        "{text}"
+    );
+
+    // 30 more within the hour: held.
+    let later = at(2026, 11, 30, 9, 20);
+    quarantine(30, 500, later).await;
+    rig.clock.set(later);
+    let held = rig.round().await;
+    assert_eq!((held.noticed, held.messages), (30, 0));
+    // The hour ends: the 30 go as one more message.
+    rig.clock.set(at(2026, 11, 30, 10, 0));
+    let rest = rig.round().await;
+    assert_eq!((rest.messages, rest.sent), (1, 2));
+    let subjects: Vec<String> = rig.outbox().iter().map(|(_, t)| read_mail(t).0).collect();
+    assert_eq!(subjects.len(), 4);
+    assert_eq!(
+        subjects.iter().filter(|s| s.ends_with("— 30 jobs")).count(),
+        2,
+        "{subjects:?}"
+    );
+    // A quarantine after that window opens a new one: told at once.
+    let next = at(2026, 11, 30, 10, 5);
+    quarantine(1, 530, next).await;
+    rig.clock.set(next);
+    let fresh = rig.round().await;
+    assert_eq!((fresh.noticed, fresh.messages, fresh.sent), (1, 1, 2));
+    // Nothing is ever told twice.
+    rig.clock.set(at(2026, 11, 30, 12, 0));
+    let quiet = rig.round().await;
+    assert_eq!((quiet.noticed, quiet.messages, quiet.sent), (0, 0, 0));
+}
+
+on_both_backends!(
+    a_fire_that_never_became_a_job_is_late_and_told_once,
+    a_job_done_by_its_deadline_is_not_late,
+    five_hundred_quarantines_are_one_message,
+);
