@@ -377,3 +377,46 @@ pub fn shown_deadline(late: &LateReport, tz: chrono_tz::Tz) -> String {
         rfc3339(late.deadline)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+
+    fn t(h: u32, m: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 30, h, m, 0)
+            .single()
+            .expect("instant")
+    }
+
+    #[test]
+    fn a_reports_first_quarantine_goes_at_once_and_the_rest_of_its_hour_as_one_more() {
+        // No window yet: a new one, at once.
+        assert_eq!(next_batch(None, t(9, 0)), Some((t(9, 0), 1)));
+        // Inside the window opened at 09:00: wait.
+        assert_eq!(next_batch(Some((t(9, 0), 1)), t(9, 59)), None);
+        // The window ended: its second (and last) message.
+        assert_eq!(next_batch(Some((t(9, 0), 1)), t(10, 0)), Some((t(9, 0), 2)));
+        // After a window's second message, the next notice opens a new window.
+        assert_eq!(
+            next_batch(Some((t(9, 0), 2)), t(10, 1)),
+            Some((t(10, 1), 1))
+        );
+        // A window whose second went out is not reopened early.
+        assert_eq!(next_batch(Some((t(9, 0), 2)), t(9, 30)), None);
+    }
+
+    #[test]
+    fn keys_are_one_per_job_and_cause() {
+        let job: JobKey = "wh:2026-11-30".parse().expect("key");
+        assert_eq!(Cause::Late.key(&job), "wh:2026-11-30/late");
+        assert_eq!(Cause::Quarantined.key(&job), "wh:2026-11-30/quarantined");
+        assert_eq!(Cause::parse("late"), Some(Cause::Late));
+        assert_eq!(Cause::parse("gone"), None);
+        assert_eq!(
+            quarantine_message_key("wh", t(9, 0), 2),
+            format!("wh/quarantined/{}/2", t(9, 0).timestamp_millis())
+        );
+    }
+}

@@ -148,14 +148,17 @@ impl Notifier {
         counts.noticed = (self.ledger)
             .notice_insert_many(&[notices, quarantined].concat(), now)
             .await?;
-        self.publish(late);
         let public_url = self.public_url.as_ref();
         let address = |report: &str, cause: Cause, items: &[Item], key: &str| {
             let r = reports.by_id.get(report)?;
             addressed(r, cause, items, key, public_url)
         };
         counts.messages = self.ledger.notice_make_messages(now, &address).await?;
-        self.send_due(&mut counts).await?;
+        let sent = self.send_due(&mut counts).await;
+        // Published once the round's sends are done: a late report seen means its owners were
+        // told (or their send is due again).
+        self.publish(late);
+        sent?;
         self.forget(now).await?;
         Ok(counts)
     }

@@ -30,7 +30,7 @@ fn sample_path(name: &str) -> PathBuf {
 }
 
 /// `actual` equals the sample `name` (as JSON: every field, value and type; key order aside).
-fn pinned(name: &str, actual: &Value) {
+pub(crate) fn pinned(name: &str, actual: &Value) {
     let path = sample_path(name);
     if std::env::var_os("DAWNPOST_BLESS_CONTRACTS").is_some() {
         let text = serde_json::to_string_pretty(actual).expect("json") + "\n";

@@ -360,4 +360,325 @@ on_both_backends!(
     a_fire_that_never_became_a_job_is_late_and_told_once,
     a_job_done_by_its_deadline_is_not_late,
     five_hundred_quarantines_are_one_message,
+    the_owner_webhook_is_signed_retried_and_pinned,
 );
+
+/// `deliver_by` is a local time on the fire's date (its next date when the fire is at or after
+/// it); a time a DST gap swallows is the gap's end; a calendar's moved fire is due on the day
+/// it fires and keeps its key; a skipped one is not expected.
+#[test]
+fn deadlines_are_local_on_the_fires_date() {
+    let p = Project::new(
+        &(report_in("berlin", "0 30 6 * * *", "Europe/Berlin", "08:00", "")
+            + &report_in("gap", "0 0 1 * * *", "Europe/Berlin", "02:30", "")
+            + &report_in("night", "0 0 23 * * *", "UTC", "08:00", "")
+            + &report_in(
+                "moved",
+                "0 30 6 * * *",
+                "UTC",
+                "08:00",
+                "calendar = \"config/cal.toml\"\non_holiday = \"next_business_day\"",
+            )
+            + &report_in(
+                "skipped",
+                "0 30 6 * * *",
+                "UTC",
+                "08:00",
+                "calendar = \"config/cal.toml\"",
+            )),
+    );
+    p.write(
+        "config/cal.toml",
+        "weekdays = \"MON-FRI\"\n[[holiday]]\ndate = \"2026-12-25\"\nname = \"Christmas Day\"\n",
+    );
+    let config = p.load();
+    let expected = |id: &str, now: DateTime<Utc>| -> Vec<(String, DateTime<Utc>)> {
+        let r = config.reports.iter().filter(|r| r.id.as_str() == id);
+        dawnpost::notice::expected(r, now)
+            .into_iter()
+            .map(|e| (e.key.to_string(), e.deadline))
+            .collect()
+    };
+    // 08:00 CEST on the day the clocks went forward: 06:00 UTC.
+    let on_dst_day = expected("berlin", at(2026, 3, 29, 6, 0));
+    assert_eq!(
+        on_dst_day.last(),
+        Some(&("berlin:2026-03-29".to_string(), at(2026, 3, 29, 6, 0)))
+    );
+    // 02:30 does not exist in Berlin on 2026-03-29: due at 03:00 CEST, 01:00 UTC.
+    let gap = expected("gap", at(2026, 3, 29, 1, 0));
+    assert_eq!(
+        gap.last(),
+        Some(&("gap:2026-03-29".to_string(), at(2026, 3, 29, 1, 0)))
+    );
+    // Fired at 23:00: due at 08:00 the next morning.
+    let night = expected("night", at(2026, 11, 30, 8, 0));
+    assert_eq!(
+        night.last(),
+        Some(&("night:2026-11-29".to_string(), at(2026, 11, 30, 8, 0)))
+    );
+    // Christmas (a Friday) and the weekend after it moved to Monday 28th 06:30: each due then
+    // at 08:00, under its own key.
+    let moved = expected("moved", at(2026, 12, 28, 8, 0));
+    for key in [
+        "moved:2026-12-25",
+        "moved:2026-12-26",
+        "moved:2026-12-27",
+        "moved:2026-12-28",
+    ] {
+        assert!(
+            moved.contains(&(key.to_string(), at(2026, 12, 28, 8, 0))),
+            "{key}: {moved:?}"
+        );
+    }
+    let skipped = expected("skipped", at(2026, 12, 26, 7, 59));
+    assert_eq!(
+        skipped.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        ["skipped:2026-12-24"]
+    );
+}
+
+fn report_in(id: &str, schedule: &str, tz: &str, deliver_by: &str, extra: &str) -> String {
+    owned_report(id, schedule, deliver_by, extra)
+        .replace("timezone = \"UTC\"", &format!("timezone = \"{tz}\""))
+}
+
+/// Bad owners' keys are refused naming the file, the report and the field.
+#[test]
+fn bad_owner_keys_are_named() {
+    let p = Project::new(
+        r#"
+[[report]]
+id = "wh"
+title = "Report wh"
+schedule = "0 30 6 * * *"
+timezone = "UTC"
+template = "daily_ops"
+source = { kind = "file", path = "config/sample/warehouse-17.json" }
+deliver_by = "8am"
+owners = ["lead@example.com", "not an address", "lead@example.com"]
+owner_webhook = { url = "ftp://owners.example/hook" }
+"#,
+    );
+    let errors = match Config::load(&p.config_dir()) {
+        Ok(_) => panic!("refused"),
+        Err(e) => e.to_string(),
+    };
+    for said in [
+        "report \"wh\": deliver_by: \"8am\" is not a local time HH:MM",
+        "report \"wh\": owners[1]: \"not an address\" is not an email address",
+        "report \"wh\": owners[2]: \"lead@example.com\" is listed twice",
+        "report \"wh\": owner_webhook.url: \"ftp://owners.example/hook\": scheme \"ftp\" is not http or https",
+    ] {
+        assert!(errors.contains(said), "{said} in {errors}");
+    }
+    assert!(errors.contains("reports.toml"), "{errors}");
+}
+
+/// A family's owners come from its rows; a row with an empty owner column has none.
+#[test]
+fn a_familys_owners_come_from_its_rows() {
+    let p = Project::new(
+        r#"
+[[family]]
+id = "w-{{row.id}}"
+rows = { kind = "csv", path = "config/w.csv" }
+title = "W {{row.id}}"
+schedule = "0 30 6 * * *"
+timezone = "UTC"
+template = "daily_ops"
+source = { kind = "file", path = "config/sample/warehouse-17.json" }
+email = ["ops@example.com"]
+deliver_by = "{{row.due}}"
+owners = ["{{row.lead}}"]
+"#,
+    );
+    p.write(
+        "config/w.csv",
+        "id,due,lead\n1,08:00,lead-1@example.com\n2,09:30,\n",
+    );
+    let config = p.load();
+    let owners: Vec<(String, String, usize)> = config
+        .reports
+        .iter()
+        .map(|r| {
+            let by = r
+                .owners
+                .deliver_by
+                .map(|t| t.format("%H:%M").to_string())
+                .unwrap_or_default();
+            (r.id.to_string(), by, r.owners.emails.len())
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        [
+            ("w-1".to_string(), "08:00".to_string(), 1),
+            ("w-2".to_string(), "09:30".to_string(), 0)
+        ]
+    );
+}
+
+/// The owner webhook gets the notice signed (Standard Webhooks), retried after a 503 with the
+/// same id, each attempt recorded; its body is the documented contract.
+async fn the_owner_webhook_is_signed_retried_and_pinned(t: &TestLedger) {
+    use crate::common::peers::Receiver;
+    let receiver = Receiver::start(Arc::new(|_: &str, nth: usize, _| match nth {
+        1 => (503, Some("1".to_string()), std::time::Duration::ZERO),
+        _ => (200, None, std::time::Duration::ZERO),
+    }))
+    .await;
+    const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    // SAFETY: set once, before the notifier reads it; every test uses the same value.
+    unsafe { std::env::set_var("DAWNPOST_TEST_OWNER_SECRET", SECRET) };
+    let hook = format!(
+        "owner_webhook = {{ url = \"{}\", secret_env = \"DAWNPOST_TEST_OWNER_SECRET\" }}",
+        receiver.url("owners")
+    );
+    let p = Project::new(
+        &owned_report("wh", "0 30 6 30 11 *", "08:00", &hook).replace(
+            "owners = [\"lead@example.com\", \"second@example.com\"]",
+            "",
+        ),
+    );
+    p.write("config/dawnpost.toml", "[retry]\nbase = \"1s\"\n");
+    let rig = Rig::new(&p, t, at(2026, 11, 30, 8, 0));
+    let first = rig.round().await;
+    assert_eq!((first.messages, first.sent, first.retried), (1, 0, 1));
+    rig.clock.set(at(2026, 11, 30, 8, 5));
+    let second = rig.round().await;
+    assert_eq!((second.sent, second.retried), (1, 0));
+    let hits = receiver.hits_for("owners");
+    assert_eq!(hits.len(), 2);
+    let id = hits[1].header("webhook-id").expect("id");
+    assert_eq!(id, "wh:2026-11-30/late/webhook");
+    assert_eq!(
+        hits[0].header("webhook-id"),
+        Some(id.clone()),
+        "the same id on a retry"
+    );
+    let ts: i64 = hits[1]
+        .header("webhook-timestamp")
+        .expect("ts")
+        .parse()
+        .expect("number");
+    let signature = hits[1].header("webhook-signature").expect("signed");
+    dawnpost::signing::Secret::parse(SECRET)
+        .expect("secret")
+        .verify(&id, ts, &hits[1].body, &signature)
+        .expect("a valid signature");
+    let body: serde_json::Value = serde_json::from_slice(&hits[1].body).expect("json");
+    crate::contracts::pinned("owner-notice-v1.json", &body);
+    let sends = t
+        .ledger
+        .notice_sends_of("wh:2026-11-30/late")
+        .await
+        .expect("sends");
+    assert_eq!(sends.len(), 1);
+    assert_eq!((sends[0].state.as_str(), sends[0].attempts), ("sent", 2));
+}
+
+/// The real daemon, started after a report's deadline passed (its fire never became a job:
+/// `catch_up` is shorter than the gap), tells the owner once through a real SMTP server
+/// (aiosmtpd); started again, it tells nobody again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_started_past_a_deadline_tells_the_owner_exactly_once() {
+    if !crate::common::python::has("aiosmtpd") {
+        eprintln!("skipped: aiosmtpd is not installed");
+        return;
+    }
+    let port = crate::common::python::free_port();
+    let mail_dir = tempfile::tempdir().expect("tempdir");
+    let mut smtp = crate::common::python::peer(
+        "smtp_sink.py",
+        [port.to_string().as_ref(), mail_dir.path().as_os_str()],
+    )
+    .await;
+    // A zone where it is now between 12:00 and 12:59, so that 06:00 fired today and a
+    // deadline two minutes ago is after it.
+    let now = Utc::now();
+    let offset = 12 - i64::from(chrono::Timelike::hour(&now));
+    let zone = match offset {
+        0 => "Etc/GMT".to_string(),
+        o if o > 0 => format!("Etc/GMT-{o}"),
+        o => format!("Etc/GMT+{}", -o),
+    };
+    let local = now + chrono::Duration::hours(offset) - chrono::Duration::minutes(2);
+    let (due, date) = (
+        local.format("%H:%M").to_string(),
+        local.format("%Y-%m-%d").to_string(),
+    );
+    // It fires today only: yesterday's fire would be late too.
+    let schedule = local.format("0 0 6 %-d %-m *").to_string();
+    let p = Project::new(
+        &owned_report("late-report", &schedule, &due, "")
+            .replace("timezone = \"UTC\"", &format!("timezone = \"{zone}\""))
+            .replace(", \"second@example.com\"", ""),
+    );
+    p.write(
+        "config/dawnpost.toml",
+        &format!(
+            "[server]\nbind = \"127.0.0.1:0\"\n[schedule]\ncatch_up = \"1m\"\n[email]\nfrom = \"Reports <reports@dawnpost.test>\"\ntransport = \"smtp\"\nsmtp_url = \"smtp://127.0.0.1:{port}\"\ntimeout = \"10s\"\n"
+        ),
+    );
+    let to_lead = || {
+        std::fs::read_dir(mail_dir.path())
+            .expect("dir")
+            .filter_map(Result::ok)
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .ends_with("-lead@example.com.eml")
+            })
+            .map(|e| std::fs::read_to_string(e.path()).expect("read"))
+            .collect::<Vec<_>>()
+    };
+    let late_line = format!("dawnpost_report_late{{report=\"late-report\",date=\"{date}\"}} 1");
+
+    let daemon = crate::common::daemon::Daemon::start(crate::common::daemon::run_command(&p));
+    wait_for_metric(
+        &daemon.addr,
+        "dawnpost_owner_notice_sends_total{outcome=\"sent\"} 1",
+    )
+    .await;
+    wait_for_metric(&daemon.addr, &late_line).await;
+    let (code, log) = daemon.stop();
+    assert_eq!(code, Some(0), "{log}");
+    let mails = to_lead();
+    assert_eq!(mails.len(), 1, "{log}");
+    let (subject, body) = read_mail(&mails[0]);
+    assert_eq!(
+        subject,
+        format!("Late: Report late-report — {date} not delivered by {due}")
+    );
+    assert!(body.contains("no job"), "{body}");
+    assert!(
+        !log.contains("lead@example.com"),
+        "the owner's address is redacted: {log}"
+    );
+
+    // Started again, still past the deadline: the report is late, and nobody is told again.
+    let daemon = crate::common::daemon::Daemon::start(crate::common::daemon::run_command(&p));
+    wait_for_metric(&daemon.addr, &late_line).await;
+    let (code, log) = daemon.stop();
+    assert_eq!(code, Some(0), "{log}");
+    assert_eq!(to_lead().len(), 1, "told exactly once: {log}");
+    drop(smtp.stdin.take());
+    let _ = smtp.wait().await;
+}
+
+/// Polls `/metrics` until it holds `line` (at most 30 s).
+async fn wait_for_metric(addr: &str, line: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (_, body) = crate::common::daemon::get(addr, "/metrics").await;
+        if body.contains(line) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {line:?} in {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
