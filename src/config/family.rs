@@ -1,6 +1,6 @@
 //! `[[family]]`: one report definition fanned out over rows ([`super::rows`]). Each row makes
 //! one report, a report like any other: every string of the family's table may use the row's
-//! columns as `{{row.<column>}}` (an array element a row leaves empty is dropped), and the
+//! columns as `{{row.<column>}}` (an array element or a key a row leaves empty is dropped), and the
 //! report's templates see the row as `row`. Problems name the file, the family, the row (a
 //! CSV's line, a JSON array's item, a query's row) and the column.
 
@@ -129,8 +129,9 @@ fn load_family(
     reports
 }
 
-/// `table` with every `{{row.<column>}}` in its strings replaced by the row's value; a column
-/// the row lacks is a problem naming the field and the column.
+/// `table` with every `{{row.<column>}}` in its strings replaced by the row's value (a key
+/// whose string the row leaves empty left out); a column the row lacks is a problem naming the
+/// field and the column.
 fn expand_table(
     table: &toml::Table,
     row: &Map<String, Value>,
@@ -146,8 +147,12 @@ fn expand_table(
             } else {
                 format!("{path}.{k}")
             };
-            (k.clone(), expand_value(v, row, place, &field, problems))
+            (k, expand_value(v, row, place, &field, problems), v)
         })
+        // A key the row leaves empty is unset, as if not written: `calendar = "{{row.calendar}}"`
+        // with no calendar in the row is a report without one.
+        .filter(|(_, new, old)| !is_blank(new) || is_blank(old))
+        .map(|(k, new, _)| (k.clone(), new))
         .collect()
 }
 

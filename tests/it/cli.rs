@@ -438,13 +438,22 @@ fn run_once_reports_quarantine_with_exit_3_and_redrive_is_audited() {
     let dir = shipped_copy();
     // The live source lost a field the template needs; the sample `check` uses still has it.
     let reports = std::fs::read_to_string(dir.path().join("config/reports.toml")).expect("read");
-    let reports = reports.replacen(
-        "source = { kind = \"file\", path = \"config/sample/warehouse-17.json\" }",
-        "source = { kind = \"file\", path = \"live/warehouse-17.json\" }\nsample = \"config/sample/warehouse-17.json\"",
+    let live = reports.replacen(
+        "source = { kind = \"file\", path = \"config/sample/{{row.id}}.json\" }",
+        "source = { kind = \"file\", path = \"live/{{row.id}}.json\" }\nsample = \"config/sample/{{row.id}}.json\"",
         1,
     );
-    std::fs::write(dir.path().join("config/reports.toml"), reports).expect("write");
+    assert_ne!(live, reports, "the shipped family reads its sample files");
+    std::fs::write(dir.path().join("config/reports.toml"), live).expect("write");
     std::fs::create_dir_all(dir.path().join("live")).expect("mkdir");
+    for site in ["harbor-east", "sydney-dc"] {
+        let sample = format!("config/sample/{site}.json");
+        std::fs::copy(
+            dir.path().join(sample),
+            dir.path().join(format!("live/{site}.json")),
+        )
+        .expect("copy");
+    }
     std::fs::write(
         dir.path().join("live/warehouse-17.json"),
         r#"{"site": "W17", "rows": []}"#,
@@ -518,8 +527,8 @@ fn run_once_summary_hides_addresses_and_webhook_paths_unless_revealed() {
     // the attempt fails with an error that quotes the URL and the delivery stays pending.
     let reports = std::fs::read_to_string(dir.path().join("config/reports.toml")).expect("read");
     let reports = reports.replacen(
-        "# [[report.webhook]]\n# url = \"https://carrier.example/hooks/reports\"",
-        "[[report.webhook]]\nurl = \"http://127.0.0.1:9/hooks/tok-8f3a?sig=tok-8f3a\"",
+        "# [[family.webhook]]\n# url = \"https://carrier.example/hooks/reports\"",
+        "[[family.webhook]]\nurl = \"http://127.0.0.1:9/hooks/tok-8f3a?sig=tok-8f3a\"",
         1,
     );
     std::fs::write(dir.path().join("config/reports.toml"), reports).expect("write");

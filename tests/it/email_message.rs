@@ -227,7 +227,9 @@ fn preview_names_what_it_cannot_do() {
     let source = run_in(dir.path(), &["preview", "harbor-east", "--date", DATE]);
     assert_eq!(source.status.code(), Some(1));
     assert!(
-        stderr(&source).contains("config/reports.toml: report \"harbor-east\": source.path:"),
+        stderr(&source).contains(
+            "config/reports.toml: family \"{{row.id}}\", config/warehouses.csv line 3: report \"harbor-east\": source.path:"
+        ),
         "{}",
         stderr(&source)
     );

@@ -59,8 +59,8 @@ fn messages_say_each_thing_once_and_never_in_debug_form() {
     let reports = dir.path().join("config/reports.toml");
     let text = std::fs::read_to_string(&reports).expect("reports");
     let http = text.replacen(
-        "source = { kind = \"file\", path = \"config/sample/warehouse-17.json\" }",
-        "source = { kind = \"http\", url = \"http://127.0.0.1:9/w17\", timeout = \"2s\" }\nsample = \"config/sample/warehouse-17.json\"",
+        "source = { kind = \"file\", path = \"config/sample/{{row.id}}.json\" }",
+        "source = { kind = \"http\", url = \"http://127.0.0.1:9/{{row.id}}\", timeout = \"2s\" }\nsample = \"config/sample/{{row.id}}.json\"",
         1,
     );
     assert_ne!(http, text, "the shipped warehouse-17 reads a file");

@@ -682,3 +682,29 @@ async fn wait_for_metric(addr: &str, line: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// The shipped family's commented owners' keys are valid once uncommented.
+#[test]
+fn the_shipped_owner_keys_load_uncommented() {
+    let dir = crate::common::shipped_copy();
+    let path = dir.path().join("config/reports.toml");
+    let text = std::fs::read_to_string(&path).expect("read");
+    let mut uncommented = text.clone();
+    for key in ["deliver_by", "owners", "owner_webhook"] {
+        uncommented = uncommented.replacen(&format!("# {key} = "), &format!("{key} = "), 1);
+    }
+    assert_ne!(uncommented, text);
+    std::fs::write(&path, uncommented).expect("write");
+    let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
+    let w17 = config.report("warehouse-17").expect("warehouse-17");
+    assert_eq!(
+        w17.owners.deliver_by.map(|t| t.to_string()),
+        Some("08:00:00".to_string())
+    );
+    assert_eq!(w17.owners.emails.len(), 1);
+    assert!(w17.owners.webhook.is_some());
+    // harbor-east's row has no lead: no owner by email, the webhook still.
+    let harbor = config.report("harbor-east").expect("harbor-east");
+    assert!(harbor.owners.emails.is_empty() && harbor.owners.notified());
+    assert!(harbor.calendar.is_some() && w17.calendar.is_none());
+}
