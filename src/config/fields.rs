@@ -113,6 +113,30 @@ impl<'t, 'a> Fields<'t, 'a> {
         }
     }
 
+    /// A list of distinct email addresses (`email`, `owners`): each bad or repeated one an
+    /// error naming its place (`owners[1]`).
+    pub fn addresses(
+        &mut self,
+        name: &'static str,
+        errors: &mut Vec<ConfigError>,
+    ) -> Vec<lettre::Address> {
+        let mut out: Vec<lettre::Address> = Vec::new();
+        let listed = self.opt::<Vec<String>>(name, errors).unwrap_or_default();
+        for (i, addr) in listed.iter().enumerate() {
+            let field = format!("{name}[{i}]");
+            match addr.trim().parse::<lettre::Address>() {
+                Ok(a) if out.contains(&a) => {
+                    errors.push((self.place).error(&field, format!("{addr:?} is listed twice")))
+                }
+                Ok(a) => out.push(a),
+                Err(e) => errors.push(
+                    (self.place).error(&field, format!("{addr:?} is not an email address: {e}")),
+                ),
+            }
+        }
+        out
+    }
+
     /// A required field.
     pub fn req<T: DeserializeOwned>(
         &mut self,

@@ -2,8 +2,6 @@
 //! it should be delivered), `owners` (addresses told when it is late or quarantined) and
 //! `owner_webhook` (a signed webhook told the same).
 
-use std::str::FromStr;
-
 use chrono::NaiveTime;
 
 use super::ConfigError;
@@ -46,7 +44,7 @@ pub(super) fn load(
             })
             .ok()
     });
-    let emails = load_addresses(f, place, errors);
+    let emails = f.addresses("owners", errors);
     let webhook = match f.raw("owner_webhook") {
         None => None,
         Some(toml::Value::Table(t)) => {
@@ -63,31 +61,4 @@ pub(super) fn load(
         emails,
         webhook,
     }
-}
-
-/// `owners`: distinct email addresses (an empty string, such as a family row's empty column,
-/// is left out).
-fn load_addresses(
-    f: &mut Fields<'_, '_>,
-    place: &Place<'_>,
-    errors: &mut Vec<ConfigError>,
-) -> Vec<lettre::Address> {
-    let mut out: Vec<lettre::Address> = Vec::new();
-    let listed = f.opt::<Vec<String>>("owners", errors).unwrap_or_default();
-    for (i, addr) in listed.iter().enumerate() {
-        let field = format!("owners[{i}]");
-        if addr.trim().is_empty() {
-            continue;
-        }
-        match lettre::Address::from_str(addr.trim()) {
-            Ok(a) if out.contains(&a) => {
-                errors.push(place.error(&field, format!("{addr:?} is listed twice")))
-            }
-            Ok(a) => out.push(a),
-            Err(e) => {
-                errors.push(place.error(&field, format!("{addr:?} is not an email address: {e}")))
-            }
-        }
-    }
-    out
 }

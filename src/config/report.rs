@@ -233,7 +233,7 @@ pub(super) fn load_report(
         }
         exists.then_some(path)
     });
-    let email = load_emails(&mut f, &place, errors);
+    let email = f.addresses("email", errors);
     let webhooks = load_webhooks(&mut f, &place, errors, warnings);
     let list_unsubscribe = load_list_unsubscribe(&mut f, &place, errors);
     let skip_if_empty = f.opt::<String>("skip_if_empty", errors).and_then(|p| {
@@ -382,29 +382,6 @@ fn load_schedule(
         .map(|s| s.in_tz(timezone))
         .map_err(|e| errors.push(place.error("schedule", e.clone())))
         .ok()
-}
-
-/// `email`: distinct addresses.
-fn load_emails(
-    f: &mut Fields<'_, '_>,
-    place: &Place<'_>,
-    errors: &mut Vec<ConfigError>,
-) -> Vec<lettre::Address> {
-    let mut email = Vec::new();
-    let listed = f.opt::<Vec<String>>("email", errors).unwrap_or_default();
-    for (i, addr) in listed.into_iter().enumerate() {
-        let field = format!("email[{i}]");
-        match lettre::Address::from_str(addr.trim()) {
-            Ok(a) if email.contains(&a) => {
-                errors.push(place.error(&field, format!("{addr:?} is listed twice")))
-            }
-            Ok(a) => email.push(a),
-            Err(e) => {
-                errors.push(place.error(&field, format!("{addr:?} is not an email address: {e}")))
-            }
-        }
-    }
-    email
 }
 
 /// `[[report.webhook]]`: distinct http(s) URLs, each with an optional signing secret's variable.

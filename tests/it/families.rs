@@ -334,10 +334,10 @@ async fn the_daemon_reloads_its_rows_on_sighup() {
     p.write("config/warehouses.csv", &csv);
     daemon.signal("HUP");
     let counted = |result: &str| format!("dawnpost_config_reloads_total{{result=\"{result}\"}} 1");
-    wait_for_metric(&daemon.addr, &counted("ok")).await;
+    common::daemon::wait_for_metric(&daemon.addr, &counted("ok")).await;
     p.write("config/warehouses.csv", "id,timezone\n17\n");
     daemon.signal("HUP");
-    wait_for_metric(&daemon.addr, &counted("failed")).await;
+    common::daemon::wait_for_metric(&daemon.addr, &counted("failed")).await;
     let (code, log) = daemon.stop();
     assert_eq!(code, Some(0), "{log}");
     assert!(
@@ -348,20 +348,4 @@ async fn the_daemon_reloads_its_rows_on_sighup() {
         log.contains("the configuration did not load; the reports in force are unchanged"),
         "{log}"
     );
-}
-
-/// Polls `/metrics` until it holds `line` (the reload runs in the daemon; at most 30 s).
-async fn wait_for_metric(addr: &str, line: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let (_, body) = common::daemon::get(addr, "/metrics").await;
-        if body.contains(line) {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no {line:?} in {body}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
 }

@@ -21,22 +21,12 @@ use dawnpost::window::Window;
 use crate::common::fixtures::params;
 use crate::common::{Project, TestLedger, at, jk};
 
-/// A report `id` firing at `schedule` (UTC), due by `deliver_by`, with `extra` keys.
+/// A report `id` firing at `schedule` (UTC), due by `deliver_by`, with two owners and `extra`
+/// keys.
 fn owned_report(id: &str, schedule: &str, deliver_by: &str, extra: &str) -> String {
     format!(
-        r#"
-[[report]]
-id = "{id}"
-title = "Report {id}"
-schedule = "{schedule}"
-timezone = "UTC"
-template = "daily_ops"
-source = {{ kind = "file", path = "config/sample/warehouse-17.json" }}
-email = ["ops@example.com"]
-deliver_by = "{deliver_by}"
-owners = ["lead@example.com", "second@example.com"]
-{extra}
-"#
+        "{}deliver_by = \"{deliver_by}\"\nowners = [\"lead@example.com\", \"second@example.com\"]\n{extra}\n",
+        crate::common::report(id, schedule, "UTC")
     )
 }
 
@@ -636,12 +626,12 @@ async fn a_daemon_started_past_a_deadline_tells_the_owner_exactly_once() {
     let late_line = format!("dawnpost_report_late{{report=\"late-report\",date=\"{date}\"}} 1");
 
     let daemon = crate::common::daemon::Daemon::start(crate::common::daemon::run_command(&p));
-    wait_for_metric(
+    crate::common::daemon::wait_for_metric(
         &daemon.addr,
         "dawnpost_owner_notice_sends_total{outcome=\"sent\"} 1",
     )
     .await;
-    wait_for_metric(&daemon.addr, &late_line).await;
+    crate::common::daemon::wait_for_metric(&daemon.addr, &late_line).await;
     let (code, log) = daemon.stop();
     assert_eq!(code, Some(0), "{log}");
     let mails = to_lead();
@@ -659,28 +649,12 @@ async fn a_daemon_started_past_a_deadline_tells_the_owner_exactly_once() {
 
     // Started again, still past the deadline: the report is late, and nobody is told again.
     let daemon = crate::common::daemon::Daemon::start(crate::common::daemon::run_command(&p));
-    wait_for_metric(&daemon.addr, &late_line).await;
+    crate::common::daemon::wait_for_metric(&daemon.addr, &late_line).await;
     let (code, log) = daemon.stop();
     assert_eq!(code, Some(0), "{log}");
     assert_eq!(to_lead().len(), 1, "told exactly once: {log}");
     drop(smtp.stdin.take());
     let _ = smtp.wait().await;
-}
-
-/// Polls `/metrics` until it holds `line` (at most 30 s).
-async fn wait_for_metric(addr: &str, line: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    loop {
-        let (_, body) = crate::common::daemon::get(addr, "/metrics").await;
-        if body.contains(line) {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no {line:?} in {body}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
 }
 
 /// The shipped family's commented owners' keys are valid once uncommented.

@@ -106,3 +106,20 @@ pub async fn get(addr: &str, path: &str) -> (u16, String) {
         Err(e) => (0, e.to_string()),
     }
 }
+
+/// Polls `/metrics` of the daemon at `addr` until it holds `line` (what the daemon does runs
+/// on its own; at most 30 s).
+pub async fn wait_for_metric(addr: &str, line: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = get(addr, "/metrics").await;
+        if body.contains(line) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {line:?} in {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
