@@ -256,21 +256,14 @@ pub fn compose(
     public_url: Option<&url::Url>,
 ) -> Composed {
     let first = &items[0].job;
-    let (listed, more) = (
-        &items[..items.len().min(LISTED)],
-        items.len().saturating_sub(LISTED),
-    );
-    let tz = report.timezone();
-    let by = report
-        .owners
-        .deliver_by
-        .map(|t| t.format("%H:%M").to_string());
+    let listed = &items[..items.len().min(LISTED)];
+    let by = (report.owners.deliver_by).map(|t| t.format("%H:%M").to_string());
+    let due = by.as_deref().unwrap_or("its deadline");
     let subject = match (cause, items.len()) {
         (Cause::Late, _) => format!(
-            "Late: {} — {} not delivered by {}",
+            "Late: {} — {} not delivered by {due}",
             report.title,
-            IsoDate(first.date()),
-            by.as_deref().unwrap_or("its deadline")
+            IsoDate(first.date())
         ),
         (Cause::Quarantined, 1) => {
             format!("Quarantined: {} — {}", report.title, IsoDate(first.date()))
@@ -278,31 +271,7 @@ pub fn compose(
         (Cause::Quarantined, n) => format!("Quarantined: {} — {n} jobs", report.title),
     };
     let (show, console) = how_to_see(report, cause, items, public_url);
-    let mut body = match cause {
-        Cause::Late => format!(
-            "{} ({}) for {} was due by {} {tz} and is late.\n\nWhat is missing: {}\n",
-            report.title,
-            report.id,
-            IsoDate(first.date()),
-            by.as_deref().unwrap_or("its deadline"),
-            items[0].detail
-        ),
-        Cause::Quarantined => format!(
-            "{} job(s) of {} ({}) are quarantined: nothing more is sent for them until an operator redrives them.\n\n",
-            items.len(),
-            report.title,
-            report.id
-        ),
-    };
-    if cause == Cause::Quarantined {
-        for item in listed {
-            body.push_str(&format!("- {}: {}\n", item.job, item.detail));
-        }
-        if more > 0 {
-            let list = format!("dawnpost jobs --report {} --state quarantined", report.id);
-            body.push_str(&format!("- and {more} more: {list}\n"));
-        }
-    }
+    let mut body = body_text(report, cause, items, due);
     body.push_str(&format!("\nWhy: {show}\n"));
     if let Some(url) = &console {
         body.push_str(&format!("Console: {url}\n"));
@@ -315,25 +284,53 @@ pub fn compose(
         report: report.id.as_str(),
         title: &report.title,
         deliver_by: by.clone(),
-        timezone: tz.name().to_string(),
-        jobs: listed
-            .iter()
+        timezone: report.timezone().name().to_string(),
+        jobs: (listed.iter())
             .map(|i| NoticeJob {
                 job: i.job.to_string(),
                 date: IsoDate(i.job.date()).to_string(),
                 detail: &i.detail,
             })
             .collect(),
-        more,
+        more: items.len() - listed.len(),
         summary: &subject,
-        show: show.clone(),
-        console: console.clone(),
+        show,
+        console,
     };
     Composed {
         webhook_body: serde_json::to_string(&webhook).unwrap_or_default(),
         subject,
         body,
     }
+}
+
+/// What a message says before how to see why: the late job and what is missing, or the
+/// quarantined jobs (the first [`LISTED`], then the count and the command that lists them).
+fn body_text(report: &Report, cause: Cause, items: &[Item], due: &str) -> String {
+    let tz = report.timezone();
+    if cause == Cause::Late {
+        return format!(
+            "{} ({}) for {} was due by {due} {tz} and is late.\n\nWhat is missing: {}\n",
+            report.title,
+            report.id,
+            IsoDate(items[0].job.date()),
+            items[0].detail
+        );
+    }
+    let mut body = format!(
+        "{} job(s) of {} ({}) are quarantined: nothing more is sent for them until an operator redrives them.\n\n",
+        items.len(),
+        report.title,
+        report.id
+    );
+    for item in items.iter().take(LISTED) {
+        body.push_str(&format!("- {}: {}\n", item.job, item.detail));
+    }
+    if items.len() > LISTED {
+        let list = format!("dawnpost jobs --report {} --state quarantined", report.id);
+        body.push_str(&format!("- and {} more: {list}\n", items.len() - LISTED));
+    }
+    body
 }
 
 /// The command (and console page) that shows why: the job itself for one job, the report's
