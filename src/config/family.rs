@@ -74,7 +74,7 @@ fn load_family(
     }
     let mut body = table.clone();
     body.remove("rows");
-    let mut problems = Vec::new();
+    let (mut problems, mut row_warnings) = (Vec::new(), Vec::new());
     let mut reports: Vec<Report> = Vec::new();
     let mut made: HashMap<ReportId, String> = HashMap::new();
     for row in rows {
@@ -99,7 +99,7 @@ fn load_family(
             &expanded,
             ctx,
             &mut problems,
-            warnings,
+            &mut row_warnings,
         ) else {
             continue;
         };
@@ -119,6 +119,13 @@ fn load_family(
     errors.extend(problems.into_iter().take(MAX_ROW_ERRORS));
     if more > 0 {
         errors.push(place.error("rows", format!("… and {more} more problem(s) in its rows")));
+    }
+    // As many as its problems: a key every row shares warns once a row (10,000 rows, one
+    // unset secret_env).
+    let more = row_warnings.len().saturating_sub(MAX_ROW_ERRORS);
+    warnings.extend(row_warnings.into_iter().take(MAX_ROW_ERRORS));
+    if more > 0 {
+        warnings.push(place.warning("rows", &format!("… and {more} more warning(s) in its rows")));
     }
     ctx.families.borrow_mut().push(Family {
         file: file.to_path_buf(),

@@ -43,6 +43,30 @@ fn problems(p: &Project) -> String {
     }
 }
 
+/// A warning every row shares (an unset `secret_env`) is listed 20 times, then counted, as the
+/// rows' problems are.
+#[test]
+fn a_familys_row_warnings_are_capped() {
+    let mut csv = "id,timezone,ops_email,lead_email\n".to_string();
+    for n in 0..100 {
+        csv.push_str(&format!("{n},UTC,ops-{n}@example.com,\n"));
+    }
+    let p = Project::new(&format!(
+        "{FAMILY}[[family.webhook]]\nurl = \"https://carrier.example/hook\"\nsecret_env = \"DAWNPOST_TEST_UNSET_SECRET\"\n"
+    ));
+    p.write("config/warehouses.csv", &csv);
+    let config = p.load();
+    let unset: Vec<&String> = (config.warnings.iter())
+        .filter(|w| w.contains("DAWNPOST_TEST_UNSET_SECRET is not set"))
+        .collect();
+    assert_eq!(unset.len(), 20, "{:?}", config.warnings);
+    assert!(
+        (config.warnings.iter()).any(|w| w.contains("… and 80 more warning(s) in its rows")),
+        "{:?}",
+        config.warnings
+    );
+}
+
 #[test]
 fn each_row_makes_a_report_with_its_columns() {
     let config = family(THREE).load();
