@@ -14,7 +14,9 @@
 //!   `dlq` against that ledger, wall time from spawn to exit (the best of three);
 //! - `daemon_start_ms`: `dawnpost run` from spawn to "dawnpost running"; `daemon_rss_mb` its
 //!   RSS then; `daemon_peak_rss_mb` its peak after enqueueing and delivering every report's job
-//!   (`jobs_done`) into a local HTTP sink.
+//!   (`jobs_done`) into a local HTTP sink, and its RSS then split into `daemon_end_rss_anon_mb`
+//!   (heap, stacks) and `daemon_end_rss_file_mb` (mapped files: the binary, SQLite's mapped
+//!   ledger).
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
@@ -170,6 +172,8 @@ async fn measure(
         "daemon_start_ms": round1(daemon.start_ms),
         "daemon_rss_mb": round1(daemon.rss_mb),
         "daemon_peak_rss_mb": round1(daemon.peak_rss_mb),
+        "daemon_end_rss_anon_mb": round1(daemon.end_anon_mb),
+        "daemon_end_rss_file_mb": round1(daemon.end_file_mb),
         "jobs_done": daemon.done,
     })
 }
@@ -178,6 +182,10 @@ struct Daemon {
     start_ms: f64,
     rss_mb: f64,
     peak_rss_mb: f64,
+    /// Its resident memory once every job is done, split: the heap and stacks (`RssAnon`) and
+    /// mapped files (`RssFile`: the binary, and SQLite's memory-mapped ledger).
+    end_anon_mb: f64,
+    end_file_mb: f64,
     done: usize,
 }
 
@@ -221,6 +229,8 @@ async fn run_daemon(config_dir: &Path, url: &str, ledger: &Ledger, reports: usiz
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let peak_rss_mb = proc_status_mb(child.id(), "VmHWM:");
+    let end_anon_mb = proc_status_mb(child.id(), "RssAnon:");
+    let end_file_mb = proc_status_mb(child.id(), "RssFile:");
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
@@ -229,6 +239,8 @@ async fn run_daemon(config_dir: &Path, url: &str, ledger: &Ledger, reports: usiz
         start_ms,
         rss_mb,
         peak_rss_mb,
+        end_anon_mb,
+        end_file_mb,
         done,
     }
 }
