@@ -180,16 +180,18 @@ impl LateBoard {
 }
 
 /// Which message a report's waiting quarantine notices go in, given the report's newest
-/// quarantine message (its window's start, and whether it was the window's first or second):
-/// a new window's first at once; in an open window, nothing until it ends; then the window's
-/// second. `None`: wait.
+/// quarantine message (its window's start, and whether it was the window's first or second)
+/// and when the earliest of them was noticed: a new window's first, at once; in an open window,
+/// nothing until it ends; then the window's second, for the notices of that hour (notices that
+/// all came after the window ended open a new one instead). `None`: wait.
 pub fn next_batch(
     newest: Option<(DateTime<Utc>, i64)>,
+    earliest: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Option<(DateTime<Utc>, i64)> {
     match newest {
         Some((start, _)) if now < crate::clock::add(start, BATCH_WINDOW) => None,
-        Some((start, 1)) => Some((start, 2)),
+        Some((start, 1)) if earliest < crate::clock::add(start, BATCH_WINDOW) => Some((start, 2)),
         _ => Some((now, 1)),
     }
 }
@@ -390,18 +392,26 @@ mod tests {
     #[test]
     fn a_reports_first_quarantine_goes_at_once_and_the_rest_of_its_hour_as_one_more() {
         // No window yet: a new one, at once.
-        assert_eq!(next_batch(None, t(9, 0)), Some((t(9, 0), 1)));
+        assert_eq!(next_batch(None, t(9, 0), t(9, 0)), Some((t(9, 0), 1)));
         // Inside the window opened at 09:00: wait.
-        assert_eq!(next_batch(Some((t(9, 0), 1)), t(9, 59)), None);
-        // The window ended: its second (and last) message.
-        assert_eq!(next_batch(Some((t(9, 0), 1)), t(10, 0)), Some((t(9, 0), 2)));
+        assert_eq!(next_batch(Some((t(9, 0), 1)), t(9, 10), t(9, 59)), None);
+        // The window ended: its second (and last) message, for the notices of its hour.
+        assert_eq!(
+            next_batch(Some((t(9, 0), 1)), t(9, 10), t(10, 0)),
+            Some((t(9, 0), 2))
+        );
+        // A quiet hour after the first message, then a quarantine: a new window, at once.
+        assert_eq!(
+            next_batch(Some((t(9, 0), 1)), t(11, 0), t(11, 0)),
+            Some((t(11, 0), 1))
+        );
         // After a window's second message, the next notice opens a new window.
         assert_eq!(
-            next_batch(Some((t(9, 0), 2)), t(10, 1)),
+            next_batch(Some((t(9, 0), 2)), t(10, 1), t(10, 1)),
             Some((t(10, 1), 1))
         );
         // A window whose second went out is not reopened early.
-        assert_eq!(next_batch(Some((t(9, 0), 2)), t(9, 30)), None);
+        assert_eq!(next_batch(Some((t(9, 0), 2)), t(9, 20), t(9, 30)), None);
     }
 
     #[test]

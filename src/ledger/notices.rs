@@ -278,7 +278,7 @@ impl Ledger {
                     let st = Statement::new(NEWEST_WINDOW).bind(report);
                     let newest = tx.fetch_optional::<(i64, i64)>(&st).await?;
                     let newest = newest.map(|(w, s)| (from_millis(w), s));
-                    match crate::notice::next_batch(newest, now) {
+                    match crate::notice::next_batch(newest, batch[0].noticed_at, now) {
                         Some(next) => next,
                         None => continue,
                     }
