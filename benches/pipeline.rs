@@ -8,6 +8,9 @@
 //! a webhook (default: one email and the rest webhooks); `--concurrency N` (default 16) the
 //! pool's and the baseline's work in flight; `--artifacts URL` another artifact
 //! store (e.g. `memory://`, to see the pipeline without the file system's share).
+//! PostgreSQL's line adds what the server did: `commits`, `commits_per_delivery`, `wal_bytes`
+//! and `wal_bytes_per_delivery` (`pg_stat_database.xact_commit` and `pg_current_wal_lsn()`
+//! before and after, enqueue and drain together).
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
@@ -87,7 +90,7 @@ fn main() {
             let ledger = Ledger::connect(&sqlite_url, dir.path()).await.expect("sqlite");
             let artifacts = dir.path().join("var/artifacts");
             let line = run("sqlite", &config, ledger.clone(), jobs, baseline, &artifacts).await;
-            println!("{line}");
+            println!("{}", serde_json::to_string(&line).expect("json"));
             ledger.close().await;
             http_seen.reset();
             smtp_seen.reset();
@@ -101,10 +104,17 @@ fn main() {
             let schema = format!("dp_bench_{}", std::process::id());
             let ledger = Ledger::connect_postgres_schema(&url, &schema).await.expect("postgres");
             let artifacts = pg_dir.path().join("var/artifacts");
+            let before = sinks::pg_mark(&url).await;
             let line = run("postgres", &config, ledger.clone(), jobs, baseline, &artifacts).await;
-            println!("{line}");
-            let _ = ledger.drop_postgres_schema(&schema).await;
+            // Closed first, so every backend has reported its commits (it does on exit).
             ledger.close().await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let after = sinks::pg_mark(&url).await;
+            let line = line.with_server_work(before.zip(after));
+            println!("{}", serde_json::to_string(&line).expect("json"));
+            let cleanup = Ledger::connect_postgres_schema(&url, &schema).await.expect("postgres");
+            let _ = cleanup.drop_postgres_schema(&schema).await;
+            cleanup.close().await;
         }
     });
 }
@@ -149,13 +159,13 @@ async fn baseline(http: std::net::SocketAddr, posts: usize) -> (f64, f64) {
 }
 
 async fn run(
-    backend: &str,
+    backend: &'static str,
     config: &Config,
     ledger: Ledger,
     jobs: usize,
     baseline: (f64, f64),
     artifacts: &std::path::Path,
-) -> String {
+) -> Line<'static> {
     let now = chrono::Utc::now();
     let new_jobs = sinks::jobs(config, jobs, now);
     let started = Instant::now();
@@ -168,8 +178,12 @@ async fn run(
     // The bench's own copies go before the drain: peak RSS is the pipeline's and the sinks'.
     drop((new_jobs, inserted));
     if std::env::args().any(|a| a == "--enqueue-only") {
-        return serde_json::json!({"backend": backend, "reports": jobs, "enqueue_s": round3(enqueue_s)})
-            .to_string();
+        return Line {
+            backend,
+            reports: jobs,
+            enqueue_s: round3(enqueue_s),
+            ..Line::default()
+        };
     }
 
     let pool = PoolConfig::from_config(config);
@@ -259,7 +273,7 @@ async fn run(
         },
         cpu / drain_s * 100.0
     );
-    let line = Line {
+    Line {
         backend,
         reports: jobs,
         deliveries,
@@ -277,12 +291,12 @@ async fn run(
         p99_ms: pct(0.99),
         peak_rss_mb: sinks::peak_rss_mb().round(),
         artifacts_written: objects / 2,
-    };
-    serde_json::to_string(&line).expect("json")
+        ..Line::default()
+    }
 }
 
 /// One result line, fields in the documented order.
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, Default)]
 struct Line<'a> {
     backend: &'a str,
     reports: usize,
@@ -301,6 +315,34 @@ struct Line<'a> {
     p99_ms: i64,
     peak_rss_mb: f64,
     artifacts_written: usize,
+    /// PostgreSQL only: the database's commits and the WAL written, enqueue and drain together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commits: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    commits_per_delivery: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wal_bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wal_bytes_per_delivery: Option<f64>,
+}
+
+impl Line<'_> {
+    /// With what the PostgreSQL server did between the two marks, per delivery (the bench's
+    /// fresh schema's migrations are among them, a few dozen commits).
+    fn with_server_work(mut self, marks: Option<(sinks::PgMark, sinks::PgMark)>) -> Self {
+        if let Some((before, after)) = marks {
+            let per = |n: i64| n as f64 / self.deliveries.max(1) as f64;
+            let (commits, wal) = (
+                after.commits - before.commits,
+                after.wal_bytes - before.wal_bytes,
+            );
+            self.commits = Some(commits);
+            self.commits_per_delivery = Some(round3(per(commits)));
+            self.wal_bytes = Some(wal);
+            self.wal_bytes_per_delivery = Some(per(wal).round());
+        }
+        self
+    }
 }
 
 fn round3(x: f64) -> f64 {

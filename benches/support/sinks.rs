@@ -323,3 +323,36 @@ pub fn jobs(
         })
         .collect()
 }
+
+/// What the PostgreSQL server did for a run: the database's commits (`pg_stat_database`) and
+/// the WAL it wrote (`pg_current_wal_lsn()`), read before and after through a connection of
+/// its own.
+#[derive(Debug, Clone, Copy)]
+pub struct PgMark {
+    pub commits: i64,
+    pub wal_bytes: i64,
+}
+
+/// Reads the marks; `None` if the server cannot be asked. Call it after the measured work's
+/// connections have closed: a backend reports its commits to `pg_stat_database` at most once a
+/// second while busy, and at once when it exits.
+pub async fn pg_mark(url: &str) -> Option<PgMark> {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(url).await.ok()?;
+    let _ = sqlx::query("SELECT pg_stat_clear_snapshot()")
+        .execute(&mut conn)
+        .await;
+    let (commits,): (i64,) = sqlx::query_as(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .ok()?;
+    let (wal_bytes,): (i64,) =
+        sqlx::query_as("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
+            .fetch_one(&mut conn)
+            .await
+            .ok()?;
+    let _ = conn.close().await;
+    Some(PgMark { commits, wal_bytes })
+}
