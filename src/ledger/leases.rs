@@ -9,9 +9,10 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 
 use super::PerBackend;
+use super::tx::Statement;
 use super::{Arg, Delivery, DeliveryLease, DeliveryRecord, Job, JobLease, JobRecord, Lease};
-use super::{BothRow, Ledger, Result};
 use super::{LeasedDelivery, LeasedJob};
+use super::{Ledger, Result};
 use crate::clock::to_millis;
 use crate::keys::JobKey;
 
@@ -97,7 +98,11 @@ impl Ledger {
     /// Leases up to `limit` ready or waiting jobs whose `ready_at` has come: `ready → rendering`
     /// (a waiting job renders only once its probe says its data is ready).
     pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
-        let recs: Vec<JobRecord> = self.claim(JOB_LEASE, params).await?;
+        let mut tx = self.begin().await?;
+        tx.plan_claim().await?;
+        let claim = claim_statement(tx.pick(JOB_LEASE), params);
+        let recs: Vec<JobRecord> = tx.fetch_all(&claim).await?;
+        tx.commit().await?;
         let mut out: Vec<LeasedJob> = recs
             .into_iter()
             .map(|r| {
@@ -113,20 +118,26 @@ impl Ledger {
     }
 
     /// Leases up to `limit` pending deliveries whose `ready_at` has come: `pending → sending`.
-    /// The lease counts as an attempt; [`Ledger::delivery_release`] gives it back.
+    /// The lease counts as an attempt; [`Ledger::delivery_release`] gives it back. Their jobs
+    /// are read in the claim's transaction: one commit for both (a read after it was a commit
+    /// of its own, a fifth of PostgreSQL's commits in `benches/pipeline.rs`).
     pub async fn delivery_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
-        let recs: Vec<DeliveryRecord> = self.claim(DELIVERY_LEASE, params).await?;
-        let deliveries: Vec<Delivery> = recs
+        let mut tx = self.begin().await?;
+        tx.plan_claim().await?;
+        let claim = claim_statement(tx.pick(DELIVERY_LEASE), params);
+        let deliveries: Vec<Delivery> = (tx.fetch_all::<DeliveryRecord>(&claim).await?)
             .into_iter()
             .map(Delivery::try_from)
             .collect::<Result<_>>()?;
         let job_keys: BTreeSet<&JobKey> = deliveries.iter().map(|d| d.key.job()).collect();
-        let jobs: HashMap<JobKey, Arc<Job>> = self
-            .job_get_many(&job_keys.into_iter().collect::<Vec<_>>())
-            .await?
+        let job_keys: Vec<&JobKey> = job_keys.into_iter().collect();
+        let head = "SELECT * FROM jobs WHERE key IN (";
+        let jobs = tx.fetch_by_job_keys::<JobRecord>(head, &job_keys).await?;
+        tx.commit().await?;
+        let jobs: HashMap<JobKey, Arc<Job>> = jobs
             .into_iter()
-            .map(|j| (j.key.clone(), Arc::new(j)))
-            .collect();
+            .map(|r| Job::try_from(r).map(|j| (j.key.clone(), Arc::new(j))))
+            .collect::<Result<_>>()?;
         let mut out: Vec<LeasedDelivery> = deliveries
             .into_iter()
             .map(|delivery| LeasedDelivery {
@@ -156,33 +167,17 @@ impl Ledger {
         self.fenced_update(SEND_EXTEND, lease, &[Arg::Int(to_millis(until))])
             .await
     }
+}
 
-    /// Runs a lease statement, after the dialect's `LEASE_PLAN` if it has one.
-    async fn claim<R>(&self, statement: PerBackend, params: &LeaseParams) -> Result<Vec<R>>
-    where
-        R: BothRow,
-    {
-        let expires = to_millis(crate::clock::add(params.now, params.lease_for));
-        let now = to_millis(params.now);
-        Ok(on_backend!(self, |p, d| {
-            let lease = sqlx::query_as(d::pick(statement))
-                .bind(&params.owner)
-                .bind(expires)
-                .bind(now)
-                .bind(i64::from(params.limit))
-                .bind(super::WORK_FORMAT);
-            match d::LEASE_PLAN {
-                None => lease.fetch_all(p).await?,
-                Some(plan) => {
-                    let mut tx = p.begin_with(d::BEGIN).await?;
-                    sqlx::query(plan).execute(&mut *tx).await?;
-                    let recs = lease.fetch_all(&mut *tx).await?;
-                    tx.commit().await?;
-                    recs
-                }
-            }
-        }))
-    }
+/// A claim's statement `sql` (`JOB_LEASE`, `DELIVERY_LEASE`) with its binds: owner `$1`,
+/// until `$2`, now `$3`, limit `$4`, the newest work format this binary reads `$5`.
+fn claim_statement<'a>(sql: &'static str, params: &'a LeaseParams) -> Statement<'a> {
+    Statement::new(sql)
+        .bind(params.owner.as_str())
+        .bind(to_millis(crate::clock::add(params.now, params.lease_for)))
+        .bind(to_millis(params.now))
+        .bind(i64::from(params.limit))
+        .bind(super::WORK_FORMAT)
 }
 
 impl<K> Lease<K> {

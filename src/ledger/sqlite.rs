@@ -16,9 +16,6 @@ pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
 /// Runs first in a rescue's transaction; SQLite's writers queue on its one lock instead.
 pub(super) const RESCUE_WAIT: Option<&str> = None;
 
-/// Runs before a lease; SQLite walks the queue index in order without being told.
-pub(super) const LEASE_PLAN: Option<&str> = None;
-
 /// This backend's text of a statement.
 pub(super) fn pick(statement: PerBackend) -> &'static str {
     statement.sqlite

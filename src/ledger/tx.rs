@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use sqlx::{Database, Encode, FromRow, Postgres, Sqlite, Transaction, Type};
 
-use super::{Backend, BothRow, Ledger, Result};
+use super::{Backend, BothRow, Ledger, PerBackend, Result};
 use crate::keys::{DeliveryKey, JobKey};
 
 /// A value bound to one of a statement's parameters (`$1`, `$2`, … in order).
@@ -195,6 +195,61 @@ impl Tx {
             Tx::Sqlite(tx) => query_as(st.sql, &st.args).fetch_all(&mut **tx).await?,
             Tx::Postgres(tx) => query_as(st.sql, &st.args).fetch_all(&mut **tx).await?,
         })
+    }
+
+    /// The text of `statement` for this transaction's backend.
+    pub(super) fn pick(&self, statement: PerBackend) -> &'static str {
+        match self {
+            Tx::Sqlite(_) => statement.sqlite,
+            Tx::Postgres(_) => statement.postgres,
+        }
+    }
+
+    /// The planner settings a claim runs under, where the backend has them (PostgreSQL's
+    /// `LEASE_PLAN`), for the rest of the transaction.
+    pub(super) async fn plan_claim(&mut self) -> Result<()> {
+        match self {
+            Tx::Postgres(tx) => {
+                sqlx::query(super::postgres::LEASE_PLAN)
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(())
+            }
+            Tx::Sqlite(_) => Ok(()),
+        }
+    }
+
+    /// Every row of `head (k1, k2, …)` for the job keys, 500 a statement (far below both
+    /// backends' bind limits). `head` ends in `IN (`.
+    pub(super) async fn fetch_by_job_keys<T: BothRow>(
+        &mut self,
+        head: &'static str,
+        keys: &[&JobKey],
+    ) -> Result<Vec<T>> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(500) {
+            match self {
+                Tx::Sqlite(tx) => {
+                    let mut qb = sqlx::QueryBuilder::<Sqlite>::new(head);
+                    let mut list = qb.separated(", ");
+                    for key in chunk {
+                        list.push_bind(*key);
+                    }
+                    qb.push(")");
+                    out.extend(qb.build_query_as::<T>().fetch_all(&mut **tx).await?);
+                }
+                Tx::Postgres(tx) => {
+                    let mut qb = sqlx::QueryBuilder::<Postgres>::new(head);
+                    let mut list = qb.separated(", ");
+                    for key in chunk {
+                        list.push_bind(*key);
+                    }
+                    qb.push(")");
+                    out.extend(qb.build_query_as::<T>().fetch_all(&mut **tx).await?);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// Serialises the making of owners' notices across nodes until the end of the transaction
