@@ -94,15 +94,63 @@ const RENDER_EXTEND: &str = "UPDATE jobs SET lease_expires_at = $3 WHERE key = $
 
 const SEND_EXTEND: &str = "UPDATE deliveries SET lease_expires_at = $3 WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
 
+/// Several claims in one transaction, so they cost one commit: a pool's round claims its due
+/// deliveries and its jobs in one (PostgreSQL: a job claim, a delivery claim and the read of
+/// the deliveries' jobs were three commits). Nothing it returns is held until
+/// [`ClaimRound::commit`] succeeds; dropped before, the round rolls back.
+pub struct ClaimRound {
+    tx: super::tx::Tx,
+}
+
 impl Ledger {
-    /// Leases up to `limit` ready or waiting jobs whose `ready_at` has come: `ready → rendering`
-    /// (a waiting job renders only once its probe says its data is ready).
-    pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
+    /// Opens a claim round.
+    pub async fn claim_round(&self) -> Result<ClaimRound> {
         let mut tx = self.begin().await?;
         tx.plan_claim().await?;
-        let claim = claim_statement(tx.pick(JOB_LEASE), params);
-        let recs: Vec<JobRecord> = tx.fetch_all(&claim).await?;
-        tx.commit().await?;
+        Ok(ClaimRound { tx })
+    }
+
+    /// Leases up to `limit` ready or waiting jobs whose `ready_at` has come: `ready → rendering`
+    /// (a waiting job renders only once its probe says its data is ready). A round of its own.
+    pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
+        let mut round = self.claim_round().await?;
+        let jobs = round.jobs(params).await?;
+        round.commit().await?;
+        Ok(jobs)
+    }
+
+    /// Leases up to `limit` pending deliveries whose `ready_at` has come: `pending → sending`.
+    /// The lease counts as an attempt; [`Ledger::delivery_release`] gives it back. A round of
+    /// its own.
+    pub async fn delivery_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
+        let mut round = self.claim_round().await?;
+        let deliveries = round.deliveries(params).await?;
+        round.commit().await?;
+        Ok(deliveries)
+    }
+
+    /// Pushes a job lease's deadline to `until`, if the lease is still held.
+    pub async fn job_extend_lease(&self, lease: &JobLease, until: DateTime<Utc>) -> Result<()> {
+        self.fenced_update(RENDER_EXTEND, lease, &[Arg::Int(to_millis(until))])
+            .await
+    }
+
+    /// Pushes a delivery lease's deadline to `until`, if the lease is still held.
+    pub async fn delivery_extend_lease(
+        &self,
+        lease: &DeliveryLease,
+        until: DateTime<Utc>,
+    ) -> Result<()> {
+        self.fenced_update(SEND_EXTEND, lease, &[Arg::Int(to_millis(until))])
+            .await
+    }
+}
+
+impl ClaimRound {
+    /// Claims jobs, as [`Ledger::job_lease`] does, in this round.
+    pub async fn jobs(&mut self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
+        let claim = claim_statement(self.tx.pick(JOB_LEASE), params);
+        let recs: Vec<JobRecord> = self.tx.fetch_all(&claim).await?;
         let mut out: Vec<LeasedJob> = recs
             .into_iter()
             .map(|r| {
@@ -117,23 +165,21 @@ impl Ledger {
         Ok(out)
     }
 
-    /// Leases up to `limit` pending deliveries whose `ready_at` has come: `pending → sending`.
-    /// The lease counts as an attempt; [`Ledger::delivery_release`] gives it back. Their jobs
-    /// are read in the claim's transaction: one commit for both (a read after it was a commit
-    /// of its own, a fifth of PostgreSQL's commits in `benches/pipeline.rs`).
-    pub async fn delivery_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
-        let mut tx = self.begin().await?;
-        tx.plan_claim().await?;
-        let claim = claim_statement(tx.pick(DELIVERY_LEASE), params);
-        let deliveries: Vec<Delivery> = (tx.fetch_all::<DeliveryRecord>(&claim).await?)
+    /// Claims deliveries, as [`Ledger::delivery_lease`] does, in this round; their jobs are
+    /// read in it too (a read after the claim was a commit of its own, a fifth of PostgreSQL's
+    /// commits in `benches/pipeline.rs`).
+    pub async fn deliveries(&mut self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
+        let claim = claim_statement(self.tx.pick(DELIVERY_LEASE), params);
+        let deliveries: Vec<Delivery> = (self.tx.fetch_all::<DeliveryRecord>(&claim).await?)
             .into_iter()
             .map(Delivery::try_from)
             .collect::<Result<_>>()?;
         let job_keys: BTreeSet<&JobKey> = deliveries.iter().map(|d| d.key.job()).collect();
         let job_keys: Vec<&JobKey> = job_keys.into_iter().collect();
         let head = "SELECT * FROM jobs WHERE key IN (";
-        let jobs = tx.fetch_by_job_keys::<JobRecord>(head, &job_keys).await?;
-        tx.commit().await?;
+        let jobs = (self.tx)
+            .fetch_by_job_keys::<JobRecord>(head, &job_keys)
+            .await?;
         let jobs: HashMap<JobKey, Arc<Job>> = jobs
             .into_iter()
             .map(|r| Job::try_from(r).map(|j| (j.key.clone(), Arc::new(j))))
@@ -152,20 +198,9 @@ impl Ledger {
         Ok(out)
     }
 
-    /// Pushes a job lease's deadline to `until`, if the lease is still held.
-    pub async fn job_extend_lease(&self, lease: &JobLease, until: DateTime<Utc>) -> Result<()> {
-        self.fenced_update(RENDER_EXTEND, lease, &[Arg::Int(to_millis(until))])
-            .await
-    }
-
-    /// Pushes a delivery lease's deadline to `until`, if the lease is still held.
-    pub async fn delivery_extend_lease(
-        &self,
-        lease: &DeliveryLease,
-        until: DateTime<Utc>,
-    ) -> Result<()> {
-        self.fenced_update(SEND_EXTEND, lease, &[Arg::Int(to_millis(until))])
-            .await
+    /// Makes the round's claims durable: only then may their work start.
+    pub async fn commit(self) -> Result<()> {
+        self.tx.commit().await
     }
 }
 

@@ -77,7 +77,7 @@ use crate::redact::redact_url;
 use audit::RedriveRecord;
 pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use deploy::{Blockers, HeldLease, Migrated};
-pub use leases::LeaseParams;
+pub use leases::{ClaimRound, LeaseParams};
 pub use nodes::Node;
 pub use notices::{
     Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,

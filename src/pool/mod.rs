@@ -424,23 +424,20 @@ impl Pipeline {
         let first = (n - n / 4).max(1);
         // Before the claims are sent: the ledger's deadlines are at least this late.
         let claimed = tokio::time::Instant::now();
-        let mut deliveries = self
-            .ledger
-            .delivery_lease(&self.lease_params(first))
-            .await?;
+        // Every claim of the round in one transaction: one commit.
+        let mut round = self.ledger.claim_round().await?;
+        let mut deliveries = round.deliveries(&self.lease_params(first)).await?;
         let jobs = match n.saturating_sub(deliveries.len() as u32) {
             0 => Vec::new(),
-            rest => self.ledger.job_lease(&self.lease_params(rest)).await?,
+            rest => round.jobs(&self.lease_params(rest)).await?,
         };
         let mut count = (jobs.len() + deliveries.len()) as u32;
         if count < n && deliveries.len() as u32 == first {
-            let more = self
-                .ledger
-                .delivery_lease(&self.lease_params(n - count))
-                .await?;
+            let more = round.deliveries(&self.lease_params(n - count)).await?;
             count += more.len() as u32;
             deliveries.extend(more);
         }
+        round.commit().await?;
         if count > 0 {
             self.admission.admit(count).await;
         }
