@@ -65,7 +65,7 @@ const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind
 /// or `quarantined` when a delivery is. The keys are a JSON array on SQLite, a `text[]` on
 /// PostgreSQL. The state tests are `(…) IS TRUE`, which no index serves, so the jobs are found
 /// by key and their deliveries probed by job whatever the statistics say.
-const SETTLE_KEYED: PerBackend = PerBackend {
+pub(super) const SETTLE_KEYED: PerBackend = PerBackend {
     sqlite: "UPDATE jobs
              SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
                                            AND (d.state = 'quarantined') IS TRUE)
@@ -314,24 +314,17 @@ impl Ledger {
     /// transaction would not see another worker's concurrent last finish, and neither would
     /// settle the job.
     pub async fn job_settle_many(&self, keys: &[&JobKey], now: DateTime<Utc>) -> Result<u64> {
-        let now_ms = to_millis(now);
         if keys.is_empty() {
             return Ok(0);
         }
-        let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
-        let done = match &self.backend {
-            super::Backend::Sqlite(p) => {
-                let list = serde_json::to_string(&keys)
-                    .map_err(|e| LedgerError::Corrupt(format!("job keys as JSON: {e}")))?;
-                let q = sqlx::query(SETTLE_KEYED.sqlite).bind(now_ms).bind(list);
-                q.execute(p).await?.rows_affected()
-            }
-            super::Backend::Postgres(p) => {
-                let q = sqlx::query(SETTLE_KEYED.postgres).bind(now_ms).bind(keys);
-                q.execute(p).await?.rows_affected()
-            }
-        };
-        Ok(done)
+        Ok(on_backend!(self, |p, d| {
+            sqlx::query(d::pick(SETTLE_KEYED))
+                .bind(to_millis(now))
+                .bind(d::key_list(keys))
+                .execute(p)
+                .await?
+                .rows_affected()
+        }))
     }
 
     /// `ready | waiting | quarantined → cancelled`, by an operator; deliveries still waiting (a job

@@ -33,6 +33,11 @@ const IDLE_IN_TRANSACTION: &str = "10s";
 /// index. (SQLite walks the queue index in order without being told.)
 pub(super) const LEASE_PLAN: &str = "SET LOCAL enable_sort = off";
 
+/// A list of job keys as one bind: a text array (`= ANY($n)`).
+pub(super) fn key_list(keys: &[&crate::keys::JobKey]) -> Vec<String> {
+    keys.iter().map(|k| k.to_string()).collect()
+}
+
 /// This backend's text of a statement.
 pub(super) fn pick(statement: PerBackend) -> &'static str {
     statement.postgres

@@ -16,6 +16,12 @@ pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
 /// Runs first in a rescue's transaction; SQLite's writers queue on its one lock instead.
 pub(super) const RESCUE_WAIT: Option<&str> = None;
 
+/// A list of job keys as one bind: a JSON array (`json_each($n)`).
+pub(super) fn key_list(keys: &[&crate::keys::JobKey]) -> String {
+    let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
+    serde_json::to_string(&keys).unwrap_or_else(|_| "[]".into())
+}
+
 /// This backend's text of a statement.
 pub(super) fn pick(statement: PerBackend) -> &'static str {
     statement.sqlite

@@ -1,7 +1,8 @@
 //! Group commit of work outcomes. Work items hand their finished render or delivery attempt to
 //! one task that records everything queued since its last commit — renders in one transaction,
-//! attempts in another — answers each item, then settles the jobs those attempts finished in
-//! one statement. Alone, an outcome is recorded at once; under load one commit carries as many
+//! attempts in another — answers each item; the jobs those attempts finished are settled in the
+//! next batch's attempts transaction, or in a statement of their own when no batch follows at
+//! once. Alone, an outcome is recorded at once; under load one commit carries as many
 //! outcomes as are waiting, so the ledger's cost per item falls as the load rises instead of
 //! capping it. A commit that fails is tried again until it goes through (see
 //! [`until_committed`]): one lost connection must not turn a batch of finished sends into
@@ -84,7 +85,9 @@ where
     }
 }
 
-/// Records completions until every sender is gone, then returns.
+/// Records completions until every sender is gone, then returns. The jobs a batch of attempts
+/// finished are settled in the next batch's transaction when one follows at once, else alone:
+/// either way after their finishes committed, and never later than the next batch.
 pub(super) async fn run(
     ledger: Ledger,
     clock: SharedClock,
@@ -92,7 +95,14 @@ pub(super) async fn run(
     abandon: CancellationToken,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+    let mut unsettled: Vec<JobKey> = Vec::new();
+    loop {
+        if !unsettled.is_empty() && rx.is_empty() {
+            settle_alone(&ledger, &clock, std::mem::take(&mut unsettled)).await;
+        }
+        if rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
+            break;
+        }
         let mut renders = Vec::new();
         let mut finishes = Vec::new();
         for completion in batch.drain(..) {
@@ -108,9 +118,24 @@ pub(super) async fn run(
         if !renders.is_empty() {
             record_renders(&ledger, &clock, renders, &abandon).await;
         }
-        if !finishes.is_empty() {
-            record_finishes(&ledger, &clock, finishes, &abandon).await;
+        let carried = std::mem::take(&mut unsettled);
+        if finishes.is_empty() {
+            settle_alone(&ledger, &clock, carried).await;
+        } else {
+            unsettled = record_finishes(&ledger, &clock, finishes, carried, &abandon).await;
         }
+    }
+    settle_alone(&ledger, &clock, unsettled).await;
+}
+
+/// Settles `keys` in a statement of its own (a failure is left to the rescuer).
+async fn settle_alone(ledger: &Ledger, clock: &SharedClock, keys: Vec<JobKey>) {
+    if keys.is_empty() {
+        return;
+    }
+    let keys: Vec<&JobKey> = keys.iter().collect();
+    if let Err(e) = ledger.job_settle_many(&keys, clock.now()).await {
+        tracing::warn!(jobs = keys.len(), error = %e, "could not settle jobs; the rescuer settles them later");
     }
 }
 
@@ -146,21 +171,28 @@ async fn record_renders(
     answer(replies, shared(results, renders.len()));
 }
 
+/// A finished attempt waiting for its commit: the finish, its job, and who waits for the answer.
+type Waiting = (Finish, (JobKey, oneshot::Sender<Recorded>));
+
+/// Records `finishes` with the settle of `carried` (jobs an earlier batch finished) in one
+/// transaction, answers each item, and returns the jobs this batch finished: they are settled
+/// after this commit (a settle inside it would not see another worker's concurrent last
+/// finish; see `Ledger::job_settle_many`).
 async fn record_finishes(
     ledger: &Ledger,
     clock: &SharedClock,
-    finishes: Vec<(Finish, (JobKey, oneshot::Sender<Recorded>))>,
+    finishes: Vec<Waiting>,
+    carried: Vec<JobKey>,
     abandon: &CancellationToken,
-) {
+) -> Vec<JobKey> {
     let (finishes, waiting): (Vec<Finish>, Vec<_>) = finishes.into_iter().unzip();
     let (job_keys, replies): (Vec<JobKey>, Vec<_>) = waiting.into_iter().unzip();
+    let carried: Vec<&JobKey> = carried.iter().collect();
     let written = until_committed("attempts", abandon, || {
-        ledger.delivery_finish_many(&finishes)
+        ledger.delivery_finish_many_settling(&finishes, Some((&carried, clock.now())))
     })
     .await;
     let results = shared(written, finishes.len());
-    // Settle only after the commit: a settle inside the transaction would not see another
-    // worker's concurrent last finish (see `Ledger::job_settle_many`).
     let settle: BTreeSet<&JobKey> = finishes
         .iter()
         .zip(&job_keys)
@@ -168,12 +200,7 @@ async fn record_finishes(
         .filter(|((f, _), r)| r.is_ok() && !matches!(f.next, DeliveryNext::Retry { .. }))
         .map(|((_, job), _)| job)
         .collect();
+    let settle: Vec<JobKey> = settle.into_iter().cloned().collect();
     answer(replies, results);
-    if settle.is_empty() {
-        return;
-    }
-    let keys: Vec<&JobKey> = settle.into_iter().collect();
-    if let Err(e) = ledger.job_settle_many(&keys, clock.now()).await {
-        tracing::warn!(jobs = keys.len(), error = %e, "could not settle jobs; the rescuer settles them later");
-    }
+    settle
 }

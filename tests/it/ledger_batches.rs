@@ -212,6 +212,63 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
     assert!(l.delivery_finish_many(&[]).await.expect("empty").is_empty());
 }
 
+/// A batch's transaction settles the jobs an earlier batch finished (the completer carries
+/// them): a job whose last delivery committed before is settled; one whose last delivery is in
+/// this same batch is not (its settle comes after this commit); nothing settles without
+/// finishes of its own to record either.
+async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
+    let l = &t.ledger;
+    let a = rendered_job(t, "a:2026-10-25", &["x@example.com"]).await;
+    let b = rendered_job(t, "b:2026-10-25", &["x@example.com"]).await;
+    let _c = rendered_job(t, "c:2026-10-25", &["x@example.com"]).await;
+    let sent = |lease: &DeliveryLease| Finish {
+        lease: lease.clone(),
+        attempt: attempt(ResponseClass::Accepted, t0()),
+        next: DeliveryNext::Sent,
+    };
+    l.delivery_finish_many(&[sent(&a[0])])
+        .await
+        .expect("first batch");
+    let job =
+        |key: &'static str| async move { l.job_get(&jk(key)).await.expect("get").expect("job") };
+    assert_eq!(
+        job("a:2026-10-25").await.state,
+        JobState::Delivering,
+        "not settled yet"
+    );
+    let settled_at = t0() + Duration::seconds(1);
+    let carried = [&jk("a:2026-10-25")];
+    let results = l
+        .delivery_finish_many_settling(&[sent(&b[0])], Some((&carried, settled_at)))
+        .await
+        .expect("second batch");
+    assert!(results.iter().all(Result::is_ok));
+    let a_job = job("a:2026-10-25").await;
+    assert_eq!(
+        (a_job.state, a_job.terminal_at),
+        (JobState::Done, Some(settled_at))
+    );
+    assert_eq!(
+        job("b:2026-10-25").await.state,
+        JobState::Delivering,
+        "settled after its commit"
+    );
+    // No finishes: the carried settle runs alone.
+    let carried = [&jk("b:2026-10-25")];
+    assert!(
+        l.delivery_finish_many_settling(&[], Some((&carried, settled_at)))
+            .await
+            .expect("alone")
+            .is_empty()
+    );
+    assert_eq!(job("b:2026-10-25").await.state, JobState::Done);
+    assert_eq!(
+        job("c:2026-10-25").await.state,
+        JobState::Delivering,
+        "c was never carried"
+    );
+}
+
 /// A worker that recorded a job's last delivery and stopped before settling the job leaves it
 /// delivering; the rescuer settles it.
 async fn rescue_settles_jobs_with_nothing_left_to_send(t: &TestLedger) {
@@ -349,4 +406,5 @@ on_both_backends!(
     finish_many_records_each_and_refuses_lost_leases,
     rescue_settles_jobs_with_nothing_left_to_send,
     rendered_many_records_each_and_refuses_lost_leases,
+    a_batch_settles_the_jobs_an_earlier_batch_finished,
 );
