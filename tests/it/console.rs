@@ -148,22 +148,14 @@ async fn the_overview_counts_jobs_and_ages_the_oldest_ready_one(t: &TestLedger) 
 async fn the_overview_lists_late_reports_first(t: &TestLedger) {
     let s = start(t).await;
     let cookie = sign_in(&s, TOKEN).await;
-    let html = get(&s, "/ui/", Some(&cookie))
-        .await
-        .text()
-        .await
-        .expect("body");
+    let html = common::console::page(&s, "/ui/", &cookie).await;
     assert!(!html.contains("Late reports"), "none late: no section");
     s.late.set(vec![dawnpost::notice::LateReport {
         key: common::jk("warehouse-17:2026-11-30"),
         deadline: at(2026, 11, 30, 7, 0),
         detail: "its job is rendering: HTTP 503 from the source".into(),
     }]);
-    let html = get(&s, "/ui/", Some(&cookie))
-        .await
-        .text()
-        .await
-        .expect("body");
+    let html = common::console::page(&s, "/ui/", &cookie).await;
     let late = html.find("Late reports (1)").expect("the late section");
     let jobs = html.find("<h2>Jobs</h2>").expect("the jobs card");
     assert!(late < jobs, "late reports come first");
