@@ -8,13 +8,19 @@
 //! a webhook (default: one email and the rest webhooks); `--concurrency N` (default 16) the
 //! pool's and the baseline's work in flight; `--artifacts URL` another artifact
 //! store (e.g. `memory://`, to see the pipeline without the file system's share).
-//! PostgreSQL's line adds what the server did: `commits`, `commits_per_delivery`, `wal_bytes`
+//! `--graphile` runs graphile-worker's POST job first on the same PostgreSQL and sink (as many
+//! jobs as deliveries, the same concurrency; `benches/support/graphile.rs`), prints its line
+//! (`jobs_per_s`, `cpu_us_per_job`, `commits_per_job`, `wal_bytes_per_job`) and adds
+//! `ratio_to_graphile` to PostgreSQL's. PostgreSQL's line adds what the server did: `commits`, `commits_per_delivery`, `wal_bytes`
 //! and `wal_bytes_per_delivery` (`pg_stat_database.xact_commit` and `pg_current_wal_lsn()`
 //! before and after, enqueue and drain together).
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
 mod sinks;
+
+#[path = "support/graphile.rs"]
+mod graphile;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -99,6 +105,15 @@ fn main() {
         if let Ok(url) = std::env::var("DAWNPOST_TEST_POSTGRES_URL")
             && wanted("postgres")
         {
+            // graphile-worker's POST job first, on the same server and sink (`--graphile`).
+            let beside = match std::env::args().any(|a| a == "--graphile") {
+                true => graphile::run(&url, http, jobs * destinations, concurrency()).await,
+                false => None,
+            };
+            if let Some(g) = &beside {
+                println!("{}", serde_json::to_string(g).expect("json"));
+            }
+            http_seen.reset();
             let pg_dir = tempfile::tempdir().expect("tempdir");
             let config = setup(pg_dir.path());
             let schema = format!("dp_bench_{}", std::process::id());
@@ -110,7 +125,10 @@ fn main() {
             ledger.close().await;
             tokio::time::sleep(Duration::from_millis(500)).await;
             let after = sinks::pg_mark(&url).await;
-            let line = line.with_server_work(before.zip(after));
+            let mut line = line.with_server_work(before.zip(after));
+            if let Some(g) = &beside {
+                line.ratio_to_graphile = Some(round3(line.deliveries_per_s / g.jobs_per_s));
+            }
             println!("{}", serde_json::to_string(&line).expect("json"));
             let cleanup = Ledger::connect_postgres_schema(&url, &schema).await.expect("postgres");
             let _ = cleanup.drop_postgres_schema(&schema).await;
@@ -324,6 +342,9 @@ struct Line<'a> {
     wal_bytes: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     wal_bytes_per_delivery: Option<f64>,
+    /// With `--graphile`: deliveries/s over graphile-worker's POST jobs/s, in the same run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ratio_to_graphile: Option<f64>,
 }
 
 impl Line<'_> {
