@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use crate::keys::JobKey;
 use crate::ledger::{
-    Attempt, Delivery, Job, JobFilter, JobState, Ledger, LedgerError, ProbeRow, Redrive,
+    Attempt, Delivery, Job, JobFilter, JobState, Ledger, LedgerError, ProbeRow, Redrive, Told,
 };
 use crate::window::rfc3339;
 
@@ -120,10 +120,12 @@ impl JobHistory {
             d.lines(&mut out);
         }
         for n in &self.notices {
-            let told = match n.message.as_deref() {
-                None => "waiting for its message (a report's quarantines are batched)".to_string(),
-                Some("") => "nobody told: the report has no owners now".to_string(),
-                Some(m) => format!("message {m}"),
+            let told = match &n.told {
+                Told::Waiting => {
+                    "waiting for its message (a report's quarantines are batched)".to_string()
+                }
+                Told::Nobody => "nobody told: the report has no owners now".to_string(),
+                Told::In(m) => format!("message {m}"),
             };
             let _ = writeln!(
                 out,

@@ -71,6 +71,10 @@ pub fn deadline(report: &Report, fire: &Fire) -> Option<DateTime<Utc>> {
     resolve_local(day.succ_opt()?.and_time(at), tz)
 }
 
+/// How the detail of a late fire that never became a job begins: `judge` writes it, and a
+/// message about such a fire says how to make the job (`how_to_see`).
+const NO_JOB: &str = "no job";
+
 /// A fire whose deadline has passed: its job should be done.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expected {
@@ -132,7 +136,7 @@ pub fn judge(e: &Expected, job: Option<Standing<'_>>, tz: chrono_tz::Tz) -> Opti
     let Some(job) = job else {
         return Some(Lateness {
             detail: format!(
-                "no job: its fire at {} never became one (the daemon was down past schedule.catch_up, or its scheduler stalled)",
+                "{NO_JOB}: its fire at {} never became one (the daemon was down past schedule.catch_up, or its scheduler stalled)",
                 local(e.fire_at)
             ),
             missing: true,
@@ -217,7 +221,7 @@ pub struct Composed {
     pub webhook_body: String,
 }
 
-/// The owner webhook's body, version 1 (a public contract: `docs/contracts/owner_notice.json`).
+/// The owner webhook's body, version 1 (a public contract: `docs/contracts/owner-notice-v1.json`).
 #[derive(Debug, Serialize)]
 pub struct NoticeBody<'a> {
     #[serde(rename = "type")]
@@ -356,7 +360,7 @@ fn how_to_see(
             base.map(|b| format!("{b}/ui/jobs?report={}&state={}", report.id, cause.as_str()));
         return (show, page);
     }
-    let show = if first.detail.starts_with("no job") {
+    let show = if first.detail.starts_with(NO_JOB) {
         format!(
             "dawnpost enqueue {} --date {} (it was never made; `dawnpost nodes` shows which nodes run)",
             report.id,

@@ -115,16 +115,12 @@ fn load_family(
         report.family = Some(Arc::new(family_row));
         reports.push(report);
     }
-    let more = problems.len().saturating_sub(MAX_ROW_ERRORS);
-    errors.extend(problems.into_iter().take(MAX_ROW_ERRORS));
-    if more > 0 {
+    if let Some(more) = capped(problems, errors) {
         errors.push(place.error("rows", format!("… and {more} more problem(s) in its rows")));
     }
-    // As many as its problems: a key every row shares warns once a row (10,000 rows, one
+    // Capped as its problems are: a key every row shares warns once a row (10,000 rows, one
     // unset secret_env).
-    let more = row_warnings.len().saturating_sub(MAX_ROW_ERRORS);
-    warnings.extend(row_warnings.into_iter().take(MAX_ROW_ERRORS));
-    if more > 0 {
+    if let Some(more) = capped(row_warnings, warnings) {
         warnings.push(place.warning("rows", &format!("… and {more} more warning(s) in its rows")));
     }
     ctx.families.borrow_mut().push(Family {
@@ -134,6 +130,14 @@ fn load_family(
         reports: reports.len(),
     });
     reports
+}
+
+/// The first [`MAX_ROW_ERRORS`] of a family's `items` into `into`; how many more were left out,
+/// if any.
+fn capped<T>(items: Vec<T>, into: &mut Vec<T>) -> Option<usize> {
+    let more = items.len().saturating_sub(MAX_ROW_ERRORS);
+    into.extend(items.into_iter().take(MAX_ROW_ERRORS));
+    (more > 0).then_some(more)
 }
 
 /// `table` with every `{{row.<column>}}` in its strings replaced by the row's value (a key

@@ -35,3 +35,22 @@ macro_rules! bind_as_text {
 
 bind_as_text!(JobKey);
 bind_as_text!(DeliveryKey);
+
+/// Most keys bound in one statement by [`job_keys_in`]: far below both backends' bind limits.
+pub(super) const KEYS_PER_STATEMENT: usize = 500;
+
+/// `head (k1, k2, …)` for the job keys `keys` (at most [`KEYS_PER_STATEMENT`]); `head` ends in
+/// `IN (`. What every read of rows by many job keys builds, in a transaction or not.
+pub(super) fn job_keys_in<DB>(head: &'static str, keys: &[&JobKey]) -> sqlx::QueryBuilder<DB>
+where
+    DB: sqlx::Database,
+    String: sqlx::Type<DB> + for<'q> sqlx::Encode<'q, DB>,
+{
+    let mut qb = sqlx::QueryBuilder::new(head);
+    let mut list = qb.separated(", ");
+    for key in keys {
+        list.push_bind(*key);
+    }
+    qb.push(")");
+    qb
+}

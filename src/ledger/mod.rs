@@ -81,6 +81,7 @@ pub use leases::{ClaimRound, LeaseParams};
 pub use nodes::Node;
 pub use notices::{
     Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,
+    Told,
 };
 pub use probes::{AfterProbe, ProbeRow};
 pub use rescue::RescueBudget;
@@ -360,8 +361,8 @@ impl Ledger {
         recs.into_iter().map(T::try_from).collect()
     }
 
-    /// Runs `head (k1, k2, …)` for the job keys, 500 a statement (far below both backends'
-    /// bind limits), and converts each row to `T`. `head` ends in `IN (`.
+    /// Runs `head (k1, k2, …)` for the job keys (`bind::job_keys_in`, as many statements as
+    /// the keys need) and converts each row to `T`. `head` ends in `IN (`.
     async fn select_by_job_keys<R, T>(
         &self,
         head: &'static str,
@@ -373,13 +374,8 @@ impl Ledger {
     {
         let mut recs: Vec<R> = Vec::with_capacity(keys.len());
         on_backend!(self, |p, _d| {
-            for chunk in keys.chunks(500) {
-                let mut qb = sqlx::QueryBuilder::new(head);
-                let mut list = qb.separated(", ");
-                for key in chunk {
-                    list.push_bind(*key);
-                }
-                qb.push(")");
+            for chunk in keys.chunks(bind::KEYS_PER_STATEMENT) {
+                let mut qb = bind::job_keys_in(head, chunk);
                 recs.extend(qb.build_query_as::<R>().fetch_all(p).await?);
             }
         });

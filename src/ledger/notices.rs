@@ -33,8 +33,18 @@ pub struct NoticeRow {
     pub cause: Cause,
     pub detail: String,
     pub noticed_at: DateTime<Utc>,
-    /// The message that told it; `None` while it waits for one, `Some("")` when nobody was.
-    pub message: Option<String>,
+    pub told: Told,
+}
+
+/// Whether a notice was told, and in which message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Told {
+    /// It waits for its message (a report's quarantines are batched).
+    Waiting,
+    /// Nobody: its report had no owners any more when its message was made.
+    Nobody,
+    /// In this message.
+    In(String),
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -60,7 +70,11 @@ impl TryFrom<NoticeRecord> for NoticeRow {
             report: r.report,
             detail: r.detail,
             noticed_at: from_millis(r.noticed_at),
-            message: r.message,
+            told: match r.message {
+                None => Told::Waiting,
+                Some(m) if m == NOBODY => Told::Nobody,
+                Some(m) => Told::In(m),
+            },
         })
     }
 }

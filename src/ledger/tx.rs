@@ -219,32 +219,23 @@ impl Tx {
         }
     }
 
-    /// Every row of `head (k1, k2, …)` for the job keys, 500 a statement (far below both
-    /// backends' bind limits). `head` ends in `IN (`.
+    /// Every row of `head (k1, k2, …)` for the job keys (`bind::job_keys_in`, as many
+    /// statements as the keys need). `head` ends in `IN (`.
     pub(super) async fn fetch_by_job_keys<T: BothRow>(
         &mut self,
         head: &'static str,
         keys: &[&JobKey],
     ) -> Result<Vec<T>> {
+        use super::bind::{KEYS_PER_STATEMENT, job_keys_in};
         let mut out = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(500) {
+        for chunk in keys.chunks(KEYS_PER_STATEMENT) {
             match self {
                 Tx::Sqlite(tx) => {
-                    let mut qb = sqlx::QueryBuilder::<Sqlite>::new(head);
-                    let mut list = qb.separated(", ");
-                    for key in chunk {
-                        list.push_bind(*key);
-                    }
-                    qb.push(")");
+                    let mut qb = job_keys_in::<Sqlite>(head, chunk);
                     out.extend(qb.build_query_as::<T>().fetch_all(&mut **tx).await?);
                 }
                 Tx::Postgres(tx) => {
-                    let mut qb = sqlx::QueryBuilder::<Postgres>::new(head);
-                    let mut list = qb.separated(", ");
-                    for key in chunk {
-                        list.push_bind(*key);
-                    }
-                    qb.push(")");
+                    let mut qb = job_keys_in::<Postgres>(head, chunk);
                     out.extend(qb.build_query_as::<T>().fetch_all(&mut **tx).await?);
                 }
             }
