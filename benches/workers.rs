@@ -1,7 +1,10 @@
 //! `cargo bench --bench workers [-- --reports N --destinations K]`: scale-out on one PostgreSQL
 //! database. For 1, 2 and 3 `dawnpost run` processes sharing one artifact folder, enqueue N jobs
 //! with K webhook destinations each, time the drain, and count the duplicate deliveries the sink
-//! saw (must be 0: nothing crashes here). Needs DAWNPOST_TEST_POSTGRES_URL.
+//! saw (must be 0: nothing crashes here). Each line adds what the server did for it, enqueue
+//! and drain together (`pg_stat_database.xact_commit` and `pg_current_wal_lsn()` before and
+//! after, every process gone first): `commits_per_delivery` and `wal_bytes_per_delivery`, which
+//! more nodes must not make worse. Needs DAWNPOST_TEST_POSTGRES_URL.
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
@@ -21,6 +24,9 @@ struct Line {
     deliveries: i64,
     drain_s: f64,
     deliveries_per_s: f64,
+    deliveries_per_s_per_process: f64,
+    commits_per_delivery: Option<f64>,
+    wal_bytes_per_delivery: Option<f64>,
     duplicates: u64,
 }
 
@@ -57,6 +63,7 @@ fn main() {
             let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
             let now = chrono::Utc::now();
             let new_jobs = sinks::jobs(&config, jobs, now);
+            let before = sinks::pg_mark(&url).await;
             ledger.job_insert_many(&new_jobs, now).await.expect("enqueue");
 
             let started = Instant::now();
@@ -94,13 +101,25 @@ fn main() {
                 let _ = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
             }
             let deliveries: i64 = ledger.delivery_count_by_state().await.expect("counts").iter().map(|(_, n)| n).sum();
+            // The processes' connections are closed with them: every backend has reported.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let after = sinks::pg_mark(&url).await;
+            let per = |n: i64| n as f64 / deliveries.max(1) as f64;
+            let server = before.zip(after).map(|(b, a)| {
+                let commits = (per(a.commits - b.commits) * 1000.0).round() / 1000.0;
+                (commits, per(a.wal_bytes - b.wal_bytes).round())
+            });
+            let rate = deliveries as f64 / drain_s;
             let line = Line {
                 backend: "postgres",
                 processes,
                 reports: jobs,
                 deliveries,
                 drain_s: (drain_s * 1000.0).round() / 1000.0,
-                deliveries_per_s: (deliveries as f64 / drain_s).round(),
+                deliveries_per_s: rate.round(),
+                deliveries_per_s_per_process: (rate / processes as f64).round(),
+                commits_per_delivery: server.map(|s| s.0),
+                wal_bytes_per_delivery: server.map(|s| s.1),
                 duplicates: seen.duplicates(),
             };
             println!("{}", serde_json::to_string(&line).expect("json"));

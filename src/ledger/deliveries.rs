@@ -1,8 +1,6 @@
 //! Deliveries, their attempts and the redrive audit: reads, the outcome of a send (one
 //! attempt row and its consequence, in one transaction), releases and redrives.
 
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
 
 use super::audit::audit_row;
@@ -11,27 +9,10 @@ use super::types::parse_key;
 use super::{
     Arg, Attempt, AttemptRecord, Audit, Delivery, DeliveryLease, DeliveryNext, DeliveryRecord,
     DeliveryState, Finish, Ledger, LedgerError, NewAttempt, Redrive, RedriveOutcome, RedriveRecord,
-    Result, lease_lost,
+    Result,
 };
 use crate::clock::to_millis;
 use crate::keys::{DeliveryKey, JobKey};
-
-/// The head of a batch of finishes: the rows `v` that follow (key, token, state, ready_at,
-/// class, error, finished, terminal) update their deliveries if the lease still holds, and
-/// return the attempt number each one recorded.
-const FINISH_VALUES: &str =
-    "WITH v (key, token, state, ready_at, class, error, finished, terminal) AS (";
-
-const FINISH_UPDATE: &str = ") UPDATE deliveries SET state = v.state, ready_at = COALESCE(v.ready_at, deliveries.ready_at),
-        last_class = v.class, last_error = v.error, lease_owner = NULL, lease_expires_at = NULL,
-        updated_at = v.finished, terminal_at = v.terminal
-     FROM v
-     WHERE deliveries.key = v.key AND deliveries.state = 'sending' AND deliveries.lease_token = v.token
-     RETURNING deliveries.key, deliveries.lease_token, deliveries.attempts";
-
-/// The head of a multi-row attempt insert.
-const ATTEMPT_VALUES: &str = "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at,
-        finished_at, class, code, retry_after_ms, next_ready_at, reason, diagnostics) ";
 
 const SEND_RELEASE: &str =
     "UPDATE deliveries SET state = 'pending', attempts = attempts - 1, lease_owner = NULL,
@@ -162,79 +143,14 @@ impl Ledger {
         finishes: &[Finish],
         settle: Option<(&[&JobKey], DateTime<Utc>)>,
     ) -> Result<Vec<Result<()>>> {
-        if finishes.is_empty() {
-            if let Some((keys, now)) = settle {
-                self.job_settle_many(keys, now).await?;
-            }
-            return Ok(Vec::new());
-        }
-        // Attempt numbers by (key, token) of the finishes whose lease still held.
-        let mut numbers: HashMap<(String, i64), i64> = HashMap::with_capacity(finishes.len());
-        on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            // 8 binds a row in the update, 10 in the insert: 200 rows stay far below both
-            // backends' bind limits.
-            for chunk in finishes.chunks(200) {
-                let mut qb = sqlx::QueryBuilder::new(FINISH_VALUES);
-                qb.push_values(chunk, |mut b, f| {
-                    let (state, ready_at, terminal) = finish_columns(f);
-                    b.push_bind(f.lease.key())
-                        .push_bind(f.lease.token())
-                        .push_bind(state)
-                        .push_bind(ready_at)
-                        .push_bind(f.attempt.class.as_str())
-                        // A delivery's last error is the reason of its last failed attempt.
-                        .push_bind(
-                            f.attempt
-                                .reason
-                                .as_deref()
-                                .filter(|_| f.next != DeliveryNext::Sent),
-                        )
-                        .push_bind(to_millis(f.attempt.finished_at))
-                        .push_bind(terminal);
-                });
-                qb.push(FINISH_UPDATE);
-                let rows: Vec<(String, i64, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-                numbers.extend(rows.into_iter().map(|(k, t, n)| ((k, t), n)));
-                let recorded: Vec<(&Finish, i64)> = chunk
-                    .iter()
-                    .filter_map(|f| numbers.get(&finish_id(f)).map(|n| (f, *n)))
-                    .collect();
-                if recorded.is_empty() {
-                    continue;
-                }
-                let mut qb = sqlx::QueryBuilder::new(ATTEMPT_VALUES);
-                qb.push_values(recorded, |mut b, (f, number)| {
-                    let (_, ready_at, _) = finish_columns(f);
-                    b.push_bind(f.lease.key())
-                        .push_bind(number)
-                        .push_bind(to_millis(f.attempt.requested_at))
-                        .push_bind(to_millis(f.attempt.finished_at))
-                        .push_bind(f.attempt.class.as_str())
-                        .push_bind(f.attempt.code)
-                        .push_bind(f.attempt.retry_after.map(|d| d.num_milliseconds()))
-                        .push_bind(ready_at)
-                        .push_bind(f.attempt.reason.as_deref())
-                        .push_bind(f.attempt.diagnostics.as_deref());
-                });
-                qb.build().execute(&mut *tx).await?;
-            }
-            if let Some((keys, now)) = settle.filter(|(keys, _)| !keys.is_empty()) {
-                sqlx::query(d::pick(super::jobs::SETTLE_KEYED))
-                    .bind(to_millis(now))
-                    .bind(d::key_list(keys))
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            tx.commit().await?;
-        });
-        Ok(finishes
-            .iter()
-            .map(|f| match numbers.contains_key(&finish_id(f)) {
-                true => Ok(()),
-                false => Err(lease_lost(&f.lease)),
-            })
-            .collect())
+        let (settle, now) = settle.unwrap_or((&[], DateTime::<Utc>::UNIX_EPOCH));
+        let outcomes = super::Outcomes {
+            renders: &[],
+            finishes,
+            settle,
+            now,
+        };
+        Ok(self.record_outcomes(outcomes).await?.finishes)
     }
 
     /// `sending → pending` without counting an attempt: the worker is draining for shutdown.
@@ -320,21 +236,5 @@ impl Ledger {
     pub async fn redrive_list(&self, job_key: &JobKey) -> Result<Vec<Redrive>> {
         let sql = "SELECT * FROM audit WHERE job_key = $1 ORDER BY at, id";
         self.select::<RedriveRecord, _, _>(sql, job_key).await
-    }
-}
-
-/// Which lease a finish was made under.
-fn finish_id(f: &Finish) -> (String, i64) {
-    (f.lease.key().to_string(), f.lease.token())
-}
-
-/// The delivery columns a finish sets: state, the next `ready_at` (retries only) and
-/// `terminal_at` (sent or quarantined), in milliseconds.
-fn finish_columns(f: &Finish) -> (&'static str, Option<i64>, Option<i64>) {
-    let finished = to_millis(f.attempt.finished_at);
-    match f.next {
-        DeliveryNext::Sent => ("sent", None, Some(finished)),
-        DeliveryNext::Retry { ready_at } => ("pending", Some(to_millis(ready_at)), None),
-        DeliveryNext::Quarantine => ("quarantined", None, Some(finished)),
     }
 }

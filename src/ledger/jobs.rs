@@ -5,11 +5,11 @@ use chrono::{DateTime, Utc};
 
 use super::PerBackend;
 use super::audit::audit_row;
-use super::tx::Statement;
+use super::tx::{Statement, Tx};
 use super::types::parse_key;
 use super::{
     Arg, Audit, Job, JobLease, JobRecord, JobState, Ledger, LedgerError, NewDelivery, NewJob,
-    RedriveOutcome, Render, Result, fenced,
+    RedriveOutcome, Render, Result,
 };
 use crate::clock::to_millis;
 use crate::keys::JobKey;
@@ -53,14 +53,7 @@ const RENDER_SKIP: &str =
         lease_expires_at = NULL, updated_at = $5, terminal_at = $5
      WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
 
-const RENDERED: &str = "UPDATE jobs SET state = $3, artifact_key = $4, artifact_text_key = $5, artifact_sha256 = $6,
-        artifact_bytes = $7, artifact_deleted_at = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
-        updated_at = $8, terminal_at = CASE WHEN $3 = 'done' THEN $8 ELSE NULL END, artifact_csv_key = $9
-     WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
-
 /// The head of a multi-row delivery insert.
-const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at) ";
-
 /// Settles the delivering jobs among the keys `$2` with nothing left to send, at `$1`: `done`,
 /// or `quarantined` when a delivery is. The keys are a JSON array on SQLite, a `text[]` on
 /// PostgreSQL. The state tests are `(…) IS TRUE`, which no index serves, so the jobs are found
@@ -238,58 +231,13 @@ impl Ledger {
         renders: &[Render],
         now: DateTime<Utc>,
     ) -> Result<Vec<Result<()>>> {
-        if renders.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now_ms = to_millis(now);
-        let mut held = Vec::with_capacity(renders.len());
-        on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            for r in renders {
-                let next_state = if r.deliveries.is_empty() {
-                    "done"
-                } else {
-                    "delivering"
-                };
-                let n = sqlx::query(RENDERED)
-                    .bind(r.lease.key())
-                    .bind(r.lease.token())
-                    .bind(next_state)
-                    .bind(&r.artifact.html_key)
-                    .bind(&r.artifact.text_key)
-                    .bind(&r.artifact.sha256)
-                    .bind(r.artifact.bytes)
-                    .bind(now_ms)
-                    .bind(&r.artifact.csv_key)
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                held.push(fenced(n, &r.lease));
-            }
-            let new: Vec<(&JobKey, &NewDelivery)> = renders
-                .iter()
-                .zip(&held)
-                .filter(|(_, h)| h.is_ok())
-                .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key(), dl)))
-                .collect();
-            for chunk in new.chunks(500) {
-                let mut qb = sqlx::QueryBuilder::new(DELIVERY_INSERT_VALUES);
-                qb.push_values(chunk, |mut b, (job, dl)| {
-                    b.push_bind(&dl.key)
-                        .push_bind(*job)
-                        .push_bind(dl.key.kind().as_str())
-                        .push_bind(dl.key.destination())
-                        .push_bind("pending")
-                        .push_bind(now_ms)
-                        .push_bind(now_ms)
-                        .push_bind(now_ms);
-                });
-                qb.push(" ON CONFLICT DO NOTHING");
-                qb.build().execute(&mut *tx).await?;
-            }
-            tx.commit().await?;
-        });
-        Ok(held)
+        let outcomes = super::Outcomes {
+            renders,
+            finishes: &[],
+            settle: &[],
+            now,
+        };
+        Ok(self.record_outcomes(outcomes).await?.renders)
     }
 
     /// `delivering → done` when every delivery is sent, `delivering → quarantined` when every
@@ -527,4 +475,9 @@ pub(super) async fn insert_jobs_sqlite(
         }
     }
     Ok(inserted)
+}
+
+/// [`Ledger::job_settle_many`] inside `tx`; how many jobs it settled.
+pub(super) async fn settle_in(tx: &mut Tx, keys: &[&JobKey], now: DateTime<Utc>) -> Result<u64> {
+    tx.execute_keyed(SETTLE_KEYED, to_millis(now), keys).await
 }

@@ -56,6 +56,7 @@ mod jobs;
 mod leases;
 mod nodes;
 mod notices;
+mod outcomes;
 mod postgres;
 mod probes;
 mod reissue;
@@ -83,6 +84,7 @@ pub use notices::{
     Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,
     Told,
 };
+pub use outcomes::{Outcomes, RecordedOutcomes};
 pub use probes::{AfterProbe, ProbeRow};
 pub use rescue::RescueBudget;
 pub use runbooks::{Runbook, RunbookSpec, RunbookState, RunbookStep, StepRecord, Transition};

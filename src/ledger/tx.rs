@@ -64,14 +64,22 @@ impl From<Option<&DeliveryKey>> for Arg<'_> {
 /// A statement with its binds: what one function of a concern's file builds and a [`Tx`] runs.
 #[derive(Debug, Clone)]
 pub(super) struct Statement<'a> {
-    sql: &'static str,
+    sql: Cow<'static, str>,
     args: Vec<Arg<'a>>,
 }
 
 impl<'a> Statement<'a> {
     pub(super) fn new(sql: &'static str) -> Statement<'a> {
         Statement {
-            sql,
+            sql: Cow::Borrowed(sql),
+            args: Vec::new(),
+        }
+    }
+
+    /// A statement whose text was built at run time (a multi-row `VALUES` list).
+    pub(super) fn owned(sql: String) -> Statement<'a> {
+        Statement {
+            sql: Cow::Owned(sql),
             args: Vec::new(),
         }
     }
@@ -103,8 +111,14 @@ impl Ledger {
     /// Runs one statement in a transaction of its own; how many rows it changed.
     pub(super) async fn execute(&self, st: &Statement<'_>) -> Result<u64> {
         Ok(match &self.backend {
-            Backend::Sqlite(p) => query(st.sql, &st.args).execute(p).await?.rows_affected(),
-            Backend::Postgres(p) => query(st.sql, &st.args).execute(p).await?.rows_affected(),
+            Backend::Sqlite(p) => query(st.sql.clone(), &st.args)
+                .execute(p)
+                .await?
+                .rows_affected(),
+            Backend::Postgres(p) => query(st.sql.clone(), &st.args)
+                .execute(p)
+                .await?
+                .rows_affected(),
         })
     }
 }
@@ -117,8 +131,8 @@ impl Ledger {
         T: TryFrom<R, Error = super::LedgerError>,
     {
         let rows: Vec<R> = match &self.backend {
-            Backend::Sqlite(p) => query_as(st.sql, &st.args).fetch_all(p).await?,
-            Backend::Postgres(p) => query_as(st.sql, &st.args).fetch_all(p).await?,
+            Backend::Sqlite(p) => query_as(st.sql.clone(), &st.args).fetch_all(p).await?,
+            Backend::Postgres(p) => query_as(st.sql.clone(), &st.args).fetch_all(p).await?,
         };
         rows.into_iter().map(T::try_from).collect()
     }
@@ -126,7 +140,7 @@ impl Ledger {
 
 /// `args` bound to `sql`, for the backend `DB`.
 fn query<'q, DB: Database>(
-    sql: &'static str,
+    sql: Cow<'static, str>,
     args: &[Arg<'_>],
 ) -> sqlx::query::Query<'q, DB, <DB as Database>::Arguments>
 where
@@ -135,17 +149,18 @@ where
     for<'t> &'t str: Encode<'t, DB> + Type<DB>,
     for<'t> Option<&'t str>: Encode<'t, DB> + Type<DB>,
 {
-    args.iter().fold(sqlx::query(sql), |q, a| match a {
-        Arg::Int(v) => q.bind(*v),
-        Arg::MaybeInt(v) => q.bind(*v),
-        Arg::Text(v) => q.bind(v.as_ref()),
-        Arg::MaybeText(v) => q.bind(v.as_deref()),
-    })
+    args.iter()
+        .fold(sqlx::query(sqlx::AssertSqlSafe(sql)), |q, a| match a {
+            Arg::Int(v) => q.bind(*v),
+            Arg::MaybeInt(v) => q.bind(*v),
+            Arg::Text(v) => q.bind(v.as_ref()),
+            Arg::MaybeText(v) => q.bind(v.as_deref()),
+        })
 }
 
 /// `args` bound to `sql`, read as `T`, for the backend `DB`.
 fn query_as<'q, DB: Database, T>(
-    sql: &'static str,
+    sql: Cow<'static, str>,
     args: &'q [Arg<'q>],
 ) -> sqlx::query::QueryAs<'q, DB, T, <DB as Database>::Arguments>
 where
@@ -155,12 +170,13 @@ where
     for<'t> &'t str: Encode<'t, DB> + Type<DB>,
     for<'t> Option<&'t str>: Encode<'t, DB> + Type<DB>,
 {
-    args.iter().fold(sqlx::query_as(sql), |q, a| match a {
-        Arg::Int(v) => q.bind(*v),
-        Arg::MaybeInt(v) => q.bind(*v),
-        Arg::Text(v) => q.bind(v.as_ref()),
-        Arg::MaybeText(v) => q.bind(v.as_deref()),
-    })
+    args.iter()
+        .fold(sqlx::query_as(sqlx::AssertSqlSafe(sql)), |q, a| match a {
+            Arg::Int(v) => q.bind(*v),
+            Arg::MaybeInt(v) => q.bind(*v),
+            Arg::Text(v) => q.bind(v.as_ref()),
+            Arg::MaybeText(v) => q.bind(v.as_deref()),
+        })
 }
 
 impl Tx {
@@ -168,11 +184,11 @@ impl Tx {
     pub(super) async fn execute(&mut self, st: &Statement<'_>) -> Result<u64> {
         Ok(match self {
             Tx::Sqlite(tx) => {
-                let done = query(st.sql, &st.args).execute(&mut **tx).await?;
+                let done = query(st.sql.clone(), &st.args).execute(&mut **tx).await?;
                 done.rows_affected()
             }
             Tx::Postgres(tx) => {
-                let done = query(st.sql, &st.args).execute(&mut **tx).await?;
+                let done = query(st.sql.clone(), &st.args).execute(&mut **tx).await?;
                 done.rows_affected()
             }
         })
@@ -184,16 +200,56 @@ impl Tx {
         st: &Statement<'_>,
     ) -> Result<Option<T>> {
         Ok(match self {
-            Tx::Sqlite(tx) => query_as(st.sql, &st.args).fetch_optional(&mut **tx).await?,
-            Tx::Postgres(tx) => query_as(st.sql, &st.args).fetch_optional(&mut **tx).await?,
+            Tx::Sqlite(tx) => {
+                query_as(st.sql.clone(), &st.args)
+                    .fetch_optional(&mut **tx)
+                    .await?
+            }
+            Tx::Postgres(tx) => {
+                query_as(st.sql.clone(), &st.args)
+                    .fetch_optional(&mut **tx)
+                    .await?
+            }
         })
     }
 
     /// Every row `st` returns.
     pub(super) async fn fetch_all<T: BothRow>(&mut self, st: &Statement<'_>) -> Result<Vec<T>> {
         Ok(match self {
-            Tx::Sqlite(tx) => query_as(st.sql, &st.args).fetch_all(&mut **tx).await?,
-            Tx::Postgres(tx) => query_as(st.sql, &st.args).fetch_all(&mut **tx).await?,
+            Tx::Sqlite(tx) => {
+                query_as(st.sql.clone(), &st.args)
+                    .fetch_all(&mut **tx)
+                    .await?
+            }
+            Tx::Postgres(tx) => {
+                query_as(st.sql.clone(), &st.args)
+                    .fetch_all(&mut **tx)
+                    .await?
+            }
+        })
+    }
+
+    /// Runs `statement`, whose `$1` is an instant (ms) and `$2` a list of job keys (each
+    /// backend's `key_list`); how many rows it changed.
+    pub(super) async fn execute_keyed(
+        &mut self,
+        statement: PerBackend,
+        at_ms: i64,
+        keys: &[&JobKey],
+    ) -> Result<u64> {
+        Ok(match self {
+            Tx::Sqlite(tx) => sqlx::query(statement.sqlite)
+                .bind(at_ms)
+                .bind(super::sqlite::key_list(keys))
+                .execute(&mut **tx)
+                .await?
+                .rows_affected(),
+            Tx::Postgres(tx) => sqlx::query(statement.postgres)
+                .bind(at_ms)
+                .bind(super::postgres::key_list(keys))
+                .execute(&mut **tx)
+                .await?
+                .rows_affected(),
         })
     }
 

@@ -1,10 +1,10 @@
 //! Group commit of work outcomes. Work items hand their finished render or delivery attempt to
-//! one task that records everything queued since its last commit — renders in one transaction,
-//! attempts in another — answers each item; the jobs those attempts finished are settled in the
-//! next batch's attempts transaction, or in a statement of their own when no batch follows at
-//! once. Alone, an outcome is recorded at once; under load one commit carries as many
-//! outcomes as are waiting, so the ledger's cost per item falls as the load rises instead of
-//! capping it. A commit that fails is tried again until it goes through (see
+//! one task that records everything queued since its last commit — renders and attempts in one
+//! transaction — and answers each item; the jobs those attempts finished are settled in the
+//! next batch's transaction, or in a statement of their own when no batch follows at once.
+//! Alone, an outcome is recorded at once; under load the completer gathers for a few
+//! milliseconds ([`LINGER`]) and one commit carries tens of outcomes, so the ledger's cost per
+//! item falls as the load rises instead of capping it. A commit that fails is tried again until it goes through (see
 //! [`until_committed`]): one lost connection must not turn a batch of finished sends into
 //! expired leases that the rescuer would send again.
 
@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::keys::JobKey;
-use crate::ledger::{DeliveryNext, Finish, Ledger, LedgerError, Render};
+use crate::ledger::{DeliveryNext, Finish, Ledger, LedgerError, Outcomes, Render};
 
 /// The most outcomes one commit records.
 pub(super) const MAX_BATCH: usize = 256;
@@ -96,6 +96,7 @@ pub(super) async fn run(
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut unsettled: Vec<JobKey> = Vec::new();
+    let mut busy = false;
     loop {
         if !unsettled.is_empty() && rx.is_empty() {
             settle_alone(&ledger, &clock, std::mem::take(&mut unsettled)).await;
@@ -103,6 +104,10 @@ pub(super) async fn run(
         if rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
             break;
         }
+        if busy {
+            gather(&mut rx, &mut batch).await;
+        }
+        busy = batch.len() >= BUSY;
         let mut renders = Vec::new();
         let mut finishes = Vec::new();
         for completion in batch.drain(..) {
@@ -115,17 +120,31 @@ pub(super) async fn run(
                 } => finishes.push((finish, (job_key, reply))),
             }
         }
-        if !renders.is_empty() {
-            record_renders(&ledger, &clock, renders, &abandon).await;
-        }
         let carried = std::mem::take(&mut unsettled);
-        if finishes.is_empty() {
-            settle_alone(&ledger, &clock, carried).await;
-        } else {
-            unsettled = record_finishes(&ledger, &clock, finishes, carried, &abandon).await;
-        }
+        let outcomes = (renders, finishes, carried);
+        unsettled = record(&ledger, &clock, outcomes, &abandon).await;
     }
     settle_alone(&ledger, &clock, unsettled).await;
+}
+
+/// A batch this large says the pool is busy: the next one gathers for up to [`LINGER`].
+const BUSY: usize = 8;
+
+/// How long a busy completer gathers outcomes before it commits them: one commit then carries
+/// tens of outcomes instead of the few that arrived during the last commit. The items' slots
+/// are already free (see `work::hand_off`), so this delays only their commit, never the work.
+const LINGER: Duration = Duration::from_millis(20);
+
+/// Adds to `batch` what arrives within [`LINGER`], up to [`MAX_BATCH`].
+async fn gather(rx: &mut mpsc::Receiver<Completion>, batch: &mut Vec<Completion>) {
+    let until = tokio::time::Instant::now() + LINGER;
+    while batch.len() < MAX_BATCH {
+        let room = MAX_BATCH - batch.len();
+        match tokio::time::timeout_at(until, rx.recv_many(batch, room)).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
 }
 
 /// Settles `keys` in a statement of its own (a failure is left to the rescuer).
@@ -147,52 +166,57 @@ fn answer(replies: Vec<oneshot::Sender<Recorded>>, results: Vec<Recorded>) {
     }
 }
 
+/// One result per item, each shared; the whole batch's error for each when it failed.
 fn shared(
-    results: crate::ledger::Result<Vec<crate::ledger::Result<()>>>,
+    results: Option<Vec<crate::ledger::Result<()>>>,
     n: usize,
+    failed: &Recorded,
 ) -> Vec<Recorded> {
     match results {
-        Ok(results) => results.into_iter().map(|r| r.map_err(Arc::new)).collect(),
-        Err(e) => vec![Err(Arc::new(e)); n],
+        Some(results) => results.into_iter().map(|r| r.map_err(Arc::new)).collect(),
+        None => vec![failed.clone(); n],
     }
-}
-
-async fn record_renders(
-    ledger: &Ledger,
-    clock: &SharedClock,
-    renders: Vec<(Render, oneshot::Sender<Recorded>)>,
-    abandon: &CancellationToken,
-) {
-    let (renders, replies): (Vec<Render>, Vec<_>) = renders.into_iter().unzip();
-    let results = until_committed("renders", abandon, || {
-        ledger.job_rendered_many(&renders, clock.now())
-    })
-    .await;
-    answer(replies, shared(results, renders.len()));
 }
 
 /// A finished attempt waiting for its commit: the finish, its job, and who waits for the answer.
 type Waiting = (Finish, (JobKey, oneshot::Sender<Recorded>));
 
-/// Records `finishes` with the settle of `carried` (jobs an earlier batch finished) in one
-/// transaction, answers each item, and returns the jobs this batch finished: they are settled
-/// after this commit (a settle inside it would not see another worker's concurrent last
-/// finish; see `Ledger::job_settle_many`).
-async fn record_finishes(
+/// What one commit records: renders, attempts, and the jobs earlier attempts finished.
+type Batch = (
+    Vec<(Render, oneshot::Sender<Recorded>)>,
+    Vec<Waiting>,
+    Vec<JobKey>,
+);
+
+/// Records a batch's renders and finishes with the settle of its carried jobs (an earlier
+/// batch finished them) in one transaction, answers each item, and returns the jobs this batch
+/// finished: they are settled after this commit (a settle inside it would not see another
+/// worker's concurrent last finish; see `Ledger::job_settle_many`).
+async fn record(
     ledger: &Ledger,
     clock: &SharedClock,
-    finishes: Vec<Waiting>,
-    carried: Vec<JobKey>,
+    (renders, finishes, carried): Batch,
     abandon: &CancellationToken,
 ) -> Vec<JobKey> {
+    let (renders, render_replies): (Vec<Render>, Vec<_>) = renders.into_iter().unzip();
     let (finishes, waiting): (Vec<Finish>, Vec<_>) = finishes.into_iter().unzip();
     let (job_keys, replies): (Vec<JobKey>, Vec<_>) = waiting.into_iter().unzip();
     let carried: Vec<&JobKey> = carried.iter().collect();
-    let written = until_committed("attempts", abandon, || {
-        ledger.delivery_finish_many_settling(&finishes, Some((&carried, clock.now())))
+    let written = until_committed("outcomes", abandon, || {
+        ledger.record_outcomes(Outcomes {
+            renders: &renders,
+            finishes: &finishes,
+            settle: &carried,
+            now: clock.now(),
+        })
     })
     .await;
-    let results = shared(written, finishes.len());
+    let (rendered, finished, failed) = match written {
+        Ok(r) => (Some(r.renders), Some(r.finishes), Ok(())),
+        Err(e) => (None, None, Err(Arc::new(e))),
+    };
+    answer(render_replies, shared(rendered, renders.len(), &failed));
+    let results = shared(finished, finishes.len(), &failed);
     let settle: BTreeSet<&JobKey> = finishes
         .iter()
         .zip(&job_keys)

@@ -57,12 +57,12 @@ impl Pipeline {
 
     /// A third of the lease: how often a held lease is extended, and what must be left of it
     /// for a send to start without asking the ledger first.
-    fn lease_third(&self) -> Duration {
+    pub(super) fn lease_third(&self) -> Duration {
         (self.lease_std() / 3).max(Duration::from_millis(100))
     }
 
     /// Extends a held lease now; `hold` learns the new deadline.
-    async fn extend(&self, held: &Held, hold: &Hold) -> Result<(), LedgerError> {
+    pub(super) async fn extend(&self, held: &Held, hold: &Hold) -> Result<(), LedgerError> {
         let asked = Instant::now();
         let until = crate::clock::add(self.clock.now(), self.config.lease);
         match held {

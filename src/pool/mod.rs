@@ -10,10 +10,12 @@
 //! queue: a render without counting it, a send as an `unknown` attempt (it may have reached the
 //! receiver; the retry keeps the same key).
 
+mod claim;
 mod completer;
 mod failure;
 mod hold;
 pub mod limits;
+mod queue;
 pub mod rescuer;
 mod running;
 mod send;
@@ -21,7 +23,6 @@ pub mod throttle;
 mod wait;
 mod work;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +43,6 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::deliver::email::EmailSender;
 use crate::deliver::webhook::WebhookSender;
-use crate::keys::JobKey;
 use crate::ledger::{LeaseParams, Ledger, LedgerError};
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
@@ -372,31 +372,39 @@ impl Pipeline {
             tasks: JoinSet::new(),
             completions,
         };
-        // Lease when a quarter of the slots are free (or nothing runs): one lease query then
-        // serves several items instead of one query per freed slot.
-        let low_water = (concurrency / 4).max(1) as u32;
+        let mut queue = queue::Queue::new(concurrency);
         while !cancel.is_cancelled() {
             if completer.is_finished() {
                 // Nothing could be recorded any more: work leased now would be sent and then
                 // rescued and sent again. Stop, and let the leases held be rescued.
-                self.drain(running, completer, abandon).await;
+                self.drain(running, queue, completer, abandon).await;
                 return Err(PoolError::CompleterStopped);
             }
             running.reap();
-            let free = running.slots.available_permits() as u32;
-            let mut leased = 0;
-            // A node whose clock is far off the ledger's leases nothing (the timekeeper says why).
+            let stale = queue.stale(self.lease_std());
+            if !stale.is_empty() {
+                self.give_back(stale, "waited a third of its lease").await;
+            }
+            if let Err(e) = self.start_queued(&mut queue, &mut running).await {
+                tracing::error!(error = %e, "could not start claimed work");
+            }
+            // A node whose clock is far off the ledger's claims nothing (the timekeeper says why).
             let refused = self.clock_refusal().is_some();
-            if !refused && (free >= low_water || running.tasks.is_empty()) {
-                let n = free.min(self.admission.rate());
-                if n > 0 {
-                    match self.lease_batch(n, &mut running).await {
-                        Ok(k) => leased = k,
-                        Err(e) => tracing::error!(error = %e, "leasing failed; retrying shortly"),
+            let wanted = match refused {
+                true => 0,
+                false => (queue.wanted() as u32).min(self.admission.rate()),
+            };
+            let mut claimed = 0;
+            if wanted > 0 {
+                match self.claim(wanted).await {
+                    Ok(items) => {
+                        claimed = items.len();
+                        queue.extend(items);
                     }
+                    Err(e) => tracing::error!(error = %e, "claiming failed; retrying shortly"),
                 }
             }
-            if leased == 0 {
+            if claimed == 0 {
                 tokio::select! {
                     _ = cancel.cancelled() => break,
                     _ = self.wake.notified() => {}
@@ -408,108 +416,14 @@ impl Pipeline {
                 }
             }
         }
-        self.drain(running, completer, abandon).await;
+        self.drain(running, queue, completer, abandon).await;
         Ok(())
-    }
-
-    /// Leases up to `n` items, waits for admission of what it leased, and spawns the work.
-    /// Returns how many it leased. Due deliveries come first (up to three quarters of `n`, so
-    /// renders keep a share): a job's deliveries start as soon as its render commits, not once
-    /// every ready job is rendered. Jobs fill the rest, and deliveries what jobs leave.
-    async fn lease_batch(
-        self: &Arc<Self>,
-        n: u32,
-        running: &mut Running,
-    ) -> Result<u32, PoolError> {
-        let first = (n - n / 4).max(1);
-        // Before the claims are sent: the ledger's deadlines are at least this late.
-        let claimed = tokio::time::Instant::now();
-        // Every claim of the round in one transaction: one commit.
-        let mut round = self.ledger.claim_round().await?;
-        let mut deliveries = round.deliveries(&self.lease_params(first)).await?;
-        let jobs = match n.saturating_sub(deliveries.len() as u32) {
-            0 => Vec::new(),
-            rest => round.jobs(&self.lease_params(rest)).await?,
-        };
-        let mut count = (jobs.len() + deliveries.len()) as u32;
-        if count < n && deliveries.len() as u32 == first {
-            let more = round.deliveries(&self.lease_params(n - count)).await?;
-            count += more.len() as u32;
-            deliveries.extend(more);
-        }
-        round.commit().await?;
-        if count > 0 {
-            self.admission.admit(count).await;
-        }
-        for leased in jobs {
-            let lease = leased.lease.clone();
-            let me = self.clone();
-            let completions = running.completions.clone();
-            let hold = self.hold_from(claimed);
-            running.spawn(self, Held::Render(lease), hold, |slot, _| async move {
-                work::render_job(&me, leased, completions, slot).await;
-                // Its deliveries exist now: lease them without waiting for the idle poll.
-                me.wake.notify_one();
-            })?;
-        }
-        // The deliveries of one job leased together read its artifact once.
-        let mut shared: HashMap<JobKey, Arc<send::JobArtifact>> = HashMap::new();
-        for leased in deliveries {
-            let now = self.clock.now();
-            let target = self.limits.target(&leased.delivery.key);
-            if let throttle::Gate::WaitUntil(until) = self.throttle.gate(target.as_str(), now) {
-                self.defer(&leased, until, now, "a paused host").await;
-                continue;
-            }
-            if let Err(wait) = self.limits.take(target.as_str()) {
-                if let Some(spec) = self.limits.spec_for(target.as_str()) {
-                    self.metrics.rate_limit_deferred(&spec.host);
-                }
-                let until = crate::clock::add(
-                    now,
-                    chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
-                );
-                self.defer(&leased, until, now, "a rate-limited host").await;
-                continue;
-            }
-            let artifact = shared
-                .entry(leased.delivery.key.job().clone())
-                .or_insert_with(|| Arc::new(send::JobArtifact::new(leased.job.clone())))
-                .clone();
-            let lease = leased.lease.clone();
-            let me = self.clone();
-            let completions = running.completions.clone();
-            let hold = self.hold_from(claimed);
-            running.spawn(self, Held::Send(lease), hold, |slot, hold| async move {
-                let item = work::SendItem {
-                    leased,
-                    artifact,
-                    target,
-                    hold,
-                };
-                work::deliver(&me, item, completions, slot).await;
-            })?;
-        }
-        Ok(count)
-    }
-
-    /// Puts a leased delivery back in the queue, ready at `until`, without an attempt.
-    async fn defer(
-        &self,
-        leased: &crate::ledger::LeasedDelivery,
-        until: chrono::DateTime<chrono::Utc>,
-        now: chrono::DateTime<chrono::Utc>,
-        why: &str,
-    ) {
-        Stats::bump(&self.stats.deferred);
-        if let Err(e) = self.ledger.delivery_defer(&leased.lease, until, now).await {
-            tracing::warn!(error = %e, "could not defer a delivery to {why}");
-        }
     }
 
     async fn drain(
         &self,
         running: Running,
+        mut queue: queue::Queue,
         completer: tokio::task::JoinHandle<()>,
         abandon: CancellationToken,
     ) {
@@ -519,6 +433,8 @@ impl Pipeline {
             completions,
             ..
         } = running;
+        // Claimed work that never started goes back first: nothing of it reached anyone.
+        self.give_back(queue.take_all(), "shutting down").await;
         if !tasks.is_empty() {
             tracing::info!(in_flight = tasks.len(), timeout = ?self.config.drain_timeout, "draining");
         }

@@ -247,7 +247,47 @@ async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives
     );
 }
 
+/// The pool claims ahead of its free slots; claimed work that waits a third of its lease for a
+/// slot (here: one slot, a 3 s lease, a receiver that takes 1.5 s) goes back to the shared
+/// queue unstarted and is claimed again later. Giving it back counts nothing: every delivery
+/// ends sent with one attempt, and one attempt row, though some were claimed several times.
+async fn claimed_work_that_waits_too_long_goes_back_uncounted(t: &TestLedger) {
+    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(1500)));
+    let rx = Receiver::start(rule).await;
+    let hooks: Vec<String> = (0..4).map(|i| rx.url(&format!("q{i}"))).collect();
+    let p = Project::new(&report("queued", FILE_SOURCE, &hooks));
+    p.write(
+        "config/dawnpost.toml",
+        "[pool]\nconcurrency = 1\nadmission_per_second = 1000\nlease = \"3s\"\ndrain_timeout = \"5s\"\n",
+    );
+    let summary = run(&p, t, Duration::from_secs(60)).await;
+    assert_eq!(summary.stats.sent, 4, "{summary:?}");
+    let deliveries = (t.ledger)
+        .delivery_list(&jk(&format!("queued:{DATE}")))
+        .await
+        .expect("list");
+    assert_eq!(deliveries.len(), 4);
+    for d in &deliveries {
+        assert_eq!(d.state, DeliveryState::Sent, "{}", d.key);
+        assert_eq!(
+            d.attempts, 1,
+            "{}: giving it back counted an attempt",
+            d.key
+        );
+        let attempts = t.ledger.attempt_list(&d.key).await.expect("attempts");
+        assert_eq!(attempts.len(), 1, "{}", d.key);
+        assert_eq!(attempts[0].class, ResponseClass::Accepted, "{}", d.key);
+    }
+    assert!(
+        deliveries.iter().any(|d| d.lease_token > 1),
+        "no delivery waited long enough to go back: {:?}",
+        deliveries.iter().map(|d| d.lease_token).collect::<Vec<_>>()
+    );
+    assert_eq!(rx.hits().len(), 4, "each sent once");
+}
+
 on_both_backends!(
+    claimed_work_that_waits_too_long_goes_back_uncounted,
     a_failed_render_waits_its_backoff_from_the_failure,
     a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives,
 );

@@ -1,0 +1,251 @@
+//! The outcomes of work, recorded in one transaction: renders (the artifact and the deliveries
+//! each creates), delivery attempts with what follows each, and the settle of jobs whose last
+//! finishes an earlier transaction committed. What the pool's completer gathers between two
+//! commits is one call here, so one commit, whatever its mix.
+
+use std::collections::HashMap;
+
+use chrono::{DateTime, Utc};
+
+use super::tx::{Statement, Tx};
+use super::{DeliveryNext, Finish, Ledger, NewDelivery, Render, Result, fenced, lease_lost};
+use crate::clock::to_millis;
+use crate::keys::JobKey;
+
+/// What one commit records.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcomes<'a> {
+    pub renders: &'a [Render],
+    pub finishes: &'a [Finish],
+    /// Jobs to settle ([`Ledger::job_settle_many`]): only jobs whose finishes an *earlier*
+    /// transaction committed, since a settle inside the finishes' own transaction would not
+    /// see another worker's concurrent last finish.
+    pub settle: &'a [&'a JobKey],
+    pub now: DateTime<Utc>,
+}
+
+/// One result per render and per finish, in order: `LeaseLost` for a lease no longer held
+/// (that item changed nothing; the others still recorded).
+#[derive(Debug, Default)]
+pub struct RecordedOutcomes {
+    pub renders: Vec<Result<()>>,
+    pub finishes: Vec<Result<()>>,
+}
+
+/// Records a render's artifact under its lease: `rendering → delivering`, or `→ done` for a
+/// job without destinations.
+const RENDERED: &str = "UPDATE jobs SET state = $3, artifact_key = $4, artifact_text_key = $5, artifact_sha256 = $6,
+        artifact_bytes = $7, artifact_deleted_at = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
+        updated_at = $8, terminal_at = CASE WHEN $3 = 'done' THEN $8 ELSE NULL END, artifact_csv_key = $9
+     WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
+
+/// The head of a multi-row delivery insert (8 columns a row).
+const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at) VALUES ";
+
+/// The head of a batch of finishes: the rows `v` that follow (key, token, state, ready_at,
+/// class, error, finished, terminal) update their deliveries if the lease still holds, and
+/// return the attempt number each one recorded.
+const FINISH_VALUES: &str =
+    "WITH v (key, token, state, ready_at, class, error, finished, terminal) AS (VALUES ";
+
+const FINISH_UPDATE: &str = ") UPDATE deliveries SET state = v.state, ready_at = COALESCE(v.ready_at, deliveries.ready_at),
+        last_class = v.class, last_error = v.error, lease_owner = NULL, lease_expires_at = NULL,
+        updated_at = v.finished, terminal_at = v.terminal
+     FROM v
+     WHERE deliveries.key = v.key AND deliveries.state = 'sending' AND deliveries.lease_token = v.token
+     RETURNING deliveries.key, deliveries.lease_token, deliveries.attempts";
+
+/// The head of a multi-row attempt insert (10 columns a row).
+const ATTEMPT_VALUES: &str = "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at,
+        finished_at, class, code, retry_after_ms, next_ready_at, reason, diagnostics) VALUES ";
+
+/// Rows a multi-row statement carries: 10 binds a row at most, far below both backends' bind
+/// limits.
+const ROWS_PER_STATEMENT: usize = 200;
+
+impl Ledger {
+    /// Records `outcomes` in one transaction (one commit). An `Err` means nothing was recorded.
+    pub async fn record_outcomes(&self, outcomes: Outcomes<'_>) -> Result<RecordedOutcomes> {
+        let Outcomes {
+            renders,
+            finishes,
+            settle,
+            now,
+        } = outcomes;
+        if renders.is_empty() && finishes.is_empty() {
+            if !settle.is_empty() {
+                self.job_settle_many(settle, now).await?;
+            }
+            return Ok(RecordedOutcomes::default());
+        }
+        let mut tx = self.begin().await?;
+        let rendered = rendered_in(&mut tx, renders, to_millis(now)).await?;
+        let numbers = finished_in(&mut tx, finishes).await?;
+        if !settle.is_empty() {
+            super::jobs::settle_in(&mut tx, settle, now).await?;
+        }
+        tx.commit().await?;
+        let finished = finishes
+            .iter()
+            .map(|f| match numbers.contains_key(&finish_id(f)) {
+                true => Ok(()),
+                false => Err(lease_lost(&f.lease)),
+            })
+            .collect();
+        Ok(RecordedOutcomes {
+            renders: rendered,
+            finishes: finished,
+        })
+    }
+}
+
+/// Each render's artifact under its lease, then the deliveries of the renders whose lease held.
+async fn rendered_in(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<Vec<Result<()>>> {
+    let mut held = Vec::with_capacity(renders.len());
+    for r in renders {
+        let next_state = match r.deliveries.is_empty() {
+            true => "done",
+            false => "delivering",
+        };
+        let a = &r.artifact;
+        let update = Statement::new(RENDERED)
+            .bind(r.lease.key())
+            .bind(r.lease.token())
+            .bind(next_state)
+            .bind(a.html_key.as_str())
+            .bind(a.text_key.as_str())
+            .bind(a.sha256.as_str())
+            .bind(a.bytes)
+            .bind(now_ms)
+            .bind(a.csv_key.as_deref());
+        held.push(fenced(tx.execute(&update).await?, &r.lease));
+    }
+    let new: Vec<(&JobKey, &NewDelivery)> = renders
+        .iter()
+        .zip(&held)
+        .filter(|(_, h)| h.is_ok())
+        .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key(), dl)))
+        .collect();
+    for chunk in new.chunks(ROWS_PER_STATEMENT) {
+        let sql = values_list(
+            DELIVERY_INSERT_VALUES,
+            chunk.len(),
+            8,
+            " ON CONFLICT DO NOTHING",
+        );
+        let mut insert = Statement::owned(sql);
+        for (job, dl) in chunk {
+            insert = insert
+                .bind(&dl.key)
+                .bind(*job)
+                .bind(dl.key.kind().as_str())
+                .bind(dl.key.destination())
+                .bind("pending")
+                .bind(now_ms)
+                .bind(now_ms)
+                .bind(now_ms);
+        }
+        tx.execute(&insert).await?;
+    }
+    Ok(held)
+}
+
+/// Each finish's delivery update under its lease and its attempt row; the attempt number each
+/// recorded finish got, by (key, token).
+async fn finished_in(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String, i64), i64>> {
+    let mut numbers: HashMap<(String, i64), i64> = HashMap::with_capacity(finishes.len());
+    for chunk in finishes.chunks(ROWS_PER_STATEMENT) {
+        let mut update =
+            Statement::owned(values_list(FINISH_VALUES, chunk.len(), 8, FINISH_UPDATE));
+        for f in chunk {
+            let (state, ready_at, terminal) = finish_columns(f);
+            update = update
+                .bind(f.lease.key())
+                .bind(f.lease.token())
+                .bind(state)
+                .bind(ready_at)
+                .bind(f.attempt.class.as_str())
+                // A delivery's last error is the reason of its last failed attempt.
+                .bind((f.attempt.reason.as_deref()).filter(|_| f.next != DeliveryNext::Sent))
+                .bind(to_millis(f.attempt.finished_at))
+                .bind(terminal);
+        }
+        let rows: Vec<(String, i64, i64)> = tx.fetch_all(&update).await?;
+        numbers.extend(rows.into_iter().map(|(k, t, n)| ((k, t), n)));
+        let recorded: Vec<(&Finish, i64)> = chunk
+            .iter()
+            .filter_map(|f| numbers.get(&finish_id(f)).map(|n| (f, *n)))
+            .collect();
+        if recorded.is_empty() {
+            continue;
+        }
+        let sql = values_list(ATTEMPT_VALUES, recorded.len(), 10, "");
+        let mut insert = Statement::owned(sql);
+        for (f, number) in recorded {
+            let (_, ready_at, _) = finish_columns(f);
+            insert = insert
+                .bind(f.lease.key())
+                .bind(number)
+                .bind(to_millis(f.attempt.requested_at))
+                .bind(to_millis(f.attempt.finished_at))
+                .bind(f.attempt.class.as_str())
+                .bind(f.attempt.code)
+                .bind(f.attempt.retry_after.map(|d| d.num_milliseconds()))
+                .bind(ready_at)
+                .bind(f.attempt.reason.as_deref())
+                .bind(f.attempt.diagnostics.as_deref());
+        }
+        tx.execute(&insert).await?;
+    }
+    Ok(numbers)
+}
+
+/// `head`, then `rows` tuples of `width` parameters numbered from `$1` on, then `tail`.
+fn values_list(head: &str, rows: usize, width: usize, tail: &str) -> String {
+    use std::fmt::Write;
+    let mut sql = String::with_capacity(head.len() + tail.len() + rows * width * 5);
+    sql.push_str(head);
+    for row in 0..rows {
+        sql.push_str(if row == 0 { "(" } else { ", (" });
+        for col in 0..width {
+            let sep = if col == 0 { "" } else { ", " };
+            let _ = write!(sql, "{sep}${}", row * width + col + 1);
+        }
+        sql.push(')');
+    }
+    sql.push_str(tail);
+    sql
+}
+
+pub(super) fn finish_id(f: &Finish) -> (String, i64) {
+    (f.lease.key().to_string(), f.lease.token())
+}
+
+/// The delivery columns a finish sets: state, the next `ready_at` (retries only) and
+/// `terminal_at` (sent or quarantined), in milliseconds.
+fn finish_columns(f: &Finish) -> (&'static str, Option<i64>, Option<i64>) {
+    let finished = to_millis(f.attempt.finished_at);
+    match f.next {
+        DeliveryNext::Sent => ("sent", None, Some(finished)),
+        DeliveryNext::Retry { ready_at } => ("pending", Some(to_millis(ready_at)), None),
+        DeliveryNext::Quarantine => ("quarantined", None, Some(finished)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::values_list;
+
+    #[test]
+    fn a_values_list_numbers_its_parameters_row_by_row() {
+        assert_eq!(
+            values_list(
+                "INSERT INTO t (a, b) VALUES ",
+                3,
+                2,
+                " ON CONFLICT DO NOTHING"
+            ),
+            "INSERT INTO t (a, b) VALUES ($1, $2), ($3, $4), ($5, $6) ON CONFLICT DO NOTHING"
+        );
+    }
+}

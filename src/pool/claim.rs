@@ -1,0 +1,203 @@
+//! Claiming work into the pool's local queue, and starting it from there: a claim round takes
+//! what the queue wants in one transaction; a queued item starts when a slot frees, its
+//! delivery's host checked against pauses and rate limits at that moment; what waited too long
+//! or is left at shutdown goes back unstarted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::queue::{Claimed, Queue, Queued};
+use super::running::{Held, Running};
+use super::send::JobArtifact;
+use super::{Pipeline, PoolError, Stats, throttle, work};
+use crate::keys::JobKey;
+
+impl Pipeline {
+    /// Claims up to `n` items in one round (one commit) and waits for their admission. Due
+    /// deliveries come first (up to three quarters of `n`, so renders keep a share): a job's
+    /// deliveries start as soon as its render commits, not once every ready job is rendered.
+    /// Jobs fill the rest, and deliveries what jobs leave.
+    pub(super) async fn claim(&self, n: u32) -> Result<Vec<Queued>, PoolError> {
+        let first = (n - n / 4).max(1);
+        // Before the claims are sent: the ledger's deadlines are at least this late.
+        let claimed = tokio::time::Instant::now();
+        let mut round = self.ledger.claim_round().await?;
+        let mut deliveries = round.deliveries(&self.lease_params(first)).await?;
+        let jobs = match n.saturating_sub(deliveries.len() as u32) {
+            0 => Vec::new(),
+            rest => round.jobs(&self.lease_params(rest)).await?,
+        };
+        let count = (jobs.len() + deliveries.len()) as u32;
+        if count < n && deliveries.len() as u32 == first {
+            deliveries.extend(round.deliveries(&self.lease_params(n - count)).await?);
+        }
+        round.commit().await?;
+        let count = jobs.len() + deliveries.len();
+        if count > 0 {
+            self.admission.admit(count as u32).await;
+        }
+        let hold = self.hold_from(claimed);
+        let mut out = Vec::with_capacity(count);
+        out.extend(jobs.into_iter().map(|leased| Queued {
+            work: Claimed::Render(leased),
+            hold: hold.clone(),
+        }));
+        // The deliveries of one job claimed together read its artifact once.
+        let mut shared: HashMap<JobKey, Arc<JobArtifact>> = HashMap::new();
+        for leased in deliveries {
+            let artifact = shared
+                .entry(leased.delivery.key.job().clone())
+                .or_insert_with(|| Arc::new(JobArtifact::new(leased.job.clone())))
+                .clone();
+            out.push(Queued {
+                work: Claimed::Send(leased, artifact),
+                hold: hold.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Starts queued work in every free slot; how many it started (a send put off for a paused
+    /// or rate-limited host counts: it left the queue).
+    pub(super) async fn start_queued(
+        self: &Arc<Self>,
+        queue: &mut Queue,
+        running: &mut Running,
+    ) -> Result<usize, PoolError> {
+        let mut started = 0;
+        while running.slots.available_permits() > 0 {
+            let Some(queued) = queue.next() else { break };
+            self.start(queued, running).await?;
+            started += 1;
+        }
+        Ok(started)
+    }
+
+    async fn start(
+        self: &Arc<Self>,
+        queued: Queued,
+        running: &mut Running,
+    ) -> Result<(), PoolError> {
+        let Queued { work, hold } = queued;
+        // Claimed with its admission waited for, or queued a while: its lease is renewed before
+        // it starts, so every item starts with at least two thirds of a lease, as a fresh claim
+        // would (a render's first extension comes a third of a lease after its start).
+        let fresh = self.lease_std().saturating_sub(self.lease_third());
+        if hold.left() < fresh {
+            let held = match &work {
+                Claimed::Render(l) => Held::Render(l.lease.clone()),
+                Claimed::Send(l, _) => Held::Send(l.lease.clone()),
+            };
+            match self.extend(&held, &hold).await {
+                Ok(()) => {}
+                Err(crate::ledger::LedgerError::LeaseLost { .. }) => {
+                    lease_ran_out(&held);
+                    return Ok(());
+                }
+                Err(e) => {
+                    tracing::warn!(key = %held.shown(), error = %e, "not started: its lease could not be renewed");
+                    self.give_back(vec![Queued { work, hold }], "not renewed")
+                        .await;
+                    return Ok(());
+                }
+            }
+        }
+        let completions = running.completions.clone();
+        let me = self.clone();
+        match work {
+            Claimed::Render(leased) => {
+                let lease = leased.lease.clone();
+                running.spawn(self, Held::Render(lease), hold, |slot, _| async move {
+                    work::render_job(&me, leased, completions, slot).await;
+                    // Its deliveries exist now: claim them without waiting for the idle poll.
+                    me.wake.notify_one();
+                })
+            }
+            Claimed::Send(leased, artifact) => {
+                let now = self.clock.now();
+                let target = self.limits.target(&leased.delivery.key);
+                if let throttle::Gate::WaitUntil(until) = self.throttle.gate(target.as_str(), now) {
+                    self.defer(&leased, until, now, "a paused host").await;
+                    return Ok(());
+                }
+                if let Err(wait) = self.limits.take(target.as_str()) {
+                    if let Some(spec) = self.limits.spec_for(target.as_str()) {
+                        self.metrics.rate_limit_deferred(&spec.host);
+                    }
+                    let until = crate::clock::add(
+                        now,
+                        chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
+                    );
+                    self.defer(&leased, until, now, "a rate-limited host").await;
+                    return Ok(());
+                }
+                let lease = leased.lease.clone();
+                running.spawn(self, Held::Send(lease), hold, |slot, hold| async move {
+                    let item = work::SendItem {
+                        leased,
+                        artifact,
+                        target,
+                        hold,
+                    };
+                    work::deliver(&me, item, completions, slot).await;
+                })
+            }
+        }
+    }
+
+    /// Puts a leased delivery back in the queue, ready at `until`, without an attempt.
+    async fn defer(
+        &self,
+        leased: &crate::ledger::LeasedDelivery,
+        until: chrono::DateTime<chrono::Utc>,
+        now: chrono::DateTime<chrono::Utc>,
+        why: &str,
+    ) {
+        Stats::bump(&self.stats.deferred);
+        if let Err(e) = self.ledger.delivery_defer(&leased.lease, until, now).await {
+            tracing::warn!(error = %e, "could not defer a delivery to {why}");
+        }
+    }
+
+    /// Returns claimed work that never started to the shared queue, without counting an
+    /// attempt: nothing of it reached anyone. A failure leaves it to the rescuer.
+    pub(super) async fn give_back(&self, items: Vec<Queued>, why: &str) {
+        let now = self.clock.now();
+        for Queued { work, .. } in items {
+            let (held, r) = match work {
+                Claimed::Render(l) => {
+                    let r = self.ledger.job_release(&l.lease, now).await;
+                    (Held::Render(l.lease), r)
+                }
+                Claimed::Send(l, _) => {
+                    let r = self.ledger.delivery_release(&l.lease, now).await;
+                    (Held::Send(l.lease), r)
+                }
+            };
+            match r {
+                Ok(()) => {
+                    tracing::debug!(key = %held.shown(), "{why}: returned unstarted to the queue")
+                }
+                Err(crate::ledger::LedgerError::LeaseLost { .. }) => lease_ran_out(&held),
+                Err(e) => {
+                    tracing::warn!(key = %held.shown(), error = %e, "{why}: could not return it unstarted; the rescuer will")
+                }
+            }
+        }
+    }
+}
+
+/// Says that queued work was not started because its lease ran out while it waited (the node
+/// was paused, or its ledger unreachable): whoever holds the lease now does the work.
+fn lease_ran_out(held: &Held) {
+    match held {
+        Held::Send(_) => tracing::warn!(
+            delivery = %held.shown(),
+            "not sent: the lease ran out before the send started (was this node paused?); whoever holds it now sends it"
+        ),
+        Held::Render(_) => tracing::warn!(
+            job = %held.shown(),
+            "not rendered: the lease ran out before the render started (was this node paused?); whoever holds it now renders it"
+        ),
+    }
+}

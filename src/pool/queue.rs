@@ -1,0 +1,189 @@
+//! The pool's local queue: work claimed ahead of free slots, so that one claim round (one
+//! commit) serves many items instead of the few slots that happen to be free. Each queued item
+//! holds its lease from the claim; it starts when a slot frees, oldest first.
+//!
+//! How much is claimed ahead follows what the pool starts: about one second of work (what it
+//! started in the last second), at least `concurrency` and at most [`AHEAD_PER_SLOT`] ×
+//! `concurrency`. A slow receiver therefore never leaves much waiting under a lease, and an
+//! item that did wait a third of its lease in the queue goes back to the shared queue
+//! unstarted (no attempt counted): the queue never holds work on leases it would have to keep
+//! extending. At shutdown whatever is still queued goes back the same way.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::hold::Hold;
+use super::send::JobArtifact;
+use crate::ledger::{LeasedDelivery, LeasedJob};
+
+/// The most work claimed ahead, in multiples of `concurrency`.
+pub(super) const AHEAD_PER_SLOT: usize = 8;
+
+/// One claimed item waiting for a slot, with how long this node knows it holds the lease.
+pub(super) struct Queued<W = Claimed> {
+    pub(super) work: W,
+    pub(super) hold: Arc<Hold>,
+}
+
+/// A claimed render, or a claimed send with its job's artifact (read once for the job's
+/// deliveries claimed together).
+pub(super) enum Claimed {
+    Render(LeasedJob),
+    Send(LeasedDelivery, Arc<JobArtifact>),
+}
+
+/// Claimed work not started yet, oldest first, and the pace that sizes it.
+pub(super) struct Queue<W = Claimed> {
+    /// Each item with the instant it entered the queue.
+    items: VecDeque<(Instant, Queued<W>)>,
+    concurrency: usize,
+    /// Starts in the current second and in the one before it.
+    window: (Instant, usize, usize),
+}
+
+impl<W> Queue<W> {
+    pub(super) fn new(concurrency: usize) -> Queue<W> {
+        Queue {
+            items: VecDeque::new(),
+            concurrency: concurrency.max(1),
+            window: (Instant::now(), 0, 0),
+        }
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// How many items to hold queued: about a second of starts, within
+    /// `[concurrency, AHEAD_PER_SLOT × concurrency]`.
+    pub(super) fn target(&mut self) -> usize {
+        self.roll();
+        let pace = self.window.1.max(self.window.2);
+        pace.clamp(self.concurrency, AHEAD_PER_SLOT * self.concurrency)
+    }
+
+    /// How many to claim now: none while more than half the target waits (so a claim round
+    /// takes at least half a target), else what fills the target.
+    pub(super) fn wanted(&mut self) -> usize {
+        let target = self.target();
+        match self.items.len() {
+            n if n > target / 2 => 0,
+            n => target - n,
+        }
+    }
+
+    pub(super) fn extend(&mut self, claimed: impl IntoIterator<Item = Queued<W>>) {
+        let now = Instant::now();
+        self.items.extend(claimed.into_iter().map(|q| (now, q)));
+    }
+
+    /// The oldest item, counted as started.
+    pub(super) fn next(&mut self) -> Option<Queued<W>> {
+        let (_, item) = self.items.pop_front()?;
+        self.roll();
+        self.window.2 += 1;
+        Some(item)
+    }
+
+    /// The items that waited a third of their lease (`lease`) in the queue: they go back.
+    pub(super) fn stale(&mut self, lease: Duration) -> Vec<Queued<W>> {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        while let Some((entered, _)) = self.items.front()
+            && now.saturating_duration_since(*entered) >= lease / 3
+        {
+            out.extend(self.items.pop_front().map(|(_, q)| q));
+        }
+        out
+    }
+
+    /// Everything still queued (at shutdown).
+    pub(super) fn take_all(&mut self) -> Vec<Queued<W>> {
+        self.items.drain(..).map(|(_, q)| q).collect()
+    }
+
+    /// Moves the one-second window on.
+    fn roll(&mut self) {
+        let now = Instant::now();
+        let (start, before, current) = self.window;
+        let elapsed = now.saturating_duration_since(start);
+        if elapsed >= Duration::from_secs(2) {
+            self.window = (now, 0, 0);
+        } else if elapsed >= Duration::from_secs(1) {
+            self.window = (start + Duration::from_secs(1), current, 0);
+        } else {
+            self.window = (start, before, current);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queued(n: usize, hold: &Arc<Hold>) -> impl Iterator<Item = Queued<usize>> + '_ {
+        (0..n).map(|work| Queued {
+            work,
+            hold: hold.clone(),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_holds_about_a_second_of_starts_within_its_bounds() {
+        let lease = Duration::from_secs(300);
+        let mut q = Queue::new(4);
+        // Idle: one slot-full of work ahead, claimed when the queue is at most half full.
+        assert_eq!(q.target(), 4);
+        assert_eq!(q.wanted(), 4);
+        let hold = Arc::new(Hold::new(Instant::now(), lease));
+        q.extend(queued(100, &hold));
+        assert_eq!(q.wanted(), 0);
+        // 40 starts within a second: the next second's target is 40, capped at 8 × 4 = 32.
+        for _ in 0..40 {
+            assert!(q.next().is_some());
+        }
+        tokio::time::advance(Duration::from_millis(1100)).await;
+        assert_eq!(q.target(), 32);
+        // 60 still queued: more than half the target, nothing claimed.
+        assert_eq!(q.wanted(), 0);
+        for _ in 0..45 {
+            q.next();
+        }
+        assert_eq!(q.len(), 15);
+        assert_eq!(q.wanted(), 32 - 15);
+        // Two quiet seconds: back to one slot-full.
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert_eq!(q.target(), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn work_that_waited_a_third_of_its_lease_goes_back_oldest_first() {
+        let lease = Duration::from_secs(300);
+        let mut q = Queue::new(2);
+        let old = Arc::new(Hold::new(Instant::now(), lease));
+        q.extend(queued(1, &old));
+        tokio::time::advance(Duration::from_secs(60)).await;
+        let newer = Arc::new(Hold::new(Instant::now(), lease));
+        q.extend(queued(2, &newer));
+        assert!(
+            q.stale(lease).is_empty(),
+            "a minute is less than a third of five"
+        );
+        tokio::time::advance(Duration::from_secs(45)).await;
+        assert_eq!(q.stale(lease).len(), 1, "the oldest waited 105 s");
+        assert_eq!(q.len(), 2);
+        tokio::time::advance(Duration::from_secs(60)).await;
+        assert_eq!(q.stale(lease).len(), 2);
+        assert!(q.is_empty());
+        assert!(q.take_all().is_empty());
+    }
+}
