@@ -253,6 +253,12 @@ impl Tx {
         })
     }
 
+    /// Whether this backend's statements number their parameters (`$1`; PostgreSQL) rather
+    /// than take them in order (`?`; SQLite, where a numbered name costs a lookup by scan).
+    pub(super) fn numbered(&self) -> bool {
+        matches!(self, Tx::Postgres(_))
+    }
+
     /// The text of `statement` for this transaction's backend.
     pub(super) fn pick(&self, statement: PerBackend) -> &'static str {
         match self {
