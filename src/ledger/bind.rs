@@ -54,3 +54,38 @@ where
     qb.push(")");
     qb
 }
+
+/// `items` in chunks of powers of two (the largest that fits first), at most `max` (a power of
+/// two) each: a statement over many rows or keys then has one of a few shapes, each prepared
+/// once per connection and reused, where a shape per count was a new statement to prepare (and
+/// keep in the connection's cache) almost every time.
+pub(super) fn shaped<T>(mut items: &[T], max: usize) -> impl Iterator<Item = &[T]> {
+    std::iter::from_fn(move || {
+        let n = items.len().min(max);
+        if n == 0 {
+            return None;
+        }
+        let size = 1usize << (usize::BITS - 1 - n.leading_zeros());
+        let (chunk, rest) = items.split_at(size);
+        items = rest;
+        Some(chunk)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shaped;
+
+    #[test]
+    fn rows_go_in_chunks_of_powers_of_two_largest_first() {
+        let rows: Vec<usize> = (0..300).collect();
+        let sizes = |n: usize| (shaped(&rows[..n], 128).map(<[usize]>::len)).collect::<Vec<_>>();
+        assert_eq!(sizes(0), Vec::<usize>::new());
+        assert_eq!(sizes(1), [1]);
+        assert_eq!(sizes(7), [4, 2, 1]);
+        assert_eq!(sizes(100), [64, 32, 4]);
+        assert_eq!(sizes(300), [128, 128, 32, 8, 4]);
+        let back: Vec<usize> = shaped(&rows, 128).flatten().copied().collect();
+        assert_eq!(back, rows, "every row once, in order");
+    }
+}

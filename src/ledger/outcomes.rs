@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
+use super::bind::shaped;
 use super::tx::{Statement, Tx};
 use super::{DeliveryNext, Finish, Ledger, NewDelivery, Render, Result, fenced, lease_lost};
 use crate::clock::to_millis;
@@ -59,9 +60,9 @@ const FINISH_UPDATE: &str = ") UPDATE deliveries SET state = v.state, ready_at =
 const ATTEMPT_VALUES: &str = "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at,
         finished_at, class, code, retry_after_ms, next_ready_at, reason, diagnostics) VALUES ";
 
-/// Rows a multi-row statement carries: 10 binds a row at most, far below both backends' bind
-/// limits.
-const ROWS_PER_STATEMENT: usize = 200;
+/// Rows a multi-row statement carries at most: 10 binds a row at most, far below both
+/// backends' bind limits.
+const ROWS_PER_STATEMENT: usize = 128;
 
 impl Ledger {
     /// Records `outcomes` in one transaction (one commit). An `Err` means nothing was recorded.
@@ -126,7 +127,7 @@ async fn rendered_in(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<Vec
         .filter(|(_, h)| h.is_ok())
         .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key(), dl)))
         .collect();
-    for chunk in new.chunks(ROWS_PER_STATEMENT) {
+    for chunk in shaped(&new, ROWS_PER_STATEMENT) {
         let sql = values_list(
             tx.numbered(),
             DELIVERY_INSERT_VALUES,
@@ -155,7 +156,7 @@ async fn rendered_in(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<Vec
 /// recorded finish got, by (key, token).
 async fn finished_in(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String, i64), i64>> {
     let mut numbers: HashMap<(String, i64), i64> = HashMap::with_capacity(finishes.len());
-    for chunk in finishes.chunks(ROWS_PER_STATEMENT) {
+    for chunk in shaped(finishes, ROWS_PER_STATEMENT) {
         let mut update = Statement::owned(values_list(
             tx.numbered(),
             FINISH_VALUES,
@@ -178,20 +179,19 @@ async fn finished_in(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String
         }
         let rows: Vec<(String, i64, i64)> = tx.fetch_all(&update).await?;
         numbers.extend(rows.into_iter().map(|(k, t, n)| ((k, t), n)));
-        let recorded: Vec<(&Finish, i64)> = chunk
-            .iter()
-            .filter_map(|f| numbers.get(&finish_id(f)).map(|n| (f, *n)))
-            .collect();
-        if recorded.is_empty() {
-            continue;
-        }
-        let sql = values_list(tx.numbered(), ATTEMPT_VALUES, recorded.len(), 10, "");
+    }
+    let recorded: Vec<(&Finish, i64)> = finishes
+        .iter()
+        .filter_map(|f| numbers.get(&finish_id(f)).map(|n| (f, *n)))
+        .collect();
+    for chunk in shaped(&recorded, ROWS_PER_STATEMENT) {
+        let sql = values_list(tx.numbered(), ATTEMPT_VALUES, chunk.len(), 10, "");
         let mut insert = Statement::owned(sql);
-        for (f, number) in recorded {
+        for (f, number) in chunk {
             let (_, ready_at, _) = finish_columns(f);
             insert = insert
                 .bind(f.lease.key())
-                .bind(number)
+                .bind(*number)
                 .bind(to_millis(f.attempt.requested_at))
                 .bind(to_millis(f.attempt.finished_at))
                 .bind(f.attempt.class.as_str())

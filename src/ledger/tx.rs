@@ -288,9 +288,9 @@ impl Tx {
         head: &'static str,
         keys: &[&JobKey],
     ) -> Result<Vec<T>> {
-        use super::bind::{KEYS_PER_STATEMENT, job_keys_in};
+        use super::bind::{job_keys_in, shaped};
         let mut out = Vec::with_capacity(keys.len());
-        for chunk in keys.chunks(KEYS_PER_STATEMENT) {
+        for chunk in shaped(keys, 256) {
             match self {
                 Tx::Sqlite(tx) => {
                     let mut qb = job_keys_in::<Sqlite>(head, chunk);

@@ -2,9 +2,9 @@
 //! one task that records everything queued since its last commit — renders and attempts in one
 //! transaction — and answers each item; the jobs those attempts finished are settled in the
 //! next batch's transaction, or in a statement of their own when no batch follows at once.
-//! Alone, an outcome is recorded at once; under load the completer gathers for a few
-//! milliseconds ([`LINGER`]) and one commit carries tens of outcomes, so the ledger's cost per
-//! item falls as the load rises instead of capping it. A commit that fails is tried again until it goes through (see
+//! Alone, an outcome is recorded at once; under load the completer gathers up to [`GOAL`]
+//! outcomes for at most [`LINGER`], and one commit carries tens of outcomes, so the ledger's
+//! cost per item falls as the load rises instead of capping it. A commit that fails is tried again until it goes through (see
 //! [`until_committed`]): one lost connection must not turn a batch of finished sends into
 //! expired leases that the rescuer would send again.
 
@@ -86,8 +86,8 @@ where
 }
 
 /// Records completions until every sender is gone, then returns. The jobs a batch of attempts
-/// finished are settled in the next batch's transaction when one follows at once, else alone:
-/// either way after their finishes committed, and never later than the next batch.
+/// finished are settled in the next batch's transaction when one follows within [`LINGER`],
+/// else alone: either way after their finishes committed, and never later than the next batch.
 pub(super) async fn run(
     ledger: Ledger,
     clock: SharedClock,
@@ -98,10 +98,15 @@ pub(super) async fn run(
     let mut unsettled: Vec<JobKey> = Vec::new();
     let mut busy = false;
     loop {
-        if !unsettled.is_empty() && rx.is_empty() {
-            settle_alone(&ledger, &clock, std::mem::take(&mut unsettled)).await;
+        // Settles wait for the next batch for up to a linger; only a pool gone quiet pays
+        // them a commit of their own.
+        if !unsettled.is_empty() {
+            let next = tokio::time::timeout(LINGER, rx.recv_many(&mut batch, MAX_BATCH)).await;
+            if next.is_err() {
+                settle_alone(&ledger, &clock, std::mem::take(&mut unsettled)).await;
+            }
         }
-        if rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
+        if batch.is_empty() && rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
             break;
         }
         if busy {
@@ -127,19 +132,22 @@ pub(super) async fn run(
     settle_alone(&ledger, &clock, unsettled).await;
 }
 
-/// A batch this large says the pool is busy: the next one gathers for up to [`LINGER`].
+/// A batch this large says the pool is busy: the next one gathers (see [`gather`]).
 const BUSY: usize = 8;
 
-/// How long a busy completer gathers outcomes before it commits them: one commit then carries
-/// tens of outcomes instead of the few that arrived during the last commit. The items' slots
-/// are already free (see `work::hand_off`), so this delays only their commit, never the work.
-const LINGER: Duration = Duration::from_millis(20);
+/// What a busy completer gathers before it commits: [`GOAL`] outcomes, or what arrived within
+/// [`LINGER`]. One commit then carries tens of outcomes instead of the few that arrived during
+/// the last commit, and as many on a node doing a third of the work (three nodes sharing it)
+/// as on one doing all of it. The items' slots are already free (see `work::hand_off`), so this
+/// delays only their commit, never the work.
+const GOAL: usize = 128;
+const LINGER: Duration = Duration::from_millis(100);
 
-/// Adds to `batch` what arrives within [`LINGER`], up to [`MAX_BATCH`].
+/// Adds to `batch` what arrives until it holds [`GOAL`] outcomes or [`LINGER`] passed.
 async fn gather(rx: &mut mpsc::Receiver<Completion>, batch: &mut Vec<Completion>) {
     let until = tokio::time::Instant::now() + LINGER;
-    while batch.len() < MAX_BATCH {
-        let room = MAX_BATCH - batch.len();
+    while batch.len() < GOAL {
+        let room = GOAL - batch.len();
         match tokio::time::timeout_at(until, rx.recv_many(batch, room)).await {
             Ok(0) | Err(_) => break,
             Ok(_) => {}

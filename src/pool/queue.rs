@@ -20,7 +20,7 @@ use super::send::JobArtifact;
 use crate::ledger::{LeasedDelivery, LeasedJob};
 
 /// The most work claimed ahead, in multiples of `concurrency`.
-pub(super) const AHEAD_PER_SLOT: usize = 8;
+pub(super) const AHEAD_PER_SLOT: usize = 16;
 
 /// One claimed item waiting for a slot, with how long this node knows it holds the lease.
 pub(super) struct Queued<W = Claimed> {
@@ -140,29 +140,34 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_queue_holds_about_a_second_of_starts_within_its_bounds() {
         let lease = Duration::from_secs(300);
-        let mut q = Queue::new(4);
+        let mut q = Queue::new(2);
         // Idle: one slot-full of work ahead, claimed when the queue is at most half full.
-        assert_eq!(q.target(), 4);
-        assert_eq!(q.wanted(), 4);
+        assert_eq!(q.target(), 2);
+        assert_eq!(q.wanted(), 2);
         let hold = Arc::new(Hold::new(Instant::now(), lease));
         q.extend(queued(100, &hold));
         assert_eq!(q.wanted(), 0);
-        // 40 starts within a second: the next second's target is 40, capped at 8 × 4 = 32.
-        for _ in 0..40 {
+        // 20 starts within a second: the next second's target is 20.
+        for _ in 0..20 {
             assert!(q.next().is_some());
         }
         tokio::time::advance(Duration::from_millis(1100)).await;
-        assert_eq!(q.target(), 32);
-        // 60 still queued: more than half the target, nothing claimed.
+        assert_eq!(q.target(), 20);
+        // 40 more: the target is 40, capped at AHEAD_PER_SLOT × 2 = 32.
+        for _ in 0..40 {
+            assert!(q.next().is_some());
+        }
+        assert_eq!(q.target(), 2 * AHEAD_PER_SLOT);
+        // 40 still queued: more than half the target, nothing claimed.
         assert_eq!(q.wanted(), 0);
-        for _ in 0..45 {
+        for _ in 0..25 {
             q.next();
         }
         assert_eq!(q.len(), 15);
         assert_eq!(q.wanted(), 32 - 15);
         // Two quiet seconds: back to one slot-full.
         tokio::time::advance(Duration::from_secs(3)).await;
-        assert_eq!(q.target(), 4);
+        assert_eq!(q.target(), 2);
     }
 
     #[tokio::test(start_paused = true)]

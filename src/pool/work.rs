@@ -249,6 +249,9 @@ pub(super) async fn deliver(
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = crate::clock::sub(lease.expires_at(), p.config.lease);
     let send = attempt_within_deadline(p, &delivery, (&lease, &hold), &artifact).await;
+    // The job's artifact (its parts, read once for its deliveries) is not kept while the
+    // outcome waits for its commit.
+    drop(artifact);
     let outcome = match send {
         Ok(outcome) => outcome,
         Err(NotStarted(e)) => return not_started(p, &lease, &shown, &e).await,
