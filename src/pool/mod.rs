@@ -381,15 +381,20 @@ impl Pipeline {
                 return Err(PoolError::CompleterStopped);
             }
             running.reap();
-            let stale = queue.stale(self.lease_std());
+            // A node whose clock is far off the ledger's claims nothing and starts nothing of
+            // what it claimed before (the timekeeper says why): that goes back.
+            let refused = self.clock_refusal().is_some();
+            let stale = match refused {
+                true => queue.take_all(),
+                false => queue.stale(self.lease_std()),
+            };
             if !stale.is_empty() {
-                self.give_back(stale, "waited a third of its lease").await;
+                self.give_back(stale, "waited a third of its lease, or the clock is off")
+                    .await;
             }
             if let Err(e) = self.start_queued(&mut queue, &mut running).await {
                 tracing::error!(error = %e, "could not start claimed work");
             }
-            // A node whose clock is far off the ledger's claims nothing (the timekeeper says why).
-            let refused = self.clock_refusal().is_some();
             let wanted = match refused {
                 true => 0,
                 false => (queue.wanted() as u32).min(self.admission.rate()),
