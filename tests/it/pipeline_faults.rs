@@ -286,7 +286,82 @@ async fn claimed_work_that_waits_too_long_goes_back_uncounted(t: &TestLedger) {
     assert_eq!(rx.hits().len(), 4, "each sent once");
 }
 
+/// A node whose clock turns out to be far off the ledger's (here: its clock follows a reading
+/// two hours behind its wall clock while it works) starts nothing more of what it had claimed:
+/// the queued deliveries go back unstarted, uncounted, while the one send already under way
+/// finishes and is recorded.
+async fn a_node_whose_clock_is_refused_gives_its_queued_work_back(t: &TestLedger) {
+    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(1500)));
+    let rx = Receiver::start(rule).await;
+    let hooks: Vec<String> = (0..6).map(|i| rx.url(&format!("c{i}"))).collect();
+    let p = Project::new(&report("skewed", FILE_SOURCE, &hooks));
+    p.write(
+        "config/dawnpost.toml",
+        "[pool]\nconcurrency = 1\nadmission_per_second = 1000\nlease = \"30s\"\ndrain_timeout = \"5s\"\n",
+    );
+    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let clock = Arc::new(dawnpost::clock::LedgerClock::new(Arc::new(
+        dawnpost::SystemClock,
+    )));
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let opts = dawnpost::runner::RunOnceOptions {
+        date: Some(chrono::NaiveDate::parse_from_str(DATE, "%Y-%m-%d").expect("date")),
+        max_wait: Duration::from_secs(60),
+        progress: false,
+        metrics: None,
+    };
+    let (ledger, shared) = (t.ledger.clone(), clock.clone() as dawnpost::SharedClock);
+    let stop = cancel.clone();
+    let run = tokio::spawn(async move {
+        dawnpost::runner::run_once(&config, ledger, shared, &opts, stop).await
+    });
+    // One send under way (one slot); the other five claimed into the queue behind it.
+    rx.wait_for(1, Duration::from_secs(30)).await;
+    let now = std::time::Instant::now();
+    clock.follow(chrono::Utc::now() - chrono::Duration::hours(2), now, now);
+    let job = jk(&format!("skewed:{DATE}"));
+    let mut settled = Vec::new();
+    for _ in 0..300 {
+        settled = t.ledger.delivery_list(&job).await.expect("list");
+        if settled.iter().all(|d| d.state != DeliveryState::Sending) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cancel.cancel();
+    let _ = run.await;
+    assert_eq!(settled.len(), 6);
+    let (mut sent, mut given_back) = (0, 0);
+    for d in &settled {
+        let attempts = t.ledger.attempt_list(&d.key).await.expect("attempts");
+        match d.state {
+            DeliveryState::Sent => {
+                assert_eq!(attempts.len(), 1, "{}", d.key);
+                sent += 1;
+            }
+            DeliveryState::Pending => {
+                assert_eq!(
+                    d.attempts, 0,
+                    "{}: giving it back counted an attempt",
+                    d.key
+                );
+                assert!(attempts.is_empty(), "{}", d.key);
+                // Claimed once (its token moved) and given back; the rest were never claimed.
+                given_back += usize::from(d.lease_token > 0);
+            }
+            other => panic!("{}: {other:?}", d.key),
+        }
+    }
+    assert_eq!(
+        sent, 1,
+        "only the send under way when the clock was refused went out"
+    );
+    assert!(given_back >= 1, "nothing claimed was given back");
+    assert_eq!(rx.hits().len(), 1, "nothing given back was sent");
+}
+
 on_both_backends!(
+    a_node_whose_clock_is_refused_gives_its_queued_work_back,
     claimed_work_that_waits_too_long_goes_back_uncounted,
     a_failed_render_waits_its_backoff_from_the_failure,
     a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives,
