@@ -291,7 +291,7 @@ async fn claimed_work_that_waits_too_long_goes_back_uncounted(t: &TestLedger) {
 /// the queued deliveries go back unstarted, uncounted, while the one send already under way
 /// finishes and is recorded.
 async fn a_node_whose_clock_is_refused_gives_its_queued_work_back(t: &TestLedger) {
-    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(1500)));
+    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_secs(3)));
     let rx = Receiver::start(rule).await;
     let hooks: Vec<String> = (0..6).map(|i| rx.url(&format!("c{i}"))).collect();
     let p = Project::new(&report("skewed", FILE_SOURCE, &hooks));
@@ -315,11 +315,26 @@ async fn a_node_whose_clock_is_refused_gives_its_queued_work_back(t: &TestLedger
     let run = tokio::spawn(async move {
         dawnpost::runner::run_once(&config, ledger, shared, &opts, stop).await
     });
-    // One send under way (one slot); the other five claimed into the queue behind it.
+    // One send under way (one slot, the receiver takes 3 s) and more claimed into the queue
+    // behind it: all `sending` in the ledger.
     rx.wait_for(1, Duration::from_secs(30)).await;
+    let job = jk(&format!("skewed:{DATE}"));
+    let sending = |list: &[dawnpost::ledger::Delivery]| {
+        (list.iter())
+            .filter(|d| d.state == DeliveryState::Sending)
+            .count()
+    };
+    for _ in 0..100 {
+        let list = t.ledger.delivery_list(&job).await.expect("list");
+        if sending(&list) >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let list = t.ledger.delivery_list(&job).await.expect("list");
+    assert!(sending(&list) >= 2, "one send under way and more queued");
     let now = std::time::Instant::now();
     clock.follow(chrono::Utc::now() - chrono::Duration::hours(2), now, now);
-    let job = jk(&format!("skewed:{DATE}"));
     let mut settled = Vec::new();
     for _ in 0..300 {
         settled = t.ledger.delivery_list(&job).await.expect("list");
