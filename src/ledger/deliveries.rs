@@ -131,24 +131,11 @@ impl Ledger {
     /// for a lease no longer held (that finish changes nothing; the others still record). An
     /// `Err` of the whole call means nothing was recorded.
     pub async fn delivery_finish_many(&self, finishes: &[Finish]) -> Result<Vec<Result<()>>> {
-        self.delivery_finish_many_settling(finishes, None).await
-    }
-
-    /// [`Ledger::delivery_finish_many`], and in the same transaction the settle
-    /// ([`Ledger::job_settle_many`]) of jobs whose finishes an *earlier* transaction committed:
-    /// the settle still runs after those finishes committed, as it must, and costs no commit of
-    /// its own (a settle a batch was a fifth of PostgreSQL's commits in `benches/pipeline.rs`).
-    pub async fn delivery_finish_many_settling(
-        &self,
-        finishes: &[Finish],
-        settle: Option<(&[&JobKey], DateTime<Utc>)>,
-    ) -> Result<Vec<Result<()>>> {
-        let (settle, now) = settle.unwrap_or((&[], DateTime::<Utc>::UNIX_EPOCH));
         let outcomes = super::Outcomes {
             renders: &[],
             finishes,
-            settle,
-            now,
+            settle: &[],
+            now: DateTime::<Utc>::UNIX_EPOCH,
         };
         Ok(self.record_outcomes(outcomes).await?.finishes)
     }

@@ -53,7 +53,6 @@ const RENDER_SKIP: &str =
         lease_expires_at = NULL, updated_at = $5, terminal_at = $5
      WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
 
-/// The head of a multi-row delivery insert.
 /// Settles the delivering jobs among the keys `$2` with nothing left to send, at `$1`: `done`,
 /// or `quarantined` when a delivery is. The keys are a JSON array on SQLite, a `text[]` on
 /// PostgreSQL. The state tests are `(…) IS TRUE`, which no index serves, so the jobs are found

@@ -4,9 +4,9 @@
 //! next batch's transaction, or in a statement of their own when no batch follows at once.
 //! Alone, an outcome is recorded at once; under load the completer gathers up to [`GOAL`]
 //! outcomes for at most [`LINGER`], and one commit carries tens of outcomes, so the ledger's
-//! cost per item falls as the load rises instead of capping it. A commit that fails is tried again until it goes through (see
-//! [`until_committed`]): one lost connection must not turn a batch of finished sends into
-//! expired leases that the rescuer would send again.
+//! cost per item falls as the load rises instead of capping it. A commit that fails is tried
+//! again until it goes through (see [`until_committed`]): one lost connection must not turn a
+//! batch of finished sends into expired leases that the rescuer would send again.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -137,9 +137,9 @@ const BUSY: usize = 8;
 
 /// What a busy completer gathers before it commits: [`GOAL`] outcomes, or what arrived within
 /// [`LINGER`]. One commit then carries tens of outcomes instead of the few that arrived during
-/// the last commit, and as many on a node doing a third of the work (three nodes sharing it)
-/// as on one doing all of it. The items' slots are already free (see `work::hand_off`), so this
-/// delays only their commit, never the work.
+/// the last commit, also on a node doing a third of the work (three nodes sharing it). The
+/// items' slots are already free (see `work::hand_off`), so this delays only their commit,
+/// never the work.
 const GOAL: usize = 128;
 const LINGER: Duration = Duration::from_millis(100);
 

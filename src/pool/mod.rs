@@ -1,14 +1,15 @@
 //! The worker pool: leases ready jobs and due deliveries and works them.
 //!
 //! Two separate limits: `concurrency` (in-flight work items, a semaphore over a `JoinSet`) and
-//! admission (new leases per second, adaptive — see [`throttle`]). The pool leases at most what it
-//! can admit and no more than it has free slots for. Each lease is extended while its work
-//! runs; a lease lost to the rescuer stops the work. Outcomes are recorded by one `completer`
-//! task in group commits; a work item frees its slot when it hands its outcome
-//! over. On cancel (SIGTERM/SIGINT) the pool stops leasing, lets in-flight work finish up to
-//! `drain_timeout`, lets the completer record what it was handed, and returns the rest to the
-//! queue: a render without counting it, a send as an `unknown` attempt (it may have reached the
-//! receiver; the retry keeps the same key).
+//! admission (new leases per second, adaptive — see [`throttle`]). The pool claims at most what
+//! it can admit, ahead of its free slots into a local queue ([`queue`], [`claim`]) from which
+//! work starts as slots free. Each lease is extended while its work runs; a lease lost to the
+//! rescuer stops the work. Outcomes are recorded by one `completer` task in group commits; a
+//! work item frees its slot when it hands its outcome over. On cancel (SIGTERM/SIGINT) the pool
+//! stops claiming, gives back what it claimed and never started (uncounted), lets in-flight
+//! work finish up to `drain_timeout`, lets the completer record what it was handed, and returns
+//! the rest to the queue: a render without counting it, a send as an `unknown` attempt (it may
+//! have reached the receiver; the retry keeps the same key).
 
 mod claim;
 mod completer;

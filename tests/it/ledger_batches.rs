@@ -10,7 +10,8 @@ use common::fixtures::*;
 use common::{TestLedger, jk};
 use dawnpost::keys::{DeliveryKey, JobKey};
 use dawnpost::ledger::{
-    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LedgerError, Render, RescueBudget,
+    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LedgerError, Outcomes, Render,
+    RescueBudget,
 };
 use dawnpost::outcome::ResponseClass;
 
@@ -238,10 +239,17 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
     );
     let settled_at = t0() + Duration::seconds(1);
     let carried = [&jk("a:2026-10-25")];
+    let second = [sent(&b[0])];
     let results = l
-        .delivery_finish_many_settling(&[sent(&b[0])], Some((&carried, settled_at)))
+        .record_outcomes(Outcomes {
+            renders: &[],
+            finishes: &second,
+            settle: &carried,
+            now: settled_at,
+        })
         .await
-        .expect("second batch");
+        .expect("second batch")
+        .finishes;
     assert!(results.iter().all(Result::is_ok));
     let a_job = job("a:2026-10-25").await;
     assert_eq!(
@@ -255,10 +263,17 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
     );
     // No finishes: the carried settle runs alone.
     let carried = [&jk("b:2026-10-25")];
+    let alone = Outcomes {
+        renders: &[],
+        finishes: &[],
+        settle: &carried,
+        now: settled_at,
+    };
     assert!(
-        l.delivery_finish_many_settling(&[], Some((&carried, settled_at)))
+        l.record_outcomes(alone)
             .await
             .expect("alone")
+            .finishes
             .is_empty()
     );
     assert_eq!(job("b:2026-10-25").await.state, JobState::Done);

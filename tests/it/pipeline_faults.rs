@@ -247,19 +247,31 @@ async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives
     );
 }
 
+/// A report `id` with `webhooks` webhooks to a receiver that answers each after `answer_in`, on
+/// a pool of one slot with a lease of `lease`.
+async fn one_slot(
+    id: &str,
+    webhooks: usize,
+    answer_in: Duration,
+    lease: &str,
+) -> (Receiver, Project) {
+    let rule: HttpRule = Arc::new(move |_: &str, _, _| (204, None, answer_in));
+    let rx = Receiver::start(rule).await;
+    let hooks: Vec<String> = (0..webhooks).map(|i| rx.url(&format!("{id}{i}"))).collect();
+    let p = Project::new(&report(id, FILE_SOURCE, &hooks));
+    p.write(
+        "config/dawnpost.toml",
+        &format!("[pool]\nconcurrency = 1\nadmission_per_second = 1000\nlease = \"{lease}\"\ndrain_timeout = \"5s\"\n"),
+    );
+    (rx, p)
+}
+
 /// The pool claims ahead of its free slots; claimed work that waits a third of its lease for a
 /// slot (here: one slot, a 3 s lease, a receiver that takes 1.5 s) goes back to the shared
 /// queue unstarted and is claimed again later. Giving it back counts nothing: every delivery
 /// ends sent with one attempt, and one attempt row, though some were claimed several times.
 async fn claimed_work_that_waits_too_long_goes_back_uncounted(t: &TestLedger) {
-    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(1500)));
-    let rx = Receiver::start(rule).await;
-    let hooks: Vec<String> = (0..4).map(|i| rx.url(&format!("q{i}"))).collect();
-    let p = Project::new(&report("queued", FILE_SOURCE, &hooks));
-    p.write(
-        "config/dawnpost.toml",
-        "[pool]\nconcurrency = 1\nadmission_per_second = 1000\nlease = \"3s\"\ndrain_timeout = \"5s\"\n",
-    );
+    let (rx, p) = one_slot("queued", 4, Duration::from_millis(1500), "3s").await;
     let summary = run(&p, t, Duration::from_secs(60)).await;
     assert_eq!(summary.stats.sent, 4, "{summary:?}");
     let deliveries = (t.ledger)
@@ -291,29 +303,17 @@ async fn claimed_work_that_waits_too_long_goes_back_uncounted(t: &TestLedger) {
 /// the queued deliveries go back unstarted, uncounted, while the one send already under way
 /// finishes and is recorded.
 async fn a_node_whose_clock_is_refused_gives_its_queued_work_back(t: &TestLedger) {
-    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_secs(3)));
-    let rx = Receiver::start(rule).await;
-    let hooks: Vec<String> = (0..6).map(|i| rx.url(&format!("c{i}"))).collect();
-    let p = Project::new(&report("skewed", FILE_SOURCE, &hooks));
-    p.write(
-        "config/dawnpost.toml",
-        "[pool]\nconcurrency = 1\nadmission_per_second = 1000\nlease = \"30s\"\ndrain_timeout = \"5s\"\n",
-    );
+    let (rx, p) = one_slot("skewed", 6, Duration::from_secs(3), "30s").await;
     let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
     let clock = Arc::new(dawnpost::clock::LedgerClock::new(Arc::new(
         dawnpost::SystemClock,
     )));
     let cancel = tokio_util::sync::CancellationToken::new();
-    let opts = dawnpost::runner::RunOnceOptions {
-        date: Some(chrono::NaiveDate::parse_from_str(DATE, "%Y-%m-%d").expect("date")),
-        max_wait: Duration::from_secs(60),
-        progress: false,
-        metrics: None,
-    };
     let (ledger, shared) = (t.ledger.clone(), clock.clone() as dawnpost::SharedClock);
     let stop = cancel.clone();
     let run = tokio::spawn(async move {
-        dawnpost::runner::run_once(&config, ledger, shared, &opts, stop).await
+        let wait = Duration::from_secs(60);
+        common::run_date_on(&config, &ledger, DATE, wait, shared, stop).await
     });
     // One send under way (one slot, the receiver takes 3 s) and more claimed into the queue
     // behind it: all `sending` in the ledger.

@@ -168,21 +168,31 @@ pub async fn run_date(
     date: &str,
     max_wait: std::time::Duration,
 ) -> dawnpost::runner::RunOnceSummary {
+    let (clock, cancel) = (
+        std::sync::Arc::new(dawnpost::SystemClock),
+        Default::default(),
+    );
+    run_date_on(config, ledger, date, max_wait, clock, cancel)
+        .await
+        .expect("run once")
+}
+
+/// [`run_date`] on `clock`, until `cancel`.
+pub async fn run_date_on(
+    config: &Config,
+    ledger: &Ledger,
+    date: &str,
+    max_wait: std::time::Duration,
+    clock: dawnpost::SharedClock,
+    cancel: tokio_util::sync::CancellationToken,
+) -> Result<dawnpost::runner::RunOnceSummary, dawnpost::runner::RunError> {
     let opts = dawnpost::runner::RunOnceOptions {
         date: Some(chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").expect("date")),
         max_wait,
         progress: false,
         metrics: None,
     };
-    dawnpost::runner::run_once(
-        config,
-        ledger.clone(),
-        std::sync::Arc::new(dawnpost::SystemClock),
-        &opts,
-        tokio_util::sync::CancellationToken::new(),
-    )
-    .await
-    .expect("run once")
+    dawnpost::runner::run_once(config, ledger.clone(), clock, &opts, cancel).await
 }
 
 /// A report block for reports.toml with the shipped template and sample data.
