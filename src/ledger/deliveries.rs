@@ -135,6 +135,7 @@ impl Ledger {
             renders: &[],
             finishes,
             settle: &[],
+            lease_to: None,
             now: DateTime::<Utc>::UNIX_EPOCH,
         };
         Ok(self.record_outcomes(outcomes).await?.finishes)

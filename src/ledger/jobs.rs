@@ -234,9 +234,11 @@ impl Ledger {
             renders,
             finishes: &[],
             settle: &[],
+            lease_to: None,
             now,
         };
-        Ok(self.record_outcomes(outcomes).await?.renders)
+        let recorded = self.record_outcomes(outcomes).await?.renders;
+        Ok(recorded.into_iter().map(|r| r.map(drop)).collect())
     }
 
     /// `delivering → done` when every delivery is sent, `delivering → quarantined` when every

@@ -216,6 +216,16 @@ fn claim_statement<'a>(sql: &'static str, params: &'a LeaseParams) -> Statement<
 }
 
 impl<K> Lease<K> {
+    /// The first lease of a row created leased (see `Outcomes::lease_to`).
+    pub(super) fn born(key: K, token: i64, owner: &str, expires_at: DateTime<Utc>) -> Lease<K> {
+        Lease {
+            key,
+            token,
+            owner: owner.to_string(),
+            expires_at,
+        }
+    }
+
     /// The lease a claim just took.
     fn held(key: K, token: i64, params: &LeaseParams) -> Lease<K> {
         Lease {

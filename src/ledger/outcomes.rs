@@ -4,12 +4,17 @@
 //! commits is one call here, so one commit, whatever its mix.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
 use super::bind::shaped;
+use super::leases::LeaseParams;
 use super::tx::{Statement, Tx};
-use super::{DeliveryNext, Finish, Ledger, NewDelivery, Render, Result, fenced, lease_lost};
+use super::{
+    Delivery, DeliveryNext, DeliveryRecord, Finish, Job, JobRecord, Lease, LeasedDelivery,
+};
+use super::{Ledger, NewDelivery, Render, Result, lease_lost};
 use crate::clock::to_millis;
 use crate::keys::JobKey;
 
@@ -22,14 +27,22 @@ pub struct Outcomes<'a> {
     /// transaction committed, since a settle inside the finishes' own transaction would not
     /// see another worker's concurrent last finish.
     pub settle: &'a [&'a JobKey],
+    /// Who the renders' deliveries are created leased to (`owner`, until `now + lease_for`;
+    /// `now` and `limit` are not read): the node that rendered a job sends its deliveries
+    /// without claiming them, so a delivery is one insert and one finish, not a claim between.
+    /// `None` creates them `pending`, for any node's claim.
+    pub lease_to: Option<&'a LeaseParams>,
     pub now: DateTime<Utc>,
 }
 
 /// One result per render and per finish, in order: `LeaseLost` for a lease no longer held
-/// (that item changed nothing; the others still recorded).
+/// (that item changed nothing; the others still recorded). A recorded render carries the
+/// deliveries it created leased to [`Outcomes::lease_to`] (none without it, and none for a
+/// delivery that existed already: an earlier render of the job created it, and it keeps its
+/// state).
 #[derive(Debug, Default)]
 pub struct RecordedOutcomes {
-    pub renders: Vec<Result<()>>,
+    pub renders: Vec<Result<Vec<LeasedDelivery>>>,
     pub finishes: Vec<Result<()>>,
 }
 
@@ -38,10 +51,17 @@ pub struct RecordedOutcomes {
 const RENDERED: &str = "UPDATE jobs SET state = $3, artifact_key = $4, artifact_text_key = $5, artifact_sha256 = $6,
         artifact_bytes = $7, artifact_deleted_at = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
         updated_at = $8, terminal_at = CASE WHEN $3 = 'done' THEN $8 ELSE NULL END, artifact_csv_key = $9
-     WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
+     WHERE key = $1 AND lease_token = $2 AND state = 'rendering'
+     RETURNING *";
 
-/// The head of a multi-row delivery insert (8 columns a row).
-const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at) VALUES ";
+/// The head of a multi-row delivery insert (11 columns a row): `pending`, or `sending` under a
+/// first lease (token 1, the lease counted as the first attempt, as a claim counts it).
+const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at,
+        lease_owner, lease_expires_at, lease_token, attempts) VALUES ";
+
+/// The tail of a delivery insert: a delivery that exists already (an earlier render of the
+/// job created it) keeps its row, and only the rows created come back.
+const DELIVERY_INSERT_TAIL: &str = " ON CONFLICT DO NOTHING RETURNING *";
 
 /// The head of a batch of finishes: the rows `v` that follow (key, token, state, ready_at,
 /// class, error, finished, terminal) update their deliveries if the lease still holds, and
@@ -72,6 +92,7 @@ impl Ledger {
             finishes,
             settle,
             now,
+            ..
         } = outcomes;
         if renders.is_empty() && finishes.is_empty() {
             if !settle.is_empty() {
@@ -80,7 +101,7 @@ impl Ledger {
             return Ok(RecordedOutcomes::default());
         }
         let mut tx = self.begin().await?;
-        let rendered = rendered_in(&mut tx, renders, to_millis(now)).await?;
+        let rendered = rendered_in(&mut tx, renders, outcomes.lease_to, now).await?;
         let numbers = finished_in(&mut tx, finishes).await?;
         if !settle.is_empty() {
             super::jobs::settle_in(&mut tx, settle, now).await?;
@@ -100,9 +121,16 @@ impl Ledger {
     }
 }
 
-/// Each render's artifact under its lease, then the deliveries of the renders whose lease held.
-async fn rendered_in(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<Vec<Result<()>>> {
-    let mut held = Vec::with_capacity(renders.len());
+/// Each render's artifact under its lease, then the deliveries of the renders whose lease held,
+/// leased to `lease_to` when given.
+async fn rendered_in(
+    tx: &mut Tx,
+    renders: &[Render],
+    lease_to: Option<&LeaseParams>,
+    now: DateTime<Utc>,
+) -> Result<Vec<Result<Vec<LeasedDelivery>>>> {
+    let now_ms = to_millis(now);
+    let mut held: Vec<Result<Arc<Job>>> = Vec::with_capacity(renders.len());
     for r in renders {
         let next_state = match r.deliveries.is_empty() {
             true => "done",
@@ -119,7 +147,11 @@ async fn rendered_in(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<Vec
             .bind(a.bytes)
             .bind(now_ms)
             .bind(a.csv_key.as_deref());
-        held.push(fenced(tx.execute(&update).await?, &r.lease));
+        let job = match tx.fetch_optional::<JobRecord>(&update).await? {
+            Some(rec) => Ok(Arc::new(Job::try_from(rec)?)),
+            None => Err(lease_lost(&r.lease)),
+        };
+        held.push(job);
     }
     let new: Vec<(&JobKey, &NewDelivery)> = renders
         .iter()
@@ -127,13 +159,15 @@ async fn rendered_in(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<Vec
         .filter(|(_, h)| h.is_ok())
         .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key(), dl)))
         .collect();
+    let lease = lease_to.map(|p| (p, crate::clock::add(now, p.lease_for)));
+    let mut created: HashMap<JobKey, Vec<Delivery>> = HashMap::new();
     for chunk in shaped(&new, ROWS_PER_STATEMENT) {
         let sql = values_list(
             tx.numbered(),
             DELIVERY_INSERT_VALUES,
             chunk.len(),
-            8,
-            " ON CONFLICT DO NOTHING",
+            12,
+            DELIVERY_INSERT_TAIL,
         );
         let mut insert = Statement::owned(sql);
         for (job, dl) in chunk {
@@ -142,14 +176,46 @@ async fn rendered_in(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<Vec
                 .bind(*job)
                 .bind(dl.key.kind().as_str())
                 .bind(dl.key.destination())
-                .bind("pending")
+                .bind(if lease.is_some() {
+                    "sending"
+                } else {
+                    "pending"
+                })
                 .bind(now_ms)
                 .bind(now_ms)
-                .bind(now_ms);
+                .bind(now_ms)
+                .bind(lease.map(|(p, _)| p.owner.as_str()))
+                .bind(lease.map(|(_, until)| to_millis(until)))
+                .bind(i64::from(lease.is_some()))
+                .bind(i64::from(lease.is_some()));
         }
-        tx.execute(&insert).await?;
+        for rec in tx.fetch_all::<DeliveryRecord>(&insert).await? {
+            let delivery = Delivery::try_from(rec)?;
+            created
+                .entry(delivery.key.job().clone())
+                .or_default()
+                .push(delivery);
+        }
     }
-    Ok(held)
+    Ok(renders
+        .iter()
+        .zip(held)
+        .map(|(r, job)| {
+            let job = job?;
+            let Some((p, until)) = lease else {
+                return Ok(Vec::new());
+            };
+            let mine = created.remove(r.lease.key()).unwrap_or_default();
+            Ok(mine
+                .into_iter()
+                .map(|delivery| LeasedDelivery {
+                    lease: Lease::born(delivery.key.clone(), delivery.lease_token, &p.owner, until),
+                    job: Some(job.clone()),
+                    delivery,
+                })
+                .collect())
+        })
+        .collect())
 }
 
 /// Each finish's delivery update under its lease and its attempt row; the attempt number each

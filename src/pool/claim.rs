@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::completer::Born;
 use super::queue::{Claimed, Queue, Queued};
 use super::running::{Held, Running};
 use super::send::JobArtifact;
@@ -55,6 +56,32 @@ impl Pipeline {
             });
         }
         Ok(out)
+    }
+
+    /// Takes the deliveries a recorded render created, leased to this node, as claimed work:
+    /// the pool's loop queues them (see [`Pipeline::queue_arrivals`]).
+    pub(super) fn adopt(&self, born: Born) {
+        let Born { deliveries, asked } = born;
+        let Some(first) = deliveries.first() else {
+            return;
+        };
+        let hold = self.hold_from(asked);
+        let artifact = Arc::new(JobArtifact::new(first.job.clone()));
+        self.arrivals
+            .push(deliveries.into_iter().map(|leased| Queued {
+                work: Claimed::Send(leased, artifact.clone()),
+                hold: hold.clone(),
+            }));
+        self.wake.notify_one();
+    }
+
+    /// Queues what arrived leased, once admitted as a claim's leases are.
+    pub(super) async fn queue_arrivals(&self, queue: &mut Queue) {
+        let arrived = self.arrivals.take();
+        if !arrived.is_empty() {
+            self.admission.admit(arrived.len() as u32).await;
+            queue.extend(arrived);
+        }
     }
 
     /// Starts queued work in every free slot; how many it started (a send put off for a paused

@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::keys::JobKey;
-use crate::ledger::{DeliveryNext, Finish, Ledger, LedgerError, Outcomes, Render};
+use crate::ledger::{DeliveryNext, Finish, LeaseParams, LeasedDelivery, Ledger, LedgerError};
+use crate::ledger::{Outcomes, Render};
 
 /// The most outcomes one commit records.
 pub(super) const MAX_BATCH: usize = 256;
@@ -28,12 +29,23 @@ pub(super) const MAX_BATCH: usize = 256;
 /// when its whole batch failed (nothing of that batch was recorded).
 pub(super) type Recorded = Result<(), Arc<LedgerError>>;
 
+/// How a render was recorded: when it was, the deliveries it created, leased to this node.
+pub(super) type RenderRecorded = Result<Born, Arc<LedgerError>>;
+
+/// The deliveries a recorded render created, leased to this node by the commit that recorded
+/// it, and the instant before that commit was asked for (their leases run at least from then).
+#[derive(Debug)]
+pub(super) struct Born {
+    pub(super) deliveries: Vec<LeasedDelivery>,
+    pub(super) asked: tokio::time::Instant,
+}
+
 /// One finished work item waiting to be recorded.
 pub(super) enum Completion {
     /// A render: the job's artifact and the deliveries it creates.
     Rendered {
         render: Render,
-        reply: oneshot::Sender<Recorded>,
+        reply: oneshot::Sender<RenderRecorded>,
     },
     /// A delivery attempt and what follows it.
     Finished {
@@ -88,12 +100,19 @@ where
 /// Records completions until every sender is gone, then returns. The jobs a batch of attempts
 /// finished are settled in the next batch's transaction when one follows within [`LINGER`],
 /// else alone: either way after their finishes committed, and never later than the next batch.
+/// Renders' deliveries are created leased as `lease_to` says (its `now` is not read).
 pub(super) async fn run(
     ledger: Ledger,
     clock: SharedClock,
+    lease_to: LeaseParams,
     mut rx: mpsc::Receiver<Completion>,
     abandon: CancellationToken,
 ) {
+    let ledger = &Recorder {
+        ledger,
+        clock,
+        lease_to,
+    };
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut unsettled: Vec<JobKey> = Vec::new();
     let mut busy = false;
@@ -103,7 +122,7 @@ pub(super) async fn run(
         if !unsettled.is_empty() {
             let next = tokio::time::timeout(LINGER, rx.recv_many(&mut batch, MAX_BATCH)).await;
             if next.is_err() {
-                settle_alone(&ledger, &clock, std::mem::take(&mut unsettled)).await;
+                settle_alone(ledger, std::mem::take(&mut unsettled)).await;
             }
         }
         if batch.is_empty() && rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
@@ -127,9 +146,16 @@ pub(super) async fn run(
         }
         let carried = std::mem::take(&mut unsettled);
         let outcomes = (renders, finishes, carried);
-        unsettled = record(&ledger, &clock, outcomes, &abandon).await;
+        unsettled = record(ledger, outcomes, &abandon).await;
     }
-    settle_alone(&ledger, &clock, unsettled).await;
+    settle_alone(ledger, unsettled).await;
+}
+
+/// What the completer records with.
+struct Recorder {
+    ledger: Ledger,
+    clock: SharedClock,
+    lease_to: LeaseParams,
 }
 
 /// A batch this large says the pool is busy: the next one gathers (see [`gather`]).
@@ -156,12 +182,12 @@ async fn gather(rx: &mut mpsc::Receiver<Completion>, batch: &mut Vec<Completion>
 }
 
 /// Settles `keys` in a statement of its own (a failure is left to the rescuer).
-async fn settle_alone(ledger: &Ledger, clock: &SharedClock, keys: Vec<JobKey>) {
+async fn settle_alone(r: &Recorder, keys: Vec<JobKey>) {
     if keys.is_empty() {
         return;
     }
     let keys: Vec<&JobKey> = keys.iter().collect();
-    if let Err(e) = ledger.job_settle_many(&keys, clock.now()).await {
+    if let Err(e) = r.ledger.job_settle_many(&keys, r.clock.now()).await {
         tracing::warn!(jobs = keys.len(), error = %e, "could not settle jobs; the rescuer settles them later");
     }
 }
@@ -171,6 +197,49 @@ async fn settle_alone(ledger: &Ledger, clock: &SharedClock, keys: Vec<JobKey>) {
 fn answer(replies: Vec<oneshot::Sender<Recorded>>, results: Vec<Recorded>) {
     for (reply, result) in replies.into_iter().zip(results) {
         let _ = reply.send(result);
+    }
+}
+
+/// Sends each render its result with the deliveries it created. The deliveries of a render
+/// whose work item went away (the pool was cut at shutdown) go back unstarted at once, instead
+/// of waiting out a lease that nobody holds.
+async fn answer_renders(
+    r: &Recorder,
+    replies: Vec<oneshot::Sender<RenderRecorded>>,
+    results: Option<Vec<crate::ledger::Result<Vec<LeasedDelivery>>>>,
+    failed: &Recorded,
+    asked: tokio::time::Instant,
+) {
+    let Some(results) = results else {
+        for reply in replies {
+            let _ = reply.send(failed.clone().map(|()| Born::none(asked)));
+        }
+        return;
+    };
+    for (reply, result) in replies.into_iter().zip(results) {
+        let answer = result
+            .map(|deliveries| Born { deliveries, asked })
+            .map_err(Arc::new);
+        if let Err(Ok(born)) = reply.send(answer) {
+            for leased in born.deliveries {
+                if let Err(e) = r
+                    .ledger
+                    .delivery_release(&leased.lease, r.clock.now())
+                    .await
+                {
+                    tracing::warn!(delivery = %leased.delivery.key.redacted(), error = %e, "could not return an unclaimed delivery; the rescuer will");
+                }
+            }
+        }
+    }
+}
+
+impl Born {
+    fn none(asked: tokio::time::Instant) -> Born {
+        Born {
+            deliveries: Vec::new(),
+            asked,
+        }
     }
 }
 
@@ -191,7 +260,7 @@ type Waiting = (Finish, (JobKey, oneshot::Sender<Recorded>));
 
 /// What one commit records: renders, attempts, and the jobs earlier attempts finished.
 type Batch = (
-    Vec<(Render, oneshot::Sender<Recorded>)>,
+    Vec<(Render, oneshot::Sender<RenderRecorded>)>,
     Vec<Waiting>,
     Vec<JobKey>,
 );
@@ -201,8 +270,7 @@ type Batch = (
 /// finished: they are settled after this commit (a settle inside it would not see another
 /// worker's concurrent last finish; see `Ledger::job_settle_many`).
 async fn record(
-    ledger: &Ledger,
-    clock: &SharedClock,
+    r: &Recorder,
     (renders, finishes, carried): Batch,
     abandon: &CancellationToken,
 ) -> Vec<JobKey> {
@@ -210,12 +278,14 @@ async fn record(
     let (finishes, waiting): (Vec<Finish>, Vec<_>) = finishes.into_iter().unzip();
     let (job_keys, replies): (Vec<JobKey>, Vec<_>) = waiting.into_iter().unzip();
     let carried: Vec<&JobKey> = carried.iter().collect();
+    let asked = tokio::time::Instant::now();
     let written = until_committed("outcomes", abandon, || {
-        ledger.record_outcomes(Outcomes {
+        r.ledger.record_outcomes(Outcomes {
             renders: &renders,
             finishes: &finishes,
             settle: &carried,
-            now: clock.now(),
+            lease_to: Some(&r.lease_to),
+            now: r.clock.now(),
         })
     })
     .await;
@@ -223,7 +293,7 @@ async fn record(
         Ok(r) => (Some(r.renders), Some(r.finishes), Ok(())),
         Err(e) => (None, None, Err(Arc::new(e))),
     };
-    answer(render_replies, shared(rendered, renders.len(), &failed));
+    answer_renders(r, render_replies, rendered, &failed, asked).await;
     let results = shared(finished, finishes.len(), &failed);
     let settle: BTreeSet<&JobKey> = finishes
         .iter()

@@ -244,6 +244,8 @@ pub struct Pipeline {
     /// The email and webhook timeouts.
     send_timeouts: (Duration, Duration),
     wake: Notify,
+    /// Deliveries created leased to this node, waiting to be queued.
+    arrivals: queue::Arrivals,
 }
 
 impl Pipeline {
@@ -305,6 +307,7 @@ impl Pipeline {
             metrics: Arc::default(),
             send_timeouts,
             wake: Notify::new(),
+            arrivals: queue::Arrivals::default(),
         }
         .publishing_limits())
     }
@@ -363,6 +366,7 @@ impl Pipeline {
         let completer = tokio::spawn(completer::run(
             self.ledger.clone(),
             self.clock.clone(),
+            self.lease_params(0),
             completed,
             abandon.clone(),
         ));
@@ -382,6 +386,7 @@ impl Pipeline {
                 return Err(PoolError::CompleterStopped);
             }
             running.reap();
+            self.queue_arrivals(&mut queue).await;
             // A node whose clock is far off the ledger's claims nothing and starts nothing of
             // what it claimed before (the timekeeper says why): that goes back.
             let refused = self.clock_refusal().is_some();
@@ -469,6 +474,8 @@ impl Pipeline {
         if let Err(e) = recorded {
             tracing::error!(error = %e, "the completer panicked; unrecorded leases will be rescued");
         }
+        // Deliveries that renders finished during the drain created, leased to this node.
+        self.give_back(self.arrivals.take(), "shutting down").await;
         let left: Vec<Held> = inflight
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -35,6 +35,29 @@ pub(super) enum Claimed {
     Send(LeasedDelivery, Arc<JobArtifact>),
 }
 
+/// Work that came leased without a claim round — the deliveries a render created, leased to
+/// this node by the commit that recorded it — until the pool's loop queues it.
+#[derive(Default)]
+pub(super) struct Arrivals(std::sync::Mutex<Vec<Queued>>);
+
+impl Arrivals {
+    pub(super) fn push(&self, items: impl IntoIterator<Item = Queued>) {
+        let mut arrived = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        arrived.extend(items);
+    }
+
+    pub(super) fn take(&self) -> Vec<Queued> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl std::fmt::Debug for Arrivals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map_or(0, |a| a.len());
+        write!(f, "Arrivals({n})")
+    }
+}
+
 /// Claimed work not started yet, oldest first, and the pace that sizes it.
 pub(super) struct Queue<W = Claimed> {
     /// Each item with the instant it entered the queue.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::completer::{Completion, Recorded};
+use super::completer::Completion;
 use super::failure::RenderFailure;
 use super::hold::Hold;
 use super::running::Slot;
@@ -106,9 +106,10 @@ async fn record_render(
     let (reply, recorded) = oneshot::channel();
     let completion = Completion::Rendered { render, reply };
     match hand_off(completions, completion, recorded, slot).await {
-        Some(Ok(())) => {
+        Some(Ok(born)) => {
             Stats::bump(&p.stats.rendered);
             tracing::info!(job = %job.key, deliveries = count, sha256 = %sha256, "rendered");
+            p.adopt(born);
         }
         Some(Err(e)) => {
             tracing::warn!(job = %job.key, error = %e, "could not record the render; the lease will be rescued")
@@ -209,12 +210,12 @@ async fn render_and_store(
 /// Hands an outcome to the completer, frees the slot (the work is over; new work starts while
 /// the outcome waits for its commit, its lease still registered), and waits for the commit.
 /// `None` when the completer is gone.
-async fn hand_off(
+async fn hand_off<T>(
     completions: &mpsc::Sender<Completion>,
     completion: Completion,
-    recorded: oneshot::Receiver<Recorded>,
+    recorded: oneshot::Receiver<T>,
     slot: &mut Slot,
-) -> Option<Recorded> {
+) -> Option<T> {
     completions.send(completion).await.ok()?;
     slot.free();
     recorded.await.ok()

@@ -245,6 +245,7 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
             renders: &[],
             finishes: &second,
             settle: &carried,
+            lease_to: None,
             now: settled_at,
         })
         .await
@@ -267,6 +268,7 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
         renders: &[],
         finishes: &[],
         settle: &carried,
+        lease_to: None,
         now: settled_at,
     };
     assert!(
@@ -415,7 +417,102 @@ async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
     );
 }
 
+/// A render recorded with `lease_to` creates its deliveries leased to that node, as if it had
+/// claimed them in the same commit: `sending`, the lease counted as their first attempt, no
+/// other node's claim takes them, and they finish or go back (uncounted) as claimed ones do.
+async fn a_render_creates_its_deliveries_leased_to_its_node(t: &TestLedger) {
+    let l = &t.ledger;
+    ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
+    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let lease = |key: &str| {
+        let job = leased.iter().find(|j| j.job.key == key).expect("leased");
+        job.lease.clone()
+    };
+    let now = t0() + Duration::seconds(7);
+    let recorded = l
+        .record_outcomes(Outcomes {
+            renders: &[
+                Render {
+                    lease: lease("a:2026-10-25"),
+                    artifact: artifact(),
+                    deliveries: destinations("a:2026-10-25", &["x@example.com", "y@example.com"]),
+                },
+                Render {
+                    lease: lease("b:2026-10-25"),
+                    artifact: artifact(),
+                    deliveries: Vec::new(),
+                },
+            ],
+            finishes: &[],
+            settle: &[],
+            lease_to: Some(&params("w1", t0(), 0)),
+            now,
+        })
+        .await
+        .expect("recorded")
+        .renders;
+    let mut born = match &recorded[..] {
+        [Ok(a), Ok(b)] => {
+            assert!(b.is_empty(), "a job without destinations creates none");
+            a.clone()
+        }
+        other => panic!("both renders recorded: {other:?}"),
+    };
+    born.sort_by(|x, y| x.delivery.key.cmp(&y.delivery.key));
+    assert_eq!(born.len(), 2);
+    for d in &born {
+        assert_eq!(d.delivery.state, DeliveryState::Sending);
+        assert_eq!(
+            d.delivery.attempts, 1,
+            "the lease counts as the first attempt"
+        );
+        assert_eq!(d.delivery.lease_owner.as_deref(), Some("w1"));
+        assert_eq!(d.lease.expires_at(), now + Duration::minutes(5));
+        let job = d.job.as_deref().expect("its job");
+        assert_eq!(
+            (job.state, job.artifact.clone()),
+            (JobState::Delivering, Some(artifact())),
+            "the job as the render left it, to send from"
+        );
+    }
+    assert!(
+        l.delivery_lease(&params("w2", now, 10))
+            .await
+            .expect("claim")
+            .is_empty(),
+        "another node claims none of them while the lease holds"
+    );
+    l.delivery_finish(
+        &born[0].lease,
+        &attempt(ResponseClass::Accepted, now),
+        DeliveryNext::Sent,
+    )
+    .await
+    .expect("sent under the lease it was born with");
+    l.delivery_release(&born[1].lease, now)
+        .await
+        .expect("given back");
+    let ds = l.delivery_list(&jk("a:2026-10-25")).await.expect("list");
+    let states: Vec<(DeliveryState, i64)> = ds.iter().map(|d| (d.state, d.attempts)).collect();
+    assert_eq!(
+        states,
+        [(DeliveryState::Sent, 1), (DeliveryState::Pending, 0)],
+        "sent once; the one given back unstarted counts no attempt"
+    );
+    let attempts = l
+        .attempt_list(&born[0].delivery.key)
+        .await
+        .expect("attempts");
+    assert_eq!(attempts.len(), 1);
+    let relet = l
+        .delivery_lease(&params("w2", now, 10))
+        .await
+        .expect("claim");
+    assert_eq!(relet.len(), 1, "what went back is any node's to claim");
+}
+
 on_both_backends!(
+    a_render_creates_its_deliveries_leased_to_its_node,
     many_jobs_and_their_deliveries_in_few_reads,
     each_claim_takes_its_own_limit,
     finish_many_records_each_and_refuses_lost_leases,
