@@ -54,14 +54,18 @@ const RENDERED: &str = "UPDATE jobs SET state = $3, artifact_key = $4, artifact_
      WHERE key = $1 AND lease_token = $2 AND state = 'rendering'
      RETURNING *";
 
-/// The head of a multi-row delivery insert (11 columns a row): `pending`, or `sending` under a
+/// The head of a multi-row delivery insert (12 columns a row): `pending`, or `sending` under a
 /// first lease (token 1, the lease counted as the first attempt, as a claim counts it).
 const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at,
-        lease_owner, lease_expires_at, lease_token, attempts) VALUES ";
+        lease_owner, lease_expires_at, lease_token, attempts) SELECT * FROM (VALUES ";
 
 /// The tail of a delivery insert: a delivery that exists already (an earlier render of the
-/// job created it) keeps its row, and only the rows created come back.
-const DELIVERY_INSERT_TAIL: &str = " ON CONFLICT DO NOTHING RETURNING *";
+/// job created it) keeps its row, and only the rows created come back. Not `ON CONFLICT DO
+/// NOTHING`: PostgreSQL's speculative insertion writes a confirmation record per row, and no
+/// other transaction can insert these keys meanwhile (this one holds the job's row, updated
+/// under its lease just before).
+const DELIVERY_INSERT_TAIL: &str =
+    ") AS v WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.key = v.column1) RETURNING *";
 
 /// The head of a batch of finishes: the rows `v` that follow (key, token, state, ready_at,
 /// class, error, finished, terminal) update their deliveries if the lease still holds, and

@@ -75,13 +75,9 @@ impl Pipeline {
         self.wake.notify_one();
     }
 
-    /// Queues what arrived leased, once admitted as a claim's leases are.
-    pub(super) async fn queue_arrivals(&self, queue: &mut Queue) {
-        let arrived = self.arrivals.take();
-        if !arrived.is_empty() {
-            self.admission.admit(arrived.len() as u32).await;
-            queue.extend(arrived);
-        }
+    /// Queues what arrived leased (it passes admission when it starts).
+    pub(super) fn queue_arrivals(&self, queue: &mut Queue) {
+        queue.extend_first(self.arrivals.take());
     }
 
     /// Starts queued work in every free slot; how many it started (a send put off for a paused
@@ -93,7 +89,14 @@ impl Pipeline {
     ) -> Result<usize, PoolError> {
         let mut started = 0;
         while running.slots.available_permits() > 0 {
-            let Some(queued) = queue.next() else { break };
+            let Some((queued, arrival)) = queue.next() else {
+                break;
+            };
+            // Arrivals are admitted one by one as they start, as a claim admits its items:
+            // a node's `admission_per_second` bounds what it starts, however it got the lease.
+            if arrival {
+                self.admission.admit(1).await;
+            }
             self.start(queued, running).await?;
             started += 1;
         }

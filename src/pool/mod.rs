@@ -386,7 +386,7 @@ impl Pipeline {
                 return Err(PoolError::CompleterStopped);
             }
             running.reap();
-            self.queue_arrivals(&mut queue).await;
+            self.queue_arrivals(&mut queue);
             // A node whose clock is far off the ledger's claims nothing and starts nothing of
             // what it claimed before (the timekeeper says why): that goes back.
             let refused = self.clock_refusal().is_some();

@@ -62,6 +62,9 @@ impl std::fmt::Debug for Arrivals {
 pub(super) struct Queue<W = Claimed> {
     /// Each item with the instant it entered the queue.
     items: VecDeque<(Instant, Queued<W>)>,
+    /// Work that arrived leased from the node's own renders (see [`Arrivals`]): it starts
+    /// before claimed work, since its job was claimed earlier and waits for it to finish.
+    first: VecDeque<(Instant, Queued<W>)>,
     concurrency: usize,
     /// Starts in the current second and in the one before it.
     window: (Instant, usize, usize),
@@ -71,19 +74,19 @@ impl<W> Queue<W> {
     pub(super) fn new(concurrency: usize) -> Queue<W> {
         Queue {
             items: VecDeque::new(),
+            first: VecDeque::new(),
             concurrency: concurrency.max(1),
             window: (Instant::now(), 0, 0),
         }
     }
 
-    #[cfg(test)]
     fn len(&self) -> usize {
-        self.items.len()
+        self.items.len() + self.first.len()
     }
 
     #[cfg(test)]
     fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.len() == 0
     }
 
     /// How many items to hold queued: about a second of starts, within
@@ -98,7 +101,7 @@ impl<W> Queue<W> {
     /// takes at least half a target), else what fills the target.
     pub(super) fn wanted(&mut self) -> usize {
         let target = self.target();
-        match self.items.len() {
+        match self.len() {
             n if n > target / 2 => 0,
             n => target - n,
         }
@@ -109,29 +112,42 @@ impl<W> Queue<W> {
         self.items.extend(claimed.into_iter().map(|q| (now, q)));
     }
 
-    /// The oldest item, counted as started.
-    pub(super) fn next(&mut self) -> Option<Queued<W>> {
-        let (_, item) = self.items.pop_front()?;
+    /// Work that arrived leased: it goes before what was claimed.
+    pub(super) fn extend_first(&mut self, arrived: impl IntoIterator<Item = Queued<W>>) {
+        let now = Instant::now();
+        self.first.extend(arrived.into_iter().map(|q| (now, q)));
+    }
+
+    /// The oldest arrival, else the oldest claimed item, counted as started; `true` with an
+    /// arrival, which has yet to pass admission (a claim's items passed it when claimed).
+    pub(super) fn next(&mut self) -> Option<(Queued<W>, bool)> {
+        let (item, arrival) = match self.first.pop_front() {
+            Some((_, item)) => (item, true),
+            None => (self.items.pop_front()?.1, false),
+        };
         self.roll();
         self.window.2 += 1;
-        Some(item)
+        Some((item, arrival))
     }
 
     /// The items that waited a third of their lease (`lease`) in the queue: they go back.
     pub(super) fn stale(&mut self, lease: Duration) -> Vec<Queued<W>> {
         let now = Instant::now();
         let mut out = Vec::new();
-        while let Some((entered, _)) = self.items.front()
-            && now.saturating_duration_since(*entered) >= lease / 3
-        {
-            out.extend(self.items.pop_front().map(|(_, q)| q));
+        for items in [&mut self.first, &mut self.items] {
+            while let Some((entered, _)) = items.front()
+                && now.saturating_duration_since(*entered) >= lease / 3
+            {
+                out.extend(items.pop_front().map(|(_, q)| q));
+            }
         }
         out
     }
 
     /// Everything still queued (at shutdown).
     pub(super) fn take_all(&mut self) -> Vec<Queued<W>> {
-        self.items.drain(..).map(|(_, q)| q).collect()
+        let first = self.first.drain(..);
+        first.chain(self.items.drain(..)).map(|(_, q)| q).collect()
     }
 
     /// Moves the one-second window on.
@@ -213,5 +229,30 @@ mod tests {
         assert_eq!(q.stale(lease).len(), 2);
         assert!(q.is_empty());
         assert!(q.take_all().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_arrived_leased_starts_before_what_was_claimed() {
+        let lease = Duration::from_secs(300);
+        let mut q = Queue::new(2);
+        let hold = Arc::new(Hold::new(Instant::now(), lease));
+        q.extend(queued(3, &hold));
+        q.extend_first((10..12).map(|work| Queued {
+            work,
+            hold: hold.clone(),
+        }));
+        assert_eq!(q.wanted(), 0, "arrivals count as queued work");
+        let order: Vec<(usize, bool)> =
+            std::iter::from_fn(|| q.next().map(|(q, arrival)| (q.work, arrival))).collect();
+        assert_eq!(
+            order,
+            [(10, true), (11, true), (0, false), (1, false), (2, false)],
+            "arrivals first, and said to be arrivals (they pass admission when they start)"
+        );
+        q.extend_first(queued(1, &hold));
+        tokio::time::advance(lease / 3).await;
+        assert_eq!(q.stale(lease).len(), 1, "an arrival goes back stale too");
+        q.extend_first(queued(2, &hold));
+        assert_eq!(q.take_all().len(), 2);
     }
 }
