@@ -26,3 +26,9 @@ DROP INDEX jobs_revision;
 -- pruned soon after: half a page leaves room for them.
 ALTER TABLE deliveries SET (fillfactor = 50);
 ALTER TABLE jobs SET (fillfactor = 50);
+-- The console counts the attempts of the last hours and day by `finished_at`. Attempts are
+-- appended in about that order, so a BRIN index (the least and greatest `finished_at` of each
+-- range of pages) finds them without an entry per attempt: a new range is summarized by
+-- autovacuum, and a query reads the few pages not summarized yet in full.
+CREATE INDEX delivery_attempts_finished_ranges ON delivery_attempts USING brin (finished_at) WITH (autosummarize = on);
+DROP INDEX delivery_attempts_finished;

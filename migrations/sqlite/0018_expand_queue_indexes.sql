@@ -16,4 +16,5 @@ CREATE INDEX jobs_delivering ON jobs (key) WHERE state = 'delivering';
 CREATE INDEX jobs_quarantined ON jobs (updated_at, key) WHERE state = 'quarantined';
 DROP INDEX jobs_ready;
 -- (PostgreSQL also drops jobs_revision here, which a job's key makes redundant; on SQLite it is
--- the table's own UNIQUE constraint, which only a rebuild of the table would drop.)
+-- the table's own UNIQUE constraint, which only a rebuild of the table would drop. PostgreSQL
+-- also trades delivery_attempts_finished for a BRIN index, which SQLite does not have.)
