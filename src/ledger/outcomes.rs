@@ -164,8 +164,38 @@ async fn rendered_in(
         .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key(), dl)))
         .collect();
     let lease = lease_to.map(|p| (p, crate::clock::add(now, p.lease_for)));
+    let mut created = insert_deliveries(tx, &new, lease, now_ms).await?;
+    Ok(renders
+        .iter()
+        .zip(held)
+        .map(|(r, job)| {
+            let job = job?;
+            let Some((p, until)) = lease else {
+                return Ok(Vec::new());
+            };
+            let mine = created.remove(r.lease.key()).unwrap_or_default();
+            Ok(mine
+                .into_iter()
+                .map(|delivery| LeasedDelivery {
+                    lease: Lease::born(delivery.key.clone(), delivery.lease_token, &p.owner, until),
+                    job: Some(job.clone()),
+                    delivery,
+                })
+                .collect())
+        })
+        .collect())
+}
+
+/// Inserts the deliveries `new` that do not exist yet, `sending` under `lease` (owner, until)
+/// when given, else `pending`; the rows created, by job.
+async fn insert_deliveries(
+    tx: &mut Tx,
+    new: &[(&JobKey, &NewDelivery)],
+    lease: Option<(&LeaseParams, DateTime<Utc>)>,
+    now_ms: i64,
+) -> Result<HashMap<JobKey, Vec<Delivery>>> {
     let mut created: HashMap<JobKey, Vec<Delivery>> = HashMap::new();
-    for chunk in shaped(&new, ROWS_PER_STATEMENT) {
+    for chunk in shaped(new, ROWS_PER_STATEMENT) {
         let sql = values_list(
             tx.numbered(),
             DELIVERY_INSERT_VALUES,
@@ -201,25 +231,7 @@ async fn rendered_in(
                 .push(delivery);
         }
     }
-    Ok(renders
-        .iter()
-        .zip(held)
-        .map(|(r, job)| {
-            let job = job?;
-            let Some((p, until)) = lease else {
-                return Ok(Vec::new());
-            };
-            let mine = created.remove(r.lease.key()).unwrap_or_default();
-            Ok(mine
-                .into_iter()
-                .map(|delivery| LeasedDelivery {
-                    lease: Lease::born(delivery.key.clone(), delivery.lease_token, &p.owner, until),
-                    job: Some(job.clone()),
-                    delivery,
-                })
-                .collect())
-        })
-        .collect())
+    Ok(created)
 }
 
 /// Each finish's delivery update under its lease and its attempt row; the attempt number each

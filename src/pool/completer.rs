@@ -6,7 +6,9 @@
 //! outcomes for at most [`LINGER`], and one commit carries tens of outcomes, so the ledger's
 //! cost per item falls as the load rises instead of capping it. A commit that fails is tried
 //! again until it goes through (see [`until_committed`]): one lost connection must not turn a
-//! batch of finished sends into expired leases that the rescuer would send again.
+//! batch of finished sends into expired leases that the rescuer would send again. A render's
+//! deliveries are created in its commit leased to this node, and its answer carries them
+//! ([`Born`]) to the pool's queue.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
