@@ -228,11 +228,7 @@ impl<K> Lease<K> {
 
     /// The lease a claim just took.
     fn held(key: K, token: i64, params: &LeaseParams) -> Lease<K> {
-        Lease {
-            key,
-            token,
-            owner: params.owner.clone(),
-            expires_at: crate::clock::add(params.now, params.lease_for),
-        }
+        let until = crate::clock::add(params.now, params.lease_for);
+        Lease::born(key, token, &params.owner, until)
     }
 }

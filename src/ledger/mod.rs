@@ -84,7 +84,7 @@ pub use notices::{
     Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,
     Told,
 };
-pub use outcomes::{Outcomes, RecordedOutcomes};
+pub use outcomes::{LeaseTo, Outcomes, RecordedOutcomes};
 pub use probes::{AfterProbe, ProbeRow};
 pub use rescue::RescueBudget;
 pub use runbooks::{Runbook, RunbookSpec, RunbookState, RunbookStep, StepRecord, Transition};

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::bind::shaped;
-use super::leases::LeaseParams;
 use super::tx::{Statement, Tx};
 use super::{
     Delivery, DeliveryNext, DeliveryRecord, Finish, Job, JobRecord, Lease, LeasedDelivery,
@@ -27,12 +26,18 @@ pub struct Outcomes<'a> {
     /// transaction committed, since a settle inside the finishes' own transaction would not
     /// see another worker's concurrent last finish.
     pub settle: &'a [&'a JobKey],
-    /// Who the renders' deliveries are created leased to (`owner`, until `now + lease_for`;
-    /// `now` and `limit` are not read): the node that rendered a job sends its deliveries
-    /// without claiming them, so a delivery is one insert and one finish, not a claim between.
-    /// `None` creates them `pending`, for any node's claim.
-    pub lease_to: Option<&'a LeaseParams>,
+    /// Who the renders' deliveries are created leased to: the node that rendered a job sends
+    /// its deliveries without claiming them, so a delivery is one insert and one finish, not a
+    /// claim between. `None` creates them `pending`, for any node's claim.
+    pub lease_to: Option<LeaseTo<'a>>,
     pub now: DateTime<Utc>,
+}
+
+/// A first lease for the deliveries a render creates: `owner`'s until `now + lease_for`.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseTo<'a> {
+    pub owner: &'a str,
+    pub lease_for: chrono::Duration,
 }
 
 /// One result per render and per finish, in order: `LeaseLost` for a lease no longer held
@@ -130,7 +135,7 @@ impl Ledger {
 async fn rendered_in(
     tx: &mut Tx,
     renders: &[Render],
-    lease_to: Option<&LeaseParams>,
+    lease_to: Option<LeaseTo<'_>>,
     now: DateTime<Utc>,
 ) -> Result<Vec<Result<Vec<LeasedDelivery>>>> {
     let now_ms = to_millis(now);
@@ -163,21 +168,21 @@ async fn rendered_in(
         .filter(|(_, h)| h.is_ok())
         .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key(), dl)))
         .collect();
-    let lease = lease_to.map(|p| (p, crate::clock::add(now, p.lease_for)));
+    let lease = lease_to.map(|to| (to.owner, crate::clock::add(now, to.lease_for)));
     let mut created = insert_deliveries(tx, &new, lease, now_ms).await?;
     Ok(renders
         .iter()
         .zip(held)
         .map(|(r, job)| {
             let job = job?;
-            let Some((p, until)) = lease else {
+            let Some((owner, until)) = lease else {
                 return Ok(Vec::new());
             };
             let mine = created.remove(r.lease.key()).unwrap_or_default();
             Ok(mine
                 .into_iter()
                 .map(|delivery| LeasedDelivery {
-                    lease: Lease::born(delivery.key.clone(), delivery.lease_token, &p.owner, until),
+                    lease: Lease::born(delivery.key.clone(), delivery.lease_token, owner, until),
                     job: Some(job.clone()),
                     delivery,
                 })
@@ -191,7 +196,7 @@ async fn rendered_in(
 async fn insert_deliveries(
     tx: &mut Tx,
     new: &[(&JobKey, &NewDelivery)],
-    lease: Option<(&LeaseParams, DateTime<Utc>)>,
+    lease: Option<(&str, DateTime<Utc>)>,
     now_ms: i64,
 ) -> Result<HashMap<JobKey, Vec<Delivery>>> {
     let mut created: HashMap<JobKey, Vec<Delivery>> = HashMap::new();
@@ -218,7 +223,7 @@ async fn insert_deliveries(
                 .bind(now_ms)
                 .bind(now_ms)
                 .bind(now_ms)
-                .bind(lease.map(|(p, _)| p.owner.as_str()))
+                .bind(lease.map(|(owner, _)| owner))
                 .bind(lease.map(|(_, until)| to_millis(until)))
                 .bind(i64::from(lease.is_some()))
                 .bind(i64::from(lease.is_some()));

@@ -15,9 +15,9 @@ use crate::keys::JobKey;
 
 impl Pipeline {
     /// Claims up to `n` items in one round (one commit) and waits for their admission. Due
-    /// deliveries come first (up to three quarters of `n`, so renders keep a share): a job's
-    /// deliveries start as soon as its render commits, not once every ready job is rendered.
-    /// Jobs fill the rest, and deliveries what jobs leave.
+    /// deliveries come first (up to three quarters of `n`, so renders keep a share): retries,
+    /// redrives and deliveries given back, since a render's own deliveries arrive leased
+    /// without a claim. Jobs fill the rest, and deliveries what jobs leave.
     pub(super) async fn claim(&self, n: u32) -> Result<Vec<Queued>, PoolError> {
         let first = (n - n / 4).max(1);
         // Before the claims are sent: the ledger's deadlines are at least this late.
@@ -138,9 +138,9 @@ impl Pipeline {
             Claimed::Render(leased) => {
                 let lease = leased.lease.clone();
                 running.spawn(self, Held::Render(lease), hold, |slot, _| async move {
+                    // Its deliveries come back leased to this node and wake the loop
+                    // (`Pipeline::adopt`).
                     work::render_job(&me, leased, completions, slot).await;
-                    // Its deliveries exist now: claim them without waiting for the idle poll.
-                    me.wake.notify_one();
                 })
             }
             Claimed::Send(leased, artifact) => {

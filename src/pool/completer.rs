@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::keys::JobKey;
-use crate::ledger::{DeliveryNext, Finish, LeaseParams, LeasedDelivery, Ledger, LedgerError};
+use crate::ledger::{DeliveryNext, Finish, LeaseTo, LeasedDelivery, Ledger, LedgerError};
 use crate::ledger::{Outcomes, Render};
 
 /// The most outcomes one commit records.
@@ -102,18 +102,19 @@ where
 /// Records completions until every sender is gone, then returns. The jobs a batch of attempts
 /// finished are settled in the next batch's transaction when one follows within [`LINGER`],
 /// else alone: either way after their finishes committed, and never later than the next batch.
-/// Renders' deliveries are created leased as `lease_to` says (its `now` is not read).
+/// Renders' deliveries are created leased to `owner` for `lease_for`.
 pub(super) async fn run(
     ledger: Ledger,
     clock: SharedClock,
-    lease_to: LeaseParams,
+    (owner, lease_for): (String, chrono::Duration),
     mut rx: mpsc::Receiver<Completion>,
     abandon: CancellationToken,
 ) {
-    let ledger = &Recorder {
+    let recorder = &Recorder {
         ledger,
         clock,
-        lease_to,
+        owner,
+        lease_for,
     };
     let mut batch = Vec::with_capacity(MAX_BATCH);
     let mut unsettled: Vec<JobKey> = Vec::new();
@@ -124,7 +125,7 @@ pub(super) async fn run(
         if !unsettled.is_empty() {
             let next = tokio::time::timeout(LINGER, rx.recv_many(&mut batch, MAX_BATCH)).await;
             if next.is_err() {
-                settle_alone(ledger, std::mem::take(&mut unsettled)).await;
+                settle_alone(recorder, std::mem::take(&mut unsettled)).await;
             }
         }
         if batch.is_empty() && rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
@@ -148,16 +149,18 @@ pub(super) async fn run(
         }
         let carried = std::mem::take(&mut unsettled);
         let outcomes = (renders, finishes, carried);
-        unsettled = record(ledger, outcomes, &abandon).await;
+        unsettled = record(recorder, outcomes, &abandon).await;
     }
-    settle_alone(ledger, unsettled).await;
+    settle_alone(recorder, unsettled).await;
 }
 
 /// What the completer records with.
 struct Recorder {
     ledger: Ledger,
     clock: SharedClock,
-    lease_to: LeaseParams,
+    /// Who renders' deliveries are created leased to, and for how long.
+    owner: String,
+    lease_for: chrono::Duration,
 }
 
 /// A batch this large says the pool is busy: the next one gathers (see [`gather`]).
@@ -208,20 +211,11 @@ fn answer(replies: Vec<oneshot::Sender<Recorded>>, results: Vec<Recorded>) {
 async fn answer_renders(
     r: &Recorder,
     replies: Vec<oneshot::Sender<RenderRecorded>>,
-    results: Option<Vec<crate::ledger::Result<Vec<LeasedDelivery>>>>,
-    failed: &Recorded,
+    results: Vec<Result<Vec<LeasedDelivery>, Arc<LedgerError>>>,
     asked: tokio::time::Instant,
 ) {
-    let Some(results) = results else {
-        for reply in replies {
-            let _ = reply.send(failed.clone().map(|()| Born::none(asked)));
-        }
-        return;
-    };
     for (reply, result) in replies.into_iter().zip(results) {
-        let answer = result
-            .map(|deliveries| Born { deliveries, asked })
-            .map_err(Arc::new);
+        let answer = result.map(|deliveries| Born { deliveries, asked });
         if let Err(Ok(born)) = reply.send(answer) {
             for leased in born.deliveries {
                 if let Err(e) = r
@@ -236,24 +230,14 @@ async fn answer_renders(
     }
 }
 
-impl Born {
-    fn none(asked: tokio::time::Instant) -> Born {
-        Born {
-            deliveries: Vec::new(),
-            asked,
-        }
-    }
-}
-
 /// One result per item, each shared; the whole batch's error for each when it failed.
-fn shared(
-    results: Option<Vec<crate::ledger::Result<()>>>,
+fn shared<T>(
+    results: Result<Vec<crate::ledger::Result<T>>, Arc<LedgerError>>,
     n: usize,
-    failed: &Recorded,
-) -> Vec<Recorded> {
+) -> Vec<Result<T, Arc<LedgerError>>> {
     match results {
-        Some(results) => results.into_iter().map(|r| r.map_err(Arc::new)).collect(),
-        None => vec![failed.clone(); n],
+        Ok(results) => results.into_iter().map(|r| r.map_err(Arc::new)).collect(),
+        Err(failed) => (0..n).map(|_| Err(failed.clone())).collect(),
     }
 }
 
@@ -286,17 +270,23 @@ async fn record(
             renders: &renders,
             finishes: &finishes,
             settle: &carried,
-            lease_to: Some(&r.lease_to),
+            lease_to: Some(LeaseTo {
+                owner: &r.owner,
+                lease_for: r.lease_for,
+            }),
             now: r.clock.now(),
         })
     })
     .await;
-    let (rendered, finished, failed) = match written {
-        Ok(r) => (Some(r.renders), Some(r.finishes), Ok(())),
-        Err(e) => (None, None, Err(Arc::new(e))),
+    let (rendered, finished) = match written {
+        Ok(r) => (Ok(r.renders), Ok(r.finishes)),
+        Err(e) => {
+            let e = Arc::new(e);
+            (Err(e.clone()), Err(e))
+        }
     };
-    answer_renders(r, render_replies, rendered, &failed, asked).await;
-    let results = shared(finished, finishes.len(), &failed);
+    answer_renders(r, render_replies, shared(rendered, renders.len()), asked).await;
+    let results = shared(finished, finishes.len());
     let settle: BTreeSet<&JobKey> = finishes
         .iter()
         .zip(&job_keys)

@@ -366,7 +366,7 @@ impl Pipeline {
         let completer = tokio::spawn(completer::run(
             self.ledger.clone(),
             self.clock.clone(),
-            self.lease_params(0),
+            (self.config.owner.clone(), self.config.lease),
             completed,
             abandon.clone(),
         ));

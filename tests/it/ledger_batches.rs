@@ -10,8 +10,8 @@ use common::fixtures::*;
 use common::{TestLedger, jk};
 use dawnpost::keys::{DeliveryKey, JobKey};
 use dawnpost::ledger::{
-    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LedgerError, Outcomes, Render,
-    RescueBudget,
+    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LeaseTo, LedgerError, Outcomes,
+    Render, RescueBudget,
 };
 use dawnpost::outcome::ResponseClass;
 
@@ -445,7 +445,10 @@ async fn a_render_creates_its_deliveries_leased_to_its_node(t: &TestLedger) {
             ],
             finishes: &[],
             settle: &[],
-            lease_to: Some(&params("w1", t0(), 0)),
+            lease_to: Some(LeaseTo {
+                owner: "w1",
+                lease_for: Duration::minutes(5),
+            }),
             now,
         })
         .await
