@@ -361,7 +361,9 @@ impl Pipeline {
     /// Runs the pool until `cancel`, then drains.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) -> Result<(), PoolError> {
         let concurrency = self.config.concurrency.max(1) as usize;
-        let (completions, completed) = mpsc::channel(concurrency);
+        // Room for a whole batch: work that finishes while the completer commits the last
+        // batch hands its outcome over and frees its slot instead of waiting for the commit.
+        let (completions, completed) = mpsc::channel(completer::MAX_BATCH);
         let abandon = CancellationToken::new();
         let completer = tokio::spawn(completer::run(
             self.ledger.clone(),
