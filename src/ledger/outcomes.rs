@@ -51,13 +51,28 @@ pub struct RecordedOutcomes {
     pub finishes: Vec<Result<()>>,
 }
 
-/// Records a render's artifact under its lease: `rendering → delivering`, or `→ done` for a
-/// job without destinations.
-const RENDERED: &str = "UPDATE jobs SET state = $3, artifact_key = $4, artifact_text_key = $5, artifact_sha256 = $6,
-        artifact_bytes = $7, artifact_deleted_at = NULL, last_error = NULL, lease_owner = NULL, lease_expires_at = NULL,
-        updated_at = $8, terminal_at = CASE WHEN $3 = 'done' THEN $8 ELSE NULL END, artifact_csv_key = $9
-     WHERE key = $1 AND lease_token = $2 AND state = 'rendering'
-     RETURNING *";
+/// The head of a batch of renders: the rows `v` that follow (key, token, state, html, text,
+/// sha256, bytes, csv, now) record each job's artifact under its lease: `rendering →
+/// delivering`, or `→ done` for a job without destinations.
+const RENDERED_VALUES: &str =
+    "WITH v (key, token, state, html, text, sha256, bytes, csv, now) AS (VALUES ";
+
+const RENDERED_UPDATE: &str = ") UPDATE jobs SET state = v.state, artifact_key = v.html, artifact_text_key = v.text,
+        artifact_sha256 = v.sha256, artifact_bytes = v.bytes, artifact_deleted_at = NULL, last_error = NULL,
+        lease_owner = NULL, lease_expires_at = NULL, updated_at = v.now,
+        terminal_at = CASE WHEN v.state = 'done' THEN v.now ELSE NULL END, artifact_csv_key = v.csv
+     FROM v
+     WHERE jobs.key = v.key AND jobs.lease_token = v.token AND jobs.state = 'rendering'
+     RETURNING ";
+
+/// What a batch of renders returns: the job rows only (PostgreSQL's `*` would add `v`'s
+/// columns; SQLite's means the updated table's and refuses `jobs.*`).
+fn rendered_returning(numbered: bool) -> &'static str {
+    match numbered {
+        true => "jobs.*",
+        false => "*",
+    }
+}
 
 /// The head of a multi-row delivery insert (12 columns a row): `pending`, or `sending` under a
 /// first lease (token 1, the lease counted as the first attempt, as a claim counts it).
@@ -139,29 +154,40 @@ async fn rendered_in(
     now: DateTime<Utc>,
 ) -> Result<Vec<Result<Vec<LeasedDelivery>>>> {
     let now_ms = to_millis(now);
-    let mut held: Vec<Result<Arc<Job>>> = Vec::with_capacity(renders.len());
-    for r in renders {
-        let next_state = match r.deliveries.is_empty() {
-            true => "done",
-            false => "delivering",
-        };
-        let a = &r.artifact;
-        let update = Statement::new(RENDERED)
-            .bind(r.lease.key())
-            .bind(r.lease.token())
-            .bind(next_state)
-            .bind(a.html_key.as_str())
-            .bind(a.text_key.as_str())
-            .bind(a.sha256.as_str())
-            .bind(a.bytes)
-            .bind(now_ms)
-            .bind(a.csv_key.as_deref());
-        let job = match tx.fetch_optional::<JobRecord>(&update).await? {
-            Some(rec) => Ok(Arc::new(Job::try_from(rec)?)),
-            None => Err(lease_lost(&r.lease)),
-        };
-        held.push(job);
+    let mut updated: HashMap<(String, i64), Arc<Job>> = HashMap::with_capacity(renders.len());
+    let tail = [RENDERED_UPDATE, rendered_returning(tx.numbered())].concat();
+    for chunk in shaped(renders, ROWS_PER_STATEMENT) {
+        let sql = values_list(tx.numbered(), RENDERED_VALUES, chunk.len(), 9, &tail);
+        let mut update = Statement::owned(sql);
+        for r in chunk {
+            let next_state = match r.deliveries.is_empty() {
+                true => "done",
+                false => "delivering",
+            };
+            let a = &r.artifact;
+            update = update
+                .bind(r.lease.key())
+                .bind(r.lease.token())
+                .bind(next_state)
+                .bind(a.html_key.as_str())
+                .bind(a.text_key.as_str())
+                .bind(a.sha256.as_str())
+                .bind(a.bytes)
+                .bind(a.csv_key.as_deref())
+                .bind(now_ms);
+        }
+        for rec in tx.fetch_all::<JobRecord>(&update).await? {
+            let job = Job::try_from(rec)?;
+            updated.insert((job.key.to_string(), job.lease_token), Arc::new(job));
+        }
     }
+    let held: Vec<Result<Arc<Job>>> = renders
+        .iter()
+        .map(|r| {
+            let id = (r.lease.key().to_string(), r.lease.token());
+            updated.remove(&id).ok_or_else(|| lease_lost(&r.lease))
+        })
+        .collect();
     let new: Vec<(&JobKey, &NewDelivery)> = renders
         .iter()
         .zip(&held)
