@@ -380,6 +380,7 @@ impl Pipeline {
             completions,
         };
         let mut queue = queue::Queue::new(concurrency);
+        let mut quiet_until: Option<tokio::time::Instant> = None;
         while !cancel.is_cancelled() {
             if completer.is_finished() {
                 // Nothing could be recorded any more: work leased now would be sent and then
@@ -403,7 +404,11 @@ impl Pipeline {
             if let Err(e) = self.start_queued(&mut queue, &mut running).await {
                 tracing::error!(error = %e, "could not start claimed work");
             }
-            let wanted = match refused {
+            // A round that found nothing due is not repeated for every slot that frees or
+            // render that lands (each would be a commit that claims nothing): the ledger is
+            // asked again after `idle_poll`, as an idle pool asks it.
+            let quiet = quiet_until.is_some_and(|t| tokio::time::Instant::now() < t);
+            let wanted = match refused || quiet {
                 true => 0,
                 false => (queue.wanted() as u32).min(self.admission.rate()),
             };
@@ -412,6 +417,8 @@ impl Pipeline {
                 match self.claim(wanted).await {
                     Ok(items) => {
                         claimed = items.len();
+                        quiet_until = (claimed == 0)
+                            .then(|| tokio::time::Instant::now() + self.config.idle_poll);
                         queue.extend(items);
                     }
                     Err(e) => tracing::error!(error = %e, "claiming failed; retrying shortly"),

@@ -2,9 +2,12 @@
 //! commit) serves many items instead of the few slots that happen to be free. Each queued item
 //! holds its lease from the claim; it starts when a slot frees, oldest first.
 //!
-//! How much is claimed ahead follows what the pool starts: about one second of work (what it
-//! started in the last second), at least `concurrency` and at most [`AHEAD_PER_SLOT`] ×
-//! `concurrency`. A slow receiver therefore never leaves much waiting under a lease, and an
+//! How much is claimed ahead follows what the pool starts of its claims: about one second of
+//! claimed work (what it started of it in the last second), at least `concurrency` and at most
+//! [`AHEAD_PER_SLOT`] × `concurrency`. Work that arrived leased from the node's own renders
+//! needed no claim and is not counted: a render's deliveries would otherwise shrink the claims
+//! that feed the renders, and a node doing a third of the work (three nodes sharing it) would
+//! claim in a third of the size, three times as many rounds (commits) for the same jobs. A slow receiver therefore never leaves much waiting under a lease, and an
 //! item that did wait a third of its lease in the queue goes back to the shared queue
 //! unstarted (no attempt counted): the queue never holds work on leases it would have to keep
 //! extending. At shutdown whatever is still queued goes back the same way.
@@ -66,7 +69,7 @@ pub(super) struct Queue<W = Claimed> {
     /// before claimed work, since its job was claimed earlier and waits for it to finish.
     first: VecDeque<(Instant, Queued<W>)>,
     concurrency: usize,
-    /// Starts in the current second and in the one before it.
+    /// Starts of claimed work in the current second and in the one before it.
     window: (Instant, usize, usize),
 }
 
@@ -80,6 +83,7 @@ impl<W> Queue<W> {
         }
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.items.len() + self.first.len()
     }
@@ -89,7 +93,7 @@ impl<W> Queue<W> {
         self.len() == 0
     }
 
-    /// How many items to hold queued: about a second of starts, within
+    /// How many claimed items to hold queued: about a second of their starts, within
     /// `[concurrency, AHEAD_PER_SLOT × concurrency]`.
     pub(super) fn target(&mut self) -> usize {
         self.roll();
@@ -98,10 +102,10 @@ impl<W> Queue<W> {
     }
 
     /// How many to claim now: none while more than half the target waits (so a claim round
-    /// takes at least half a target), else what fills the target.
+    /// takes at least half a target), else what fills the target. Arrivals are not counted.
     pub(super) fn wanted(&mut self) -> usize {
         let target = self.target();
-        match self.len() {
+        match self.items.len() {
             n if n > target / 2 => 0,
             n => target - n,
         }
@@ -118,16 +122,16 @@ impl<W> Queue<W> {
         self.first.extend(arrived.into_iter().map(|q| (now, q)));
     }
 
-    /// The oldest arrival, else the oldest claimed item, counted as started; `true` with an
+    /// The oldest arrival, else the oldest claimed item (counted as started); `true` with an
     /// arrival, which has yet to pass admission (a claim's items passed it when claimed).
     pub(super) fn next(&mut self) -> Option<(Queued<W>, bool)> {
-        let (item, arrival) = match self.first.pop_front() {
-            Some((_, item)) => (item, true),
-            None => (self.items.pop_front()?.1, false),
-        };
+        if let Some((_, item)) = self.first.pop_front() {
+            return Some((item, true));
+        }
+        let (_, item) = self.items.pop_front()?;
         self.roll();
         self.window.2 += 1;
-        Some((item, arrival))
+        Some((item, false))
     }
 
     /// The items that waited a third of their lease (`lease`) in the queue: they go back.
@@ -241,7 +245,11 @@ mod tests {
             work,
             hold: hold.clone(),
         }));
-        assert_eq!(q.wanted(), 0, "arrivals count as queued work");
+        assert_eq!(
+            q.wanted(),
+            0,
+            "three claimed items wait: more than half of two"
+        );
         let order: Vec<(usize, bool)> =
             std::iter::from_fn(|| q.next().map(|(q, arrival)| (q.work, arrival))).collect();
         assert_eq!(
@@ -249,6 +257,13 @@ mod tests {
             [(10, true), (11, true), (0, false), (1, false), (2, false)],
             "arrivals first, and said to be arrivals (they pass admission when they start)"
         );
+        // Arrivals needed no claim: they neither fill what a claim tops up nor set its pace.
+        tokio::time::advance(Duration::from_millis(1100)).await;
+        q.extend_first(queued(40, &hold));
+        assert_eq!(q.target(), 3, "three claimed starts in the last second");
+        assert_eq!(q.wanted(), 3, "forty arrivals queued, no claimed item");
+        while q.next().is_some() {}
+        assert_eq!(q.target(), 3, "the arrivals' starts set no pace");
         q.extend_first(queued(1, &hold));
         tokio::time::advance(lease / 3).await;
         assert_eq!(q.stale(lease).len(), 1, "an arrival goes back stale too");
