@@ -1,5 +1,5 @@
-//! `cargo bench --bench workers [-- --reports N --destinations K]`: scale-out on one PostgreSQL
-//! database. For 1, 2 and 3 `dawnpost run` processes sharing one artifact folder, enqueue N jobs
+//! `cargo bench --bench workers [-- --reports N --destinations K --processes P]`: scale-out on one PostgreSQL
+//! database. For 1, 2 and 3 `dawnpost run` processes (or P only) sharing one artifact folder, enqueue N jobs
 //! with K webhook destinations each, time the drain, and count the duplicate deliveries the sink
 //! saw (must be 0: nothing crashes here). Each line adds what the server did for it, enqueue
 //! and drain together (`pg_stat_database.xact_commit` and `pg_current_wal_lsn()` before and
@@ -42,7 +42,12 @@ fn main() {
         // Every run's folder is kept to the end: deleting one run's artifacts just before the
         // next would make the next pay for the file system reclaiming them.
         let mut dirs = Vec::new();
-        for processes in 1..=3 {
+        // `--processes N` runs that count only (one figure to profile with pg_stat_statements).
+        let counts = match sinks::arg("--processes").and_then(|n| n.parse::<usize>().ok()) {
+            Some(n) => n.max(1)..=n.max(1),
+            None => 1..=3,
+        };
+        for processes in counts {
             seen.reset();
             let schema = format!("dp_workers_{}_{processes}", std::process::id());
             let ledger = Ledger::connect_postgres_schema(&url, &schema).await.expect("postgres");
@@ -77,7 +82,7 @@ fn main() {
                         .env_remove("DAWNPOST_DATABASE_URL")
                         .env("RUST_LOG", "error")
                         .stdout(Stdio::null())
-                        .stderr(Stdio::null())
+                        .stderr(Stdio::inherit())
                         .kill_on_drop(true)
                         .spawn()
                         .expect("start dawnpost run"),
