@@ -12,6 +12,7 @@ use super::running::{Held, Running};
 use super::send::JobArtifact;
 use super::{Pipeline, PoolError, Stats, throttle, work};
 use crate::keys::JobKey;
+use crate::render::Rendered;
 
 impl Pipeline {
     /// Claims up to `n` items in one round (one commit) and waits for their admission. Due
@@ -59,14 +60,16 @@ impl Pipeline {
     }
 
     /// Takes the deliveries a recorded render created, leased to this node, as claimed work:
-    /// the pool's loop queues them (see [`Pipeline::queue_arrivals`]).
-    pub(super) fn adopt(&self, born: Born) {
+    /// the pool's loop queues them (see [`Pipeline::queue_arrivals`]). With the render's parts
+    /// (`rendered`) they read no store: renders run ahead of the sends by a commit or more,
+    /// further than the store's memory of recent artifacts reaches under load.
+    pub(super) fn adopt(&self, born: Born, rendered: Option<Rendered>) {
         let Born { deliveries, asked } = born;
         let Some(first) = deliveries.first() else {
             return;
         };
         let hold = self.hold_from(asked);
-        let artifact = Arc::new(JobArtifact::new(first.job.clone()));
+        let artifact = Arc::new(JobArtifact::with_rendered(first.job.clone(), rendered));
         self.arrivals
             .push(deliveries.into_iter().map(|leased| Queued {
                 work: Claimed::Send(leased, artifact.clone()),

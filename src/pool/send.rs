@@ -45,9 +45,14 @@ pub(super) struct JobArtifact {
 
 impl JobArtifact {
     pub(super) fn new(job: Option<Arc<Job>>) -> JobArtifact {
+        JobArtifact::with_rendered(job, None)
+    }
+
+    /// With its parts already in hand (the render that made them).
+    pub(super) fn with_rendered(job: Option<Arc<Job>>, rendered: Option<Rendered>) -> JobArtifact {
         JobArtifact {
             job,
-            rendered: tokio::sync::OnceCell::new(),
+            rendered: tokio::sync::OnceCell::new_with(rendered),
             escaped: std::sync::OnceLock::new(),
             email_over: std::sync::OnceLock::new(),
         }

@@ -20,6 +20,7 @@ use crate::ledger::{
     LedgerError, NewAttempt, NewDelivery, Render, SKIPPED_FORMAT,
 };
 use crate::outcome::ResponseClass;
+use crate::render::Rendered;
 use crate::retry::Decision;
 use crate::window::rfc3339;
 
@@ -37,13 +38,13 @@ pub(super) async fn render_job(
         .render_duration
         .observe(started.elapsed().as_secs_f64());
     match rendered {
-        Ok(Made::Artifact(artifact, deliveries)) => {
+        Ok(Made::Artifact(artifact, deliveries, rendered)) => {
             let render = Render {
                 lease,
                 artifact,
                 deliveries,
             };
-            record_render(p, &job, render, &completions, &mut slot).await;
+            record_render(p, &job, (render, rendered), &completions, &mut slot).await;
         }
         Ok(Made::Empty(why)) => match p.ledger.job_skip(&lease, &why, p.clock.now()).await {
             Ok(()) => {
@@ -94,11 +95,12 @@ pub(super) async fn render_job(
     }
 }
 
-/// Hands a render to the completer and says what came of it.
+/// Hands a render to the completer and says what came of it; its deliveries, born leased,
+/// start with the parts in hand (`rendered`, when this render made them).
 async fn record_render(
     p: &Pipeline,
     job: &Job,
-    render: Render,
+    (render, rendered): (Render, Option<Rendered>),
     completions: &mpsc::Sender<Completion>,
     slot: &mut Slot,
 ) {
@@ -109,7 +111,7 @@ async fn record_render(
         Some(Ok(born)) => {
             Stats::bump(&p.stats.rendered);
             tracing::info!(job = %job.key, deliveries = count, sha256 = %sha256, "rendered");
-            p.adopt(born);
+            p.adopt(born, rendered);
         }
         Some(Err(e)) => {
             tracing::warn!(job = %job.key, error = %e, "could not record the render; the lease will be rescued")
@@ -124,7 +126,9 @@ async fn record_render(
 /// why (the report's `skip_if_empty` found its data empty), or nothing yet (its data is not
 /// ready: the gate recorded what follows).
 enum Made {
-    Artifact(ArtifactRef, Vec<NewDelivery>),
+    /// The artifact, its deliveries, and its parts when this render made them (not when it
+    /// found them stored by an earlier attempt).
+    Artifact(ArtifactRef, Vec<NewDelivery>, Option<Rendered>),
     Empty(String),
     Held,
 }
@@ -173,7 +177,7 @@ async fn render_and_store(
     let (id, date) = (job.key.report().as_str(), job.key.day());
     let existing = p.artifacts.find(id, &date).await?;
     if let Some(artifact) = existing {
-        return Ok(Made::Artifact(artifact, deliveries));
+        return Ok(Made::Artifact(artifact, deliveries, None));
     }
     let stale = match super::wait::gate(p, job, lease, report).await {
         super::wait::Gate::Render { stale } => stale,
@@ -204,7 +208,7 @@ async fn render_and_store(
             .artifact_bytes
             .inc_by(u64::try_from(artifact.bytes).unwrap_or(0));
     }
-    Ok(Made::Artifact(artifact, deliveries))
+    Ok(Made::Artifact(artifact, deliveries, Some(rendered)))
 }
 
 /// Hands an outcome to the completer, frees the slot (the work is over; new work starts while
