@@ -99,7 +99,64 @@ async fn accept(
     StatusCode::NO_CONTENT
 }
 
+/// The sinks' own runtime, two threads named `sink`: a receiver's work is not the pipeline's,
+/// and on threads of their own the sinks' CPU can be told apart ([`sink_cpu_seconds`]), as
+/// a receiver in a process of its own would be.
+fn sink_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("sink")
+            .enable_all()
+            .build()
+            .expect("sink runtime")
+    })
+}
+
+/// CPU time (user + system) the sinks' threads have used so far, in seconds.
+pub fn sink_cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("sink"))
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
+        .map(|stat| stat_cpu_seconds(&stat))
+        .sum()
+}
+
+/// utime + stime of a `/proc/…/stat` line, in seconds: the 12th and 13th fields after the
+/// parenthesised command, in clock ticks (100 a second on Linux).
+fn stat_cpu_seconds(stat: &str) -> f64 {
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    if f.len() == 2 {
+        (f[0] + f[1]) / 100.0
+    } else {
+        0.0
+    }
+}
+
+/// An HTTP sink on loopback, served by the sinks' runtime.
 pub async fn http_sink() -> (SocketAddr, Arc<Seen>) {
+    sink_runtime()
+        .spawn(http_sink_here())
+        .await
+        .expect("http sink")
+}
+
+async fn http_sink_here() -> (SocketAddr, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
     let app = axum::Router::new()
         .route("/{*path}", axum::routing::post(accept))
@@ -112,7 +169,15 @@ pub async fn http_sink() -> (SocketAddr, Arc<Seen>) {
     (addr, seen)
 }
 
+/// An SMTP sink on loopback, served by the sinks' runtime.
 pub async fn smtp_sink() -> (SocketAddr, Arc<Seen>) {
+    sink_runtime()
+        .spawn(smtp_sink_here())
+        .await
+        .expect("smtp sink")
+}
+
+async fn smtp_sink_here() -> (SocketAddr, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -176,21 +241,7 @@ pub async fn smtp_sink() -> (SocketAddr, Arc<Seen>) {
 
 /// CPU time (user + system) this process has used so far, in seconds.
 pub fn cpu_seconds() -> f64 {
-    // /proc/self/stat: the fields after the parenthesised command; utime and stime are the
-    // 12th and 13th of them, in clock ticks (100 a second on Linux).
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit_once(')')?.1.to_string();
-            let f: Vec<f64> = rest
-                .split_whitespace()
-                .skip(11)
-                .take(2)
-                .filter_map(|v| v.parse().ok())
-                .collect();
-            (f.len() == 2).then(|| (f[0] + f[1]) / 100.0)
-        })
-        .unwrap_or(0.0)
+    std::fs::read_to_string("/proc/self/stat").map_or(0.0, |s| stat_cpu_seconds(&s))
 }
 
 /// Peak resident set size of this process, in MiB (VmHWM).
