@@ -82,7 +82,7 @@ fn main() {
                         .env_remove("DAWNPOST_DATABASE_URL")
                         .env("RUST_LOG", "error")
                         .stdout(Stdio::null())
-                        .stderr(Stdio::inherit())
+                        .stderr(Stdio::null())
                         .kill_on_drop(true)
                         .spawn()
                         .expect("start dawnpost run"),
