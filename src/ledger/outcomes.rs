@@ -133,7 +133,7 @@ impl Ledger {
         tx.commit().await?;
         let finished = finishes
             .iter()
-            .map(|f| match numbers.contains_key(&finish_id(f)) {
+            .map(|f| match numbers.contains_key(&lease_id(&f.lease)) {
                 true => Ok(()),
                 false => Err(lease_lost(&f.lease)),
             })
@@ -183,10 +183,7 @@ async fn rendered_in(
     }
     let held: Vec<Result<Arc<Job>>> = renders
         .iter()
-        .map(|r| {
-            let id = (r.lease.key().to_string(), r.lease.token());
-            updated.remove(&id).ok_or_else(|| lease_lost(&r.lease))
-        })
+        .map(|r| (updated.remove(&lease_id(&r.lease))).ok_or_else(|| lease_lost(&r.lease)))
         .collect();
     let new: Vec<(&JobKey, &NewDelivery)> = renders
         .iter()
@@ -295,7 +292,7 @@ async fn finished_in(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String
     }
     let recorded: Vec<(&Finish, i64)> = finishes
         .iter()
-        .filter_map(|f| numbers.get(&finish_id(f)).map(|n| (f, *n)))
+        .filter_map(|f| numbers.get(&lease_id(&f.lease)).map(|n| (f, *n)))
         .collect();
     for chunk in shaped(&recorded, ROWS_PER_STATEMENT) {
         let sql = values_list(tx.numbered(), ATTEMPT_VALUES, chunk.len(), 10, "");
@@ -348,8 +345,9 @@ fn values_list(numbered: bool, head: &str, rows: usize, width: usize, tail: &str
     sql
 }
 
-pub(super) fn finish_id(f: &Finish) -> (String, i64) {
-    (f.lease.key().to_string(), f.lease.token())
+/// A lease as the rows a statement returned name it: its work's key and its fencing token.
+fn lease_id<K: std::fmt::Display>(lease: &Lease<K>) -> (String, i64) {
+    (lease.key().to_string(), lease.token())
 }
 
 /// The delivery columns a finish sets: state, the next `ready_at` (retries only) and

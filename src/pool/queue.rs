@@ -7,10 +7,11 @@
 //! [`AHEAD_PER_SLOT`] × `concurrency`. Work that arrived leased from the node's own renders
 //! needed no claim and is not counted: a render's deliveries would otherwise shrink the claims
 //! that feed the renders, and a node doing a third of the work (three nodes sharing it) would
-//! claim in a third of the size, three times as many rounds (commits) for the same jobs. A slow receiver therefore never leaves much waiting under a lease, and an
-//! item that did wait a third of its lease in the queue goes back to the shared queue
-//! unstarted (no attempt counted): the queue never holds work on leases it would have to keep
-//! extending. At shutdown whatever is still queued goes back the same way.
+//! claim in a third of the size, three times as many rounds (commits) for the same jobs. A
+//! slow receiver therefore never leaves much waiting under a lease, and an item that did wait
+//! a third of its lease in the queue goes back to the shared queue unstarted (no attempt
+//! counted): the queue never holds work on leases it would have to keep extending. At shutdown
+//! whatever is still queued goes back the same way.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

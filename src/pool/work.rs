@@ -44,7 +44,7 @@ pub(super) async fn render_job(
                 artifact,
                 deliveries,
             };
-            record_render(p, &job, (render, rendered), &completions, &mut slot).await;
+            record_render(p, &job, render, rendered, &completions, &mut slot).await;
         }
         Ok(Made::Empty(why)) => match p.ledger.job_skip(&lease, &why, p.clock.now()).await {
             Ok(()) => {
@@ -100,7 +100,8 @@ pub(super) async fn render_job(
 async fn record_render(
     p: &Pipeline,
     job: &Job,
-    (render, rendered): (Render, Option<Rendered>),
+    render: Render,
+    rendered: Option<Rendered>,
     completions: &mpsc::Sender<Completion>,
     slot: &mut Slot,
 ) {
