@@ -13,7 +13,7 @@ use super::tx::{Statement, Tx};
 use super::{
     Delivery, DeliveryNext, DeliveryRecord, Finish, Job, JobRecord, Lease, LeasedDelivery,
 };
-use super::{Ledger, NewDelivery, Render, Result, lease_lost};
+use super::{Ledger, NewDelivery, PerBackend, Render, Result, lease_lost};
 use crate::clock::to_millis;
 use crate::keys::JobKey;
 
@@ -67,12 +67,10 @@ const RENDERED_UPDATE: &str = ") UPDATE jobs SET state = v.state, artifact_key =
 
 /// What a batch of renders returns: the job rows only (PostgreSQL's `*` would add `v`'s
 /// columns; SQLite's means the updated table's and refuses `jobs.*`).
-fn rendered_returning(numbered: bool) -> &'static str {
-    match numbered {
-        true => "jobs.*",
-        false => "*",
-    }
-}
+const RENDERED_RETURNING: PerBackend = PerBackend {
+    sqlite: "*",
+    postgres: "jobs.*",
+};
 
 /// The head of a multi-row delivery insert (12 columns a row): `pending`, or `sending` under a
 /// first lease (token 1, the lease counted as the first attempt, as a claim counts it).
@@ -155,7 +153,7 @@ async fn rendered_in(
 ) -> Result<Vec<Result<Vec<LeasedDelivery>>>> {
     let now_ms = to_millis(now);
     let mut updated: HashMap<(String, i64), Arc<Job>> = HashMap::with_capacity(renders.len());
-    let tail = [RENDERED_UPDATE, rendered_returning(tx.numbered())].concat();
+    let tail = [RENDERED_UPDATE, tx.pick(RENDERED_RETURNING)].concat();
     for chunk in shaped(renders, ROWS_PER_STATEMENT) {
         let sql = values_list(tx.numbered(), RENDERED_VALUES, chunk.len(), 9, &tail);
         let mut update = Statement::owned(sql);
