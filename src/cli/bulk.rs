@@ -102,7 +102,11 @@ pub(super) async fn redrive(
         match step {
             Advance::Done(_) => return Ok(ExitCode::SUCCESS),
             Advance::Stopped(_) => return Ok(ExitCode::from(EXIT_QUARANTINED)),
-            Advance::Finished => return finished(l, rb.id).await,
+            Advance::Finished => {
+                if let Some(code) = finished(l, rb.id).await? {
+                    return Ok(code);
+                }
+            }
             _ => {}
         }
         if clock.now().signed_duration_since(started) >= wait.as_chrono() {
@@ -119,15 +123,20 @@ pub(super) async fn redrive(
 }
 
 /// The runbook was finished by another driver (the daemon): its outcome decides the exit.
-async fn finished(l: &crate::ledger::Ledger, id: i64) -> anyhow::Result<ExitCode> {
+/// `None` while it still runs: the other driver only took a step before this one (both
+/// drive it), and this one goes on waiting for it.
+async fn finished(l: &crate::ledger::Ledger, id: i64) -> anyhow::Result<Option<ExitCode>> {
     let rb = l.runbook_get(id).await?;
+    if rb.as_ref().is_some_and(|r| !r.is_finished()) {
+        return Ok(None);
+    }
     let outcome = rb
         .as_ref()
         .and_then(|r| r.outcome.clone())
         .unwrap_or_default();
     out!("{outcome}");
-    Ok(match rb.map(|r| r.state) {
+    Ok(Some(match rb.map(|r| r.state) {
         Some(RunbookState::Done) => ExitCode::SUCCESS,
         _ => ExitCode::from(EXIT_QUARANTINED),
-    })
+    }))
 }
