@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::keys::DeliveryKey;
 use crate::ledger::{
     Audit, Delivery, DeliveryState, Ledger, LedgerError, Runbook, RunbookSpec, RunbookState,
-    StepRecord, Transition,
+    RunbookStep, StepRecord, Transition,
 };
 
 /// Quarantined deliveries read at most, for a group or for the DLQ page.
@@ -147,6 +147,22 @@ pub async fn start(
         return Ok(Advance::Finished);
     }
     advance(ledger, id, now).await
+}
+
+/// The redrive steps (canary, batches) a runbook took after step `after`, whoever took them:
+/// a follower (the CLI) reports every step from the audit trail, also those another driver
+/// (the daemon) took before it could.
+pub async fn redrives_after(
+    ledger: &Ledger,
+    id: i64,
+    after: i64,
+) -> Result<Vec<RunbookStep>, RunbookError> {
+    Ok(ledger
+        .runbook_steps(id)
+        .await?
+        .into_iter()
+        .filter(|s| s.step > after && matches!(s.action.as_str(), "canary" | "batch"))
+        .collect())
 }
 
 /// Stops a planned or running runbook by hand (audited as `by`).

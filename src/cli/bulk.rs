@@ -90,14 +90,21 @@ pub(super) async fn redrive(
     }
     let mut step = runbook::start(l, rb.id, &spec.by, clock.now()).await?;
     let started = clock.now();
+    let mut shown = 0;
     loop {
-        match &step {
-            Advance::Redrove { step, count } => {
-                let what = if *step == 1 { "canary" } else { "batch" };
-                out!("step {step} ({what}): redrove {count}; waiting for the daemon to send");
-            }
-            Advance::Stopped(why) | Advance::Done(why) => out!("{why}"),
-            Advance::Waiting(_) | Advance::Planned | Advance::Finished => {}
+        // Every step taken, from the audit trail: the daemon drives the runbook too, and may
+        // take a step before this command does.
+        for s in runbook::redrives_after(l, rb.id, shown).await? {
+            out!(
+                "step {} ({}): redrove {}; waiting for the daemon to send",
+                s.step,
+                s.action,
+                s.count
+            );
+            shown = s.step;
+        }
+        if let Advance::Stopped(why) | Advance::Done(why) = &step {
+            out!("{why}");
         }
         match step {
             Advance::Done(_) => return Ok(ExitCode::SUCCESS),

@@ -132,6 +132,21 @@ async fn a_runbook_goes_canary_then_batches_and_stops_on_a_repeat(t: &TestLedger
         .filter(|x| matches!(x, Advance::Redrove { .. }))
         .collect();
     assert_eq!(taken, [Advance::Redrove { step: 2, count: 2 }]);
+    // The driver that lost the race (it saw `Finished`) still reads the step from the audit
+    // trail, as `dawnpost redrive` reports every step whoever took it.
+    let seen = |after| async move {
+        runbook::redrives_after(l, rb.id, after)
+            .await
+            .expect("steps")
+            .into_iter()
+            .map(|s| (s.step, s.action, s.count))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seen(1).await, [(2, "batch".to_string(), 2)]);
+    assert_eq!(
+        seen(0).await,
+        [(1, "canary".to_string(), 1), (2, "batch".to_string(), 2)]
+    );
 
     // The batch comes back quarantined permanent: the runbook stops by itself.
     assert_eq!(deliver_due(t, now, ResponseClass::Permanent).await, 2);
