@@ -120,6 +120,7 @@ fn main() {
             let schema = format!("dp_bench_{}", std::process::id());
             let ledger = Ledger::connect_postgres_schema(&url, &schema).await.expect("postgres");
             let artifacts = pg_dir.path().join("var/artifacts");
+            sinks::pg_checkpoint(&url).await;
             let before = sinks::pg_mark(&url).await;
             let line = run("postgres", &config, ledger.clone(), jobs, baseline, &artifacts).await;
             // Closed first, so every backend has reported its commits (it does on exit).

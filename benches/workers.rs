@@ -4,7 +4,11 @@
 //! saw (must be 0: nothing crashes here). Each line adds what the server did for it, enqueue
 //! and drain together (`pg_stat_database.xact_commit` and `pg_current_wal_lsn()` before and
 //! after, every process gone first, the bench's own reads taken off): `commits_per_delivery`
-//! and `wal_bytes_per_delivery`, which more nodes must not make worse. Needs DAWNPOST_TEST_POSTGRES_URL.
+//! and `wal_bytes_per_delivery`. Before that the same nodes are started on the empty queue and
+//! stopped once registered: what a node's start and stop cost whatever it delivers
+//! (`start_stop_*_per_process`). Net of it, `commits_per_delivery_net` and
+//! `wal_bytes_per_delivery_net` are what more nodes must not make worse. Needs
+//! DAWNPOST_TEST_POSTGRES_URL.
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
@@ -27,7 +31,60 @@ struct Line {
     deliveries_per_s_per_process: f64,
     commits_per_delivery: Option<f64>,
     wal_bytes_per_delivery: Option<f64>,
+    /// What one node's start and stop cost, measured apart on the empty queue.
+    start_stop_commits_per_process: Option<f64>,
+    start_stop_wal_bytes_per_process: Option<f64>,
+    /// Per delivery without what the nodes' starts and stops cost: what more nodes must not
+    /// make worse.
+    commits_per_delivery_net: Option<f64>,
+    wal_bytes_per_delivery_net: Option<f64>,
     duplicates: u64,
+}
+
+/// Starts `processes` `dawnpost run` nodes on the bench's project.
+fn start_nodes(config: &std::path::Path, processes: usize) -> Vec<tokio::process::Child> {
+    (0..processes)
+        .map(|_| {
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+                .arg("--config")
+                .arg(config)
+                .arg("run")
+                .env_remove("DAWNPOST_DATABASE_URL")
+                .env("RUST_LOG", "error")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("start dawnpost run")
+        })
+        .collect()
+}
+
+/// Stops the nodes as an operator does (SIGTERM) and waits for them to leave.
+async fn stop_nodes(children: Vec<tokio::process::Child>) {
+    for child in &children {
+        if let Some(pid) = child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+    }
+    for mut child in children {
+        let _ = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
+    }
+}
+
+/// Waits until `processes` nodes have registered; how many reads it took (each a commit).
+async fn wait_registered(ledger: &Ledger, processes: usize) -> i64 {
+    let since = chrono::Utc::now() - chrono::Duration::minutes(1);
+    let mut polls = 0;
+    loop {
+        polls += 1;
+        if ledger.node_list(since).await.expect("nodes").len() >= processes {
+            return polls;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 fn main() {
@@ -68,26 +125,25 @@ fn main() {
             let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
             let now = chrono::Utc::now();
             let new_jobs = sinks::jobs(&config, jobs, now);
+            // What the nodes cost whatever they deliver: started on the empty queue, stopped
+            // once each has registered (its start, its first rounds of every service, its stop).
+            sinks::pg_checkpoint(&url).await;
+            let idle_before = sinks::pg_mark(&url).await;
+            let idle = start_nodes(&dir.path().join("config"), processes);
+            let idle_polls = wait_registered(&ledger, processes).await;
+            stop_nodes(idle).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let idle_after = sinks::pg_mark(&url).await;
+            let fixed = idle_before.zip(idle_after).map(|(b, a)| {
+                (a.commits - b.commits - idle_polls - 1, a.wal_bytes - b.wal_bytes)
+            });
+
+            sinks::pg_checkpoint(&url).await;
             let before = sinks::pg_mark(&url).await;
             ledger.job_insert_many(&new_jobs, now).await.expect("enqueue");
 
             let started = Instant::now();
-            let mut children = Vec::new();
-            for _ in 0..processes {
-                children.push(
-                    tokio::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
-                        .arg("--config")
-                        .arg(dir.path().join("config"))
-                        .arg("run")
-                        .env_remove("DAWNPOST_DATABASE_URL")
-                        .env("RUST_LOG", "error")
-                        .stdout(Stdio::null())
-                        .stderr(Stdio::null())
-                        .kill_on_drop(true)
-                        .spawn()
-                        .expect("start dawnpost run"),
-                );
-            }
+            let children = start_nodes(&dir.path().join("config"), processes);
             // The bench's own polls are commits too (one each): counted, and taken off.
             let mut polls = 0i64;
             loop {
@@ -100,23 +156,15 @@ fn main() {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             let drain_s = started.elapsed().as_secs_f64();
-            for child in &children {
-                if let Some(pid) = child.id() {
-                    let _ = std::process::Command::new("kill").args(["-TERM", &pid.to_string()]).status();
-                }
-            }
-            for mut child in children {
-                let _ = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
-            }
+            stop_nodes(children).await;
             let deliveries: i64 = ledger.delivery_count_by_state().await.expect("counts").iter().map(|(_, n)| n).sum();
             // The processes' connections are closed with them: every backend has reported.
             tokio::time::sleep(Duration::from_millis(500)).await;
             let after = sinks::pg_mark(&url).await;
             let per = |n: i64| n as f64 / deliveries.max(1) as f64;
-            let server = before.zip(after).map(|(b, a)| {
-                let commits = (per(a.commits - b.commits - polls - 1) * 1000.0).round() / 1000.0;
-                (commits, per(a.wal_bytes - b.wal_bytes).round())
-            });
+            let thousandths = |x: f64| (x * 1000.0).round() / 1000.0;
+            let server = before.zip(after).map(|(b, a)| (a.commits - b.commits - polls - 1, a.wal_bytes - b.wal_bytes));
+            let net = server.zip(fixed).map(|(s, f)| (thousandths(per(s.0 - f.0)), per(s.1 - f.1).round()));
             let rate = deliveries as f64 / drain_s;
             let line = Line {
                 backend: "postgres",
@@ -126,8 +174,12 @@ fn main() {
                 drain_s: (drain_s * 1000.0).round() / 1000.0,
                 deliveries_per_s: rate.round(),
                 deliveries_per_s_per_process: (rate / processes as f64).round(),
-                commits_per_delivery: server.map(|s| s.0),
-                wal_bytes_per_delivery: server.map(|s| s.1),
+                commits_per_delivery: server.map(|s| thousandths(per(s.0))),
+                wal_bytes_per_delivery: server.map(|s| per(s.1).round()),
+                start_stop_commits_per_process: fixed.map(|f| (f.0 as f64 / processes as f64).round()),
+                start_stop_wal_bytes_per_process: fixed.map(|f| (f.1 as f64 / processes as f64).round()),
+                commits_per_delivery_net: net.map(|n| n.0),
+                wal_bytes_per_delivery_net: net.map(|n| n.1),
                 duplicates: seen.duplicates(),
             };
             println!("{}", serde_json::to_string(&line).expect("json"));

@@ -17,6 +17,7 @@ pub async fn run(url: &str, http: SocketAddr, posts: usize, concurrency: u32) ->
     let dir = install()
         .map_err(|e| eprintln!("# graphile-worker skipped: {e}"))
         .ok()?;
+    sinks::pg_checkpoint(url).await;
     let before = sinks::pg_mark(url).await?;
     let out = tokio::process::Command::new("node")
         .arg(dir.join("post.mjs"))

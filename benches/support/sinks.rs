@@ -387,6 +387,17 @@ pub struct PgMark {
 /// Reads the marks; `None` if the server cannot be asked. Call it after the measured work's
 /// connections have closed: a backend reports its commits to `pg_stat_database` at most once a
 /// second while busy, and at once when it exits.
+/// A checkpoint before a run's first mark: one that fell inside a run would add to its WAL a
+/// full-page image of each page the run touched again after it. Needs a superuser or the
+/// `pg_checkpoint` role; without either the run goes on as it is.
+pub async fn pg_checkpoint(url: &str) {
+    use sqlx::Connection;
+    if let Ok(mut conn) = sqlx::PgConnection::connect(url).await {
+        let _ = sqlx::query("CHECKPOINT").execute(&mut conn).await;
+        let _ = conn.close().await;
+    }
+}
+
 pub async fn pg_mark(url: &str) -> Option<PgMark> {
     use sqlx::Connection;
     let mut conn = sqlx::PgConnection::connect(url).await.ok()?;
