@@ -136,6 +136,7 @@ impl Ledger {
             finishes,
             settle: &[],
             lease_to: None,
+            claim: None,
             now: DateTime::<Utc>::UNIX_EPOCH,
         };
         Ok(self.record_outcomes(outcomes).await?.finishes)

@@ -235,6 +235,7 @@ impl Ledger {
             finishes: &[],
             settle: &[],
             lease_to: None,
+            claim: None,
             now,
         };
         let recorded = self.record_outcomes(outcomes).await?.renders;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 
 use super::PerBackend;
-use super::tx::Statement;
+use super::tx::{Statement, Tx};
 use super::{Arg, Delivery, DeliveryLease, DeliveryRecord, Job, JobLease, JobRecord, Lease};
 use super::{LeasedDelivery, LeasedJob};
 use super::{Ledger, Result};
@@ -99,7 +99,7 @@ const SEND_EXTEND: &str = "UPDATE deliveries SET lease_expires_at = $3 WHERE key
 /// the deliveries' jobs were three commits). Nothing it returns is held until
 /// [`ClaimRound::commit`] succeeds; dropped before, the round rolls back.
 pub struct ClaimRound {
-    tx: super::tx::Tx,
+    tx: Tx,
 }
 
 impl Ledger {
@@ -149,59 +149,107 @@ impl Ledger {
 impl ClaimRound {
     /// Claims jobs, as [`Ledger::job_lease`] does, in this round.
     pub async fn jobs(&mut self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
-        let claim = claim_statement(self.tx.pick(JOB_LEASE), params);
-        let recs: Vec<JobRecord> = self.tx.fetch_all(&claim).await?;
-        let mut out: Vec<LeasedJob> = recs
-            .into_iter()
-            .map(|r| {
-                let job = Job::try_from(r)?;
-                Ok(LeasedJob {
-                    lease: Lease::held(job.key.clone(), job.lease_token, params),
-                    job,
-                })
-            })
-            .collect::<Result<_>>()?;
-        out.sort_by(|a, b| (a.job.ready_at, &a.job.key).cmp(&(b.job.ready_at, &b.job.key)));
-        Ok(out)
+        jobs_in(&mut self.tx, params).await
     }
 
-    /// Claims deliveries, as [`Ledger::delivery_lease`] does, in this round; their jobs are
-    /// read in it too (a read after the claim was a commit of its own, a fifth of PostgreSQL's
-    /// commits in `benches/pipeline.rs`).
+    /// Claims deliveries, as [`Ledger::delivery_lease`] does, in this round.
     pub async fn deliveries(&mut self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
-        let claim = claim_statement(self.tx.pick(DELIVERY_LEASE), params);
-        let deliveries: Vec<Delivery> = (self.tx.fetch_all::<DeliveryRecord>(&claim).await?)
-            .into_iter()
-            .map(Delivery::try_from)
-            .collect::<Result<_>>()?;
-        let job_keys: BTreeSet<&JobKey> = deliveries.iter().map(|d| d.key.job()).collect();
-        let job_keys: Vec<&JobKey> = job_keys.into_iter().collect();
-        let head = "SELECT * FROM jobs WHERE key IN (";
-        let jobs = (self.tx)
-            .fetch_by_job_keys::<JobRecord>(head, &job_keys)
-            .await?;
-        let jobs: HashMap<JobKey, Arc<Job>> = jobs
-            .into_iter()
-            .map(|r| Job::try_from(r).map(|j| (j.key.clone(), Arc::new(j))))
-            .collect::<Result<_>>()?;
-        let mut out: Vec<LeasedDelivery> = deliveries
-            .into_iter()
-            .map(|delivery| LeasedDelivery {
-                lease: Lease::held(delivery.key.clone(), delivery.lease_token, params),
-                job: jobs.get(delivery.key.job()).cloned(),
-                delivery,
-            })
-            .collect();
-        out.sort_by(|a, b| {
-            (a.delivery.ready_at, &a.delivery.key).cmp(&(b.delivery.ready_at, &b.delivery.key))
-        });
-        Ok(out)
+        deliveries_in(&mut self.tx, params).await
     }
 
     /// Makes the round's claims durable: only then may their work start.
     pub async fn commit(self) -> Result<()> {
         self.tx.commit().await
     }
+}
+
+/// What one claim took: jobs to render, deliveries to send.
+#[derive(Debug, Default)]
+pub struct Claimed {
+    pub jobs: Vec<LeasedJob>,
+    pub deliveries: Vec<LeasedDelivery>,
+}
+
+impl Claimed {
+    pub fn len(&self) -> usize {
+        self.jobs.len() + self.deliveries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Claims up to `params.limit` items in `tx`, which the caller set to the claim's planner
+/// settings (`Tx::plan_claim`). Due
+/// deliveries come first (up to three quarters, so renders keep a share): retries, redrives and
+/// deliveries given back, since a render's own deliveries are born leased without a claim. Jobs
+/// fill the rest, and deliveries what jobs leave.
+pub(super) async fn take_in(tx: &mut Tx, params: &LeaseParams) -> Result<Claimed> {
+    let n = params.limit;
+    let limit = |limit: u32| LeaseParams {
+        limit,
+        ..params.clone()
+    };
+    let first = (n - n / 4).max(1);
+    let mut deliveries = deliveries_in(tx, &limit(first)).await?;
+    let jobs = match n.saturating_sub(deliveries.len() as u32) {
+        0 => Vec::new(),
+        rest => jobs_in(tx, &limit(rest)).await?,
+    };
+    let count = (jobs.len() + deliveries.len()) as u32;
+    if count < n && deliveries.len() as u32 == first {
+        deliveries.extend(deliveries_in(tx, &limit(n - count)).await?);
+    }
+    Ok(Claimed { jobs, deliveries })
+}
+
+/// Claims jobs in `tx`, earliest due first.
+async fn jobs_in(tx: &mut Tx, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
+    let claim = claim_statement(tx.pick(JOB_LEASE), params);
+    let recs: Vec<JobRecord> = tx.fetch_all(&claim).await?;
+    let mut out: Vec<LeasedJob> = recs
+        .into_iter()
+        .map(|r| {
+            let job = Job::try_from(r)?;
+            Ok(LeasedJob {
+                lease: Lease::held(job.key.clone(), job.lease_token, params),
+                job,
+            })
+        })
+        .collect::<Result<_>>()?;
+    out.sort_by(|a, b| (a.job.ready_at, &a.job.key).cmp(&(b.job.ready_at, &b.job.key)));
+    Ok(out)
+}
+
+/// Claims deliveries in `tx`; their jobs are read in it too (a read after the claim was a
+/// commit of its own, a fifth of PostgreSQL's commits in `benches/pipeline.rs`).
+async fn deliveries_in(tx: &mut Tx, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
+    let claim = claim_statement(tx.pick(DELIVERY_LEASE), params);
+    let deliveries: Vec<Delivery> = (tx.fetch_all::<DeliveryRecord>(&claim).await?)
+        .into_iter()
+        .map(Delivery::try_from)
+        .collect::<Result<_>>()?;
+    let job_keys: BTreeSet<&JobKey> = deliveries.iter().map(|d| d.key.job()).collect();
+    let job_keys: Vec<&JobKey> = job_keys.into_iter().collect();
+    let head = "SELECT * FROM jobs WHERE key IN (";
+    let jobs = tx.fetch_by_job_keys::<JobRecord>(head, &job_keys).await?;
+    let jobs: HashMap<JobKey, Arc<Job>> = jobs
+        .into_iter()
+        .map(|r| Job::try_from(r).map(|j| (j.key.clone(), Arc::new(j))))
+        .collect::<Result<_>>()?;
+    let mut out: Vec<LeasedDelivery> = deliveries
+        .into_iter()
+        .map(|delivery| LeasedDelivery {
+            lease: Lease::held(delivery.key.clone(), delivery.lease_token, params),
+            job: jobs.get(delivery.key.job()).cloned(),
+            delivery,
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        (a.delivery.ready_at, &a.delivery.key).cmp(&(b.delivery.ready_at, &b.delivery.key))
+    });
+    Ok(out)
 }
 
 /// A claim's statement `sql` (`JOB_LEASE`, `DELIVERY_LEASE`) with its binds: owner `$1`,

@@ -78,7 +78,7 @@ use crate::redact::redact_url;
 use audit::RedriveRecord;
 pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use deploy::{Blockers, HeldLease, Migrated};
-pub use leases::{ClaimRound, LeaseParams};
+pub use leases::{ClaimRound, Claimed, LeaseParams};
 pub use nodes::Node;
 pub use notices::{
     Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,

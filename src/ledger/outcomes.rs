@@ -11,7 +11,8 @@ use chrono::{DateTime, Utc};
 use super::bind::shaped;
 use super::tx::{Statement, Tx};
 use super::{
-    Delivery, DeliveryNext, DeliveryRecord, Finish, Job, JobRecord, Lease, LeasedDelivery,
+    Claimed, Delivery, DeliveryNext, DeliveryRecord, Finish, Job, JobRecord, Lease, LeaseParams,
+    LeasedDelivery,
 };
 use super::{Ledger, NewDelivery, PerBackend, Render, Result, lease_lost};
 use crate::clock::to_millis;
@@ -30,6 +31,10 @@ pub struct Outcomes<'a> {
     /// its deliveries without claiming them, so a delivery is one insert and one finish, not a
     /// claim between. `None` creates them `pending`, for any node's claim.
     pub lease_to: Option<LeaseTo<'a>>,
+    /// Claims up to this many due items for `lease_to`'s owner in the same transaction, after
+    /// the outcomes: a node's claims ride the commit its outcomes need anyway, instead of a
+    /// commit of their own (none without `lease_to`).
+    pub claim: Option<u32>,
     pub now: DateTime<Utc>,
 }
 
@@ -49,6 +54,8 @@ pub struct LeaseTo<'a> {
 pub struct RecordedOutcomes {
     pub renders: Vec<Result<Vec<LeasedDelivery>>>,
     pub finishes: Vec<Result<()>>,
+    /// What [`Outcomes::claim`] took, leased to [`Outcomes::lease_to`].
+    pub claimed: Claimed,
 }
 
 /// The head of a batch of renders: the rows `v` that follow (key, token, state, html, text,
@@ -116,7 +123,8 @@ impl Ledger {
             now,
             ..
         } = outcomes;
-        if renders.is_empty() && finishes.is_empty() {
+        let claim = outcomes.lease_to.zip(outcomes.claim.filter(|n| *n > 0));
+        if renders.is_empty() && finishes.is_empty() && claim.is_none() {
             if !settle.is_empty() {
                 self.job_settle_many(settle, now).await?;
             }
@@ -128,6 +136,19 @@ impl Ledger {
         if !settle.is_empty() {
             super::jobs::settle_in(&mut tx, settle, now).await?;
         }
+        let claimed = match claim {
+            Some((to, limit)) => {
+                tx.plan_claim().await?;
+                let params = LeaseParams {
+                    owner: to.owner.to_string(),
+                    now,
+                    lease_for: to.lease_for,
+                    limit,
+                };
+                super::leases::take_in(&mut tx, &params).await?
+            }
+            None => Claimed::default(),
+        };
         tx.commit().await?;
         let finished = finishes
             .iter()
@@ -139,6 +160,7 @@ impl Ledger {
         Ok(RecordedOutcomes {
             renders: rendered,
             finishes: finished,
+            claimed,
         })
     }
 }

@@ -1,44 +1,51 @@
-//! Claiming work into the pool's local queue, and starting it from there: a claim round takes
-//! what the queue wants in one transaction; a queued item starts when a slot frees, its
+//! Claiming work into the pool's local queue, and starting it from there: a claim takes what
+//! the queue wants in the completer's next commit (it rides the commit of the outcomes waiting
+//! there, or makes one of its own when none are); a queued item starts when a slot frees, its
 //! delivery's host checked against pauses and rate limits at that moment; what waited too long
 //! or is left at shutdown goes back unstarted.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::completer::Born;
+use tokio::sync::oneshot;
+
+use super::completer::{Born, ClaimAnswer, Completion};
 use super::queue::{Claimed, Queue, Queued};
 use super::running::{Held, Running};
 use super::send::JobArtifact;
 use super::{Pipeline, PoolError, Stats, throttle, work};
 use crate::keys::JobKey;
+use crate::ledger;
 use crate::render::Rendered;
 
 impl Pipeline {
-    /// Claims up to `n` items in one round (one commit) and waits for their admission. Due
-    /// deliveries come first (up to three quarters of `n`, so renders keep a share): retries,
-    /// redrives and deliveries given back, since a render's own deliveries arrive leased
-    /// without a claim. Jobs fill the rest, and deliveries what jobs leave.
-    pub(super) async fn claim(&self, n: u32) -> Result<Vec<Queued>, PoolError> {
-        let first = (n - n / 4).max(1);
-        // Before the claims are sent: the ledger's deadlines are at least this late.
-        let claimed = tokio::time::Instant::now();
-        let mut round = self.ledger.claim_round().await?;
-        let mut deliveries = round.deliveries(&self.lease_params(first)).await?;
-        let jobs = match n.saturating_sub(deliveries.len() as u32) {
-            0 => Vec::new(),
-            rest => round.jobs(&self.lease_params(rest)).await?,
-        };
-        let count = (jobs.len() + deliveries.len()) as u32;
-        if count < n && deliveries.len() as u32 == first {
-            deliveries.extend(round.deliveries(&self.lease_params(n - count)).await?);
-        }
-        round.commit().await?;
-        let count = jobs.len() + deliveries.len();
+    /// Asks the completer to claim up to `n` items in its next commit (the claim rides the
+    /// commit the outcomes need anyway); the answer comes on the returned receiver. `None` when
+    /// the completer is gone.
+    pub(super) async fn ask_claim(
+        &self,
+        n: u32,
+        completions: &tokio::sync::mpsc::Sender<Completion>,
+    ) -> Option<oneshot::Receiver<ClaimAnswer>> {
+        let (reply, answer) = oneshot::channel();
+        let ask = Completion::Claim { limit: n, reply };
+        completions.send(ask).await.ok()?;
+        Some(answer)
+    }
+
+    /// Turns what a claim took into queued work, once admitted. `asked`: the instant before the
+    /// commit that took it (its leases run at least from then).
+    pub(super) async fn queue_claimed(
+        &self,
+        claimed: ledger::Claimed,
+        asked: tokio::time::Instant,
+    ) -> Vec<Queued> {
+        let count = claimed.len();
         if count > 0 {
             self.admission.admit(count as u32).await;
         }
-        let hold = self.hold_from(claimed);
+        let hold = self.hold_from(asked);
+        let ledger::Claimed { jobs, deliveries } = claimed;
         let mut out = Vec::with_capacity(count);
         out.extend(jobs.into_iter().map(|leased| Queued {
             work: Claimed::Render(leased),
@@ -56,7 +63,7 @@ impl Pipeline {
                 hold: hold.clone(),
             });
         }
-        Ok(out)
+        out
     }
 
     /// Takes the deliveries a recorded render created, leased to this node, as claimed work:

@@ -8,7 +8,9 @@
 //! again until it goes through (see [`until_committed`]): one lost connection must not turn a
 //! batch of finished sends into expired leases that the rescuer would send again. A render's
 //! deliveries are created in its commit leased to this node, and its answer carries them
-//! ([`Born`]) to the pool's queue.
+//! ([`Born`]) to the pool's queue. The pool's claims ride the same commits
+//! ([`Completion::Claim`]): a claim waiting ends the gathering, and is taken after the outcomes,
+//! so a busy node's claims cost no commit of their own.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::keys::JobKey;
-use crate::ledger::{DeliveryNext, Finish, LeaseTo, LeasedDelivery, Ledger, LedgerError};
+use crate::ledger::{Claimed, DeliveryNext, Finish, LeaseTo, LeasedDelivery, Ledger, LedgerError};
 use crate::ledger::{Outcomes, Render};
 
 /// The most outcomes one commit records.
@@ -42,8 +44,18 @@ pub(super) struct Born {
     pub(super) asked: tokio::time::Instant,
 }
 
-/// One finished work item waiting to be recorded.
+/// What a claim took, and the instant before the commit that took it was asked for (its leases
+/// run at least from then); the batch's error when it failed.
+pub(super) type ClaimAnswer = Result<(Claimed, tokio::time::Instant), Arc<LedgerError>>;
+
+/// One finished work item waiting to be recorded, or the pool's claim, which rides the next
+/// commit.
 pub(super) enum Completion {
+    /// Claims up to `limit` due items for this node in the next commit.
+    Claim {
+        limit: u32,
+        reply: oneshot::Sender<ClaimAnswer>,
+    },
     /// A render: the job's artifact and the deliveries it creates.
     Rendered {
         render: Render,
@@ -131,14 +143,22 @@ pub(super) async fn run(
         if batch.is_empty() && rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
             break;
         }
-        if busy {
+        // A claim waiting commits what is here at once: the pool waits for its work.
+        if busy && !batch.iter().any(Completion::is_claim) {
             gather(&mut rx, &mut batch).await;
         }
         busy = batch.len() >= BUSY;
         let mut renders = Vec::new();
         let mut finishes = Vec::new();
+        let mut claim = None;
+        let mut later = Vec::new();
         for completion in batch.drain(..) {
             match completion {
+                // One claim a commit (the pool asks one at a time); another waits for the next.
+                Completion::Claim { limit, reply } if claim.is_none() => {
+                    claim = Some((limit, reply))
+                }
+                c @ Completion::Claim { .. } => later.push(c),
                 Completion::Rendered { render, reply } => renders.push((render, reply)),
                 Completion::Finished {
                     finish,
@@ -149,7 +169,8 @@ pub(super) async fn run(
         }
         let carried = std::mem::take(&mut unsettled);
         let outcomes = (renders, finishes, carried);
-        unsettled = record(recorder, outcomes, &abandon).await;
+        unsettled = record(recorder, outcomes, claim, &abandon).await;
+        batch.append(&mut later);
     }
     settle_alone(recorder, unsettled).await;
 }
@@ -174,15 +195,23 @@ const BUSY: usize = 8;
 const GOAL: usize = 128;
 const LINGER: Duration = Duration::from_millis(100);
 
-/// Adds to `batch` what arrives until it holds [`GOAL`] outcomes or [`LINGER`] passed.
+/// Adds to `batch` what arrives until it holds [`GOAL`] outcomes, [`LINGER`] passed, or a claim
+/// arrived.
 async fn gather(rx: &mut mpsc::Receiver<Completion>, batch: &mut Vec<Completion>) {
     let until = tokio::time::Instant::now() + LINGER;
     while batch.len() < GOAL {
-        let room = GOAL - batch.len();
+        let (room, from) = (GOAL - batch.len(), batch.len());
         match tokio::time::timeout_at(until, rx.recv_many(batch, room)).await {
             Ok(0) | Err(_) => break,
+            Ok(_) if batch[from..].iter().any(Completion::is_claim) => break,
             Ok(_) => {}
         }
+    }
+}
+
+impl Completion {
+    fn is_claim(&self) -> bool {
+        matches!(self, Completion::Claim { .. })
     }
 }
 
@@ -230,6 +259,25 @@ async fn answer_renders(
     }
 }
 
+/// Sends the pool what its claim took. What a pool gone meanwhile (cut at shutdown) cannot take
+/// goes back unstarted at once, instead of waiting out leases nobody holds.
+async fn answer_claim(r: &Recorder, reply: oneshot::Sender<ClaimAnswer>, claimed: ClaimAnswer) {
+    let Err(Ok((claimed, _))) = reply.send(claimed) else {
+        return;
+    };
+    let now = r.clock.now();
+    for leased in claimed.jobs {
+        if let Err(e) = r.ledger.job_release(&leased.lease, now).await {
+            tracing::warn!(job = %leased.job.key, error = %e, "could not return an unclaimed job; the rescuer will");
+        }
+    }
+    for leased in claimed.deliveries {
+        if let Err(e) = r.ledger.delivery_release(&leased.lease, now).await {
+            tracing::warn!(delivery = %leased.delivery.key.redacted(), error = %e, "could not return an unclaimed delivery; the rescuer will");
+        }
+    }
+}
+
 /// One result per item, each shared; the whole batch's error for each when it failed.
 fn shared<T>(
     results: Result<Vec<crate::ledger::Result<T>>, Arc<LedgerError>>,
@@ -258,8 +306,10 @@ type Batch = (
 async fn record(
     r: &Recorder,
     (renders, finishes, carried): Batch,
+    claim: Option<(u32, oneshot::Sender<ClaimAnswer>)>,
     abandon: &CancellationToken,
 ) -> Vec<JobKey> {
+    let (limit, claim_reply) = claim.unzip();
     let (renders, render_replies): (Vec<Render>, Vec<_>) = renders.into_iter().unzip();
     let (finishes, waiting): (Vec<Finish>, Vec<_>) = finishes.into_iter().unzip();
     let (job_keys, replies): (Vec<JobKey>, Vec<_>) = waiting.into_iter().unzip();
@@ -274,17 +324,21 @@ async fn record(
                 owner: &r.owner,
                 lease_for: r.lease_for,
             }),
+            claim: limit,
             now: r.clock.now(),
         })
     })
     .await;
-    let (rendered, finished) = match written {
-        Ok(r) => (Ok(r.renders), Ok(r.finishes)),
+    let (rendered, finished, claimed) = match written {
+        Ok(r) => (Ok(r.renders), Ok(r.finishes), Ok((r.claimed, asked))),
         Err(e) => {
             let e = Arc::new(e);
-            (Err(e.clone()), Err(e))
+            (Err(e.clone()), Err(e.clone()), Err(e))
         }
     };
+    if let Some(reply) = claim_reply {
+        answer_claim(r, reply, claimed).await;
+    }
     answer_renders(r, render_replies, shared(rendered, renders.len()), asked).await;
     let results = shared(finished, finishes.len());
     let settle: BTreeSet<&JobKey> = finishes

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -44,7 +44,7 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::deliver::email::EmailSender;
 use crate::deliver::webhook::WebhookSender;
-use crate::ledger::{LeaseParams, Ledger, LedgerError};
+use crate::ledger::{Ledger, LedgerError};
 use crate::metrics::Metrics;
 use crate::retry::RetryPolicy;
 
@@ -160,6 +160,16 @@ impl PoolView {
         now: chrono::DateTime<chrono::Utc>,
     ) -> Vec<(String, chrono::DateTime<chrono::Utc>)> {
         self.0.throttle.paused(now)
+    }
+}
+
+/// The answer to the claim in flight; never, when none is.
+async fn answer_to(
+    asked: &mut Option<oneshot::Receiver<completer::ClaimAnswer>>,
+) -> Result<completer::ClaimAnswer, oneshot::error::RecvError> {
+    match asked {
+        Some(answer) => answer.await,
+        None => std::future::pending().await,
     }
 }
 
@@ -349,15 +359,6 @@ impl Pipeline {
         own.saturating_add(SEND_GRACE).min(self.work_deadline())
     }
 
-    fn lease_params(&self, limit: u32) -> LeaseParams {
-        LeaseParams {
-            owner: self.config.owner.clone(),
-            now: self.clock.now(),
-            lease_for: self.config.lease,
-            limit,
-        }
-    }
-
     /// Runs the pool until `cancel`, then drains.
     pub async fn run(self: Arc<Self>, cancel: CancellationToken) -> Result<(), PoolError> {
         let concurrency = self.config.concurrency.max(1) as usize;
@@ -381,6 +382,8 @@ impl Pipeline {
         };
         let mut queue = queue::Queue::new(concurrency);
         let mut quiet_until: Option<tokio::time::Instant> = None;
+        // The claim the completer carries in its next commit: one at a time.
+        let mut asked: Option<oneshot::Receiver<completer::ClaimAnswer>> = None;
         while !cancel.is_cancelled() {
             if completer.is_finished() {
                 // Nothing could be recorded any more: work leased now would be sent and then
@@ -412,30 +415,35 @@ impl Pipeline {
                 true => 0,
                 false => (queue.wanted() as u32).min(self.admission.rate()),
             };
-            let mut claimed = 0;
-            if wanted > 0 {
-                match self.claim(wanted).await {
-                    Ok(items) => {
-                        claimed = items.len();
-                        quiet_until = (claimed == 0)
-                            .then(|| tokio::time::Instant::now() + self.config.idle_poll);
-                        queue.extend(items);
-                    }
-                    Err(e) => tracing::error!(error = %e, "claiming failed; retrying shortly"),
-                }
+            if wanted > 0 && asked.is_none() {
+                asked = self.ask_claim(wanted, &running.completions).await;
             }
-            if claimed == 0 {
-                tokio::select! {
-                    _ = cancel.cancelled() => break,
-                    _ = self.wake.notified() => {}
-                    _ = running.freed.notified() => {}
-                    Some(done) = running.tasks.join_next(), if !running.tasks.is_empty() => {
-                        Running::report(done);
-                    }
-                    _ = tokio::time::sleep(self.config.idle_poll) => {}
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = self.wake.notified() => {}
+                _ = running.freed.notified() => {}
+                Some(done) = running.tasks.join_next(), if !running.tasks.is_empty() => {
+                    Running::report(done);
                 }
+                answer = answer_to(&mut asked), if asked.is_some() => {
+                    asked = None;
+                    match answer {
+                        Ok(Ok((claimed, at))) => {
+                            quiet_until = claimed
+                                .is_empty()
+                                .then(|| tokio::time::Instant::now() + self.config.idle_poll);
+                            queue.extend(self.queue_claimed(claimed, at).await);
+                        }
+                        Ok(Err(e)) => tracing::error!(error = %e, "claiming failed; retrying shortly"),
+                        // The completer is gone: the loop's next turn stops the pool.
+                        Err(_) => {}
+                    }
+                }
+                _ = tokio::time::sleep(self.config.idle_poll) => {}
             }
         }
+        // A claim still in flight goes back: the completer returns what it took to the queue.
+        drop(asked);
         self.drain(running, queue, completer, abandon).await;
         Ok(())
     }

@@ -246,6 +246,7 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
             finishes: &second,
             settle: &carried,
             lease_to: None,
+            claim: None,
             now: settled_at,
         })
         .await
@@ -269,6 +270,7 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
         finishes: &[],
         settle: &carried,
         lease_to: None,
+        claim: None,
         now: settled_at,
     };
     assert!(
@@ -449,6 +451,7 @@ async fn a_render_creates_its_deliveries_leased_to_its_node(t: &TestLedger) {
                 owner: "w1",
                 lease_for: Duration::minutes(5),
             }),
+            claim: None,
             now,
         })
         .await
@@ -514,8 +517,84 @@ async fn a_render_creates_its_deliveries_leased_to_its_node(t: &TestLedger) {
     assert_eq!(relet.len(), 1, "what went back is any node's to claim");
 }
 
+/// A node's claim rides the commit of its outcomes: one call records a finish and claims due
+/// work leased to the node, as a claim round does (due deliveries first, then jobs, up to the
+/// limit). Without a node to lease to, it claims nothing.
+async fn a_claim_rides_the_commit_of_the_outcomes(t: &TestLedger) {
+    let l = &t.ledger;
+    let leases = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
+    // b goes back unstarted: due again, for any node's claim.
+    l.delivery_release(&leases[1], t0()).await.expect("release");
+    ready_jobs(t, &["x:2026-10-25", "y:2026-10-25", "z:2026-10-25"]).await;
+    let now = t0() + Duration::seconds(1);
+    let finish = [Finish {
+        lease: leases[0].clone(),
+        attempt: attempt(ResponseClass::Accepted, now),
+        next: DeliveryNext::Sent,
+    }];
+    let to = LeaseTo {
+        owner: "w2",
+        lease_for: Duration::minutes(5),
+    };
+    let outcomes = |finishes, lease_to, claim| Outcomes {
+        renders: &[],
+        finishes,
+        settle: &[],
+        lease_to,
+        claim,
+        now,
+    };
+    let recorded = l
+        .record_outcomes(outcomes(&finish, Some(to), Some(3)))
+        .await
+        .expect("record and claim");
+    assert!(recorded.finishes.iter().all(Result::is_ok));
+    let claimed = recorded.claimed;
+    let sends: Vec<String> = (claimed.deliveries.iter())
+        .map(|d| d.delivery.key.to_string())
+        .collect();
+    let renders: Vec<String> = claimed.jobs.iter().map(|j| j.job.key.to_string()).collect();
+    assert_eq!(sends, ["w:2026-10-25/email:b@example.com"]);
+    assert_eq!(
+        renders,
+        ["x:2026-10-25", "y:2026-10-25"],
+        "jobs fill the rest"
+    );
+    let expires = now + Duration::minutes(5);
+    let owned = |owner: &str, at| owner == "w2" && at == expires;
+    assert!(
+        claimed
+            .jobs
+            .iter()
+            .all(|j| owned(j.lease.owner(), j.lease.expires_at()))
+    );
+    assert!((claimed.deliveries.iter()).all(|d| owned(d.lease.owner(), d.lease.expires_at())));
+    let ds = l.delivery_list(&jk("w:2026-10-25")).await.expect("list");
+    let states: Vec<DeliveryState> = ds.iter().map(|d| d.state).collect();
+    assert_eq!(states, [DeliveryState::Sent, DeliveryState::Sending]);
+    let x = l
+        .job_get(&jk("x:2026-10-25"))
+        .await
+        .expect("get")
+        .expect("x");
+    assert_eq!(x.state, JobState::Rendering);
+
+    let none = l
+        .record_outcomes(outcomes(&[], None, Some(5)))
+        .await
+        .expect("no node");
+    assert!(
+        none.claimed.is_empty(),
+        "no node to lease to: nothing claimed"
+    );
+    let rest = l.job_lease(&params("w3", now, 10)).await.expect("claim");
+    let rest: Vec<String> = rest.iter().map(|j| j.job.key.to_string()).collect();
+    assert_eq!(rest, ["z:2026-10-25"], "what w2 took is not another node's");
+}
+
 on_both_backends!(
     a_render_creates_its_deliveries_leased_to_its_node,
+    a_claim_rides_the_commit_of_the_outcomes,
     many_jobs_and_their_deliveries_in_few_reads,
     each_claim_takes_its_own_limit,
     finish_many_records_each_and_refuses_lost_leases,
