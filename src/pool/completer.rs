@@ -352,3 +352,38 @@ async fn record(
     answer(replies, results);
     settle
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gathers from a channel whose sender sends a claim after `claim_at` (never with `None`)
+    /// and then stays open; how long the gathering took, in the runtime's paused time.
+    async fn gathering(claim_at: Option<Duration>) -> (Duration, usize) {
+        let (tx, mut rx) = mpsc::channel(8);
+        tokio::spawn(async move {
+            if let Some(at) = claim_at {
+                tokio::time::sleep(at).await;
+                let (reply, _answer) = oneshot::channel();
+                let _ = tx.send(Completion::Claim { limit: 4, reply }).await;
+            }
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            drop(tx);
+        });
+        let started = tokio::time::Instant::now();
+        let mut batch = Vec::new();
+        gather(&mut rx, &mut batch).await;
+        (started.elapsed(), batch.len())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_claim_ends_the_gathering_and_nothing_else_does_before_the_linger() {
+        let at = Duration::from_millis(10);
+        assert_eq!(
+            gathering(Some(at)).await,
+            (at, 1),
+            "committed when the claim came"
+        );
+        assert_eq!(gathering(None).await, (LINGER, 0), "else it lingers");
+    }
+}
