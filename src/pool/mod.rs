@@ -427,17 +427,7 @@ impl Pipeline {
                 }
                 answer = answer_to(&mut asked), if asked.is_some() => {
                     asked = None;
-                    match answer {
-                        Ok(Ok((claimed, at))) => {
-                            quiet_until = claimed
-                                .is_empty()
-                                .then(|| tokio::time::Instant::now() + self.config.idle_poll);
-                            queue.extend(self.queue_claimed(claimed, at).await);
-                        }
-                        Ok(Err(e)) => tracing::error!(error = %e, "claiming failed; retrying shortly"),
-                        // The completer is gone: the loop's next turn stops the pool.
-                        Err(_) => {}
-                    }
+                    quiet_until = self.claim_answered(answer, &mut queue).await;
                 }
                 _ = tokio::time::sleep(self.config.idle_poll) => {}
             }
@@ -446,6 +436,30 @@ impl Pipeline {
         drop(asked);
         self.drain(running, queue, completer, abandon).await;
         Ok(())
+    }
+
+    /// Queues what the claim in flight took. Returns until when the next claim waits: a claim
+    /// that took nothing, or failed, is not asked again before `idle_poll`.
+    async fn claim_answered(
+        &self,
+        answer: Result<completer::ClaimAnswer, oneshot::error::RecvError>,
+        queue: &mut queue::Queue,
+    ) -> Option<tokio::time::Instant> {
+        match answer {
+            Ok(Ok((claimed, at))) => {
+                let quiet = claimed
+                    .is_empty()
+                    .then(|| tokio::time::Instant::now() + self.config.idle_poll);
+                queue.extend(self.queue_claimed(claimed, at).await);
+                quiet
+            }
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "claiming failed; retrying shortly");
+                Some(tokio::time::Instant::now() + self.config.idle_poll)
+            }
+            // The completer is gone: the loop's next turn stops the pool.
+            Err(_) => None,
+        }
     }
 
     async fn drain(
