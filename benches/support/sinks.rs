@@ -384,9 +384,6 @@ pub struct PgMark {
     pub wal_bytes: i64,
 }
 
-/// Reads the marks; `None` if the server cannot be asked. Call it after the measured work's
-/// connections have closed: a backend reports its commits to `pg_stat_database` at most once a
-/// second while busy, and at once when it exits.
 /// A checkpoint before a run's first mark: one that fell inside a run would add to its WAL a
 /// full-page image of each page the run touched again after it. Needs a superuser or the
 /// `pg_checkpoint` role; without either the run goes on as it is.
@@ -398,6 +395,9 @@ pub async fn pg_checkpoint(url: &str) {
     }
 }
 
+/// Reads the marks; `None` if the server cannot be asked. Call it after the measured work's
+/// connections have closed: a backend reports its commits to `pg_stat_database` at most once a
+/// second while busy, and at once when it exits.
 pub async fn pg_mark(url: &str) -> Option<PgMark> {
     use sqlx::Connection;
     let mut conn = sqlx::PgConnection::connect(url).await.ok()?;
