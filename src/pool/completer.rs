@@ -143,8 +143,7 @@ pub(super) async fn run(
         if batch.is_empty() && rx.recv_many(&mut batch, MAX_BATCH).await == 0 {
             break;
         }
-        // A claim waiting commits what is here at once: the pool waits for its work.
-        if busy && !batch.iter().any(Completion::is_claim) {
+        if busy {
             gather(&mut rx, &mut batch).await;
         }
         busy = batch.len() >= BUSY;
@@ -195,15 +194,16 @@ const BUSY: usize = 8;
 const GOAL: usize = 128;
 const LINGER: Duration = Duration::from_millis(100);
 
-/// Adds to `batch` what arrives until it holds [`GOAL`] outcomes, [`LINGER`] passed, or a claim
-/// arrived.
+/// Adds to `batch` what arrives until it holds [`GOAL`] outcomes, [`LINGER`] passed, or it holds
+/// a claim: the pool waits for its work, so a claim commits what is here at once.
 async fn gather(rx: &mut mpsc::Receiver<Completion>, batch: &mut Vec<Completion>) {
     let until = tokio::time::Instant::now() + LINGER;
-    while batch.len() < GOAL {
-        let (room, from) = (GOAL - batch.len(), batch.len());
+    let mut seen = 0;
+    while batch.len() < GOAL && !batch[seen..].iter().any(Completion::is_claim) {
+        seen = batch.len();
+        let room = GOAL - batch.len();
         match tokio::time::timeout_at(until, rx.recv_many(batch, room)).await {
             Ok(0) | Err(_) => break,
-            Ok(_) if batch[from..].iter().any(Completion::is_claim) => break,
             Ok(_) => {}
         }
     }
@@ -246,15 +246,11 @@ async fn answer_renders(
     for (reply, result) in replies.into_iter().zip(results) {
         let answer = result.map(|deliveries| Born { deliveries, asked });
         if let Err(Ok(born)) = reply.send(answer) {
-            for leased in born.deliveries {
-                if let Err(e) = r
-                    .ledger
-                    .delivery_release(&leased.lease, r.clock.now())
-                    .await
-                {
-                    tracing::warn!(delivery = %leased.delivery.key.redacted(), error = %e, "could not return an unclaimed delivery; the rescuer will");
-                }
-            }
+            let unclaimed = Claimed {
+                jobs: Vec::new(),
+                deliveries: born.deliveries,
+            };
+            give_back(r, unclaimed).await;
         }
     }
 }
@@ -262,16 +258,21 @@ async fn answer_renders(
 /// Sends the pool what its claim took. What a pool gone meanwhile (cut at shutdown) cannot take
 /// goes back unstarted at once, instead of waiting out leases nobody holds.
 async fn answer_claim(r: &Recorder, reply: oneshot::Sender<ClaimAnswer>, claimed: ClaimAnswer) {
-    let Err(Ok((claimed, _))) = reply.send(claimed) else {
-        return;
-    };
+    if let Err(Ok((claimed, _))) = reply.send(claimed) {
+        give_back(r, claimed).await;
+    }
+}
+
+/// Returns leases that no work item will take up (its receiver went away) to the queue,
+/// unstarted: a failure is left to the rescuer.
+async fn give_back(r: &Recorder, unclaimed: Claimed) {
     let now = r.clock.now();
-    for leased in claimed.jobs {
+    for leased in unclaimed.jobs {
         if let Err(e) = r.ledger.job_release(&leased.lease, now).await {
             tracing::warn!(job = %leased.job.key, error = %e, "could not return an unclaimed job; the rescuer will");
         }
     }
-    for leased in claimed.deliveries {
+    for leased in unclaimed.deliveries {
         if let Err(e) = r.ledger.delivery_release(&leased.lease, now).await {
             tracing::warn!(delivery = %leased.delivery.key.redacted(), error = %e, "could not return an unclaimed delivery; the rescuer will");
         }
