@@ -38,6 +38,9 @@ struct Line {
     /// make worse.
     commits_per_delivery_net: Option<f64>,
     wal_bytes_per_delivery_net: Option<f64>,
+    /// The drain's commits in all, net of the starts and stops (the per-delivery figure's
+    /// thousandths hide differences of a few dozen commits).
+    commits_net: Option<i64>,
     duplicates: u64,
 }
 
@@ -180,6 +183,7 @@ fn main() {
                 start_stop_wal_bytes_per_process: fixed.map(|f| (f.1 as f64 / processes as f64).round()),
                 commits_per_delivery_net: net.map(|n| n.0),
                 wal_bytes_per_delivery_net: net.map(|n| n.1),
+                commits_net: server.zip(fixed).map(|(s, f)| s.0 - f.0),
                 duplicates: seen.duplicates(),
             };
             println!("{}", serde_json::to_string(&line).expect("json"));

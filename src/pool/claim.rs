@@ -20,15 +20,19 @@ use crate::render::Rendered;
 
 impl Pipeline {
     /// Asks the completer to claim up to `n` items in its next commit (the claim rides the
-    /// commit the outcomes need anyway); the answer comes on the returned receiver. `None` when
-    /// the completer is gone.
+    /// commit the outcomes need anyway; `urgent` when the queue is empty, so that commit comes
+    /// at once); the answer comes on the returned receiver. `None` when the completer is gone.
     pub(super) async fn ask_claim(
         &self,
-        n: u32,
+        (n, urgent): (u32, bool),
         completions: &tokio::sync::mpsc::Sender<Completion>,
     ) -> Option<oneshot::Receiver<ClaimAnswer>> {
         let (reply, answer) = oneshot::channel();
-        let ask = Completion::Claim { limit: n, reply };
+        let ask = Completion::Claim {
+            limit: n,
+            urgent,
+            reply,
+        };
         completions.send(ask).await.ok()?;
         Some(answer)
     }

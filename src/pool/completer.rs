@@ -9,8 +9,9 @@
 //! batch of finished sends into expired leases that the rescuer would send again. A render's
 //! deliveries are created in its commit leased to this node, and its answer carries them
 //! ([`Born`]) to the pool's queue. The pool's claims ride the same commits
-//! ([`Completion::Claim`]): a claim waiting ends the gathering, and is taken after the outcomes,
-//! so a busy node's claims cost no commit of their own.
+//! ([`Completion::Claim`]): a claim is taken after the outcomes, in the commit the gathering
+//! ends with (one the pool has nothing left to start for ends it at once), so a busy node's
+//! claims cost no commit of their own and cut no batch short.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -51,9 +52,12 @@ pub(super) type ClaimAnswer = Result<(Claimed, tokio::time::Instant), Arc<Ledger
 /// One finished work item waiting to be recorded, or the pool's claim, which rides the next
 /// commit.
 pub(super) enum Completion {
-    /// Claims up to `limit` due items for this node in the next commit.
+    /// Claims up to `limit` due items for this node in the next commit. `urgent`: the pool has
+    /// nothing queued to start, so the claim ends the gathering; else it waits for the commit
+    /// the gathering ends with anyway (at most [`LINGER`]), while the pool works off its queue.
     Claim {
         limit: u32,
+        urgent: bool,
         reply: oneshot::Sender<ClaimAnswer>,
     },
     /// A render: the job's artifact and the deliveries it creates.
@@ -154,7 +158,7 @@ pub(super) async fn run(
         for completion in batch.drain(..) {
             match completion {
                 // One claim a commit (the pool asks one at a time); another waits for the next.
-                Completion::Claim { limit, reply } if claim.is_none() => {
+                Completion::Claim { limit, reply, .. } if claim.is_none() => {
                     claim = Some((limit, reply))
                 }
                 c @ Completion::Claim { .. } => later.push(c),
@@ -195,11 +199,14 @@ const GOAL: usize = 128;
 const LINGER: Duration = Duration::from_millis(100);
 
 /// Adds to `batch` what arrives until it holds [`GOAL`] outcomes, [`LINGER`] passed, or it holds
-/// a claim: the pool waits for its work, so a claim commits what is here at once.
+/// an urgent claim: the pool has nothing left to start, so such a claim commits what is here at
+/// once. A claim that is not urgent rides the commit the gathering ends with: the pool still
+/// has queued work, and a claim cutting every gathering short would make a node at a third of
+/// the load (three nodes sharing it) commit more often for the same outcomes.
 async fn gather(rx: &mut mpsc::Receiver<Completion>, batch: &mut Vec<Completion>) {
     let until = tokio::time::Instant::now() + LINGER;
     let mut seen = 0;
-    while batch.len() < GOAL && !batch[seen..].iter().any(Completion::is_claim) {
+    while batch.len() < GOAL && !batch[seen..].iter().any(Completion::is_urgent_claim) {
         seen = batch.len();
         let room = GOAL - batch.len();
         match tokio::time::timeout_at(until, rx.recv_many(batch, room)).await {
@@ -210,8 +217,8 @@ async fn gather(rx: &mut mpsc::Receiver<Completion>, batch: &mut Vec<Completion>
 }
 
 impl Completion {
-    fn is_claim(&self) -> bool {
-        matches!(self, Completion::Claim { .. })
+    fn is_urgent_claim(&self) -> bool {
+        matches!(self, Completion::Claim { urgent: true, .. })
     }
 }
 
@@ -358,15 +365,21 @@ async fn record(
 mod tests {
     use super::*;
 
-    /// Gathers from a channel whose sender sends a claim after `claim_at` (never with `None`)
-    /// and then stays open; how long the gathering took, in the runtime's paused time.
-    async fn gathering(claim_at: Option<Duration>) -> (Duration, usize) {
+    /// Gathers from a channel whose sender sends a claim (`urgent` or not) after `claim_at`
+    /// (never with `None`) and then stays open; how long the gathering took, in the runtime's
+    /// paused time, and what it gathered.
+    async fn gathering(claim_at: Option<(Duration, bool)>) -> (Duration, usize) {
         let (tx, mut rx) = mpsc::channel(8);
         tokio::spawn(async move {
-            if let Some(at) = claim_at {
+            if let Some((at, urgent)) = claim_at {
                 tokio::time::sleep(at).await;
                 let (reply, _answer) = oneshot::channel();
-                let _ = tx.send(Completion::Claim { limit: 4, reply }).await;
+                let ask = Completion::Claim {
+                    limit: 4,
+                    urgent,
+                    reply,
+                };
+                let _ = tx.send(ask).await;
             }
             tokio::time::sleep(Duration::from_secs(60)).await;
             drop(tx);
@@ -378,12 +391,17 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_claim_ends_the_gathering_and_nothing_else_does_before_the_linger() {
+    async fn an_urgent_claim_ends_the_gathering_and_nothing_else_does_before_the_linger() {
         let at = Duration::from_millis(10);
         assert_eq!(
-            gathering(Some(at)).await,
+            gathering(Some((at, true))).await,
             (at, 1),
-            "committed when the claim came"
+            "committed when the urgent claim came"
+        );
+        assert_eq!(
+            gathering(Some((at, false))).await,
+            (LINGER, 1),
+            "a claim that can wait rides the commit the linger ends with"
         );
         assert_eq!(gathering(None).await, (LINGER, 0), "else it lingers");
     }

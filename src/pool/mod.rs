@@ -416,7 +416,8 @@ impl Pipeline {
                 false => (queue.wanted() as u32).min(self.admission.rate()),
             };
             if wanted > 0 && asked.is_none() {
-                asked = self.ask_claim(wanted, &running.completions).await;
+                let urgent = queue.is_empty();
+                asked = self.ask_claim((wanted, urgent), &running.completions).await;
             }
             tokio::select! {
                 _ = cancel.cancelled() => break,
