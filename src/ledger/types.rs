@@ -460,6 +460,14 @@ pub type JobLease = Lease<JobKey>;
 /// A lease on a delivery being sent.
 pub type DeliveryLease = Lease<DeliveryKey>;
 
+impl Lease<JobKey> {
+    /// The job's first lease ever (its fencing token is 1; every lease adds one, nothing takes
+    /// one away): no earlier attempt of this job can have stored an artifact.
+    pub fn is_first(&self) -> bool {
+        self.token == 1
+    }
+}
+
 impl<K> Lease<K> {
     /// The leased job's or delivery's key.
     pub fn key(&self) -> &K {

@@ -175,8 +175,13 @@ async fn render_and_store(
         })
         .collect();
     // Render once: an artifact stored by an earlier attempt (say, before a crash) is reused.
+    // A job's first lease had no earlier attempt, so the store is not listed for one (on a
+    // `file://` store a listing is a blocking task, on S3 a request, for every render).
     let (id, date) = (job.key.report().as_str(), job.key.day());
-    let existing = p.artifacts.find(id, &date).await?;
+    let existing = match lease.is_first() {
+        true => None,
+        false => p.artifacts.find(id, &date).await?,
+    };
     if let Some(artifact) = existing {
         return Ok(Made::Artifact(artifact, deliveries, None));
     }

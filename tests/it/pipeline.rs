@@ -425,19 +425,83 @@ async fn an_smtp_timeout_after_data_is_ambiguous_and_retried_with_the_same_messa
     );
 }
 
+/// Enqueues `key` due now and leases it, as an earlier attempt of its render did.
+async fn earlier_attempt(t: &TestLedger, key: &str) -> dawnpost::ledger::JobLease {
+    let now = chrono::Utc::now();
+    let job = dawnpost::ledger::NewJob {
+        key: jk(key),
+        fire_at: now,
+        window: dawnpost::window::Window {
+            start: now - chrono::Duration::hours(24),
+            end: now,
+        },
+        ready_at: now,
+        origin: dawnpost::ledger::JobOrigin::Schedule,
+    };
+    (t.ledger.job_insert_many(&[job], now).await).expect("enqueue");
+    let params = dawnpost::ledger::LeaseParams {
+        owner: "earlier:1".into(),
+        now,
+        lease_for: chrono::Duration::seconds(30),
+        limit: 1,
+    };
+    let mut leased = t.ledger.job_lease(&params).await.expect("lease");
+    assert_eq!(leased.len(), 1, "the earlier attempt leased the job");
+    leased.remove(0).lease
+}
+
+/// A job's first render does not adopt what its folder already holds: no attempt of it wrote
+/// that (a job of the same key deleted earlier, say), so it stores its own artifact.
+async fn a_first_render_writes_its_own_artifact(t: &TestLedger) {
+    let peer = SmtpPeer::start(Arc::new(|_: &str, _| (250, 250))).await;
+    let p = Project::new(&report_block("own", &["ops@example.com"], &[]));
+    p.write("config/dawnpost.toml", &settings(peer.addr.port(), ""));
+    let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
+    let stranger = dawnpost::render::Rendered {
+        html: "<p>left by a job deleted before</p>".into(),
+        text: "left by a job deleted before".into(),
+        csv: None,
+    };
+    let (left, _) = store.write("own", DATE, &stranger).await.expect("write");
+    assert_eq!(run(&p, t).await.exit_code, 0);
+    let job = (t.ledger.job_get(&jk("own:2026-11-30")).await)
+        .expect("get")
+        .expect("job");
+    let artifact = job.artifact.expect("artifact");
+    assert_ne!(artifact.sha256, left.sha256);
+    assert!(
+        artifact.csv_key.is_some(),
+        "the shipped template attaches a CSV"
+    );
+    let parts = 2 + 3;
+    assert_eq!(
+        artifact_objects(&p, "own").await,
+        parts,
+        "its own beside the other"
+    );
+    assert!(!peer.accepted()[0].data.contains("left by a job deleted"));
+}
+
 async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     let peer = SmtpPeer::start(Arc::new(|_: &str, _| (250, 250))).await;
     let p = Project::new(&report_block("esc", &["ops@example.com"], &[]));
     p.write("config/dawnpost.toml", &settings(peer.addr.port(), ""));
-    // An artifact left by an earlier attempt that died before recording it: reused, not redone.
+    // An artifact stored by an earlier attempt whose lease came back before its render was
+    // recorded (its node died, or its commit failed): reused, not redone.
     let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
     let earlier = dawnpost::render::Rendered {
         html: "<p>rendered before the crash</p>".into(),
         text: "rendered before the crash".into(),
         csv: None,
     };
+    let lease = earlier_attempt(t, "esc:2026-11-30").await;
     let (stored, wrote) = store.write("esc", DATE, &earlier).await.expect("write");
     assert!(wrote);
+    let now = chrono::Utc::now();
+    (t.ledger
+        .job_retry(&lease, now, "the commit failed", now)
+        .await)
+        .expect("lease back");
     let (_, again) = store
         .write("esc", DATE, &earlier)
         .await
@@ -527,6 +591,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
 on_both_backends!(
     an_smtp_timeout_after_data_is_ambiguous_and_retried_with_the_same_message_id,
     render_is_once_escaped_and_strict,
+    a_first_render_writes_its_own_artifact,
     email_one_per_recipient_classified_and_redriven,
     webhooks_honour_retry_after_keep_keys_and_sign,
     a_hanging_receiver_is_ambiguous_and_keeps_its_key,
