@@ -7,8 +7,9 @@
 //! and `wal_bytes_per_delivery`. Before that the same nodes are started on the empty queue and
 //! stopped once registered: what a node's start and stop cost whatever it delivers
 //! (`start_stop_*_per_process`). Net of it, `commits_per_delivery_net` and
-//! `wal_bytes_per_delivery_net` are what more nodes must not make worse. Needs
-//! DAWNPOST_TEST_POSTGRES_URL.
+//! `wal_bytes_per_delivery_net` are what more nodes must not make worse. Registered, the nodes
+//! sit on the empty queue for ten seconds first: `idle_commits_per_s_per_process` is what an
+//! idle node costs the server. Needs DAWNPOST_TEST_POSTGRES_URL.
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
@@ -41,6 +42,9 @@ struct Line {
     /// The drain's commits in all, net of the starts and stops (the per-delivery figure's
     /// thousandths hide differences of a few dozen commits).
     commits_net: Option<i64>,
+    /// What a registered node costs the server while the queue is empty: commits a second
+    /// (its empty claims, heartbeat, runbook and clock reads), over [`IDLE_SPAN`].
+    idle_commits_per_s_per_process: Option<f64>,
     duplicates: u64,
 }
 
@@ -76,6 +80,9 @@ async fn stop_nodes(children: Vec<tokio::process::Child>) {
         let _ = tokio::time::timeout(Duration::from_secs(60), child.wait()).await;
     }
 }
+
+/// How long the nodes sit on the empty queue while their idle commits are counted.
+const IDLE_SPAN: Duration = Duration::from_secs(10);
 
 /// Waits until `processes` nodes have registered; how many reads it took (each a commit).
 async fn wait_registered(ledger: &Ledger, processes: usize) -> i64 {
@@ -134,11 +141,19 @@ fn main() {
             let idle_before = sinks::pg_mark(&url).await;
             let idle = start_nodes(&dir.path().join("config"), processes);
             let idle_polls = wait_registered(&ledger, processes).await;
+            // Then left idle for a while: what they cost the server while nothing is due (a
+            // mark is three statements, each a commit).
+            let idle_from = sinks::pg_mark(&url).await;
+            tokio::time::sleep(IDLE_SPAN).await;
+            let idle_to = sinks::pg_mark(&url).await;
+            let idle_cost = (idle_from.zip(idle_to))
+                .map(|(a, b)| (b.commits - a.commits - 3, b.wal_bytes - a.wal_bytes));
             stop_nodes(idle).await;
             tokio::time::sleep(Duration::from_millis(500)).await;
             let idle_after = sinks::pg_mark(&url).await;
-            let fixed = idle_before.zip(idle_after).map(|(b, a)| {
-                (a.commits - b.commits - idle_polls - 1, a.wal_bytes - b.wal_bytes)
+            let fixed = idle_before.zip(idle_after).zip(idle_cost).map(|((b, a), i)| {
+                let commits = a.commits - b.commits - idle_polls - 1 - i.0 - 3;
+                (commits, a.wal_bytes - b.wal_bytes - i.1)
             });
 
             sinks::pg_checkpoint(&url).await;
@@ -184,6 +199,10 @@ fn main() {
                 commits_per_delivery_net: net.map(|n| n.0),
                 wal_bytes_per_delivery_net: net.map(|n| n.1),
                 commits_net: server.zip(fixed).map(|(s, f)| s.0 - f.0),
+                idle_commits_per_s_per_process: idle_cost.map(|i| {
+                    let per_s = i.0 as f64 / IDLE_SPAN.as_secs_f64() / processes as f64;
+                    (per_s * 10.0).round() / 10.0
+                }),
                 duplicates: seen.duplicates(),
             };
             println!("{}", serde_json::to_string(&line).expect("json"));

@@ -87,7 +87,8 @@ pub async fn run(
         catalog.clone(),
         clock.clone(),
         config.settings.schedule.catch_up,
-    );
+    )
+    .with_nudge(pipeline.nudge());
     let reloader = Arc::new(crate::reload::Reloader::new(
         config,
         catalog.clone(),
@@ -121,11 +122,14 @@ pub async fn run(
         tracing::warn!(error = %e, "could not register this node");
     }
     let registry = Arc::new(registry);
-    let runbooks = Arc::new(crate::runbook::Driver::new(
-        ledger.clone(),
-        clock.clone(),
-        config.settings.services.runbooks_every.as_std(),
-    ));
+    let runbooks = Arc::new(
+        crate::runbook::Driver::new(
+            ledger.clone(),
+            clock.clone(),
+            config.settings.services.runbooks_every.as_std(),
+        )
+        .with_nudge(pipeline.nudge()),
+    );
     // Every service but the server restarts after a failure; the server cannot (above).
     let services = vec![
         restarting(

@@ -353,6 +353,8 @@ pub struct Driver {
     ledger: Ledger,
     clock: crate::clock::SharedClock,
     every: std::time::Duration,
+    /// This node's pool, nudged when a step redrives deliveries.
+    nudge: Option<crate::periodic::Nudge>,
 }
 
 impl Driver {
@@ -366,7 +368,14 @@ impl Driver {
             ledger,
             clock,
             every,
+            nudge: None,
         }
+    }
+
+    /// Nudges `nudge` (this node's pool) when a step redrives deliveries: they go out at once.
+    pub fn with_nudge(mut self, nudge: crate::periodic::Nudge) -> Driver {
+        self.nudge = Some(nudge);
+        self
     }
 
     /// Advances each running runbook once; returns how many took a step or finished.
@@ -379,6 +388,9 @@ impl Driver {
             match advance(&self.ledger, rb.id, self.clock.now()).await? {
                 Advance::Redrove { step, count } => {
                     tracing::info!(runbook = rb.id, step, count, "bulk redrive step");
+                    if let Some(nudge) = &self.nudge {
+                        nudge.now();
+                    }
                     moved += 1;
                 }
                 Advance::Stopped(why) => {

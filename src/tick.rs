@@ -43,6 +43,8 @@ pub struct SchedulerTick {
     reports: Catalog,
     clock: SharedClock,
     catch_up: Span,
+    /// This node's pool, nudged when a tick inserts jobs.
+    nudge: Option<crate::periodic::Nudge>,
 }
 
 /// The heartbeat could not be scheduled.
@@ -57,7 +59,15 @@ impl SchedulerTick {
             reports,
             clock,
             catch_up,
+            nudge: None,
         }
+    }
+
+    /// Nudges `nudge` (this node's pool) whenever a tick inserts jobs: they start at once, not
+    /// at the pool's next look.
+    pub fn with_nudge(mut self, nudge: crate::periodic::Nudge) -> Self {
+        self.nudge = Some(nudge);
+        self
     }
 
     /// One tick at the clock's now: every report's last tick in one read, then the due jobs
@@ -106,6 +116,9 @@ impl SchedulerTick {
             tracing::debug!(job = %key, "enqueued");
         }
         counts.inserted = inserted.len();
+        if let Some(nudge) = self.nudge.as_ref().filter(|_| counts.inserted > 0) {
+            nudge.now();
+        }
         Ok(counts)
     }
 

@@ -90,6 +90,28 @@ const DELIVERY_LEASE: PerBackend = PerBackend {
                RETURNING *",
 };
 
+/// The earliest `ready_at` of the work a claim in this binary could take, taken or not: a
+/// waiting job's next probe, a ready job, a pending delivery of a delivering job — each the
+/// head of its index range (`jobs_due`, `deliveries_due`), as the claims walk them. `$1`: the
+/// newest work format this binary reads.
+const NEXT_DUE: &str = "SELECT (SELECT ready_at FROM jobs WHERE state = 'waiting' AND format <= $1
+                                ORDER BY ready_at LIMIT 1) AS waiting,
+                               (SELECT ready_at FROM jobs WHERE state = 'ready' AND format <= $1
+                                ORDER BY ready_at LIMIT 1) AS ready,
+                               (SELECT d.ready_at FROM deliveries d
+                                WHERE d.state = 'pending' AND d.format <= $1
+                                  AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
+                                              AND (j.state = 'delivering') IS TRUE)
+                                ORDER BY d.ready_at LIMIT 1) AS delivery";
+
+/// [`NEXT_DUE`]'s row: each kind's earliest `ready_at` (ms), if any is queued.
+#[derive(Debug, sqlx::FromRow)]
+struct NextDueRow {
+    waiting: Option<i64>,
+    ready: Option<i64>,
+    delivery: Option<i64>,
+}
+
 const RENDER_EXTEND: &str = "UPDATE jobs SET lease_expires_at = $3 WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
 
 const SEND_EXTEND: &str = "UPDATE deliveries SET lease_expires_at = $3 WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
@@ -163,11 +185,14 @@ impl ClaimRound {
     }
 }
 
-/// What one claim took: jobs to render, deliveries to send.
+/// What one claim took: jobs to render, deliveries to send. A claim that took nothing also
+/// says when the earliest work it could take falls due (`next_due`; `None` when none is
+/// queued), so an idle pool asks again then rather than at every poll.
 #[derive(Debug, Default)]
 pub struct Claimed {
     pub jobs: Vec<LeasedJob>,
     pub deliveries: Vec<LeasedDelivery>,
+    pub next_due: Option<DateTime<Utc>>,
 }
 
 impl Claimed {
@@ -184,7 +209,8 @@ impl Claimed {
 /// settings (`Tx::plan_claim`). Due
 /// deliveries come first (up to three quarters, so renders keep a share): retries, redrives and
 /// deliveries given back, since a render's own deliveries are born leased without a claim. Jobs
-/// fill the rest, and deliveries what jobs leave.
+/// fill the rest, and deliveries what jobs leave. When it took nothing, it reads when the
+/// earliest work falls due, in the same transaction (see [`Claimed::next_due`]).
 pub(super) async fn take_in(tx: &mut Tx, params: &LeaseParams) -> Result<Claimed> {
     let n = params.limit;
     let limit = |limit: u32| LeaseParams {
@@ -201,7 +227,24 @@ pub(super) async fn take_in(tx: &mut Tx, params: &LeaseParams) -> Result<Claimed
     if count < n && deliveries.len() as u32 == first {
         deliveries.extend(deliveries_in(tx, &limit(n - count)).await?);
     }
-    Ok(Claimed { jobs, deliveries })
+    let next_due = match jobs.is_empty() && deliveries.is_empty() {
+        true => next_due_in(tx).await?,
+        false => None,
+    };
+    Ok(Claimed {
+        jobs,
+        deliveries,
+        next_due,
+    })
+}
+
+/// When the earliest work a claim could take falls due, if any is queued (see [`NEXT_DUE`]).
+async fn next_due_in(tx: &mut Tx) -> Result<Option<DateTime<Utc>>> {
+    let st = Statement::new(NEXT_DUE).bind(super::WORK_FORMAT);
+    let row: Option<NextDueRow> = tx.fetch_optional(&st).await?;
+    Ok(row
+        .and_then(|r| [r.waiting, r.ready, r.delivery].into_iter().flatten().min())
+        .map(crate::clock::from_millis))
 }
 
 /// Claims jobs in `tx`, earliest due first.

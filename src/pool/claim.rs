@@ -6,6 +6,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 
 use tokio::sync::oneshot;
 
@@ -19,6 +22,12 @@ use crate::ledger;
 use crate::render::Rendered;
 
 impl Pipeline {
+    /// How long this idle pool waits before it asks again (see [`idle_wait`]).
+    pub(super) fn idle_wait(&self, next_due: Option<DateTime<Utc>>) -> Duration {
+        let bounds = (self.config.idle_poll, self.config.idle_max);
+        idle_wait(next_due, self.clock.now(), bounds)
+    }
+
     /// Asks the completer to claim up to `n` items in its next commit (the claim rides the
     /// commit the outcomes need anyway; `urgent` when the queue is empty, so that commit comes
     /// at once); the answer comes on the returned receiver. `None` when the completer is gone.
@@ -49,7 +58,9 @@ impl Pipeline {
             self.admission.admit(count as u32).await;
         }
         let hold = self.hold_from(asked);
-        let ledger::Claimed { jobs, deliveries } = claimed;
+        let ledger::Claimed {
+            jobs, deliveries, ..
+        } = claimed;
         let mut out = Vec::with_capacity(count);
         out.extend(jobs.into_iter().map(|leased| Queued {
             work: Claimed::Render(leased),
@@ -86,7 +97,7 @@ impl Pipeline {
                 work: Claimed::Send(leased, artifact.clone()),
                 hold: hold.clone(),
             }));
-        self.wake.notify_one();
+        self.nudge.wake();
     }
 
     /// Queues what arrived leased (it passes admission when it starts).
@@ -198,8 +209,9 @@ impl Pipeline {
         why: &str,
     ) {
         Stats::bump(&self.stats.deferred);
-        if let Err(e) = self.ledger.delivery_defer(&leased.lease, until, now).await {
-            tracing::warn!(error = %e, "could not defer a delivery to {why}");
+        match self.ledger.delivery_defer(&leased.lease, until, now).await {
+            Ok(()) => self.nudge.at(until),
+            Err(e) => tracing::warn!(error = %e, "could not defer a delivery to {why}"),
         }
     }
 
@@ -243,5 +255,53 @@ fn lease_ran_out(held: &Held) {
             job = %held.shown(),
             "not rendered: the lease ran out before the render started (was this node paused?); whoever holds it now renders it"
         ),
+    }
+}
+
+/// How long an idle pool waits at `now` before it asks again, the ledger's earliest due work at
+/// `next_due` (`None`: none queued): until then, but at least `least` (`idle_poll`) and at most
+/// `most` (`idle_max`). An idle node makes about one empty claim a second, not five; work due
+/// already (another node holds it locked) is asked for again after `least`.
+fn idle_wait(
+    next_due: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    (least, most): (Duration, Duration),
+) -> Duration {
+    let most = most.max(least);
+    let until = next_due.map(|at| (at - now).to_std().unwrap_or_default());
+    until.map_or(most, |d| d.clamp(least, most))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_pool_waits_until_work_falls_due_within_its_bounds() {
+        let now = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap();
+        let ms = Duration::from_millis;
+        let bounds = (ms(200), ms(1000));
+        let wait = |due_in_ms: Option<i64>| {
+            let due = due_in_ms.map(|d| now + chrono::Duration::milliseconds(d));
+            idle_wait(due, now, bounds)
+        };
+        assert_eq!(wait(None), ms(1000), "nothing queued: the longest wait");
+        assert_eq!(wait(Some(450)), ms(450), "until the work falls due");
+        assert_eq!(
+            wait(Some(60_000)),
+            ms(1000),
+            "work made elsewhere is seen within it"
+        );
+        assert_eq!(wait(Some(50)), ms(200), "never sooner than idle_poll");
+        assert_eq!(
+            wait(Some(-5_000)),
+            ms(200),
+            "due already: held by another node"
+        );
+        assert_eq!(
+            idle_wait(None, now, (ms(200), ms(10))),
+            ms(200),
+            "bounds crossed"
+        );
     }
 }

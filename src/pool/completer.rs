@@ -256,6 +256,7 @@ async fn answer_renders(
             let unclaimed = Claimed {
                 jobs: Vec::new(),
                 deliveries: born.deliveries,
+                next_due: None,
             };
             give_back(r, unclaimed).await;
         }

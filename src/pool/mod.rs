@@ -59,8 +59,11 @@ pub struct PoolConfig {
     pub lease: chrono::Duration,
     /// Time in-flight work gets to finish on shutdown. Default 30s.
     pub drain_timeout: Duration,
-    /// How often an idle pool looks for due work. Default 200ms.
+    /// How soon an idle pool looks for due work again, at the least. Default 200ms.
     pub idle_poll: Duration,
+    /// How long an idle pool waits at most before it looks again when the ledger holds no work
+    /// due sooner (work another process makes due is seen within it). Default 1s.
+    pub idle_max: Duration,
     /// This worker's name in lease rows.
     pub owner: String,
     /// How far the node's clock may be off a shared ledger's before it leases nothing.
@@ -76,6 +79,7 @@ impl PoolConfig {
             lease: p.lease.as_chrono(),
             drain_timeout: p.drain_timeout.as_std(),
             idle_poll: Duration::from_millis(200),
+            idle_max: Duration::from_secs(1),
             owner: default_owner(),
             max_clock_offset: p.max_clock_offset,
         }
@@ -134,13 +138,14 @@ pub fn build(
     )?
     .with_metrics(metrics.clone());
     let rescuer = Rescuer::new(ledger, clock, rescuer::RescuerConfig::from_config(config))
-        .with_metrics(metrics);
+        .with_metrics(metrics)
+        .with_nudge(pipeline.nudge());
     Ok((Arc::new(pipeline), rescuer))
 }
 
 /// What the server may see of this node's pool: whether its clock refuses work, and which
 /// hosts a rate-limited reply paused. Nothing else: the server cannot lease, send or reach the
-/// pool's configuration through it.
+/// pool's configuration through it; it may nudge the pool to look for work it just made due.
 #[derive(Debug, Clone)]
 pub struct PoolView(Arc<Pipeline>);
 
@@ -152,6 +157,11 @@ impl PoolView {
     /// Why this node's clock refuses work, if it does (see [`Pipeline::clock_refusal`]).
     pub fn clock_refusal(&self) -> Option<String> {
         self.0.clock_refusal()
+    }
+
+    /// Tells the pool that work is due now (a redrive, a reissue, an ingested run).
+    pub fn nudge(&self) {
+        self.0.nudge.now();
     }
 
     /// Every paused host with the end of its pause, soonest first.
@@ -253,7 +263,8 @@ pub struct Pipeline {
     pub metrics: Arc<Metrics>,
     /// The email and webhook timeouts.
     send_timeouts: (Duration, Duration),
-    wake: Notify,
+    /// Wakes the pool's loop: work due sooner than it would look, or arrivals to queue.
+    nudge: crate::periodic::Nudge,
     /// Deliveries created leased to this node, waiting to be queued.
     arrivals: queue::Arrivals,
 }
@@ -316,7 +327,7 @@ impl Pipeline {
             config: pool,
             metrics: Arc::default(),
             send_timeouts,
-            wake: Notify::new(),
+            nudge: crate::periodic::Nudge::default(),
             arrivals: queue::Arrivals::default(),
         }
         .publishing_limits())
@@ -357,6 +368,12 @@ impl Pipeline {
             crate::keys::DestinationKind::Webhook => self.send_timeouts.1,
         };
         own.saturating_add(SEND_GRACE).min(self.work_deadline())
+    }
+
+    /// The nudge that makes an idle pool look for work at once (or at an instant): for whoever
+    /// makes work due in this process.
+    pub fn nudge(&self) -> crate::periodic::Nudge {
+        self.nudge.clone()
     }
 
     /// Runs the pool until `cancel`, then drains.
@@ -409,19 +426,22 @@ impl Pipeline {
             }
             // A round that found nothing due is not repeated for every slot that frees or
             // render that lands (each would be a commit that claims nothing): the ledger is
-            // asked again after `idle_poll`, as an idle pool asks it.
-            let quiet = quiet_until.is_some_and(|t| tokio::time::Instant::now() < t);
+            // asked again when it said work falls due (see `idle_wait`), or when a nudge says
+            // work is due sooner.
+            let quiet = quiet_until.is_some_and(|t| tokio::time::Instant::now() < t)
+                && !self.nudge.due_by(self.clock.now());
             let wanted = match refused || quiet {
                 true => 0,
                 false => (queue.wanted() as u32).min(self.admission.rate()),
             };
             if wanted > 0 && asked.is_none() {
+                self.nudge.looked(self.clock.now());
                 let urgent = queue.is_empty();
                 asked = self.ask_claim((wanted, urgent), &running.completions).await;
             }
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = self.wake.notified() => {}
+                _ = self.nudge.notified() => {}
                 _ = running.freed.notified() => {}
                 Some(done) = running.tasks.join_next(), if !running.tasks.is_empty() => {
                     Running::report(done);
@@ -440,7 +460,8 @@ impl Pipeline {
     }
 
     /// Queues what the claim in flight took. Returns until when the next claim waits: a claim
-    /// that took nothing, or failed, is not asked again before `idle_poll`.
+    /// that took nothing waits until the ledger said work falls due (see `idle_wait`); one that
+    /// failed, `idle_poll`.
     async fn claim_answered(
         &self,
         answer: Result<completer::ClaimAnswer, oneshot::error::RecvError>,
@@ -450,7 +471,7 @@ impl Pipeline {
             Ok(Ok((claimed, at))) => {
                 let quiet = claimed
                     .is_empty()
-                    .then(|| tokio::time::Instant::now() + self.config.idle_poll);
+                    .then(|| tokio::time::Instant::now() + self.idle_wait(claimed.next_due));
                 queue.extend(self.queue_claimed(claimed, at).await);
                 quiet
             }

@@ -57,6 +57,8 @@ pub struct Rescuer {
     clock: SharedClock,
     config: RescuerConfig,
     metrics: Option<Arc<Metrics>>,
+    /// The pool that takes up what was rescued, nudged when anything was.
+    nudge: Option<crate::periodic::Nudge>,
 }
 
 impl Rescuer {
@@ -66,11 +68,19 @@ impl Rescuer {
             clock,
             config,
             metrics: None,
+            nudge: None,
         }
     }
 
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Rescuer {
         self.metrics = Some(metrics);
+        self
+    }
+
+    /// Nudges `nudge` (this node's pool) when it rescued anything, so the pool takes it up at
+    /// once.
+    pub fn with_nudge(mut self, nudge: crate::periodic::Nudge) -> Rescuer {
+        self.nudge = Some(nudge);
         self
     }
 
@@ -94,6 +104,9 @@ impl Rescuer {
             );
         }
         if counts.jobs > 0 || counts.deliveries > 0 {
+            if let Some(nudge) = &self.nudge {
+                nudge.now();
+            }
             tracing::warn!(
                 jobs = counts.jobs,
                 deliveries = counts.deliveries,

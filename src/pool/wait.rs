@@ -46,6 +46,7 @@ pub(super) async fn gate(p: &Pipeline, job: &Job, lease: &JobLease, report: &Rep
             Gate::Render { stale: late }
         }
         AfterProbe::Wait { next } | AfterProbe::Later { next } => {
+            p.nudge.at(next);
             tracing::info!(job = %job.key, probe = %row.answer, next_probe = %rfc3339(next), deadline = %rfc3339(deadline), "waiting for its data");
             Gate::Held
         }

@@ -73,7 +73,11 @@ pub(super) async fn render_job(
             ) {
                 Decision::Retry { at, .. } => {
                     tracing::warn!(job = %job.key, error = %why, retry_at = %rfc3339(at), "render failed; will retry");
-                    p.ledger.job_retry(&lease, at, &why, p.clock.now()).await
+                    let r = p.ledger.job_retry(&lease, at, &why, p.clock.now()).await;
+                    if r.is_ok() {
+                        p.nudge.at(at);
+                    }
+                    r
                 }
                 Decision::Quarantine { why: budget } => {
                     let why = if class == ResponseClass::Permanent {
@@ -351,8 +355,11 @@ async fn not_started(p: &Pipeline, lease: &DeliveryLease, shown: &str, e: &Ledge
         return;
     }
     tracing::error!(delivery = %shown, error = %e, "not sent: the lease could not be confirmed before the send started");
-    if let Err(e) = p.ledger.delivery_release(lease, p.clock.now()).await {
-        tracing::warn!(delivery = %shown, error = %e, "could not return the unsent delivery; the rescuer will");
+    match p.ledger.delivery_release(lease, p.clock.now()).await {
+        Ok(()) => p.nudge.now(),
+        Err(e) => {
+            tracing::warn!(delivery = %shown, error = %e, "could not return the unsent delivery; the rescuer will")
+        }
     }
 }
 
@@ -373,6 +380,7 @@ fn recorded_attempt(
         }
         DeliveryNext::Retry { ready_at } => {
             Stats::bump(&p.stats.retrying);
+            p.nudge.at(ready_at);
             p.metrics
                 .retry_delay
                 .observe((ready_at - finished_at).num_milliseconds().max(0) as f64 / 1000.0);

@@ -109,7 +109,27 @@ pub fn router(state: ServerState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(json_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            nudge_after_writes,
+        ))
         .with_state(state)
+}
+
+/// A write the server took (a redrive, a reissue, an ingested run, a bulk redrive started)
+/// may have made work due: this node's pool looks for it at once rather than at its next look.
+async fn nudge_after_writes(
+    State(st): State<ServerState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let writes = !request.method().is_safe();
+    let response = next.run(request).await;
+    let status = response.status();
+    if writes && !(status.is_client_error() || status.is_server_error()) {
+        st.node.pool.nudge();
+    }
+    response
 }
 
 async fn not_found() -> ApiError {

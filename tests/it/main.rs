@@ -25,6 +25,7 @@ mod email_message;
 mod families;
 mod hostile_http;
 mod http_protocol;
+mod idle_pool;
 mod layering;
 mod ledger_batches;
 mod ledger_browse;

@@ -35,13 +35,21 @@ async fn catch_up_after_three_day_outage_is_bounded(t: &TestLedger) {
         Arc::new(clock.clone()),
         Span::from_secs(24 * 3600),
     );
+    let pool = dawnpost::periodic::Nudge::default();
+    let tick = tick.with_nudge(pool.clone());
     // First tick ever: catches up 24 h, so today's 06:30 (04:30Z) job is enqueued.
     let first = tick.run_once().await.expect("tick");
     assert_eq!((first.due, first.inserted, first.missed), (1, 1, 0));
     assert_eq!(job_keys(t).await, ["warehouse-17:2026-10-20"]);
-    // Quiet ticks insert nothing.
+    assert!(
+        pool.due_by(clock.now()),
+        "the pool is nudged to take the new job at once"
+    );
+    pool.looked(clock.now());
+    // Quiet ticks insert nothing, and nudge nothing.
     clock.advance(Duration::hours(3));
     assert_eq!(tick.run_once().await.expect("tick").inserted, 0);
+    assert!(!pool.due_by(clock.now()));
 
     // Down from 10-20 15:00Z until 10-23 12:00Z: the fires of 10-21 and 10-22 are older than
     // catch_up and are skipped; 10-23 06:30 CEST (04:30Z) is newer and is enqueued.

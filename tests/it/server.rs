@@ -267,6 +267,10 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
     let redrive = json!({"by": "alice", "reason": "carrier endpoint restored"});
     let encoded: String =
         url::form_urlencoded::byte_serialize(dkey.to_string().as_bytes()).collect();
+    // The ingested run nudged this node's pool; reads and refused writes nudge nothing.
+    let (pool, clock_now) = (s.pipeline.nudge(), at(2026, 11, 30, 9, 0));
+    assert!(pool.due_by(clock_now), "an ingested run is due at once");
+    pool.looked(clock_now);
     let (status, _) = s
         .ops(
             Method::POST,
@@ -293,6 +297,7 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         reply["error"], "by and reason must not be empty: the action is audited",
         "{reply}"
     );
+    assert!(!pool.due_by(clock_now), "a refused write made nothing due");
     let (status, reply) = s
         .ops(
             Method::POST,
@@ -303,6 +308,10 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         .await;
     assert_eq!(status, StatusCode::OK, "{reply}");
     assert_eq!(reply["job"], "warehouse-17:2026-11-29");
+    assert!(
+        pool.due_by(clock_now),
+        "the redrive nudged the pool: it goes out at once"
+    );
     let audit = l
         .redrive_list(&jk("warehouse-17:2026-11-29"))
         .await

@@ -9,7 +9,7 @@ use common::fixtures::{params, ready_jobs, t0};
 use dawnpost::ledger::WORK_FORMAT;
 
 /// Sets the `format` of `table`'s rows whose key starts with `prefix`, behind the ledger's back.
-async fn set_format(t: &TestLedger, table: &str, prefix: &str, format: i64) {
+pub(crate) async fn set_format(t: &TestLedger, table: &str, prefix: &str, format: i64) {
     let sql = match (t.sqlite_path(), t.schema()) {
         (Some(_), _) => format!("UPDATE {table} SET format = {format} WHERE key LIKE '{prefix}%'"),
         (None, Some(schema)) => {
