@@ -10,7 +10,8 @@
 //! `wal_bytes_per_delivery_net` are what more nodes must not make worse. Registered, the nodes
 //! sit on the empty queue for ten seconds first, after eleven to settle (a PostgreSQL backend
 //! reports its commits up to ten seconds late, so the start's would fall in the window):
-//! `idle_commits_per_s_per_process` is what an idle node costs the server. Needs DAWNPOST_TEST_POSTGRES_URL.
+//! `idle_commits_per_s_per_process` is what an idle node costs the server. Needs
+//! DAWNPOST_TEST_POSTGRES_URL.
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
