@@ -66,6 +66,7 @@ pub async fn run(
         .with_metrics(metrics.clone());
     let sweeper = Arc::new(sweeper);
     let late = crate::notice::LateBoard::default();
+    let runbooks_wake = crate::periodic::Nudge::default();
     let node = server::Node {
         metrics: metrics.clone(),
         health: health.clone(),
@@ -73,6 +74,7 @@ pub async fn run(
         pool: crate::pool::PoolView::of(&pipeline),
         live_for: crate::registry::live_for(config),
         late: late.clone(),
+        runbooks: runbooks_wake.clone(),
     };
     let catalog = pipeline.catalog.clone();
     let notifier = crate::notifier::Notifier::new(
@@ -128,7 +130,8 @@ pub async fn run(
             clock.clone(),
             config.settings.services.runbooks_every.as_std(),
         )
-        .with_nudge(pipeline.nudge()),
+        .with_nudge(pipeline.nudge())
+        .with_waker(runbooks_wake),
     );
     // Every service but the server restarts after a failure; the server cannot (above).
     let services = vec![

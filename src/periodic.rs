@@ -1,4 +1,4 @@
-//! The one shape of a periodic service (the rescuer, the runbook driver, the clock check):
+//! The one shape of a periodic service (the rescuer, the clock check):
 //! a round every interval until cancelled, its interval from `[services]`; and the [`Nudge`]
 //! that tells a polling service (the pool) that work falls due sooner than it would look.
 

@@ -347,7 +347,11 @@ async fn finish(
 
 /// The daemon's `runbooks` service: advances every running runbook every `every`, so a bulk
 /// redrive started from the console (or a CLI that stopped following) carries on. Several
-/// nodes may run it: each step is claimed in the ledger, so one driver takes it.
+/// nodes may run it: each step is claimed in the ledger, so one driver takes it. While none is
+/// running it looks only every [`IDLE_ROUNDS`] intervals (each look is a read, a commit on a
+/// shared ledger), or at once when woken ([`Driver::waker`]: this node's server started one).
+/// A start takes its first step itself (the canary), so a runbook started elsewhere (the CLI,
+/// another node) waits at most that longer pause for its second.
 #[derive(Debug, Clone)]
 pub struct Driver {
     ledger: Ledger,
@@ -355,7 +359,12 @@ pub struct Driver {
     every: std::time::Duration,
     /// This node's pool, nudged when a step redrives deliveries.
     nudge: Option<crate::periodic::Nudge>,
+    /// Wakes the driver: a runbook was started on this node.
+    wake: crate::periodic::Nudge,
 }
+
+/// A driver with no runbook running looks every this many intervals (`services.runbooks_every`).
+pub const IDLE_ROUNDS: u32 = 5;
 
 impl Driver {
     /// A driver taking a round every `every` (`services.runbooks_every`).
@@ -369,6 +378,27 @@ impl Driver {
             clock,
             every,
             nudge: None,
+            wake: crate::periodic::Nudge::default(),
+        }
+    }
+
+    /// Wakes this driver when given: its next round is taken at once (a runbook was started).
+    pub fn with_waker(mut self, wake: crate::periodic::Nudge) -> Driver {
+        self.wake = wake;
+        self
+    }
+
+    /// What wakes this driver at once (clones share it).
+    pub fn waker(&self) -> crate::periodic::Nudge {
+        self.wake.clone()
+    }
+
+    /// How long the driver waits after a round: `every` while a runbook runs, else
+    /// [`IDLE_ROUNDS`] times as long.
+    pub fn pause(&self, running: usize) -> std::time::Duration {
+        match running {
+            0 => self.every.saturating_mul(IDLE_ROUNDS),
+            _ => self.every,
         }
     }
 
@@ -380,40 +410,65 @@ impl Driver {
 
     /// Advances each running runbook once; returns how many took a step or finished.
     pub async fn run_once(&self) -> Result<usize, RunbookError> {
-        let mut moved = 0;
+        Ok(self.round().await?.moved)
+    }
+
+    /// Advances each running runbook once: how many took a step or finished, and how many
+    /// were running.
+    pub async fn round(&self) -> Result<Round, RunbookError> {
+        let mut round = Round::default();
         for rb in self.ledger.runbook_list(true, 100).await? {
             if rb.state != RunbookState::Running {
                 continue;
             }
+            round.running += 1;
             match advance(&self.ledger, rb.id, self.clock.now()).await? {
                 Advance::Redrove { step, count } => {
                     tracing::info!(runbook = rb.id, step, count, "bulk redrive step");
                     if let Some(nudge) = &self.nudge {
                         nudge.now();
                     }
-                    moved += 1;
+                    round.moved += 1;
                 }
                 Advance::Stopped(why) => {
                     tracing::warn!(runbook = rb.id, outcome = %why, "bulk redrive stopped itself");
-                    moved += 1;
+                    round.moved += 1;
                 }
                 Advance::Done(why) => {
                     tracing::info!(runbook = rb.id, outcome = %why, "bulk redrive done");
-                    moved += 1;
+                    round.moved += 1;
                 }
                 Advance::Waiting(_) | Advance::Planned | Advance::Finished => {}
             }
         }
-        Ok(moved)
+        Ok(round)
     }
 
+    /// Takes rounds until `cancel`: every `every` while a runbook runs, else every
+    /// [`IDLE_ROUNDS`] intervals or when woken. A failed round is retried after `every`.
     pub async fn run(&self, cancel: tokio_util::sync::CancellationToken) {
-        let start = crate::periodic::Start::Now;
-        crate::periodic::every(self.every, start, &cancel, || async {
-            if let Err(e) = self.run_once().await {
-                tracing::error!(error = %e, "advancing bulk redrives failed; retrying");
+        loop {
+            let running = match self.round().await {
+                Ok(round) => round.running,
+                Err(e) => {
+                    tracing::error!(error = %e, "advancing bulk redrives failed; retrying");
+                    1
+                }
+            };
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(self.pause(running)) => {}
+                _ = self.wake.notified() => {}
             }
-        })
-        .await;
+        }
     }
+}
+
+/// One round of the driver.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Round {
+    /// Runbooks that took a step or finished.
+    pub moved: usize,
+    /// Runbooks running when the round began.
+    pub running: usize,
 }

@@ -106,6 +106,7 @@ async fn a_group_is_redriven_as_a_runbook_that_stops_on_its_canary(t: &TestLedge
     )
     .await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(!woken(&s.runbooks).await, "a refused start wakes no driver");
     let r = post_form(
         &s,
         &format!("{runbook}/start"),
@@ -114,6 +115,10 @@ async fn a_group_is_redriven_as_a_runbook_that_stops_on_its_canary(t: &TestLedge
     )
     .await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(
+        woken(&s.runbooks).await,
+        "the driver, which looks seldom while none runs, is woken to carry it on"
+    );
     let html = page(&s, &runbook, &operator).await;
     assert!(
         html.contains(">running<") && html.contains("canary"),
@@ -241,3 +246,11 @@ on_both_backends!(
     a_group_is_redriven_as_a_runbook_that_stops_on_its_canary,
     a_planned_runbook_is_stopped_by_an_operator_not_started_by_a_viewer,
 );
+
+/// Whether `nudge` was woken since it was last waited on (a wake given while nobody waited
+/// counts once).
+async fn woken(nudge: &dawnpost::periodic::Nudge) -> bool {
+    tokio::time::timeout(std::time::Duration::ZERO, nudge.notified())
+        .await
+        .is_ok()
+}

@@ -252,9 +252,49 @@ async fn a_runbook_whose_work_is_sent_finishes_done(t: &TestLedger) {
     assert!(rejected.is_err(), "a plan needs a reason");
 }
 
+/// The daemon's driver looks every `runbooks_every` while a runbook runs and five times as
+/// seldom while none does (each look is a read, a commit on a shared ledger).
+async fn the_driver_looks_seldom_while_no_runbook_runs(t: &TestLedger) {
+    dead_letters(
+        t,
+        "carrier",
+        1,
+        3,
+        "bad@carrier-y.example",
+        ResponseClass::Permanent,
+    )
+    .await;
+    let l = &t.ledger;
+    let now = t0() + Duration::hours(1);
+    let clock = std::sync::Arc::new(dawnpost::clock::ManualClock::new(now));
+    let every = std::time::Duration::from_secs(2);
+    let driver = runbook::Driver::new(l.clone(), clock, every);
+    let idle = every * runbook::IDLE_ROUNDS;
+    let round = driver.round().await.expect("round");
+    assert_eq!((round.running, driver.pause(round.running)), (0, idle));
+
+    let (rb, _) = runbook::plan(l, &spec(1, 5), now).await.expect("plan");
+    let round = driver.round().await.expect("round");
+    assert_eq!(round.running, 0, "a planned runbook is not running");
+    runbook::start(l, rb.id, "ann", now).await.expect("start");
+    let round = driver.round().await.expect("round");
+    assert_eq!((round.running, round.moved), (1, 0), "waits for its canary");
+    assert_eq!(driver.pause(round.running), every);
+
+    deliver_due(t, now, ResponseClass::Accepted).await;
+    let round = driver.round().await.expect("round");
+    assert_eq!((round.running, round.moved), (1, 1), "the batch went");
+    deliver_due(t, now, ResponseClass::Accepted).await;
+    let round = driver.round().await.expect("round");
+    assert_eq!((round.running, round.moved), (1, 1), "done");
+    let round = driver.round().await.expect("round");
+    assert_eq!((round.running, driver.pause(round.running)), (0, idle));
+}
+
 on_both_backends!(
     dead_letters_group_by_report_host_and_class,
     a_runbook_goes_canary_then_batches_and_stops_on_a_repeat,
     a_canary_back_in_quarantine_stops_before_any_batch,
     a_runbook_whose_work_is_sent_finishes_done,
+    the_driver_looks_seldom_while_no_runbook_runs,
 );

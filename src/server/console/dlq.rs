@@ -318,9 +318,11 @@ async fn step(
     let rb = runbook_of(st, id).await?;
     let now = st.clock.now();
     match what {
-        Step::Start => runbook::start(&st.ledger, rb.id, &by, now)
-            .await
-            .map(|_| ())?,
+        Step::Start => {
+            runbook::start(&st.ledger, rb.id, &by, now).await?;
+            // The driver looks seldom while none runs: it carries this one on from now.
+            st.node.runbooks.wake();
+        }
         Step::Stop => runbook::stop(&st.ledger, rb.id, &by, now)
             .await
             .map(|_| ())?,

@@ -41,6 +41,8 @@ pub struct Server {
     pub pipeline: Arc<dawnpost::pool::Pipeline>,
     /// The late reports the console's overview lists (a notifier's round sets them).
     pub late: dawnpost::notice::LateBoard,
+    /// What the console wakes this node's runbook driver with when it starts a runbook.
+    pub runbooks: dawnpost::periodic::Nudge,
 }
 
 pub async fn start(t: &TestLedger) -> Server {
@@ -49,6 +51,7 @@ pub async fn start(t: &TestLedger) -> Server {
     let clock = ManualClock::new(at(2026, 11, 30, 9, 0));
     let metrics = Arc::new(Metrics::default());
     let late = dawnpost::notice::LateBoard::default();
+    let runbooks = dawnpost::periodic::Nudge::default();
     let health = Arc::new(Health::default());
     let artifacts =
         dawnpost::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
@@ -90,6 +93,7 @@ pub async fn start(t: &TestLedger) -> Server {
             pool: dawnpost::pool::PoolView::of(&pipeline),
             live_for: chrono::Duration::seconds(30),
             late: late.clone(),
+            runbooks: runbooks.clone(),
         },
         links: Some(links()),
     };
@@ -118,6 +122,7 @@ pub async fn start(t: &TestLedger) -> Server {
         sweeper,
         pipeline,
         late,
+        runbooks,
     }
 }
 
