@@ -54,19 +54,17 @@ impl Registry {
     }
 
     /// One heartbeat, the rows of nodes silent for a day deleted, and the newest format a write
-    /// may use brought up to the live nodes.
+    /// may use brought up to the live nodes, in one transaction (one commit on a shared ledger).
     pub async fn beat(&self) -> Result<(), LedgerError> {
         let now = self.clock.now();
         let node = Node {
             heartbeat_at: now,
             ..self.node.clone()
         };
-        self.ledger.node_heartbeat(&node).await?;
+        let forget_before = crate::clock::sub(now, FORGET_AFTER);
+        let live_since = crate::clock::sub(now, self.live_for);
         self.ledger
-            .node_expire(crate::clock::sub(now, FORGET_AFTER))
-            .await?;
-        self.ledger
-            .follow_formats(crate::clock::sub(now, self.live_for))
+            .node_beat(&node, forget_before, live_since)
             .await?;
         Ok(())
     }

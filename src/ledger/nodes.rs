@@ -82,20 +82,30 @@ impl Ledger {
 
     /// Records `node`'s heartbeat (registering it the first time): one upsert.
     pub async fn node_heartbeat(&self, node: &Node) -> Result<()> {
-        let st = Statement::new(
-            "INSERT INTO nodes (id, version, schema_version, formats, started_at, heartbeat_at)
-             VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (id) DO UPDATE SET version = excluded.version,
-                 schema_version = excluded.schema_version, formats = excluded.formats,
-                 heartbeat_at = excluded.heartbeat_at",
-        )
-        .bind(node.id.as_str())
-        .bind(node.version.as_str())
-        .bind(node.schema_version)
-        .bind(node.formats.as_str())
-        .bind(to_millis(node.started_at))
-        .bind(to_millis(node.heartbeat_at));
-        self.execute(&st).await.map(|_| ())
+        self.execute(&heartbeat(node)).await.map(|_| ())
+    }
+
+    /// A registry's round in one transaction (one commit): `node`'s heartbeat, the nodes silent
+    /// since `forget_before` forgotten, and the write format the nodes live since `live_since`
+    /// all read followed (see [`Ledger::follow_formats`]); returns that format.
+    pub async fn node_beat(
+        &self,
+        node: &Node,
+        forget_before: DateTime<Utc>,
+        live_since: DateTime<Utc>,
+    ) -> Result<i64> {
+        let mut tx = self.begin().await?;
+        tx.execute(&heartbeat(node)).await?;
+        tx.execute(&expire(forget_before)).await?;
+        let live: Vec<NodeRecord> = tx
+            .fetch_all(&Statement::new(LIVE).bind(to_millis(live_since)))
+            .await?;
+        tx.commit().await?;
+        let live: Vec<Node> = live.into_iter().map(Node::from).collect();
+        let format = write_format_for(&live);
+        self.write_format
+            .store(format, std::sync::atomic::Ordering::Relaxed);
+        Ok(format)
     }
 
     /// Removes node `id` (a clean shutdown).
@@ -106,15 +116,12 @@ impl Ledger {
 
     /// Deletes the rows of nodes silent since before `before`; how many.
     pub async fn node_expire(&self, before: DateTime<Utc>) -> Result<u64> {
-        let st =
-            Statement::new("DELETE FROM nodes WHERE heartbeat_at < $1").bind(to_millis(before));
-        self.execute(&st).await
+        self.execute(&expire(before)).await
     }
 
     /// The nodes that heartbeat at or after `since` (the live ones), oldest start first. None
     /// on a ledger older than the registry.
     pub async fn node_list(&self, since: DateTime<Utc>) -> Result<Vec<Node>> {
-        const LIVE: &str = "SELECT * FROM nodes WHERE heartbeat_at >= $1 ORDER BY started_at, id";
         if !self.has_table("nodes").await? {
             return Ok(Vec::new());
         }
@@ -125,6 +132,31 @@ impl Ledger {
             .await?);
         Ok(rows.into_iter().map(Node::from).collect())
     }
+}
+
+/// The live nodes: those that heartbeat at or after `$1`, oldest start first.
+const LIVE: &str = "SELECT * FROM nodes WHERE heartbeat_at >= $1 ORDER BY started_at, id";
+
+/// `node`'s heartbeat: registers it the first time, then updates its row (its start stays).
+fn heartbeat(node: &Node) -> Statement<'_> {
+    Statement::new(
+        "INSERT INTO nodes (id, version, schema_version, formats, started_at, heartbeat_at)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (id) DO UPDATE SET version = excluded.version,
+             schema_version = excluded.schema_version, formats = excluded.formats,
+             heartbeat_at = excluded.heartbeat_at",
+    )
+    .bind(node.id.as_str())
+    .bind(node.version.as_str())
+    .bind(node.schema_version)
+    .bind(node.formats.as_str())
+    .bind(to_millis(node.started_at))
+    .bind(to_millis(node.heartbeat_at))
+}
+
+/// Forgets the nodes silent since `before`.
+fn expire(before: DateTime<Utc>) -> Statement<'static> {
+    Statement::new("DELETE FROM nodes WHERE heartbeat_at < $1").bind(to_millis(before))
 }
 
 #[cfg(test)]

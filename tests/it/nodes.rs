@@ -167,8 +167,70 @@ async fn held_leases_are_named_with_their_owner_until_they_expire(t: &TestLedger
     );
 }
 
+/// A registry's round (`Ledger::node_beat`, one transaction): this node's heartbeat, a node
+/// silent for longer than the forgetting span removed, and the write format every live node
+/// reads followed — an older live peer holds it back, and once the peer is silent it moves on.
+async fn a_registry_round_beats_forgets_and_follows_the_live_nodes(t: &TestLedger) {
+    let l = &t.ledger;
+    let now = at(2026, 12, 1, 6, 0);
+    let forget_before = now - Duration::days(1);
+    let live_since = now - Duration::seconds(30);
+    l.node_heartbeat(&node("gone:1", 10, now - Duration::days(2)))
+        .await
+        .expect("beat");
+    l.node_heartbeat(&node("older:2", 10, now - Duration::seconds(5)))
+        .await
+        .expect("beat");
+    let me = Node {
+        formats: dawnpost::ledger::WORK_FORMAT.to_string(),
+        ..node("me:3", 11, now)
+    };
+    let format = l.node_beat(&me, forget_before, live_since).await;
+    assert_eq!(
+        format.expect("beat"),
+        1,
+        "the older peer reads format 1 only"
+    );
+    assert_eq!(l.write_format(), 1);
+    let ids: Vec<String> = (l.node_list(forget_before).await.expect("list").into_iter())
+        .map(|n| n.id)
+        .collect();
+    assert_eq!(
+        ids,
+        ["me:3", "older:2"],
+        "the node silent for two days is gone"
+    );
+
+    let later = now + Duration::minutes(1);
+    let me = Node {
+        heartbeat_at: later,
+        ..me
+    };
+    let format = l.node_beat(
+        &me,
+        later - Duration::days(1),
+        later - Duration::seconds(30),
+    );
+    assert_eq!(
+        format.await.expect("beat"),
+        dawnpost::ledger::WORK_FORMAT,
+        "the older peer fell silent"
+    );
+    assert_eq!(l.write_format(), dawnpost::ledger::WORK_FORMAT);
+    let live = l
+        .node_list(later - Duration::seconds(30))
+        .await
+        .expect("list");
+    assert_eq!(live.len(), 1);
+    assert_eq!(
+        (live[0].heartbeat_at, live[0].started_at),
+        (later, me.started_at)
+    );
+}
+
 on_both_backends!(
     a_heartbeat_registers_a_node_and_silence_ends_it,
     the_overview_lists_the_live_nodes,
     held_leases_are_named_with_their_owner_until_they_expire,
+    a_registry_round_beats_forgets_and_follows_the_live_nodes,
 );
