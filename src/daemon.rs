@@ -140,6 +140,9 @@ pub async fn run(
             tick,
             |t, cancel| async move { Ok(t.run(cancel).await?) },
         ),
+        periodic("wake", pipeline.clone(), |p, cancel| async move {
+            crate::wake::run(p, cancel).await
+        }),
         restarting("pool", pipeline, |p, cancel| async move {
             Ok(p.run(cancel).await?)
         }),

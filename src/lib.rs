@@ -70,6 +70,7 @@ pub mod sweeper;
 pub mod tick;
 pub mod timekeeper;
 pub mod tls;
+pub mod wake;
 pub mod window;
 pub mod words;
 

@@ -119,6 +119,12 @@ impl SchedulerTick {
         if let Some(nudge) = self.nudge.as_ref().filter(|_| counts.inserted > 0) {
             nudge.now();
         }
+        // The other nodes' pools look at once too.
+        if counts.inserted > 0
+            && let Err(e) = self.ledger.notify_work().await
+        {
+            tracing::debug!(error = %e, "could not notify the other nodes of the tick's jobs");
+        }
         Ok(counts)
     }
 

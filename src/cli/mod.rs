@@ -436,6 +436,11 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     }
     let mut ledger = LedgerSlot::new(&config, clock.clone());
     let c = &config;
+    // What these write may be due at once: the nodes listening on the ledger look now.
+    let makes_work = matches!(
+        cli.command,
+        Command::Backfill(_) | Command::Enqueue(_) | Command::Redrive(_) | Command::Reissue(_)
+    );
     let result = match cli.command {
         Command::Check => print::check(c, clock.now()),
         Command::Plan(args) => commands::plan(c, &args),
@@ -456,6 +461,9 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Command::Redrive(args) => commands::redrive(&mut ledger, &args, clock).await,
         Command::Reissue(args) => commands::reissue(&mut ledger, &args, clock).await,
     };
+    if makes_work {
+        ledger.notify_work().await;
+    }
     ledger.close().await;
     result
 }
@@ -495,6 +503,16 @@ impl<'a> LedgerSlot<'a> {
         }
         self.opened = Some(l.clone());
         Ok(l)
+    }
+
+    /// Tells the nodes listening on the ledger, if it was opened, that work may be due (a
+    /// failure only delays them to their next look).
+    async fn notify_work(&self) {
+        if let Some(l) = &self.opened
+            && let Err(e) = l.notify_work().await
+        {
+            tracing::debug!(error = %e, "could not notify the nodes of new work");
+        }
     }
 
     async fn close(self) {

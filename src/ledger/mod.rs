@@ -56,6 +56,7 @@ mod jobs;
 mod leases;
 mod nodes;
 mod notices;
+mod notify;
 mod outcomes;
 mod postgres;
 mod probes;
@@ -84,6 +85,7 @@ pub use notices::{
     Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,
     Told,
 };
+pub use notify::{WORK_CHANNEL, WorkListener};
 pub use outcomes::{LeaseTo, Outcomes, RecordedOutcomes};
 pub use probes::{AfterProbe, ProbeRow};
 pub use rescue::RescueBudget;

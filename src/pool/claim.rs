@@ -24,7 +24,11 @@ use crate::render::Rendered;
 impl Pipeline {
     /// How long this idle pool waits before it asks again (see [`idle_wait`]).
     pub(super) fn idle_wait(&self, next_due: Option<DateTime<Utc>>) -> Duration {
-        let bounds = (self.config.idle_poll, self.config.idle_max);
+        let most = match self.is_hearing() {
+            true => super::HEARING_IDLE_MAX.max(self.config.idle_max),
+            false => self.config.idle_max,
+        };
+        let bounds = (self.config.idle_poll, most);
         idle_wait(next_due, self.clock.now(), bounds)
     }
 

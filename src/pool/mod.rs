@@ -267,7 +267,14 @@ pub struct Pipeline {
     nudge: crate::periodic::Nudge,
     /// Deliveries created leased to this node, waiting to be queued.
     arrivals: queue::Arrivals,
+    /// Whether this node hears other processes' work notices (`wake.rs`): an idle pool then
+    /// looks for work they made due only every [`HEARING_IDLE_MAX`], not every `idle_max`.
+    hearing: std::sync::atomic::AtomicBool,
 }
+
+/// How long an idle pool that hears other processes' work notices waits at most before it
+/// looks again: a notice lost (the listening connection dropped and came back) costs this.
+pub const HEARING_IDLE_MAX: Duration = Duration::from_secs(5);
 
 impl Pipeline {
     /// Wires the pipeline from validated configuration: the pool over `artifacts`, the daemon's one store (shared with the sweeper and the
@@ -328,6 +335,7 @@ impl Pipeline {
             metrics: Arc::default(),
             send_timeouts,
             nudge: crate::periodic::Nudge::default(),
+            hearing: std::sync::atomic::AtomicBool::new(false),
             arrivals: queue::Arrivals::default(),
         }
         .publishing_limits())
@@ -374,6 +382,17 @@ impl Pipeline {
     /// makes work due in this process.
     pub fn nudge(&self) -> crate::periodic::Nudge {
         self.nudge.clone()
+    }
+
+    /// Whether this node hears other processes' work notices now: while it does, an idle pool
+    /// waits up to [`HEARING_IDLE_MAX`] instead of `idle_max` before it looks again.
+    pub fn hearing(&self, on: bool) {
+        (self.hearing).store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether this node hears other processes' work notices now (see [`Pipeline::hearing`]).
+    pub fn is_hearing(&self) -> bool {
+        self.hearing.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Runs the pool until `cancel`, then drains.

@@ -119,7 +119,8 @@ pub fn router(state: ServerState) -> Router {
 }
 
 /// A write the server took (a redrive, a reissue, an ingested run, a bulk redrive started)
-/// may have made work due: this node's pool looks for it at once rather than at its next look.
+/// may have made work due: this node's pool, and on PostgreSQL every listening node's
+/// (`Ledger::notify_work`), looks for it at once rather than at its next look.
 async fn nudge_after_writes(
     State(st): State<ServerState>,
     request: axum::extract::Request,
@@ -130,6 +131,10 @@ async fn nudge_after_writes(
     let status = response.status();
     if writes && !(status.is_client_error() || status.is_server_error()) {
         st.node.pool.nudge();
+        // The other nodes' pools look at once too (a failure only delays them).
+        if let Err(e) = st.ledger.notify_work().await {
+            tracing::debug!(error = %e, "could not notify the other nodes of new work");
+        }
     }
     response
 }

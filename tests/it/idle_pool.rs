@@ -113,10 +113,64 @@ async fn the_rescuer_nudges_the_pool_when_it_rescued(t: &TestLedger) {
     assert!(pool.due_by(clock.now()), "the pool is told at once");
 }
 
+/// Another process's work notice (`Ledger::notify_work`: another node's tick, the CLI) wakes
+/// an idle pool that listens (`wake::run`) at once, not at its longest idle wait. On
+/// PostgreSQL; SQLite has no notices (`work_listener` is `None`) and its nodes poll.
+async fn an_idle_pool_hears_work_another_process_made_due(t: &TestLedger) {
+    t.ledger
+        .notify_work()
+        .await
+        .expect("a notice is sent or is nothing");
+    let listener = t.ledger.work_listener().await.expect("listen");
+    if listener.is_none() {
+        assert_eq!(t.ledger.backend_name(), "sqlite", "PostgreSQL listens");
+        return;
+    }
+    drop(listener);
+    let rx = Receiver::start(Arc::new(|_, _, _| (200, None, Duration::ZERO))).await;
+    let p = Project::new(&common::hooked_report("heard", &rx.url(""), 1, None));
+    let config = p.load();
+    let clock: dawnpost::SharedClock = Arc::new(SystemClock);
+    let pool = PoolConfig {
+        idle_max: Duration::from_secs(120),
+        ..PoolConfig::from_config(&config)
+    };
+    let artifacts =
+        dawnpost::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
+            .expect("artifacts");
+    let pipeline = Pipeline::new(&config, t.ledger.clone(), clock.clone(), pool, artifacts);
+    let pipeline = Arc::new(pipeline.expect("pipeline"));
+    let cancel = CancellationToken::new();
+    let run = tokio::spawn(pipeline.clone().run(cancel.clone()));
+    let listen = tokio::spawn(dawnpost::wake::run(pipeline.clone(), cancel.clone()));
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !pipeline.is_hearing() {
+        assert!(
+            tokio::time::Instant::now() < until,
+            "the node never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // Made due behind the pool's back, with no nudge in this process: only the notice.
+    let now = clock.now();
+    let job = new_job("heard", "2026-01-01", now);
+    t.ledger.job_insert_many(&[job], now).await.expect("insert");
+    t.ledger.notify_work().await.expect("notify");
+    assert!(
+        rx.reached(1, Duration::from_secs(30)).await,
+        "the notice did not wake the idle pool"
+    );
+    cancel.cancel();
+    run.await.expect("join").expect("pool");
+    listen.await.expect("join");
+}
+
 on_both_backends!(
     an_empty_claim_says_when_work_falls_due,
     the_rescuer_nudges_the_pool_when_it_rescued,
     an_idle_pool_looks_when_work_falls_due_or_when_nudged,
+    an_idle_pool_hears_work_another_process_made_due,
 );
 
 /// Waits (polling the ledger, at most `limit`) until the job is done: its finish and

@@ -53,6 +53,7 @@ const LAYERS: &[&[&str]] = &[
         "api",
         "runbook",
         "preview",
+        "wake",
     ],
     &["supervisor", "server"],
     &["daemon", "runner"],

@@ -1,0 +1,54 @@
+//! Work notices between processes sharing a PostgreSQL ledger (`LISTEN`/`NOTIFY`): whoever
+//! makes work due outside a node's own pool (the tick, the server, the CLI) says so, and every
+//! listening node looks at once instead of at its next poll. Only a wake-up rides on a notice:
+//! one lost (a listener's connection dropped) costs the listener's poll interval, never the
+//! work. SQLite's nodes share one file and poll it.
+
+use sqlx::postgres::{PgListener, PgPoolOptions};
+
+use super::{Backend, Ledger, Result};
+
+/// The channel work notices go on.
+pub const WORK_CHANNEL: &str = "dawnpost_work";
+
+impl Ledger {
+    /// Tells every node listening on this ledger that work may be due now (one `pg_notify`,
+    /// its own commit); nothing on SQLite.
+    pub async fn notify_work(&self) -> Result<()> {
+        if let Backend::Postgres(p) = &self.backend {
+            sqlx::query("SELECT pg_notify($1, '')")
+                .bind(WORK_CHANNEL)
+                .execute(p)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Listens for work notices on a connection of its own (outside the ledger's pool, so it
+    /// takes no slot from the work); `None` on SQLite.
+    pub async fn work_listener(&self) -> Result<Option<WorkListener>> {
+        let Backend::Postgres(p) = &self.backend else {
+            return Ok(None);
+        };
+        let own = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect_lazy_with((*p.connect_options()).clone());
+        let mut listener = PgListener::connect_with(&own).await?;
+        listener.listen(WORK_CHANNEL).await?;
+        Ok(Some(WorkListener(listener)))
+    }
+}
+
+/// A connection listening for work notices.
+#[derive(Debug)]
+pub struct WorkListener(PgListener);
+
+impl WorkListener {
+    /// Waits for the next notice: `true` when one came, `false` when the connection was lost
+    /// (notices sent meanwhile are lost; the next call connects and listens again). An error:
+    /// it could not connect again.
+    pub async fn next(&mut self) -> Result<bool> {
+        Ok(self.0.try_recv().await?.is_some())
+    }
+}
