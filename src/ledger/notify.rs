@@ -8,18 +8,24 @@ use sqlx::postgres::{PgListener, PgPoolOptions};
 
 use super::{Backend, Ledger, Result};
 
-/// The channel work notices go on.
-pub const WORK_CHANNEL: &str = "dawnpost_work";
+/// The prefix of the channel work notices go on: `dawnpost_work_` and 16 hex digits of the
+/// MD5 of the ledger's schema (`current_schema()`), so ledgers in different schemas of one
+/// database do not wake each other's nodes.
+pub const WORK_CHANNEL: &str = "dawnpost_work_";
+
+/// A work notice on the channel of the session's schema (`$1`: [`WORK_CHANNEL`]).
+const NOTIFY: &str =
+    "SELECT pg_notify($1 || substr(md5(coalesce(current_schema(), '')), 1, 16), '')";
+
+/// The channel of the session's schema (`$1`: [`WORK_CHANNEL`]).
+const CHANNEL: &str = "SELECT $1 || substr(md5(coalesce(current_schema(), '')), 1, 16)";
 
 impl Ledger {
     /// Tells every node listening on this ledger that work may be due now (one `pg_notify`,
     /// its own commit); nothing on SQLite.
     pub async fn notify_work(&self) -> Result<()> {
         if let Backend::Postgres(p) = &self.backend {
-            sqlx::query("SELECT pg_notify($1, '')")
-                .bind(WORK_CHANNEL)
-                .execute(p)
-                .await?;
+            sqlx::query(NOTIFY).bind(WORK_CHANNEL).execute(p).await?;
         }
         Ok(())
     }
@@ -34,8 +40,12 @@ impl Ledger {
             .max_connections(1)
             .acquire_timeout(std::time::Duration::from_secs(10))
             .connect_lazy_with((*p.connect_options()).clone());
+        let (channel,): (String,) = sqlx::query_as(CHANNEL)
+            .bind(WORK_CHANNEL)
+            .fetch_one(p)
+            .await?;
         let mut listener = PgListener::connect_with(&own).await?;
-        listener.listen(WORK_CHANNEL).await?;
+        listener.listen(&channel).await?;
         Ok(Some(WorkListener(listener)))
     }
 }

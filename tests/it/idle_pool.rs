@@ -166,11 +166,31 @@ async fn an_idle_pool_hears_work_another_process_made_due(t: &TestLedger) {
     listen.await.expect("join");
 }
 
+/// A work notice reaches the listeners of its own ledger only: a ledger in another schema of
+/// the same database wakes nobody here (PostgreSQL; SQLite has no notices).
+async fn a_work_notice_reaches_its_own_ledgers_listeners_only(t: &TestLedger) {
+    let Some(mut listener) = t.ledger.work_listener().await.expect("listen") else {
+        assert_eq!(t.ledger.backend_name(), "sqlite", "PostgreSQL listens");
+        return;
+    };
+    let other = TestLedger::postgres().await.expect("a PostgreSQL ledger");
+    other.ledger.notify_work().await.expect("notify");
+    let quiet = tokio::time::timeout(Duration::from_millis(300), listener.next()).await;
+    assert!(
+        quiet.is_err(),
+        "another schema's notice woke this ledger's listener"
+    );
+    t.ledger.notify_work().await.expect("notify");
+    let heard = tokio::time::timeout(Duration::from_secs(10), listener.next()).await;
+    assert!(heard.expect("heard within 10 s").expect("listening"));
+}
+
 on_both_backends!(
     an_empty_claim_says_when_work_falls_due,
     the_rescuer_nudges_the_pool_when_it_rescued,
     an_idle_pool_looks_when_work_falls_due_or_when_nudged,
     an_idle_pool_hears_work_another_process_made_due,
+    a_work_notice_reaches_its_own_ledgers_listeners_only,
 );
 
 /// Waits (polling the ledger, at most `limit`) until the job is done: its finish and

@@ -287,6 +287,31 @@ async fn the_tick_inserts_what_plan_lists_across_dst_gaps(t: &TestLedger) {
     );
 }
 
+/// A tick that enqueues tells the other nodes on a PostgreSQL ledger (a work notice, which
+/// their `wake` service hears); a quiet tick sends none. SQLite has no notices.
+async fn a_tick_that_enqueues_sends_a_work_notice(t: &TestLedger) {
+    let Some(mut listener) = t.ledger.work_listener().await.expect("listen") else {
+        return;
+    };
+    let p = Project::new(&report("warehouse-17", "0 30 6 * * *", "Europe/Berlin"));
+    let config = p.load();
+    let clock = ManualClock::new(at(2026, 10, 20, 12, 0));
+    let tick = SchedulerTick::new(
+        t.ledger.clone(),
+        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
+        Arc::new(clock.clone()),
+        Span::from_secs(24 * 3600),
+    );
+    let limit = std::time::Duration::from_secs(10);
+    assert_eq!(tick.run_once().await.expect("tick").inserted, 1);
+    let heard = tokio::time::timeout(limit, listener.next()).await;
+    assert!(heard.expect("a notice within 10 s").expect("listening"));
+    clock.advance(Duration::hours(3));
+    assert_eq!(tick.run_once().await.expect("tick").inserted, 0);
+    let quiet = tokio::time::timeout(std::time::Duration::from_millis(300), listener.next());
+    assert!(quiet.await.is_err(), "a quiet tick sent a notice");
+}
+
 on_both_backends!(
     the_tick_inserts_what_plan_lists_across_dst_gaps,
     ticks_record_only_reports_that_fired,
@@ -294,6 +319,7 @@ on_both_backends!(
     catch_up_after_three_day_outage_is_bounded,
     restart_before_catch_up_runs_out_enqueues_the_missed_report,
     concurrent_schedulers_insert_each_key_once,
+    a_tick_that_enqueues_sends_a_work_notice,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
