@@ -110,7 +110,7 @@ pub async fn every<F, Fut>(
 }
 
 /// Sleeps `interval`; true when `cancel` came first.
-async fn sleep_or_cancel(interval: Duration, cancel: &CancellationToken) -> bool {
+pub(crate) async fn sleep_or_cancel(interval: Duration, cancel: &CancellationToken) -> bool {
     tokio::select! {
         _ = cancel.cancelled() => true,
         _ = tokio::time::sleep(interval) => false,

@@ -349,7 +349,7 @@ async fn finish(
 /// redrive started from the console (or a CLI that stopped following) carries on. Several
 /// nodes may run it: each step is claimed in the ledger, so one driver takes it. While none is
 /// running it looks only every [`IDLE_ROUNDS`] intervals (each look is a read, a commit on a
-/// shared ledger), or at once when woken ([`Driver::waker`]: this node's server started one).
+/// shared ledger), or at once when woken ([`Driver::with_waker`]: this node's server started one).
 /// A start takes its first step itself (the canary), so a runbook started elsewhere (the CLI,
 /// another node) waits at most that longer pause for its second.
 #[derive(Debug, Clone)]
@@ -386,11 +386,6 @@ impl Driver {
     pub fn with_waker(mut self, wake: crate::periodic::Nudge) -> Driver {
         self.wake = wake;
         self
-    }
-
-    /// What wakes this driver at once (clones share it).
-    pub fn waker(&self) -> crate::periodic::Nudge {
-        self.wake.clone()
     }
 
     /// How long the driver waits after a round: `every` while a runbook runs, else
@@ -448,16 +443,16 @@ impl Driver {
     /// [`IDLE_ROUNDS`] intervals or when woken. A failed round is retried after `every`.
     pub async fn run(&self, cancel: tokio_util::sync::CancellationToken) {
         loop {
-            let running = match self.round().await {
-                Ok(round) => round.running,
+            let pause = match self.round().await {
+                Ok(round) => self.pause(round.running),
                 Err(e) => {
                     tracing::error!(error = %e, "advancing bulk redrives failed; retrying");
-                    1
+                    self.every
                 }
             };
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = tokio::time::sleep(self.pause(running)) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = self.wake.notified() => {}
             }
         }

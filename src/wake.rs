@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::ledger::Ledger;
+use crate::periodic::sleep_or_cancel;
 use crate::pool::Pipeline;
 
 /// The first pause after a failed connection; it doubles up to [`RETRY_CAP`].
@@ -60,13 +61,5 @@ pub async fn run(pipeline: Arc<Pipeline>, cancel: CancellationToken) {
         if sleep_or_cancel(pause, &cancel).await {
             return;
         }
-    }
-}
-
-/// Sleeps `pause`; true when `cancel` came first.
-async fn sleep_or_cancel(pause: Duration, cancel: &CancellationToken) -> bool {
-    tokio::select! {
-        _ = cancel.cancelled() => true,
-        _ = tokio::time::sleep(pause) => false,
     }
 }

@@ -74,10 +74,15 @@ impl Ledger {
     /// Brings [`Ledger::write_format`] up to the nodes that heartbeat at or after
     /// `live_since` (the oldest live node's format, while older nodes run); that format.
     pub async fn follow_formats(&self, live_since: DateTime<Utc>) -> Result<i64> {
-        let format = write_format_for(&self.node_list(live_since).await?);
+        Ok(self.follow(&self.node_list(live_since).await?))
+    }
+
+    /// Sets [`Ledger::write_format`] to what every node of `live` reads; that format.
+    fn follow(&self, live: &[Node]) -> i64 {
+        let format = write_format_for(live);
         self.write_format
             .store(format, std::sync::atomic::Ordering::Relaxed);
-        Ok(format)
+        format
     }
 
     /// Records `node`'s heartbeat (registering it the first time): one upsert.
@@ -102,10 +107,7 @@ impl Ledger {
             .await?;
         tx.commit().await?;
         let live: Vec<Node> = live.into_iter().map(Node::from).collect();
-        let format = write_format_for(&live);
-        self.write_format
-            .store(format, std::sync::atomic::Ordering::Relaxed);
-        Ok(format)
+        Ok(self.follow(&live))
     }
 
     /// Removes node `id` (a clean shutdown).

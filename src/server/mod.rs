@@ -72,7 +72,7 @@ pub struct Node {
     pub live_for: chrono::Duration,
     /// The reports late at the notifier's last round (the console's overview lists them first).
     pub late: crate::notice::LateBoard,
-    /// Wakes this node's runbook driver (`runbook::Driver::waker`): the server started one.
+    /// Wakes this node's runbook driver (`runbook::Driver::with_waker`): the server started one.
     pub runbooks: crate::periodic::Nudge,
 }
 
