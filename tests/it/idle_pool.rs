@@ -131,15 +131,7 @@ async fn an_idle_pool_hears_work_another_process_made_due(t: &TestLedger) {
     let p = Project::new(&common::hooked_report("heard", &rx.url(""), 1, None));
     let config = p.load();
     let clock: dawnpost::SharedClock = Arc::new(SystemClock);
-    let pool = PoolConfig {
-        idle_max: Duration::from_secs(120),
-        ..PoolConfig::from_config(&config)
-    };
-    let artifacts =
-        dawnpost::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
-            .expect("artifacts");
-    let pipeline = Pipeline::new(&config, t.ledger.clone(), clock.clone(), pool, artifacts);
-    let pipeline = Arc::new(pipeline.expect("pipeline"));
+    let pipeline = slow_idle_pipeline(t, &config, &clock);
     let cancel = CancellationToken::new();
     let run = tokio::spawn(pipeline.clone().run(cancel.clone()));
     let listen = tokio::spawn(dawnpost::wake::run(pipeline.clone(), cancel.clone()));
@@ -207,6 +199,24 @@ async fn settled(t: &TestLedger, key: &str, limit: Duration) {
     }
 }
 
+/// A pipeline over `config` whose longest idle wait is two minutes: what it takes sooner,
+/// something told it about.
+fn slow_idle_pipeline(
+    t: &TestLedger,
+    config: &dawnpost::Config,
+    clock: &dawnpost::SharedClock,
+) -> Arc<Pipeline> {
+    let pool = PoolConfig {
+        idle_max: Duration::from_secs(120),
+        ..PoolConfig::from_config(config)
+    };
+    let artifacts =
+        dawnpost::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
+            .expect("artifacts");
+    let pipeline = Pipeline::new(config, t.ledger.clone(), clock.clone(), pool, artifacts);
+    Arc::new(pipeline.expect("pipeline"))
+}
+
 /// A pool whose longest idle wait is two minutes still takes a job due a second after its
 /// first claim at once when it falls due (the claim said when), and a job made due behind its
 /// back as soon as it is nudged, not two minutes later.
@@ -221,15 +231,7 @@ async fn an_idle_pool_looks_when_work_falls_due_or_when_nudged(t: &TestLedger) {
         .job_insert_many(&[soon], start)
         .await
         .expect("insert");
-    let pool = PoolConfig {
-        idle_max: Duration::from_secs(120),
-        ..PoolConfig::from_config(&config)
-    };
-    let artifacts =
-        dawnpost::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
-            .expect("artifacts");
-    let pipeline = Pipeline::new(&config, t.ledger.clone(), clock.clone(), pool, artifacts);
-    let pipeline = Arc::new(pipeline.expect("pipeline"));
+    let pipeline = slow_idle_pipeline(t, &config, &clock);
     let cancel = CancellationToken::new();
     let run = tokio::spawn(pipeline.clone().run(cancel.clone()));
 

@@ -26,6 +26,19 @@ fn spec(canary: u32, batch: u32) -> RunbookSpec {
     }
 }
 
+/// `n` deliveries of report `carrier` quarantined permanent at `bad@carrier-y.example`.
+async fn carrier_y_dead_letters(t: &TestLedger, n: u32) {
+    dead_letters(
+        t,
+        "carrier",
+        1,
+        n,
+        "bad@carrier-y.example",
+        ResponseClass::Permanent,
+    )
+    .await;
+}
+
 async fn dead_letters_group_by_report_host_and_class(t: &TestLedger) {
     dead_letters(
         t,
@@ -78,15 +91,7 @@ async fn dead_letters_group_by_report_host_and_class(t: &TestLedger) {
 }
 
 async fn a_runbook_goes_canary_then_batches_and_stops_on_a_repeat(t: &TestLedger) {
-    dead_letters(
-        t,
-        "carrier",
-        1,
-        6,
-        "bad@carrier-y.example",
-        ResponseClass::Permanent,
-    )
-    .await;
+    carrier_y_dead_letters(t, 6).await;
     dead_letters(
         t,
         "carrier",
@@ -195,15 +200,7 @@ async fn a_runbook_goes_canary_then_batches_and_stops_on_a_repeat(t: &TestLedger
 }
 
 async fn a_canary_back_in_quarantine_stops_before_any_batch(t: &TestLedger) {
-    dead_letters(
-        t,
-        "carrier",
-        1,
-        4,
-        "bad@carrier-y.example",
-        ResponseClass::Permanent,
-    )
-    .await;
+    carrier_y_dead_letters(t, 4).await;
     let l = &t.ledger;
     let now = t0() + Duration::hours(1);
     let (rb, _) = runbook::plan(l, &spec(1, 50), now).await.expect("plan");
@@ -217,15 +214,7 @@ async fn a_canary_back_in_quarantine_stops_before_any_batch(t: &TestLedger) {
 }
 
 async fn a_runbook_whose_work_is_sent_finishes_done(t: &TestLedger) {
-    dead_letters(
-        t,
-        "carrier",
-        1,
-        3,
-        "bad@carrier-y.example",
-        ResponseClass::Permanent,
-    )
-    .await;
+    carrier_y_dead_letters(t, 3).await;
     let l = &t.ledger;
     let now = t0() + Duration::hours(1);
     let (rb, _) = runbook::plan(l, &spec(1, 5), now).await.expect("plan");
@@ -255,15 +244,7 @@ async fn a_runbook_whose_work_is_sent_finishes_done(t: &TestLedger) {
 /// The daemon's driver looks every `runbooks_every` while a runbook runs and five times as
 /// seldom while none does (each look is a read, a commit on a shared ledger).
 async fn the_driver_looks_seldom_while_no_runbook_runs(t: &TestLedger) {
-    dead_letters(
-        t,
-        "carrier",
-        1,
-        3,
-        "bad@carrier-y.example",
-        ResponseClass::Permanent,
-    )
-    .await;
+    carrier_y_dead_letters(t, 3).await;
     let l = &t.ledger;
     let now = t0() + Duration::hours(1);
     let clock = std::sync::Arc::new(dawnpost::clock::ManualClock::new(now));

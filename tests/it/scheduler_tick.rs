@@ -25,16 +25,26 @@ async fn job_keys(t: &TestLedger) -> Vec<String> {
     keys
 }
 
+/// A tick over `config`'s reports on `t`'s ledger at `clock`, catching up `catch_up`.
+fn tick_for(
+    t: &TestLedger,
+    config: &dawnpost::Config,
+    clock: &ManualClock,
+    catch_up: Span,
+) -> SchedulerTick {
+    SchedulerTick::new(
+        t.ledger.clone(),
+        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
+        Arc::new(clock.clone()),
+        catch_up,
+    )
+}
+
 async fn catch_up_after_three_day_outage_is_bounded(t: &TestLedger) {
     let p = Project::new(&report("warehouse-17", "0 30 6 * * *", "Europe/Berlin"));
     let config = p.load();
     let clock = ManualClock::new(at(2026, 10, 20, 12, 0));
-    let tick = SchedulerTick::new(
-        t.ledger.clone(),
-        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
-        Arc::new(clock.clone()),
-        Span::from_secs(24 * 3600),
-    );
+    let tick = tick_for(t, &config, &clock, Span::from_secs(24 * 3600));
     let pool = dawnpost::periodic::Nudge::default();
     let tick = tick.with_nudge(pool.clone());
     // First tick ever: catches up 24 h, so today's 06:30 (04:30Z) job is enqueued.
@@ -89,14 +99,7 @@ async fn restart_before_catch_up_runs_out_enqueues_the_missed_report(t: &TestLed
     let p = Project::new(&report("warehouse-17", "0 30 6 * * *", "Europe/Berlin"));
     let config = p.load();
     let clock = ManualClock::new(at(2026, 11, 30, 5, 0));
-    let make = |clock: &ManualClock| {
-        SchedulerTick::new(
-            t.ledger.clone(),
-            dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
-            Arc::new(clock.clone()),
-            Span::from_secs(24 * 3600),
-        )
-    };
+    let make = |clock: &ManualClock| tick_for(t, &config, clock, Span::from_secs(24 * 3600));
     make(&clock).run_once().await.expect("tick");
     let before = job_keys(t).await;
     // The process dies at 05:00Z and comes back at 09:00Z: 06:30 CET (05:30Z) was missed.
@@ -201,12 +204,7 @@ async fn ticks_record_only_reports_that_fired(t: &TestLedger) {
     let p = Project::new(&reports);
     let config = p.load();
     let clock = ManualClock::new(at(2026, 11, 29, 0, 0));
-    let tick = SchedulerTick::new(
-        t.ledger.clone(),
-        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
-        Arc::new(clock.clone()),
-        Span::from_secs(3600),
-    );
+    let tick = tick_for(t, &config, &clock, Span::from_secs(3600));
     for _ in 0..(2 * 24 * 6) {
         tick.run_once().await.expect("tick");
         let ticks = t.ledger.schedule_last_ticks().await.expect("ticks");
@@ -244,12 +242,7 @@ async fn the_tick_inserts_what_plan_lists_across_dst_gaps(t: &TestLedger) {
     let config = p.load();
     let (from, to) = (at(2027, 3, 26, 0, 0), at(2027, 3, 30, 0, 0));
     let clock = ManualClock::new(from);
-    let tick = SchedulerTick::new(
-        t.ledger.clone(),
-        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
-        Arc::new(clock.clone()),
-        Span::from_secs(3600),
-    );
+    let tick = tick_for(t, &config, &clock, Span::from_secs(3600));
     tick.run_once().await.expect("first tick");
     let start = clock.now();
     while clock.now() < to {
@@ -296,12 +289,7 @@ async fn a_tick_that_enqueues_sends_a_work_notice(t: &TestLedger) {
     let p = Project::new(&report("warehouse-17", "0 30 6 * * *", "Europe/Berlin"));
     let config = p.load();
     let clock = ManualClock::new(at(2026, 10, 20, 12, 0));
-    let tick = SchedulerTick::new(
-        t.ledger.clone(),
-        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
-        Arc::new(clock.clone()),
-        Span::from_secs(24 * 3600),
-    );
+    let tick = tick_for(t, &config, &clock, Span::from_secs(24 * 3600));
     let limit = std::time::Duration::from_secs(10);
     assert_eq!(tick.run_once().await.expect("tick").inserted, 1);
     let heard = tokio::time::timeout(limit, listener.next()).await;
