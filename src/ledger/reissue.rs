@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 
 use super::audit::audit_row;
-use super::tx::Statement;
+use super::tx::{Statement, Tx};
 use super::{Audit, Job, JobRecord, Ledger, LedgerError, REISSUE_FORMAT, Result};
 use crate::clock::to_millis;
 use crate::keys::JobKey;
@@ -43,40 +43,20 @@ impl Ledger {
         }
         let text = key.to_string();
         let mut tx = self.begin().await?;
-        // Every reissue of a report's date locks its first revision's row first, so two at
-        // once (naming different revisions) run one after the other and the second sees the
-        // first's revision as the newest, unfinished: refused, never a duplicate key.
-        tx.lock_job(&key.with_revision(1).to_string()).await?;
-        tx.lock_job(&text).await?;
-        let get = Statement::new("SELECT * FROM jobs WHERE key = $1").bind(text.as_str());
-        let job: Job = match tx.fetch_optional::<JobRecord>(&get).await? {
-            Some(r) => r.try_into()?,
-            None => {
-                return Err(LedgerError::NotFound {
-                    what: "job",
-                    key: text,
-                });
+        // A refusal rolls back before it returns: a transaction only dropped is rolled back
+        // when its connection is next used, and until then the rows it locked stay locked (a
+        // claim skips them).
+        let (job, newest) = match finished_revisions(&mut tx, key).await {
+            Ok(found) => found,
+            Err(refused) => {
+                tx.rollback().await?;
+                return Err(refused);
             }
         };
         let (report, date) = (
             key.report().as_str(),
             crate::keys::IsoDate(key.date()).to_string(),
         );
-        let latest = Statement::new(LATEST).bind(report).bind(date.as_str());
-        let newest: Job = match tx.fetch_optional::<JobRecord>(&latest).await? {
-            Some(r) => r.try_into()?,
-            None => job.clone(),
-        };
-        for j in [&job, &newest] {
-            if !j.state.is_terminal() {
-                return Err(LedgerError::WrongState {
-                    what: "job",
-                    key: j.key.to_string(),
-                    expected: "finished (done, quarantined, cancelled or skipped)",
-                    actual: j.state.as_str().to_string(),
-                });
-            }
-        }
         let next = key.with_revision(newest.key.revision().saturating_add(1));
         let (next_text, supersedes) = (next.to_string(), newest.key.to_string());
         let now_ms = to_millis(now);
@@ -107,4 +87,43 @@ impl Ledger {
             .bind(date.as_str());
         self.fetch_all::<JobRecord, Job>(&st).await
     }
+}
+
+/// `key`'s job and its date's newest revision, locked, both finished: every reissue of a
+/// report's date locks its first revision's row first, so two at once (naming different
+/// revisions) run one after the other and the second sees the first's revision as the newest,
+/// unfinished: refused, never a duplicate key.
+async fn finished_revisions(tx: &mut Tx, key: &JobKey) -> Result<(Job, Job)> {
+    let text = key.to_string();
+    tx.lock_job(&key.with_revision(1).to_string()).await?;
+    tx.lock_job(&text).await?;
+    let get = Statement::new("SELECT * FROM jobs WHERE key = $1").bind(text.as_str());
+    let job: Job = match tx.fetch_optional::<JobRecord>(&get).await? {
+        Some(r) => r.try_into()?,
+        None => {
+            return Err(LedgerError::NotFound {
+                what: "job",
+                key: text,
+            });
+        }
+    };
+    let date = crate::keys::IsoDate(key.date()).to_string();
+    let latest = Statement::new(LATEST)
+        .bind(key.report().as_str())
+        .bind(date.as_str());
+    let newest: Job = match tx.fetch_optional::<JobRecord>(&latest).await? {
+        Some(r) => r.try_into()?,
+        None => job.clone(),
+    };
+    for j in [&job, &newest] {
+        if !j.state.is_terminal() {
+            return Err(LedgerError::WrongState {
+                what: "job",
+                key: j.key.to_string(),
+                expected: "finished (done, quarantined, cancelled or skipped)",
+                actual: j.state.as_str().to_string(),
+            });
+        }
+    }
+    Ok((job, newest))
 }
