@@ -103,27 +103,30 @@ pub async fn run(
         listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         "dawnpost running"
     );
-    let timekeeper = Arc::new(crate::timekeeper::Timekeeper {
-        ledger: ledger.clone(),
-        clock: clock.clone(),
-        metrics: metrics.clone(),
-        bound: config.settings.pool.max_clock_offset,
-        every: config.settings.services.clock_every.as_std(),
-    });
+    let timekeeper = Arc::new(crate::timekeeper::Timekeeper::new(
+        (ledger.clone(), clock.clone()),
+        metrics.clone(),
+        config.settings.pool.max_clock_offset,
+        config.settings.services.clock_every.as_std(),
+    ));
     // Read before anything leases: the offset is known, and refused if past the bound.
     timekeeper.start().await;
-    let (tick, rescuer) = (Arc::new(tick), Arc::new(rescuer));
     let registry = crate::registry::Registry::new(
         config,
         ledger.clone(),
         clock.clone(),
         crate::pool::default_owner(),
-    );
-    // Registered before the first lease, so `migrate` sees this node at once.
+    )
+    .with_timekeeper(timekeeper.clone());
+    // Registered before the first lease, so `migrate` sees this node at once (and this node
+    // knows whether it leads).
     if let Err(e) = registry.beat().await {
         tracing::warn!(error = %e, "could not register this node");
     }
+    let leadership = registry.leadership();
     let registry = Arc::new(registry);
+    let tick = Arc::new(tick);
+    let rescuer = Arc::new(rescuer.with_leadership(leadership.clone()));
     let runbooks = Arc::new(
         crate::runbook::Driver::new(
             ledger.clone(),
@@ -131,7 +134,8 @@ pub async fn run(
             config.settings.services.runbooks_every.as_std(),
         )
         .with_nudge(pipeline.nudge())
-        .with_waker(runbooks_wake),
+        .with_waker(runbooks_wake)
+        .with_leadership(leadership),
     );
     // Every service but the server restarts after a failure; the server cannot (above).
     let services = vec![

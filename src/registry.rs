@@ -1,6 +1,15 @@
 //! This node in the ledger's registry of nodes: registered when the daemon starts, a heartbeat
 //! every `services.heartbeat_every`, removed on a clean shutdown. A node is live while its last
 //! heartbeat is at most three intervals old; a row silent for a day is deleted by any node.
+//!
+//! The live node that started first leads ([`Leadership`]): it runs the ledger's housekeeping
+//! (the lease rescuer, the runbook driver's looks) at their pace, and every other node only
+//! every [`FOLLOWER_ROUNDS`] rounds, a backstop should the leader stall. So a node added to
+//! the cluster adds its heartbeat, not another copy of every look, to the shared server's
+//! load. A heartbeat also reads the ledger's clock for the [`Timekeeper`] in its transaction.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
@@ -8,6 +17,46 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::ledger::{Ledger, LedgerError, Node};
+use crate::timekeeper::Timekeeper;
+
+/// A node that does not lead takes one housekeeping round in this many.
+pub const FOLLOWER_ROUNDS: u32 = 6;
+
+/// Whether this node leads the live nodes, as its last heartbeat saw them. A node leads until
+/// a heartbeat says otherwise: one that cannot reach the registry keeps its housekeeping.
+#[derive(Debug, Clone)]
+pub struct Leadership(Arc<AtomicBool>);
+
+impl Default for Leadership {
+    fn default() -> Leadership {
+        Leadership(Arc::new(AtomicBool::new(true)))
+    }
+}
+
+impl Leadership {
+    pub fn leads(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    fn set(&self, leads: bool) {
+        self.0.store(leads, Ordering::Relaxed);
+    }
+
+    /// Whether housekeeping round `round` (counted from 0) is this node's to take: every
+    /// round while it leads, else one in [`FOLLOWER_ROUNDS`] (the first among them).
+    pub fn takes(&self, round: u32) -> bool {
+        self.leads() || round.is_multiple_of(FOLLOWER_ROUNDS)
+    }
+}
+
+/// Whether node `id` leads `live` (the live nodes, the oldest start first): it is the first,
+/// or missing from the list.
+pub fn leads(live: &[Node], id: &str) -> bool {
+    match live.first() {
+        Some(first) => first.id == id || !live.iter().any(|n| n.id == id),
+        None => true,
+    }
+}
 
 /// How long a silent node's row is kept.
 const FORGET_AFTER: chrono::Duration = chrono::Duration::days(1);
@@ -30,6 +79,8 @@ pub struct Registry {
     node: Node,
     every: std::time::Duration,
     live_for: chrono::Duration,
+    leadership: Leadership,
+    timekeeper: Option<Arc<Timekeeper>>,
 }
 
 impl Registry {
@@ -50,11 +101,25 @@ impl Registry {
             node,
             every: config.settings.services.heartbeat_every.as_std(),
             live_for: live_for(config),
+            leadership: Leadership::default(),
+            timekeeper: None,
         }
     }
 
-    /// One heartbeat, the rows of nodes silent for a day deleted, and the newest format a write
-    /// may use brought up to the live nodes, in one transaction (one commit on a shared ledger).
+    /// Hands each heartbeat's reading of the ledger's clock to `timekeeper`.
+    pub fn with_timekeeper(mut self, timekeeper: Arc<Timekeeper>) -> Registry {
+        self.timekeeper = Some(timekeeper);
+        self
+    }
+
+    /// Whether this node leads, as its heartbeats see it.
+    pub fn leadership(&self) -> Leadership {
+        self.leadership.clone()
+    }
+
+    /// One heartbeat, the ledger's clock read, the rows of nodes silent for a day deleted, and
+    /// the newest format a write may use brought up to the live nodes, in one transaction (one
+    /// commit on a shared ledger); then whether this node leads.
     pub async fn beat(&self) -> Result<(), LedgerError> {
         let now = self.clock.now();
         let node = Node {
@@ -63,9 +128,23 @@ impl Registry {
         };
         let forget_before = crate::clock::sub(now, FORGET_AFTER);
         let live_since = crate::clock::sub(now, self.live_for);
-        self.ledger
+        let sent = std::time::Instant::now();
+        let beat = self
+            .ledger
             .node_beat(&node, forget_before, live_since)
             .await?;
+        let answered = std::time::Instant::now();
+        if let (Some(keeper), Some(reference)) = (&self.timekeeper, beat.server_time) {
+            keeper.take(reference, sent, answered);
+        }
+        let leads = leads(&beat.live, &self.node.id);
+        if leads != self.leadership.leads() {
+            tracing::info!(
+                leads,
+                "this node's part in the cluster's housekeeping changed"
+            );
+        }
+        self.leadership.set(leads);
         Ok(())
     }
 
@@ -81,5 +160,19 @@ impl Registry {
         if let Err(e) = self.ledger.node_leave(&self.node.id).await {
             tracing::warn!(error = %e, "could not remove this node from the registry");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_follower_takes_one_housekeeping_round_in_six_the_leader_every_one() {
+        let leadership = Leadership::default();
+        assert!((0..12).all(|round| leadership.takes(round)), "leads");
+        leadership.set(false);
+        let taken: Vec<u32> = (0..13).filter(|&round| leadership.takes(round)).collect();
+        assert_eq!(taken, [0, 6, 12]);
     }
 }

@@ -347,7 +347,9 @@ async fn finish(
 
 /// The daemon's `runbooks` service: advances every running runbook every `every`, so a bulk
 /// redrive started from the console (or a CLI that stopped following) carries on. Several
-/// nodes may run it: each step is claimed in the ledger, so one driver takes it. While none is
+/// nodes may run it: each step is claimed in the ledger, so one driver takes it; the node that
+/// leads looks at the pace below, the others [`crate::registry::FOLLOWER_ROUNDS`] times as
+/// seldom ([`Driver::with_leadership`]). While none is
 /// running it looks only every [`IDLE_ROUNDS`] intervals (each look is a read, a commit on a
 /// shared ledger), or at once when woken ([`Driver::with_waker`]: this node's server started one).
 /// A start takes its first step itself (the canary), so a runbook started elsewhere (the CLI,
@@ -361,6 +363,9 @@ pub struct Driver {
     nudge: Option<crate::periodic::Nudge>,
     /// Wakes the driver: a runbook was started on this node.
     wake: crate::periodic::Nudge,
+    /// Whether this node leads: else its pauses are [`crate::registry::FOLLOWER_ROUNDS`]
+    /// times as long.
+    leadership: crate::registry::Leadership,
 }
 
 /// A driver with no runbook running looks every this many intervals (`services.runbooks_every`).
@@ -379,7 +384,16 @@ impl Driver {
             every,
             nudge: None,
             wake: crate::periodic::Nudge::default(),
+            leadership: Default::default(),
         }
+    }
+
+    /// Follows `leadership`: while another node leads, this driver looks
+    /// [`crate::registry::FOLLOWER_ROUNDS`] times as seldom (a backstop should the leader
+    /// stall), or when woken.
+    pub fn with_leadership(mut self, leadership: crate::registry::Leadership) -> Driver {
+        self.leadership = leadership;
+        self
     }
 
     /// Wakes this driver when given: its next round is taken at once (a runbook was started).
@@ -389,11 +403,16 @@ impl Driver {
     }
 
     /// How long the driver waits after a round: `every` while a runbook runs, else
-    /// [`IDLE_ROUNDS`] times as long.
+    /// [`IDLE_ROUNDS`] times as long; [`crate::registry::FOLLOWER_ROUNDS`] times that on a
+    /// node that does not lead.
     pub fn pause(&self, running: usize) -> std::time::Duration {
-        match running {
+        let pause = match running {
             0 => self.every.saturating_mul(IDLE_ROUNDS),
             _ => self.every,
+        };
+        match self.leadership.leads() {
+            true => pause,
+            false => pause.saturating_mul(crate::registry::FOLLOWER_ROUNDS),
         }
     }
 

@@ -3,6 +3,10 @@
 //! the wall clock is off it (`dawnpost_clock_offset_seconds`), warns past [`WARN_PAST`], and
 //! says so loudly past `pool.max_clock_offset`, where the pool and the rescuer stop
 //! ([`crate::clock::refusal`]). An injected clock (a test's) and SQLite follow nothing.
+//!
+//! The registry's heartbeat reads the ledger's clock in its own transaction and hands the
+//! reading over ([`Timekeeper::take`]); while such readings arrive, the timekeeper reads none
+//! of its own (each read is a commit on a shared server).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,28 +50,74 @@ pub async fn follow(clock: &dyn Clock, ledger: &Ledger) -> Option<chrono::Durati
 /// The daemon's service that keeps following the ledger's clock.
 #[derive(Debug)]
 pub struct Timekeeper {
-    pub ledger: Ledger,
-    pub clock: SharedClock,
-    pub metrics: Arc<Metrics>,
+    ledger: Ledger,
+    clock: SharedClock,
+    metrics: Arc<Metrics>,
     /// `pool.max_clock_offset`.
-    pub bound: Span,
+    bound: Span,
     /// `services.clock_every`.
-    pub every: Duration,
+    every: Duration,
+    /// When the last reading was taken (its own or one handed over).
+    last: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Timekeeper {
+    /// A timekeeper reading `ledger`'s clock every `every` (`services.clock_every`) for
+    /// `clock`, warning past `bound` (`pool.max_clock_offset`).
+    pub fn new(
+        (ledger, clock): (Ledger, SharedClock),
+        metrics: Arc<Metrics>,
+        bound: Span,
+        every: Duration,
+    ) -> Timekeeper {
+        Timekeeper {
+            ledger,
+            clock,
+            metrics,
+            bound,
+            every,
+            last: std::sync::Mutex::new(None),
+        }
+    }
+
     /// Reads the ledger's clock once, records the offset, and says what it means.
     pub async fn check(&self) {
+        self.mark();
         if let Some(offset) = follow(&*self.clock, &self.ledger).await {
             self.report(offset);
         }
+    }
+
+    /// Takes a reading of the ledger's clock made elsewhere (the registry's heartbeat):
+    /// `reference`, read between `sent` and `answered`.
+    pub fn take(&self, reference: chrono::DateTime<chrono::Utc>, sent: Instant, answered: Instant) {
+        let Some(follower) = self.clock.following() else {
+            return;
+        };
+        self.mark();
+        self.report(follower.follow(reference, sent, answered));
+    }
+
+    fn mark(&self) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// Whether a reading was taken recently enough that this round needs none: within one
+    /// interval and a half (the heartbeat's round and this one are not in step).
+    fn fresh(&self) -> bool {
+        let last = *self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let within = self.every.saturating_add(self.every / 2);
+        last.is_some_and(|at| at.elapsed() < within)
     }
 
     /// At start: the offset read when the ledger opened, if the clock has one (one reading of
     /// the ledger's clock, not two), else a fresh reading.
     pub async fn start(&self) {
         match self.clock.following().and_then(|c| c.offset()) {
-            Some(offset) => self.report(offset),
+            Some(offset) => {
+                self.mark();
+                self.report(offset);
+            }
             None => self.check().await,
         }
     }
@@ -88,9 +138,15 @@ impl Timekeeper {
         }
     }
 
-    /// A reading every `every` until `cancel`; [`Timekeeper::start`] took the first.
+    /// A reading every `every` until `cancel`, unless one was handed over since
+    /// ([`Timekeeper::take`]); [`Timekeeper::start`] took the first.
     pub async fn run(&self, cancel: CancellationToken) {
         let start = crate::periodic::Start::AfterOne;
-        crate::periodic::every(self.every, start, &cancel, || self.check()).await;
+        crate::periodic::every(self.every, start, &cancel, || async {
+            if !self.fresh() {
+                self.check().await;
+            }
+        })
+        .await;
     }
 }

@@ -169,13 +169,10 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<RedriveOutcome> {
         let now_ms = to_millis(now);
-        let mut tx = self.begin().await?;
-        let job_key = redrive_in(&mut tx, key, audit, now_ms).await?;
-        if job_key.is_some() {
-            tx.commit().await?;
-        } else {
-            tx.rollback().await?;
-        }
+        // Not quarantined: nothing changed, and the commit only lets the job's row go.
+        let job_key = self
+            .within(async |tx| redrive_in(tx, key, audit, now_ms).await)
+            .await?;
         match job_key {
             Some(job_key) => Ok(RedriveOutcome {
                 job_key: parse_key(&job_key)?,

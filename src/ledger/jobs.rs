@@ -287,21 +287,25 @@ impl Ledger {
     ) -> Result<()> {
         let now_ms = to_millis(now);
         let job = key.to_string();
-        let mut tx = self.begin().await?;
-        let n = tx
-            .execute(&Statement::new(CANCEL).bind(now_ms).bind(key))
+        let cancelled = self
+            .within(async |tx| {
+                let st = Statement::new(CANCEL).bind(now_ms).bind(key);
+                if tx.execute(&st).await? != 1 {
+                    return Ok(false);
+                }
+                let deliveries = Statement::new(CANCEL_DELIVERIES).bind(now_ms).bind(key);
+                tx.execute(&deliveries).await?;
+                tx.execute(&audit_row(&job, None, audit, "cancel", now_ms))
+                    .await?;
+                Ok(true)
+            })
             .await?;
-        if n != 1 {
-            tx.rollback().await?;
-            return Err(self
+        match cancelled {
+            true => Ok(()),
+            false => Err(self
                 .wrong_job_state(key, "ready, waiting or quarantined")
-                .await);
+                .await),
         }
-        let deliveries = Statement::new(CANCEL_DELIVERIES).bind(now_ms).bind(key);
-        tx.execute(&deliveries).await?;
-        tx.execute(&audit_row(&job, None, audit, "cancel", now_ms))
-            .await?;
-        tx.commit().await
     }
 
     /// Redrives a quarantined job with an audit row. A job quarantined at render, or whose
@@ -316,24 +320,26 @@ impl Ledger {
     ) -> Result<RedriveOutcome> {
         let now_ms = to_millis(now);
         let job = key.to_string();
-        let mut tx = self.begin().await?;
-        if tx
-            .execute(&Statement::new(REDRIVE).bind(now_ms).bind(key))
-            .await?
-            == 0
-        {
-            tx.rollback().await?;
-            return Err(self.wrong_job_state(key, "quarantined").await);
-        }
-        let deliveries = Statement::new(REDRIVE_DELIVERIES).bind(now_ms).bind(key);
-        let deliveries = tx.execute(&deliveries).await?;
-        tx.execute(&audit_row(&job, None, audit, "redrive", now_ms))
+        let redriven = self
+            .within(async |tx| {
+                let st = Statement::new(REDRIVE).bind(now_ms).bind(key);
+                if tx.execute(&st).await? == 0 {
+                    return Ok(None);
+                }
+                let deliveries = Statement::new(REDRIVE_DELIVERIES).bind(now_ms).bind(key);
+                let deliveries = tx.execute(&deliveries).await?;
+                tx.execute(&audit_row(&job, None, audit, "redrive", now_ms))
+                    .await?;
+                Ok(Some(deliveries))
+            })
             .await?;
-        tx.commit().await?;
-        Ok(RedriveOutcome {
-            job_key: key.clone(),
-            deliveries,
-        })
+        match redriven {
+            Some(deliveries) => Ok(RedriveOutcome {
+                job_key: key.clone(),
+                deliveries,
+            }),
+            None => Err(self.wrong_job_state(key, "quarantined").await),
+        }
     }
 
     /// Why a transition of job `key` that expected `expected` changed nothing.

@@ -116,39 +116,26 @@ const RENDER_EXTEND: &str = "UPDATE jobs SET lease_expires_at = $3 WHERE key = $
 
 const SEND_EXTEND: &str = "UPDATE deliveries SET lease_expires_at = $3 WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
 
-/// Several claims in one transaction, so they cost one commit: a pool's round claims its due
-/// deliveries and its jobs in one (PostgreSQL: a job claim, a delivery claim and the read of
-/// the deliveries' jobs were three commits). Nothing it returns is held until
-/// [`ClaimRound::commit`] succeeds; dropped before, the round rolls back.
-pub struct ClaimRound {
-    tx: Tx,
-}
-
 impl Ledger {
-    /// Opens a claim round.
-    pub async fn claim_round(&self) -> Result<ClaimRound> {
-        let mut tx = self.begin().await?;
-        tx.plan_claim().await?;
-        Ok(ClaimRound { tx })
-    }
-
     /// Leases up to `limit` ready or waiting jobs whose `ready_at` has come: `ready → rendering`
     /// (a waiting job renders only once its probe says its data is ready). A round of its own.
     pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
-        let mut round = self.claim_round().await?;
-        let jobs = round.jobs(params).await?;
-        round.commit().await?;
-        Ok(jobs)
+        self.within(async |tx| {
+            tx.plan_claim().await?;
+            jobs_in(tx, params).await
+        })
+        .await
     }
 
     /// Leases up to `limit` pending deliveries whose `ready_at` has come: `pending → sending`.
     /// The lease counts as an attempt; [`Ledger::delivery_release`] gives it back. A round of
     /// its own.
     pub async fn delivery_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
-        let mut round = self.claim_round().await?;
-        let deliveries = round.deliveries(params).await?;
-        round.commit().await?;
-        Ok(deliveries)
+        self.within(async |tx| {
+            tx.plan_claim().await?;
+            deliveries_in(tx, params).await
+        })
+        .await
     }
 
     /// Pushes a job lease's deadline to `until`, if the lease is still held.
@@ -165,23 +152,6 @@ impl Ledger {
     ) -> Result<()> {
         self.fenced_update(SEND_EXTEND, lease, &[Arg::Int(to_millis(until))])
             .await
-    }
-}
-
-impl ClaimRound {
-    /// Claims jobs, as [`Ledger::job_lease`] does, in this round.
-    pub async fn jobs(&mut self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
-        jobs_in(&mut self.tx, params).await
-    }
-
-    /// Claims deliveries, as [`Ledger::delivery_lease`] does, in this round.
-    pub async fn deliveries(&mut self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
-        deliveries_in(&mut self.tx, params).await
-    }
-
-    /// Makes the round's claims durable: only then may their work start.
-    pub async fn commit(self) -> Result<()> {
-        self.tx.commit().await
     }
 }
 

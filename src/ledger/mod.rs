@@ -79,8 +79,8 @@ use crate::redact::redact_url;
 use audit::RedriveRecord;
 pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use deploy::{Blockers, HeldLease, Migrated};
-pub use leases::{ClaimRound, Claimed, LeaseParams};
-pub use nodes::Node;
+pub use leases::{Claimed, LeaseParams};
+pub use nodes::{Beat, Node};
 pub use notices::{
     Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,
     Told,
@@ -112,6 +112,10 @@ impl<R> BothRow for R where
 }
 
 use crate::config::DEFAULT_PG_CONNECTIONS;
+
+/// PostgreSQL's clock now, in milliseconds since the epoch (`clock_timestamp()`: the moment
+/// the statement runs, not its transaction's start).
+const SERVER_TIME: &str = "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)";
 
 /// What went wrong in the ledger.
 #[derive(Debug, thiserror::Error)]
@@ -315,11 +319,7 @@ impl Ledger {
         match &self.backend {
             Backend::Sqlite(_) => Ok(None),
             Backend::Postgres(p) => {
-                let ms: i64 = sqlx::query_scalar(
-                    "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-                )
-                .fetch_one(p)
-                .await?;
+                let ms: i64 = sqlx::query_scalar(SERVER_TIME).fetch_one(p).await?;
                 Ok(Some(crate::clock::from_millis(ms)))
             }
         }

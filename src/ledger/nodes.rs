@@ -46,6 +46,18 @@ impl From<NodeRecord> for Node {
     }
 }
 
+/// What a registry's round ([`Ledger::node_beat`]) read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beat {
+    /// The newest format a write may use now (every live node reads it).
+    pub format: i64,
+    /// The ledger's clock when the round began (PostgreSQL's `clock_timestamp()`); `None` on
+    /// SQLite.
+    pub server_time: Option<DateTime<Utc>>,
+    /// The live nodes, the oldest start first (ties by id): the first leads.
+    pub live: Vec<Node>,
+}
+
 /// The newest work format a node reads, from the `formats` it registered ("1", or a list
 /// "1,2"); the first format if it names none this binary can read.
 fn newest_read(formats: &str) -> i64 {
@@ -90,24 +102,32 @@ impl Ledger {
         self.execute(&heartbeat(node)).await.map(|_| ())
     }
 
-    /// A registry's round in one transaction (one commit): `node`'s heartbeat, the nodes silent
-    /// since `forget_before` forgotten, and the write format the nodes live since `live_since`
-    /// all read followed (see [`Ledger::follow_formats`]); returns that format.
+    /// A registry's round in one transaction (one commit): the ledger's clock read (PostgreSQL),
+    /// `node`'s heartbeat, the nodes silent since `forget_before` forgotten, and the write
+    /// format the nodes live since `live_since` all read followed (see
+    /// [`Ledger::follow_formats`]).
     pub async fn node_beat(
         &self,
         node: &Node,
         forget_before: DateTime<Utc>,
         live_since: DateTime<Utc>,
-    ) -> Result<i64> {
-        let mut tx = self.begin().await?;
-        tx.execute(&heartbeat(node)).await?;
-        tx.execute(&expire(forget_before)).await?;
-        let live: Vec<NodeRecord> = tx
-            .fetch_all(&Statement::new(LIVE).bind(to_millis(live_since)))
+    ) -> Result<Beat> {
+        let (server_time, live) = self
+            .within(async |tx| {
+                let server_time = tx.server_time().await?;
+                tx.execute(&heartbeat(node)).await?;
+                tx.execute(&expire(forget_before)).await?;
+                let live_since = Statement::new(LIVE).bind(to_millis(live_since));
+                let live: Vec<NodeRecord> = tx.fetch_all(&live_since).await?;
+                Ok((server_time, live))
+            })
             .await?;
-        tx.commit().await?;
         let live: Vec<Node> = live.into_iter().map(Node::from).collect();
-        Ok(self.follow(&live))
+        Ok(Beat {
+            format: self.follow(&live),
+            server_time,
+            live,
+        })
     }
 
     /// Removes node `id` (a clean shutdown).

@@ -226,21 +226,22 @@ impl Ledger {
         notices: &[NewNotice],
         now: DateTime<Utc>,
     ) -> Result<u64> {
-        let mut tx = self.begin().await?;
-        let mut new = 0;
-        for n in notices {
-            let key = n.cause.key(&n.job);
-            let st = Statement::new(INSERT_NOTICE)
-                .bind(key.as_str())
-                .bind(n.report.as_str())
-                .bind(&n.job)
-                .bind(n.cause.as_str())
-                .bind(n.detail.as_str())
-                .bind(to_millis(now));
-            new += tx.execute(&st).await?;
-        }
-        tx.commit().await?;
-        Ok(new)
+        self.within(async |tx| {
+            let mut new = 0;
+            for n in notices {
+                let key = n.cause.key(&n.job);
+                let st = Statement::new(INSERT_NOTICE)
+                    .bind(key.as_str())
+                    .bind(n.report.as_str())
+                    .bind(&n.job)
+                    .bind(n.cause.as_str())
+                    .bind(n.detail.as_str())
+                    .bind(to_millis(now));
+                new += tx.execute(&st).await?;
+            }
+            Ok(new)
+        })
+        .await
     }
 
     /// The jobs that entered `quarantined` after `since`: (key, report, why).
@@ -275,57 +276,60 @@ impl Ledger {
         now: DateTime<Utc>,
         address: &Addresser<'_>,
     ) -> Result<u64> {
-        let mut tx = self.begin().await?;
-        tx.lock_notices().await?;
-        let waiting: Vec<NoticeRow> = tx
-            .fetch_all::<NoticeRecord>(&Statement::new(WAITING))
-            .await?
-            .into_iter()
-            .map(NoticeRow::try_from)
-            .collect::<Result<_>>()?;
-        let mut made = 0;
-        for batch in batches(&waiting) {
-            let (report, cause) = (batch[0].report.as_str(), batch[0].cause);
-            let (window, seq) = match cause {
-                Cause::Late => (now, 1),
-                Cause::Quarantined => {
-                    let st = Statement::new(NEWEST_WINDOW).bind(report);
-                    let newest = tx.fetch_optional::<(i64, i64)>(&st).await?;
-                    let newest = newest.map(|(w, s)| (from_millis(w), s));
-                    match crate::notice::next_batch(newest, batch[0].noticed_at, now) {
-                        Some(next) => next,
-                        None => continue,
+        self.within(async |tx| {
+            tx.lock_notices().await?;
+            let waiting: Vec<NoticeRow> = tx
+                .fetch_all::<NoticeRecord>(&Statement::new(WAITING))
+                .await?
+                .into_iter()
+                .map(NoticeRow::try_from)
+                .collect::<Result<_>>()?;
+            let mut made = 0;
+            for batch in batches(&waiting) {
+                let (report, cause) = (batch[0].report.as_str(), batch[0].cause);
+                let (window, seq) = match cause {
+                    Cause::Late => (now, 1),
+                    Cause::Quarantined => {
+                        let st = Statement::new(NEWEST_WINDOW).bind(report);
+                        let newest = tx.fetch_optional::<(i64, i64)>(&st).await?;
+                        let newest = newest.map(|(w, s)| (from_millis(w), s));
+                        match crate::notice::next_batch(newest, batch[0].noticed_at, now) {
+                            Some(next) => next,
+                            None => continue,
+                        }
                     }
+                };
+                let key = match cause {
+                    Cause::Late => batch[0].key.clone(),
+                    Cause::Quarantined => {
+                        crate::notice::quarantine_message_key(report, window, seq)
+                    }
+                };
+                let items: Vec<Item> = (batch.iter())
+                    .map(|n| Item {
+                        job: n.job.clone(),
+                        detail: n.detail.clone(),
+                    })
+                    .collect();
+                let told = match address(report, cause, &items, &key) {
+                    None => NOBODY.to_string(),
+                    Some((words, owners)) => {
+                        let message = (key.as_str(), report, cause, (window, seq));
+                        insert_message(tx, message, &words, &owners, now).await?;
+                        made += 1;
+                        key
+                    }
+                };
+                for n in batch {
+                    let st = Statement::new(TOLD)
+                        .bind(told.as_str())
+                        .bind(n.key.as_str());
+                    tx.execute(&st).await?;
                 }
-            };
-            let key = match cause {
-                Cause::Late => batch[0].key.clone(),
-                Cause::Quarantined => crate::notice::quarantine_message_key(report, window, seq),
-            };
-            let items: Vec<Item> = (batch.iter())
-                .map(|n| Item {
-                    job: n.job.clone(),
-                    detail: n.detail.clone(),
-                })
-                .collect();
-            let told = match address(report, cause, &items, &key) {
-                None => NOBODY.to_string(),
-                Some((words, owners)) => {
-                    let message = (key.as_str(), report, cause, (window, seq));
-                    insert_message(&mut tx, message, &words, &owners, now).await?;
-                    made += 1;
-                    key
-                }
-            };
-            for n in batch {
-                let st = Statement::new(TOLD)
-                    .bind(told.as_str())
-                    .bind(n.key.as_str());
-                tx.execute(&st).await?;
             }
-        }
-        tx.commit().await?;
-        Ok(made)
+            Ok(made)
+        })
+        .await
     }
 
     /// Leases up to `limit` due sends for `owner` until `until`.
@@ -387,16 +391,16 @@ impl Ledger {
             .bind(attempt.class.as_str())
             .bind(attempt.code)
             .bind(attempt.reason.as_str());
-        let mut tx = self.begin().await?;
-        if tx.execute(&settle).await? != 1 {
-            tx.rollback().await?;
-            return Err(LedgerError::LeaseLost {
-                key: key.to_string(),
-                token: send.lease_token,
-            });
-        }
-        tx.execute(&record).await?;
-        tx.commit().await
+        self.within(async |tx| {
+            if tx.execute(&settle).await? != 1 {
+                return Err(LedgerError::LeaseLost {
+                    key: key.to_string(),
+                    token: send.lease_token,
+                });
+            }
+            tx.execute(&record).await.map(|_| ())
+        })
+        .await
     }
 
     /// The notices of job `job`'s report and date, oldest first.
@@ -414,13 +418,14 @@ impl Ledger {
     /// Forgets finished messages and told notices older than `before`; how many messages went.
     pub async fn notice_forget(&self, before: DateTime<Utc>) -> Result<u64> {
         let at = to_millis(before);
-        let mut tx = self.begin().await?;
-        let gone = tx
-            .execute(&Statement::new(FORGET_MESSAGES).bind(at))
-            .await?;
-        tx.execute(&Statement::new(FORGET_NOTICES).bind(at)).await?;
-        tx.commit().await?;
-        Ok(gone)
+        self.within(async |tx| {
+            let gone = tx
+                .execute(&Statement::new(FORGET_MESSAGES).bind(at))
+                .await?;
+            tx.execute(&Statement::new(FORGET_NOTICES).bind(at)).await?;
+            Ok(gone)
+        })
+        .await
     }
 }
 

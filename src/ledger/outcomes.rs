@@ -130,26 +130,29 @@ impl Ledger {
             }
             return Ok(RecordedOutcomes::default());
         }
-        let mut tx = self.begin().await?;
-        let rendered = rendered_in(&mut tx, renders, outcomes.lease_to, now).await?;
-        let numbers = finished_in(&mut tx, finishes).await?;
-        if !settle.is_empty() {
-            super::jobs::settle_in(&mut tx, settle, now).await?;
-        }
-        let claimed = match claim {
-            Some((to, limit)) => {
-                tx.plan_claim().await?;
-                let params = LeaseParams {
-                    owner: to.owner.to_string(),
-                    now,
-                    lease_for: to.lease_for,
-                    limit,
+        let (rendered, numbers, claimed) = self
+            .within(async |tx| {
+                let rendered = rendered_in(tx, renders, outcomes.lease_to, now).await?;
+                let numbers = finished_in(tx, finishes).await?;
+                if !settle.is_empty() {
+                    super::jobs::settle_in(tx, settle, now).await?;
+                }
+                let claimed = match claim {
+                    Some((to, limit)) => {
+                        tx.plan_claim().await?;
+                        let params = LeaseParams {
+                            owner: to.owner.to_string(),
+                            now,
+                            lease_for: to.lease_for,
+                            limit,
+                        };
+                        super::leases::take_in(tx, &params).await?
+                    }
+                    None => Claimed::default(),
                 };
-                super::leases::take_in(&mut tx, &params).await?
-            }
-            None => Claimed::default(),
-        };
-        tx.commit().await?;
+                Ok((rendered, numbers, claimed))
+            })
+            .await?;
         let finished = finishes
             .iter()
             .map(|f| match numbers.contains_key(&lease_id(&f.lease)) {

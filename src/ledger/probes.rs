@@ -134,10 +134,11 @@ impl Ledger {
                 .bind(deadline)
                 .bind(at),
         };
-        let mut tx = self.begin().await?;
-        fenced(tx.execute(&insert).await?, lease)?;
-        fenced(tx.execute(&effect).await?, lease)?;
-        tx.commit().await
+        self.within(async |tx| {
+            fenced(tx.execute(&insert).await?, lease)?;
+            fenced(tx.execute(&effect).await?, lease)
+        })
+        .await
     }
 
     /// Every probe of job `key`, oldest first.

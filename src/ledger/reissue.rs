@@ -42,40 +42,32 @@ impl Ledger {
             });
         }
         let text = key.to_string();
-        let mut tx = self.begin().await?;
-        // A refusal rolls back before it returns: a transaction only dropped is rolled back
-        // when its connection is next used, and until then the rows it locked stay locked (a
-        // claim skips them).
-        let (job, newest) = match finished_revisions(&mut tx, key).await {
-            Ok(found) => found,
-            Err(refused) => {
-                tx.rollback().await?;
-                return Err(refused);
-            }
-        };
-        let (report, date) = (
-            key.report().as_str(),
-            crate::keys::IsoDate(key.date()).to_string(),
-        );
-        let next = key.with_revision(newest.key.revision().saturating_add(1));
-        let (next_text, supersedes) = (next.to_string(), newest.key.to_string());
-        let now_ms = to_millis(now);
-        let insert = Statement::new(INSERT_REVISION)
-            .bind(next_text.as_str())
-            .bind(report)
-            .bind(date.as_str())
-            .bind(to_millis(job.fire_at))
-            .bind(to_millis(job.window.start))
-            .bind(to_millis(job.window.end))
-            .bind(now_ms)
-            .bind(i64::from(next.revision()))
-            .bind(supersedes.as_str())
-            .bind(REISSUE_FORMAT);
-        tx.execute(&insert).await?;
-        tx.execute(&audit_row(&text, None, audit, "reissue", now_ms))
-            .await?;
-        tx.commit().await?;
-        Ok(next)
+        self.within(async |tx| {
+            let (job, newest) = finished_revisions(tx, key).await?;
+            let (report, date) = (
+                key.report().as_str(),
+                crate::keys::IsoDate(key.date()).to_string(),
+            );
+            let next = key.with_revision(newest.key.revision().saturating_add(1));
+            let (next_text, supersedes) = (next.to_string(), newest.key.to_string());
+            let now_ms = to_millis(now);
+            let insert = Statement::new(INSERT_REVISION)
+                .bind(next_text.as_str())
+                .bind(report)
+                .bind(date.as_str())
+                .bind(to_millis(job.fire_at))
+                .bind(to_millis(job.window.start))
+                .bind(to_millis(job.window.end))
+                .bind(now_ms)
+                .bind(i64::from(next.revision()))
+                .bind(supersedes.as_str())
+                .bind(REISSUE_FORMAT);
+            tx.execute(&insert).await?;
+            tx.execute(&audit_row(&text, None, audit, "reissue", now_ms))
+                .await?;
+            Ok(next)
+        })
+        .await
     }
 
     /// Every revision of `key`'s report and date, oldest first (one, for a job never

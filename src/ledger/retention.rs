@@ -49,43 +49,41 @@ impl Retire {
     }
 }
 
-/// How a retention write opened: refused (the job may not be retired so), its step before the
-/// write failed (`E`, and nothing was written), or open, the job's row held until the end.
-enum Retirement<E> {
+/// How a retention write ended: refused (the job may not be retired so), its step before the
+/// write failed (`E`, and nothing was written), or done (`T`, committed).
+enum Retirement<E, T> {
     Refused,
     Failed(E),
-    Open(Tx),
+    Done(T),
 }
 
 impl Ledger {
-    /// Opens a retention write on `key`: a transaction holding the job's row, refused unless
-    /// the job may be retired as `what`, then `before` (deleting objects), whose failure rolls
-    /// the transaction back.
-    async fn begin_retirement<F, Fut, E>(
+    /// A retention write on `key` in one transaction holding the job's row: refused unless the
+    /// job may be retired as `what`, then `before` (deleting objects), whose failure writes
+    /// nothing, then `write`. A failure anywhere rolls back before it returns.
+    async fn retire<F, Fut, E, T>(
         &self,
         key: &JobKey,
         what: Retire,
         before: F,
-    ) -> Result<Retirement<E>>
+        write: impl AsyncFnOnce(&mut Tx) -> Result<T>,
+    ) -> Result<Retirement<E, T>>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = std::result::Result<(), E>>,
     {
-        let mut tx = self.begin().await?;
-        tx.lock_job(&key.to_string()).await?;
-        if tx
-            .fetch_optional::<(String,)>(&what.check(key))
-            .await?
-            .is_none()
-        {
-            tx.rollback().await?;
-            return Ok(Retirement::Refused);
-        }
-        if let Err(e) = before().await {
-            tx.rollback().await?;
-            return Ok(Retirement::Failed(e));
-        }
-        Ok(Retirement::Open(tx))
+        self.within(async |tx| {
+            tx.lock_job(&key.to_string()).await?;
+            let may = tx.fetch_optional::<(String,)>(&what.check(key)).await?;
+            if may.is_none() {
+                return Ok(Retirement::Refused);
+            }
+            if let Err(e) = before().await {
+                return Ok(Retirement::Failed(e));
+            }
+            Ok(Retirement::Done(write(tx).await?))
+        })
+        .await
     }
 }
 
@@ -149,19 +147,19 @@ impl Ledger {
         F: FnOnce() -> Fut,
         Fut: Future<Output = std::result::Result<(), E>>,
     {
-        let mut tx = match self.begin_retirement(key, Retire::Artifact, delete).await? {
-            Retirement::Refused => return Ok(None),
-            Retirement::Failed(e) => return Ok(Some(Err(e))),
-            Retirement::Open(tx) => tx,
-        };
         let gone = Statement::new(
             "UPDATE jobs SET artifact_deleted_at = $1, updated_at = $1 WHERE key = $2",
         )
         .bind(to_millis(now))
         .bind(key);
-        tx.execute(&gone).await?;
-        tx.commit().await?;
-        Ok(Some(Ok(())))
+        let write = async |tx: &mut Tx| tx.execute(&gone).await;
+        Ok(
+            match self.retire(key, Retire::Artifact, delete, write).await? {
+                Retirement::Refused => None,
+                Retirement::Failed(e) => Some(Err(e)),
+                Retirement::Done(_) => Some(Ok(())),
+            },
+        )
     }
 
     /// Records that a finished job's artifact is gone, without deleting anything (for tests
@@ -188,27 +186,29 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<Option<u64>> {
         let nothing = || async { Ok::<(), std::convert::Infallible>(()) };
-        let mut tx = match self
-            .begin_retirement(key, Retire::Diagnostics, nothing)
-            .await?
-        {
-            Retirement::Open(tx) => tx,
-            Retirement::Refused | Retirement::Failed(_) => return Ok(None),
+        let write = async |tx: &mut Tx| {
+            let cleared_at =
+                Statement::new("UPDATE jobs SET diagnostics_cleared_at = $1 WHERE key = $2")
+                    .bind(to_millis(now))
+                    .bind(key);
+            tx.execute(&cleared_at).await?;
+            let clear = Statement::new(
+                "UPDATE delivery_attempts SET diagnostics = NULL
+                 WHERE diagnostics IS NOT NULL
+                   AND delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
+            )
+            .bind(key);
+            tx.execute(&clear).await
         };
-        let cleared_at =
-            Statement::new("UPDATE jobs SET diagnostics_cleared_at = $1 WHERE key = $2")
-                .bind(to_millis(now))
-                .bind(key);
-        tx.execute(&cleared_at).await?;
-        let clear = Statement::new(
-            "UPDATE delivery_attempts SET diagnostics = NULL
-             WHERE diagnostics IS NOT NULL
-               AND delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
+        Ok(
+            match self
+                .retire(key, Retire::Diagnostics, nothing, write)
+                .await?
+            {
+                Retirement::Done(cleared) => Some(cleared),
+                Retirement::Refused | Retirement::Failed(_) => None,
+            },
         )
-        .bind(key);
-        let cleared = tx.execute(&clear).await?;
-        tx.commit().await?;
-        Ok(Some(cleared))
     }
 
     /// Deletes a finished job's ledger rows (attempts, deliveries, redrives, ingest records, the
@@ -233,24 +233,25 @@ impl Ledger {
         F: FnOnce() -> Fut,
         Fut: Future<Output = std::result::Result<(), E>>,
     {
-        let mut tx = match self.begin_retirement(key, Retire::Rows, purge).await? {
-            Retirement::Refused => return Ok(None),
-            Retirement::Failed(e) => return Ok(Some(Err(e))),
-            Retirement::Open(tx) => tx,
+        let write = async |tx: &mut Tx| {
+            let mut rows = 0;
+            for sql in [
+                "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
+                "DELETE FROM deliveries WHERE job_key = $1",
+                "DELETE FROM audit WHERE job_key = $1",
+                "DELETE FROM ingest_events WHERE job_key = $1",
+                "DELETE FROM probes WHERE job_key = $1",
+                "DELETE FROM jobs WHERE key = $1",
+            ] {
+                rows += tx.execute(&Statement::new(sql).bind(key)).await?;
+            }
+            Ok(rows)
         };
-        let mut rows = 0;
-        for sql in [
-            "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
-            "DELETE FROM deliveries WHERE job_key = $1",
-            "DELETE FROM audit WHERE job_key = $1",
-            "DELETE FROM ingest_events WHERE job_key = $1",
-            "DELETE FROM probes WHERE job_key = $1",
-            "DELETE FROM jobs WHERE key = $1",
-        ] {
-            rows += tx.execute(&Statement::new(sql).bind(key)).await?;
-        }
-        tx.commit().await?;
-        Ok(Some(Ok(rows)))
+        Ok(match self.retire(key, Retire::Rows, purge, write).await? {
+            Retirement::Refused => None,
+            Retirement::Failed(e) => Some(Err(e)),
+            Retirement::Done(rows) => Some(Ok(rows)),
+        })
     }
 
     /// What retention would free for one job: diagnostics bytes and rows, and ledger rows.

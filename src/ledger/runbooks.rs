@@ -252,21 +252,22 @@ impl Ledger {
             .bind(spec.reason.as_str())
             .bind(spec.via.as_str())
             .bind(now_ms);
-        let mut tx = self.begin().await?;
-        let Some((id,)) = tx.fetch_optional::<(i64,)>(&insert).await? else {
-            return Err(super::LedgerError::Corrupt(
-                "a runbook insert returned no id".into(),
-            ));
-        };
-        let plan = StepRecord {
-            action: "plan",
-            count: planned,
-            detail,
-            by: &spec.by,
-        };
-        tx.execute(&step_row(id, 0, &plan, now_ms)).await?;
-        tx.commit().await?;
-        Ok(id)
+        self.within(async |tx| {
+            let Some((id,)) = tx.fetch_optional::<(i64,)>(&insert).await? else {
+                return Err(super::LedgerError::Corrupt(
+                    "a runbook insert returned no id".into(),
+                ));
+            };
+            let plan = StepRecord {
+                action: "plan",
+                count: planned,
+                detail,
+                by: &spec.by,
+            };
+            tx.execute(&step_row(id, 0, &plan, now_ms)).await?;
+            Ok(id)
+        })
+        .await
     }
 
     pub async fn runbook_get(&self, id: i64) -> Result<Option<Runbook>> {
@@ -355,14 +356,14 @@ impl Ledger {
         .bind(id)
         .bind(from.as_str())
         .bind(step);
-        let mut tx = self.begin().await?;
-        if tx.execute(&update).await? != 1 {
-            tx.rollback().await?;
-            return Ok(false);
-        }
-        tx.execute(&step_row(id, new_step, &record, now_ms)).await?;
-        tx.commit().await?;
-        Ok(true)
+        self.within(async |tx| {
+            if tx.execute(&update).await? != 1 {
+                return Ok(false);
+            }
+            tx.execute(&step_row(id, new_step, &record, now_ms)).await?;
+            Ok(true)
+        })
+        .await
     }
 
     /// Takes step `step + 1` of running runbook `id` in one transaction: claims the step (no
@@ -391,35 +392,35 @@ impl Ledger {
         .bind(now_ms)
         .bind(id)
         .bind(step);
-        let mut tx = self.begin().await?;
-        if tx.execute(&claim).await? != 1 {
-            tx.rollback().await?;
-            return Ok(None);
-        }
-        let mut redriven = Vec::with_capacity(keys.len());
-        for key in keys {
-            if super::deliveries::redrive_in(&mut tx, key, audit, now_ms)
-                .await?
-                .is_some()
-            {
-                let item = Statement::new(
-                    "INSERT INTO runbook_items (runbook_id, delivery_key, step)
-                     VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                )
-                .bind(id)
-                .bind(key)
-                .bind(step + 1);
-                tx.execute(&item).await?;
-                redriven.push(key.clone());
+        self.within(async |tx| {
+            if tx.execute(&claim).await? != 1 {
+                return Ok(None);
             }
-        }
-        let taken = StepRecord {
-            count: i64::try_from(redriven.len()).unwrap_or(i64::MAX),
-            ..record
-        };
-        tx.execute(&step_row(id, step + 1, &taken, now_ms)).await?;
-        tx.commit().await?;
-        Ok(Some(redriven))
+            let mut redriven = Vec::with_capacity(keys.len());
+            for key in keys {
+                if super::deliveries::redrive_in(tx, key, audit, now_ms)
+                    .await?
+                    .is_some()
+                {
+                    let item = Statement::new(
+                        "INSERT INTO runbook_items (runbook_id, delivery_key, step)
+                         VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                    )
+                    .bind(id)
+                    .bind(key)
+                    .bind(step + 1);
+                    tx.execute(&item).await?;
+                    redriven.push(key.clone());
+                }
+            }
+            let taken = StepRecord {
+                count: i64::try_from(redriven.len()).unwrap_or(i64::MAX),
+                ..record
+            };
+            tx.execute(&step_row(id, step + 1, &taken, now_ms)).await?;
+            Ok(Some(redriven))
+        })
+        .await
     }
 
     /// The deliveries with these keys (any job), in no particular order.

@@ -91,7 +91,10 @@ impl<'a> Statement<'a> {
     }
 }
 
-/// An open transaction on the ledger's backend. Dropped without [`Tx::commit`], it rolls back.
+/// An open transaction on the ledger's backend. Dropped without [`Tx::commit`], it rolls back
+/// — but only when its connection is next used, and until then the rows it locked stay locked
+/// (a claim's `SKIP LOCKED` passes them by). So a transaction that can fail halfway runs in
+/// [`Ledger::within`], which rolls back before it returns the error.
 pub(super) enum Tx {
     Sqlite(Transaction<'static, Sqlite>),
     Postgres(Transaction<'static, Postgres>),
@@ -104,6 +107,32 @@ impl Ledger {
             Backend::Sqlite(p) => Tx::Sqlite(p.begin_with(super::sqlite::BEGIN).await?),
             Backend::Postgres(p) => Tx::Postgres(p.begin_with(super::postgres::BEGIN).await?),
         })
+    }
+}
+
+impl Ledger {
+    /// Runs `body` in one transaction: commits when it returns `Ok` (a refusal that changed
+    /// nothing commits nothing), and rolls back before returning when it fails, so no lock it
+    /// took outlives the call.
+    pub(super) async fn within<T>(
+        &self,
+        body: impl AsyncFnOnce(&mut Tx) -> Result<T>,
+    ) -> Result<T> {
+        let mut tx = self.begin().await?;
+        match body(&mut tx).await {
+            Ok(out) => {
+                tx.commit().await?;
+                Ok(out)
+            }
+            Err(e) => {
+                // The body's error is the one to report; a rollback that fails too means the
+                // connection is gone, and the server ends the transaction with it.
+                if let Err(rollback) = tx.rollback().await {
+                    tracing::debug!(error = %rollback, "rolling back a failed transaction failed");
+                }
+                Err(e)
+            }
+        }
     }
 }
 
@@ -329,6 +358,23 @@ impl Tx {
                 // changed the row before; later ones wait for this one's commit.
                 let lock = Statement::new("SELECT key FROM jobs WHERE key = $1 FOR UPDATE");
                 self.execute(&lock.bind(key)).await.map(|_| ())
+            }
+        }
+    }
+
+    /// The ledger's own clock as this statement runs (see [`Ledger::server_time`]); `None`
+    /// on SQLite.
+    pub(super) async fn server_time(&mut self) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+        match self {
+            Tx::Sqlite(_) => Ok(None),
+            Tx::Postgres(_) => {
+                let st = Statement::new(super::SERVER_TIME);
+                let Some((ms,)) = self.fetch_optional::<(i64,)>(&st).await? else {
+                    return Err(super::LedgerError::Corrupt(
+                        "the ledger's clock read returned no row".into(),
+                    ));
+                };
+                Ok(Some(crate::clock::from_millis(ms)))
             }
         }
     }

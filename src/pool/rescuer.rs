@@ -59,6 +59,8 @@ pub struct Rescuer {
     metrics: Option<Arc<Metrics>>,
     /// The pool that takes up what was rescued, nudged when anything was.
     nudge: Option<crate::periodic::Nudge>,
+    /// Whether this node leads: else it looks only every few rounds.
+    leadership: crate::registry::Leadership,
 }
 
 impl Rescuer {
@@ -69,7 +71,15 @@ impl Rescuer {
             config,
             metrics: None,
             nudge: None,
+            leadership: Default::default(),
         }
+    }
+
+    /// Follows `leadership`: while another node leads, it looks only one round in
+    /// [`crate::registry::FOLLOWER_ROUNDS`] (a backstop should the leader stall).
+    pub fn with_leadership(mut self, leadership: crate::registry::Leadership) -> Rescuer {
+        self.leadership = leadership;
+        self
     }
 
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Rescuer {
@@ -122,8 +132,15 @@ impl Rescuer {
         Ok(counts)
     }
 
+    /// Looks every `every` until `cancel`: each round while this node leads, else one in
+    /// [`crate::registry::FOLLOWER_ROUNDS`].
     pub async fn run(&self, cancel: CancellationToken) {
+        let round = std::sync::atomic::AtomicU32::new(0);
         crate::periodic::every(self.config.every, Start::Now, &cancel, || async {
+            let n = round.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if !self.leadership.takes(n) {
+                return;
+            }
             match self.run_once().await {
                 Ok(_) => {}
                 Err(e) if e.is_lock_timeout() => tracing::warn!(

@@ -185,12 +185,11 @@ async fn a_registry_round_beats_forgets_and_follows_the_live_nodes(t: &TestLedge
         formats: dawnpost::ledger::WORK_FORMAT.to_string(),
         ..node("me:3", 11, now)
     };
-    let format = l.node_beat(&me, forget_before, live_since).await;
-    assert_eq!(
-        format.expect("beat"),
-        1,
-        "the older peer reads format 1 only"
-    );
+    let beat = l.node_beat(&me, forget_before, live_since).await;
+    let beat = beat.expect("beat");
+    assert_eq!(beat.format, 1, "the older peer reads format 1 only");
+    let live: Vec<&str> = beat.live.iter().map(|n| n.id.as_str()).collect();
+    assert_eq!(live, ["me:3", "older:2"], "the oldest start first");
     assert_eq!(l.write_format(), 1);
     let ids: Vec<String> = (l.node_list(forget_before).await.expect("list").into_iter())
         .map(|n| n.id)
@@ -212,7 +211,7 @@ async fn a_registry_round_beats_forgets_and_follows_the_live_nodes(t: &TestLedge
         later - Duration::seconds(30),
     );
     assert_eq!(
-        format.await.expect("beat"),
+        format.await.expect("beat").format,
         dawnpost::ledger::WORK_FORMAT,
         "the older peer fell silent"
     );
@@ -228,8 +227,88 @@ async fn a_registry_round_beats_forgets_and_follows_the_live_nodes(t: &TestLedge
     );
 }
 
+/// Two nodes' registries on one ledger: the node that started first leads (whatever the ids'
+/// order), the other follows; once the leader falls silent past its heartbeat window, the
+/// other leads at its next heartbeat, and the old leader, back, follows.
+async fn the_node_that_started_first_leads_until_it_falls_silent(t: &TestLedger) {
+    use dawnpost::ManualClock;
+    use dawnpost::registry::Registry;
+    use std::sync::Arc;
+    let config = Project::new(&report("warehouse-17", "0 30 6 * * *", "UTC")).load();
+    let t0 = at(2026, 12, 1, 6, 0);
+    let (first_clock, second_clock) = (ManualClock::new(t0), ManualClock::new(t0));
+    let registry = |clock: &ManualClock, id: &str| {
+        Registry::new(
+            &config,
+            t.ledger.clone(),
+            Arc::new(clock.clone()),
+            id.into(),
+        )
+    };
+    let first = registry(&first_clock, "zulu:1");
+    first.beat().await.expect("beat");
+    assert!(first.leadership().leads(), "alone, it leads");
+    second_clock.advance(Duration::seconds(10));
+    let second = registry(&second_clock, "alpha:2");
+    second.beat().await.expect("beat");
+    assert!(!second.leadership().leads(), "started later: it follows");
+    first_clock.advance(Duration::seconds(10));
+    first.beat().await.expect("beat");
+    assert!(first.leadership().leads(), "still first");
+    // The first node stalls: silent for longer than three heartbeat intervals (30 s).
+    second_clock.advance(Duration::seconds(31));
+    second.beat().await.expect("beat");
+    assert!(second.leadership().leads(), "the leader fell silent");
+    first_clock.advance(Duration::seconds(31));
+    first.beat().await.expect("beat");
+    assert!(
+        first.leadership().leads(),
+        "back, it started first and leads again"
+    );
+    second_clock.advance(Duration::seconds(1));
+    second.beat().await.expect("beat");
+    assert!(!second.leadership().leads());
+}
+
+/// A heartbeat reads the ledger's clock in its own transaction and hands the reading to the
+/// timekeeper: a node whose wall clock is two hours fast learns its offset from its first
+/// heartbeat (PostgreSQL; SQLite has no clock of its own, and the node follows none).
+async fn a_heartbeat_reads_the_ledgers_clock_for_the_timekeeper(t: &TestLedger) {
+    use dawnpost::clock::LedgerClock;
+    use dawnpost::registry::Registry;
+    use dawnpost::timekeeper::Timekeeper;
+    use std::sync::Arc;
+    let config = Project::new(&report("warehouse-17", "0 30 6 * * *", "UTC")).load();
+    let wall = dawnpost::ManualClock::new(chrono::Utc::now() + Duration::hours(2));
+    let clock = Arc::new(LedgerClock::new(Arc::new(wall)));
+    let shared: dawnpost::SharedClock = clock.clone();
+    let metrics = Arc::new(dawnpost::metrics::Metrics::default());
+    let keeper = Timekeeper::new(
+        (t.ledger.clone(), shared.clone()),
+        metrics.clone(),
+        dawnpost::Span::from_secs(30),
+        std::time::Duration::from_secs(10),
+    );
+    let node = Registry::new(&config, t.ledger.clone(), shared, "skewed:1".into())
+        .with_timekeeper(Arc::new(keeper));
+    assert_eq!(clock.offset(), None, "no reading yet");
+    node.beat().await.expect("beat");
+    match t.schema() {
+        Some(_) => {
+            let offset = clock.offset().expect("the heartbeat's reading");
+            let off = (offset - Duration::hours(2)).num_seconds().abs();
+            assert!(off < 60, "two hours fast, read as {offset}");
+            let shown = metrics.clock_offset.get();
+            assert!((shown - 7200.0).abs() < 60.0, "the gauge says {shown}");
+        }
+        None => assert_eq!(clock.offset(), None, "SQLite has no clock to follow"),
+    }
+}
+
 on_both_backends!(
     a_heartbeat_registers_a_node_and_silence_ends_it,
+    the_node_that_started_first_leads_until_it_falls_silent,
+    a_heartbeat_reads_the_ledgers_clock_for_the_timekeeper,
     the_overview_lists_the_live_nodes,
     held_leases_are_named_with_their_owner_until_they_expire,
     a_registry_round_beats_forgets_and_follows_the_live_nodes,
