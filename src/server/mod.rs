@@ -91,8 +91,14 @@ pub fn router(state: ServerState) -> Router {
     let ops = Router::new()
         .route("/v1/jobs", get(ops::list_jobs))
         .route("/v1/jobs/{key}", get(ops::show_job))
-        .route("/v1/jobs/{key}/redrive", post(ops::redrive_job))
-        .route("/v1/deliveries/{key}/redrive", post(ops::redrive_delivery))
+        .route(
+            "/v1/jobs/{key}/redrive",
+            making_work(post(ops::redrive_job), &state),
+        )
+        .route(
+            "/v1/deliveries/{key}/redrive",
+            making_work(post(ops::redrive_delivery), &state),
+        )
         .route("/v1/dlq", get(ops::dlq))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -101,7 +107,7 @@ pub fn router(state: ServerState) -> Router {
     Router::new()
         .merge(ops)
         .merge(console::router(state.clone()))
-        .route("/v1/runs", post(ingest::ingest))
+        .route("/v1/runs", making_work(post(ingest::ingest), &state))
         .route("/r/{job}/{sha256}", get(links::report))
         .route("/r/{job}/{sha256}/{part}", get(links::part))
         .route("/metrics", get(metrics))
@@ -111,16 +117,24 @@ pub fn router(state: ServerState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::extract::DefaultBodyLimit::max(BODY_LIMIT))
         .layer(axum::middleware::map_response(json_errors))
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            nudge_after_writes,
-        ))
         .with_state(state)
 }
 
-/// A write the server took (a redrive, a reissue, an ingested run, a bulk redrive started)
-/// may have made work due: this node's pool, and on PostgreSQL every listening node's
-/// (`Ledger::notify_work`), looks for it at once rather than at its next look.
+/// `route`, a write that makes work due (a redrive, a reissue, an ingested run, a bulk redrive
+/// started), followed when it succeeds by [`nudge_after_writes`]. Other writes (a sign-in, a
+/// cancel, a plan) make nothing due and tell nobody.
+pub(super) fn making_work(
+    route: axum::routing::MethodRouter<ServerState>,
+    state: &ServerState,
+) -> axum::routing::MethodRouter<ServerState> {
+    route.layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        nudge_after_writes,
+    ))
+}
+
+/// A write the server took made work due: this node's pool, and on PostgreSQL every listening
+/// node's (`Ledger::notify_work`), looks for it at once rather than at its next look.
 async fn nudge_after_writes(
     State(st): State<ServerState>,
     request: axum::extract::Request,

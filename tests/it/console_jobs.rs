@@ -306,10 +306,13 @@ async fn an_operator_cancels_a_ready_job_with_a_reason(t: &TestLedger) {
     s.cancel.cancel();
 }
 
+/// Also: only the redrive, which made work due, tells the other nodes (a work notice on
+/// PostgreSQL); the sign-ins and the refused cancel make nothing due and tell nobody.
 async fn an_operator_redrives_the_whole_job_and_a_viewer_cannot_cancel(t: &TestLedger) {
     let s = start(t).await;
     let leases = quarantined_job(&s, t).await;
     let path = format!("/ui/jobs/{JOB}");
+    let mut listener = t.ledger.work_listener().await.expect("listen");
 
     let viewer = sign_in(&s, VIEWER_TOKEN).await;
     let csrf = hidden(&page(&s, &path, &viewer).await, "csrf");
@@ -324,8 +327,21 @@ async fn an_operator_redrives_the_whole_job_and_a_viewer_cannot_cancel(t: &TestL
         ("by", "ann"),
         ("reason", "all receivers fixed"),
     ];
+    if let Some(listener) = &mut listener {
+        let quiet =
+            tokio::time::timeout(std::time::Duration::from_millis(300), listener.next()).await;
+        assert!(quiet.is_err(), "a sign-in or a refusal sent a work notice");
+    }
     let r = post_form(&s, &format!("{path}/redrive"), Some(&operator), &form).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    if let Some(listener) = &mut listener {
+        let heard = tokio::time::timeout(std::time::Duration::from_secs(10), listener.next()).await;
+        assert!(
+            heard
+                .expect("the redrive's notice within 10 s")
+                .expect("listening")
+        );
+    }
     let job = t.ledger.job_get(&jk(JOB)).await.expect("get").expect("job");
     assert_eq!(job.state, JobState::Delivering);
     let d = t

@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use maud::Markup;
 use serde::Deserialize;
 
-use super::ServerState;
+use super::{ServerState, making_work};
 use session::{COOKIE, SESSION_SECS, Session};
 
 /// The console's stylesheet, in the binary.
@@ -98,15 +98,24 @@ pub fn router(state: ServerState) -> Router<ServerState> {
         .route("/ui/jobs/{key}", get(job::show))
         .route("/ui/jobs/{key}/artifact", get(job::artifact))
         .route("/ui/jobs/{key}/artifact.csv", get(job::artifact_csv))
-        .route("/ui/jobs/{key}/redrive", post(job::redrive))
+        .route(
+            "/ui/jobs/{key}/redrive",
+            making_work(post(job::redrive), &state),
+        )
         .route("/ui/jobs/{key}/cancel", post(job::cancel))
-        .route("/ui/jobs/{key}/reissue", post(job::reissue))
+        .route(
+            "/ui/jobs/{key}/reissue",
+            making_work(post(job::reissue), &state),
+        )
         .route("/ui/dlq", get(dlq::groups))
         .route("/ui/reports", get(reports::list))
         .route("/ui/retention", get(retention::show))
         .route("/ui/dlq/plan", post(dlq::plan))
         .route("/ui/runbooks/{id}", get(dlq::show))
-        .route("/ui/runbooks/{id}/start", post(dlq::start))
+        .route(
+            "/ui/runbooks/{id}/start",
+            making_work(post(dlq::start), &state),
+        )
         .route("/ui/runbooks/{id}/stop", post(dlq::stop))
         .route("/ui/logout", post(logout))
         .route_layer(axum::middleware::from_fn_with_state(state, require_session));
