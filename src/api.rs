@@ -423,10 +423,14 @@ pub struct NodeV1 {
     pub formats: String,
     pub started_at: DateTime<Utc>,
     pub heartbeat_at: DateTime<Utc>,
+    /// Whether the node leads the cluster's housekeeping (the lease rescuer, the runbook
+    /// driver): the live node that started first. Since 0.2.0.
+    pub leads: bool,
 }
 
-impl From<&Node> for NodeV1 {
-    fn from(n: &Node) -> NodeV1 {
+impl NodeV1 {
+    /// Node `n` of `live` (the live nodes, the oldest start first).
+    pub fn of(n: &Node, live: &[Node]) -> NodeV1 {
         NodeV1 {
             version: ApiVersion,
             id: n.id.clone(),
@@ -435,6 +439,7 @@ impl From<&Node> for NodeV1 {
             formats: n.formats.clone(),
             started_at: n.started_at,
             heartbeat_at: n.heartbeat_at,
+            leads: crate::ledger::leader(live).is_some_and(|l| l.id == n.id),
         }
     }
 }

@@ -52,7 +52,7 @@ impl Leadership {
 /// Whether node `id` leads `live` (the live nodes, the oldest start first): it is the first,
 /// or missing from the list.
 pub fn leads(live: &[Node], id: &str) -> bool {
-    match live.first() {
+    match crate::ledger::leader(live) {
         Some(first) => first.id == id || !live.iter().any(|n| n.id == id),
         None => true,
     }

@@ -132,27 +132,37 @@ pub(super) async fn nodes(
         .await?;
     if args.json {
         for n in &live {
-            out!("{}", serde_json::to_string(&crate::api::NodeV1::from(n))?);
+            out!(
+                "{}",
+                serde_json::to_string(&crate::api::NodeV1::of(n, &live))?
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
     out!(
-        "{:<32} {:<10} {:>6} {:<8} {:<24} LAST HEARTBEAT",
+        "{:<32} {:<10} {:>6} {:<8} {:<24} {:<24} LEADS",
         "NODE",
         "VERSION",
         "SCHEMA",
         "FORMATS",
-        "STARTED"
+        "STARTED",
+        "LAST HEARTBEAT"
     );
+    let leader = crate::ledger::leader(&live).map(|l| l.id.as_str());
     for n in &live {
         out!(
-            "{:<32} {:<10} {:>6} {:<8} {:<24} {}",
+            "{:<32} {:<10} {:>6} {:<8} {:<24} {:<24} {}",
             n.id,
             n.version,
             n.schema_version,
             n.formats,
             rfc3339(n.started_at),
-            rfc3339(n.heartbeat_at)
+            rfc3339(n.heartbeat_at),
+            if leader == Some(n.id.as_str()) {
+                "yes"
+            } else {
+                ""
+            }
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -80,7 +80,7 @@ use audit::RedriveRecord;
 pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use deploy::{Blockers, HeldLease, Migrated};
 pub use leases::{Claimed, LeaseParams};
-pub use nodes::{Beat, Node};
+pub use nodes::{Beat, Node, leader};
 pub use notices::{
     Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,
     Told,

@@ -46,6 +46,12 @@ impl From<NodeRecord> for Node {
     }
 }
 
+/// The node of `live` (the live nodes, the oldest start first, as [`Ledger::node_list`] and
+/// [`Ledger::node_beat`] read them) that leads the cluster's housekeeping: the first.
+pub fn leader(live: &[Node]) -> Option<&Node> {
+    live.first()
+}
+
 /// What a registry's round ([`Ledger::node_beat`]) read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Beat {

@@ -77,6 +77,7 @@ fn a_running_daemon_is_listed_and_leaves_when_it_stops() {
     assert_eq!(me["version"], 1, "the contract's version");
     assert_eq!(me["binary"], env!("CARGO_PKG_VERSION"));
     assert_eq!(me["formats"], dawnpost::ledger::WORK_FORMAT.to_string());
+    assert_eq!(me["leads"], true, "alone, it leads the housekeeping");
     assert!(
         me["schema_version"].as_i64().is_some_and(|v| v >= 10),
         "{me}"
@@ -85,6 +86,11 @@ fn a_running_daemon_is_listed_and_leaves_when_it_stops() {
     let text = String::from_utf8_lossy(&table.stdout).to_string();
     assert!(
         text.starts_with("NODE") && text.lines().count() == 2,
+        "{text}"
+    );
+    let (head, row) = (text.lines().next().unwrap_or(""), text.lines().nth(1));
+    assert!(
+        head.ends_with("LEADS") && row.is_some_and(|r| r.trim_end().ends_with("yes")),
         "{text}"
     );
     let (code, log) = daemon.stop();
@@ -110,6 +116,12 @@ async fn the_overview_lists_the_live_nodes(t: &TestLedger) {
     l.node_heartbeat(&node("gone-2:77", 9, now - Duration::minutes(5)))
         .await
         .expect("beat");
+    // Started a minute after web-1: live, and it follows.
+    let later = Node {
+        started_at: at(2026, 12, 1, 6, 1),
+        ..node("web-3:99", 10, now - Duration::seconds(2))
+    };
+    l.node_heartbeat(&later).await.expect("beat");
     let cookie = sign_in(&s, VIEWER_TOKEN).await;
     let html = page(&s, "/ui/", &cookie).await;
     let nodes = html
@@ -125,6 +137,14 @@ async fn the_overview_lists_the_live_nodes(t: &TestLedger) {
         !nodes.contains("gone-2:77"),
         "a silent node is not live: {nodes}"
     );
+    let row = |id: &str| {
+        (nodes.split("<tr>"))
+            .find(|r| r.contains(id))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(row("web-1:4242").contains("<td>leads</td>"), "{nodes}");
+    assert!(row("web-3:99").contains("<td>follows</td>"), "{nodes}");
     s.cancel.cancel();
     let _ = s.handle.await;
 }

@@ -156,11 +156,13 @@ pub fn view(session: &Session, o: &Overview) -> Markup {
                         th scope="col" { "Node" } th scope="col" { "Version" }
                         th scope="col" { "Schema" } th scope="col" { "Formats" }
                         th scope="col" { "Started" } th scope="col" { "Last heartbeat" }
+                        th scope="col" { "Housekeeping" }
                     } }
                     tbody { @for n in &o.nodes { tr {
                         td { (n.id) } td { (n.version) } td.num { (n.schema_version) }
                         td { (n.formats) } td { (when(n.started_at)) }
                         td { (age(n.heartbeat_at, o.now)) " ago" }
+                        td { @if crate::ledger::leader(&o.nodes).is_some_and(|l| l.id == n.id) { "leads" } @else { "follows" } }
                     } } }
                 } }))
             }
