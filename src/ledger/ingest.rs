@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::jobs::{JOB_INSERT_ONE, JobRow};
+use super::tx::Statement;
 use super::types::parse_key;
 use super::{IngestOutcome, Ledger, NewJob, Result};
 use crate::clock::to_millis;
@@ -23,47 +24,48 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<IngestOutcome> {
         let now_ms = to_millis(now);
-
-        on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
-            let claimed: Option<(String,)> = sqlx::query_as(CLAIM_WEBHOOK_ID)
-                .bind(webhook_id)
-                .bind(&job.key)
-                .bind(now_ms)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if claimed.is_none() {
-                tx.rollback().await?;
-                let (job_key,): (String,) =
-                    sqlx::query_as("SELECT job_key FROM ingest_events WHERE webhook_id = $1")
-                        .bind(webhook_id)
-                        .fetch_one(p)
-                        .await?;
-                return Ok(IngestOutcome {
-                    job_key: parse_key(&job_key)?,
-                    created: false,
-                    replayed: true,
-                });
-            }
-            let row = JobRow::of(job);
-            let created: Option<(String,)> = sqlx::query_as(JOB_INSERT_ONE)
-                .bind(row.key)
-                .bind(row.report)
-                .bind(row.date)
-                .bind(row.origin)
-                .bind(row.fire)
-                .bind(row.start)
-                .bind(row.end)
-                .bind(row.ready)
-                .bind(now_ms)
-                .fetch_optional(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(IngestOutcome {
-                job_key: job.key.clone(),
-                created: created.is_some(),
-                replayed: false,
+        let row = JobRow::of(job);
+        let claim = Statement::new(CLAIM_WEBHOOK_ID)
+            .bind(webhook_id)
+            .bind(row.key.as_str())
+            .bind(now_ms);
+        let insert = Statement::new(JOB_INSERT_ONE)
+            .bind(row.key.as_str())
+            .bind(row.report.as_str())
+            .bind(row.date.as_str())
+            .bind(row.origin)
+            .bind(row.fire)
+            .bind(row.start)
+            .bind(row.end)
+            .bind(row.ready)
+            .bind(now_ms);
+        // `None`: the webhook-id was seen before (nothing written).
+        let created = self
+            .within(async |tx| {
+                if tx.fetch_optional::<(String,)>(&claim).await?.is_none() {
+                    return Ok(None);
+                }
+                Ok(Some(
+                    tx.fetch_optional::<(String,)>(&insert).await?.is_some(),
+                ))
             })
+            .await?;
+        if let Some(created) = created {
+            return Ok(IngestOutcome {
+                job_key: job.key.clone(),
+                created,
+                replayed: false,
+            });
+        }
+        let sql = "SELECT job_key FROM ingest_events WHERE webhook_id = $1";
+        let (job_key,): (String,) = on_backend!(self, |p, _d| sqlx::query_as(sql)
+            .bind(webhook_id)
+            .fetch_one(p)
+            .await?);
+        Ok(IngestOutcome {
+            job_key: parse_key(&job_key)?,
+            created: false,
+            replayed: true,
         })
     }
 }
