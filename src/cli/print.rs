@@ -221,6 +221,10 @@ fn owners_line(o: &crate::config::Owners) -> Option<String> {
     }
 }
 
+/// How many of a family's reports `check` details; the rest it counts (a family of 10,000 rows
+/// would print 50,000 lines).
+const FAMILY_REPORTS_SHOWN: usize = 3;
+
 pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitCode> {
     let r = &config.retention.defaults;
     out!(
@@ -235,18 +239,31 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
     );
     for family in &config.families {
         out!(
-            "family {:?} ({}): {} report(s) from {}; the template rendered against the first {} row(s)",
+            "family {:?} ({}): {} report(s) from {}; the template rendered against the first {} row(s){}",
             family.id,
             family.file.display(),
             family.reports,
             rows_shown(&family.rows, &config.root),
-            crate::render::FAMILY_ROWS_CHECKED.min(family.reports)
+            crate::render::FAMILY_ROWS_CHECKED.min(family.reports),
+            match family.reports > FAMILY_REPORTS_SHOWN {
+                true => format!("; the first {FAMILY_REPORTS_SHOWN} shown below"),
+                false => String::new(),
+            }
         );
     }
     for line in rate_limit_lines(config) {
         out!("{line}");
     }
+    // Per family: the reports detailed so far, then those only counted.
+    let mut seen: std::collections::BTreeMap<&str, usize> = Default::default();
     for report in &config.reports {
+        if let Some(family) = &report.family {
+            let n = seen.entry(family.family.as_str()).or_default();
+            *n += 1;
+            if *n > FAMILY_REPORTS_SHOWN {
+                continue;
+            }
+        }
         let tz = report.timezone();
         let csv = config
             .root
@@ -285,6 +302,14 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
                 fire.key,
                 local.format("%a %Y-%m-%d %H:%M:%S %Z (UTC%:z)"),
                 rfc3339(fire.fire_at)
+            );
+        }
+    }
+    for (family, n) in seen {
+        if n > FAMILY_REPORTS_SHOWN {
+            out!(
+                "\n… and {} more report(s) of family {family:?}, one a row (`dawnpost plan` lists their fires)",
+                n - FAMILY_REPORTS_SHOWN
             );
         }
     }

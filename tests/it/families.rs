@@ -216,6 +216,30 @@ fn check_names_the_family_and_row() {
     );
 }
 
+/// `check` details a family's first three reports and counts the rest: ten rows print three
+/// reports, not ten.
+#[test]
+fn check_details_three_reports_of_a_family_and_counts_the_rest() {
+    let mut csv = String::from("id,timezone,ops_email,lead_email\n");
+    for i in 0..10 {
+        csv.push_str(&format!("{i},UTC,ops-{i}@example.com,\n"));
+    }
+    let p = family(&csv);
+    let out = common::run_in(p.root(), &["--config", "config", "check"]);
+    let said = common::text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("10 report(s) from CSV config/warehouses.csv")
+            && said.contains("the first 3 shown below"),
+        "{said}"
+    );
+    assert_eq!(said.matches("  from family").count(), 3, "{said}");
+    assert!(
+        said.contains("… and 7 more report(s) of family \"warehouse-{{row.id}}\""),
+        "{said}"
+    );
+}
+
 /// Rows from a query, on both backends: a SQLite file and a PostgreSQL table.
 #[tokio::test]
 async fn sql_rows_from_sqlite_and_postgres() {
