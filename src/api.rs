@@ -171,6 +171,10 @@ pub struct JobHistoryV1 {
     /// Every revision of its report and date (key and state), when it was reissued.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub revisions: Vec<RevisionV1>,
+    /// What its report's owners were told of it, oldest first; absent when nothing. Since
+    /// 0.2.0.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notices: Vec<NoticeV1>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreCheckV1>,
 }
@@ -181,6 +185,37 @@ pub struct RevisionV1 {
     pub key: String,
     pub state: &'static str,
     pub created_at: DateTime<Utc>,
+}
+
+/// One notice to a job's report's owners: why (`late`, `quarantined`), when, what it said,
+/// and whether it was told: `waiting` (for its batch's message), `nobody` (the report had no
+/// owners by then) or `sent` in `message`.
+#[derive(Debug, Clone, Serialize)]
+pub struct NoticeV1 {
+    pub cause: &'static str,
+    pub noticed_at: DateTime<Utc>,
+    pub detail: String,
+    pub told: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl From<&crate::ledger::NoticeRow> for NoticeV1 {
+    fn from(n: &crate::ledger::NoticeRow) -> NoticeV1 {
+        use crate::ledger::Told;
+        let (told, message) = match &n.told {
+            Told::Waiting => ("waiting", None),
+            Told::Nobody => ("nobody", None),
+            Told::In(m) => ("sent", Some(m.clone())),
+        };
+        NoticeV1 {
+            cause: n.cause.as_str(),
+            noticed_at: n.noticed_at,
+            detail: n.detail.clone(),
+            told,
+            message,
+        }
+    }
 }
 
 /// One probe of a job's data: when, what it found (`ready`, `not_ready`, `failed`) and what
@@ -347,6 +382,7 @@ impl From<&JobHistory> for JobHistoryV1 {
                     answer: p.answer.clone(),
                 })
                 .collect(),
+            notices: h.notices.iter().map(NoticeV1::from).collect(),
             revisions: if h.revisions.len() > 1 {
                 (h.revisions.iter())
                     .map(|r| RevisionV1 {

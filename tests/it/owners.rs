@@ -200,6 +200,20 @@ async fn a_fire_that_never_became_a_job_is_late_and_told_once(t: &TestLedger) {
         "{}",
         history.render_text()
     );
+    // `show --json` and `GET /v1/jobs/{key}` carry it too.
+    let json = serde_json::to_value(dawnpost::api::JobHistoryV1::from(&history)).expect("json");
+    let notices = json["notices"].as_array().expect("notices");
+    assert_eq!(notices.len(), 1, "{json}");
+    assert_eq!(
+        (&notices[0]["cause"], &notices[0]["noticed_at"]),
+        (
+            &serde_json::json!("late"),
+            &serde_json::json!("2026-11-30T08:00:00Z")
+        ),
+        "{json}"
+    );
+    assert_eq!(notices[0]["told"], "sent", "in a message at once: {json}");
+    assert!(notices[0]["message"].is_string(), "{json}");
 }
 
 /// A job done before its deadline is never late; one still delivering at its deadline is.
