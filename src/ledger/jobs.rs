@@ -267,14 +267,7 @@ impl Ledger {
         if keys.is_empty() {
             return Ok(0);
         }
-        Ok(on_backend!(self, |p, d| {
-            sqlx::query(d::pick(SETTLE_KEYED))
-                .bind(to_millis(now))
-                .bind(d::key_list(keys))
-                .execute(p)
-                .await?
-                .rows_affected()
-        }))
+        self.within(async |tx| settle_in(tx, keys, now).await).await
     }
 
     /// `ready | waiting | quarantined → cancelled`, by an operator; deliveries still waiting (a job
