@@ -180,19 +180,6 @@ fn rate_limit_lines(config: &Config) -> Vec<String> {
         .collect()
 }
 
-/// Where a family's rows come from, for a person.
-fn rows_shown(rows: &crate::config::RowsSpec, root: &std::path::Path) -> String {
-    use crate::config::RowsSpec;
-    let shown = |p: &std::path::Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
-    match rows {
-        RowsSpec::Csv { path } => format!("CSV {}", shown(path)),
-        RowsSpec::Json { path } => format!("JSON {}", shown(path)),
-        RowsSpec::Sql { url_env, query, .. } => {
-            format!("the query {} against ${url_env}", shown(query))
-        }
-    }
-}
-
 /// `deliver_by` and who is told when the report is late or quarantined (redacted).
 fn owners_line(o: &crate::config::Owners) -> Option<String> {
     let by = o
@@ -243,7 +230,7 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
             family.id,
             family.file.display(),
             family.reports,
-            rows_shown(&family.rows, &config.root),
+            family.rows.describe(&config.root),
             crate::render::FAMILY_ROWS_CHECKED.min(family.reports),
             match family.reports > FAMILY_REPORTS_SHOWN {
                 true => format!("; the first {FAMILY_REPORTS_SHOWN} shown below"),

@@ -29,6 +29,19 @@ pub enum RowsSpec {
     },
 }
 
+impl RowsSpec {
+    /// Where the rows come from, in words, paths relative to `root`: `CSV config/w.csv`.
+    pub fn describe(&self, root: &Path) -> String {
+        match self {
+            RowsSpec::Csv { path } => format!("CSV {}", shown(path, root)),
+            RowsSpec::Json { path } => format!("JSON {}", shown(path, root)),
+            RowsSpec::Sql { url_env, query, .. } => {
+                format!("the query {} against ${url_env}", shown(query, root))
+            }
+        }
+    }
+}
+
 /// Reads the rows of a family whose rows come from an SQL query (the sql source does it;
 /// configuration speaks to no database): each row's columns, or why they cannot be read.
 pub trait RowReader {
