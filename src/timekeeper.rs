@@ -82,8 +82,8 @@ impl Timekeeper {
 
     /// Reads the ledger's clock once, records the offset, and says what it means.
     pub async fn check(&self) {
-        self.mark();
         if let Some(offset) = follow(&*self.clock, &self.ledger).await {
+            self.mark();
             self.report(offset);
         }
     }
