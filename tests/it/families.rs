@@ -36,6 +36,14 @@ fn family(rows_csv: &str) -> Project {
     p
 }
 
+/// What `check` says of `p`, which it must accept.
+fn checked(p: &Project) -> String {
+    let out = common::run_in(p.root(), &["--config", "config", "check"]);
+    let said = common::text(&out);
+    assert!(out.status.success(), "{said}");
+    said
+}
+
 fn problems(p: &Project) -> String {
     match Config::load(&p.config_dir()) {
         Ok(_) => panic!("the configuration should be refused"),
@@ -202,9 +210,7 @@ fn a_thousand_bad_rows_are_twenty_problems_and_a_count() {
 #[test]
 fn check_names_the_family_and_row() {
     let p = family(THREE);
-    let out = common::run_in(p.root(), &["--config", "config", "check"]);
-    let said = common::text(&out);
-    assert!(out.status.success(), "{said}");
+    let said = checked(&p);
     assert!(
         said.contains("family \"warehouse-{{row.id}}\"")
             && said.contains("3 report(s) from CSV config/warehouses.csv"),
@@ -225,9 +231,7 @@ fn check_details_three_reports_of_a_family_and_counts_the_rest() {
         csv.push_str(&format!("{i},UTC,ops-{i}@example.com,\n"));
     }
     let p = family(&csv);
-    let out = common::run_in(p.root(), &["--config", "config", "check"]);
-    let said = common::text(&out);
-    assert!(out.status.success(), "{said}");
+    let said = checked(&p);
     assert!(
         said.contains("10 report(s) from CSV config/warehouses.csv")
             && said.contains("the first 3 shown below"),
