@@ -84,13 +84,20 @@ const RENDERED_RETURNING: PerBackend = PerBackend {
 const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at,
         lease_owner, lease_expires_at, lease_token, attempts) SELECT * FROM (VALUES ";
 
-/// The tail of a delivery insert: a delivery that exists already (an earlier render of the
-/// job created it) keeps its row, and only the rows created come back. Not `ON CONFLICT DO
-/// NOTHING`: PostgreSQL's speculative insertion writes a confirmation record per row, and no
-/// other transaction can insert these keys meanwhile (this one holds the job's row, updated
-/// under its lease just before).
-const DELIVERY_INSERT_TAIL: &str =
+/// The tail of a delivery insert after a job's first render lease: a delivery that exists
+/// already (an earlier render of the job created it) keeps its row, and only the rows created
+/// come back. Not `ON CONFLICT DO NOTHING`: PostgreSQL's speculative insertion writes a
+/// confirmation record per row, and no other transaction can insert these keys meanwhile (this
+/// one holds the job's row, updated under its lease just before).
+const DELIVERY_INSERT_AGAIN: &str =
     ") AS v WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.key = v.column1) RETURNING *";
+
+/// The tail of a delivery insert under a job's first render lease (fencing token 1): only a
+/// recorded render creates deliveries, and no render of the job was recorded before, so none
+/// can exist and none is looked for. (PostgreSQL planned the look as a hash anti-join over the
+/// whole table, with its size guessed while the table was small and the plan kept as the
+/// table grew: each batch of a night's renders read every delivery inserted before it.)
+const DELIVERY_INSERT_FIRST: &str = ") AS v RETURNING *";
 
 /// The head of a batch of finishes: the rows `v` that follow (key, token, state, ready_at,
 /// class, error, finished, terminal) update their deliveries if the lease still holds, and
@@ -208,14 +215,21 @@ async fn rendered_in(
         .iter()
         .map(|r| (updated.remove(&lease_id(&r.lease))).ok_or_else(|| lease_lost(&r.lease)))
         .collect();
-    let new: Vec<(&JobKey, &NewDelivery)> = renders
-        .iter()
-        .zip(&held)
-        .filter(|(_, h)| h.is_ok())
-        .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key(), dl)))
-        .collect();
+    let new = |first: bool| -> Vec<(&JobKey, &NewDelivery)> {
+        renders
+            .iter()
+            .zip(&held)
+            .filter(|(r, h)| h.is_ok() && r.lease.is_first() == first)
+            .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key(), dl)))
+            .collect()
+    };
     let lease = lease_to.map(|to| (to.owner, crate::clock::add(now, to.lease_for)));
-    let mut created = insert_deliveries(tx, &new, lease, now_ms).await?;
+    let first = (new(true), DELIVERY_INSERT_FIRST);
+    let again = (new(false), DELIVERY_INSERT_AGAIN);
+    let mut created = insert_deliveries(tx, first, lease, now_ms).await?;
+    for (job, rows) in insert_deliveries(tx, again, lease, now_ms).await? {
+        created.entry(job).or_default().extend(rows);
+    }
     Ok(renders
         .iter()
         .zip(held)
@@ -237,23 +251,18 @@ async fn rendered_in(
         .collect())
 }
 
-/// Inserts the deliveries `new` that do not exist yet, `sending` under `lease` (owner, until)
-/// when given, else `pending`; the rows created, by job.
+/// Inserts the deliveries `new` with the statement's `tail` (`DELIVERY_INSERT_FIRST` or
+/// `_AGAIN`), `sending` under `lease` (owner, until) when given, else `pending`; the rows
+/// created, by job.
 async fn insert_deliveries(
     tx: &mut Tx,
-    new: &[(&JobKey, &NewDelivery)],
+    (new, tail): (Vec<(&JobKey, &NewDelivery)>, &str),
     lease: Option<(&str, DateTime<Utc>)>,
     now_ms: i64,
 ) -> Result<HashMap<JobKey, Vec<Delivery>>> {
     let mut created: HashMap<JobKey, Vec<Delivery>> = HashMap::new();
-    for chunk in shaped(new, ROWS_PER_STATEMENT) {
-        let sql = values_list(
-            tx.numbered(),
-            DELIVERY_INSERT_VALUES,
-            chunk.len(),
-            12,
-            DELIVERY_INSERT_TAIL,
-        );
+    for chunk in shaped(&new, ROWS_PER_STATEMENT) {
+        let sql = values_list(tx.numbered(), DELIVERY_INSERT_VALUES, chunk.len(), 12, tail);
         let mut insert = Statement::owned(sql);
         for (job, dl) in chunk {
             insert = insert

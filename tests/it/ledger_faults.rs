@@ -9,7 +9,9 @@ use common::TestLedger;
 use common::fixtures::*;
 use dawnpost::keys::DeliveryKey;
 use dawnpost::ledger::{Audit, Via};
-use dawnpost::ledger::{DeliveryNext, DeliveryState, JobState, LedgerError, RescueBudget};
+use dawnpost::ledger::{
+    DeliveryNext, DeliveryState, JobState, LeaseTo, LedgerError, Outcomes, Render, RescueBudget,
+};
 use dawnpost::outcome::ResponseClass;
 use dawnpost::window::rfc3339;
 
@@ -361,7 +363,82 @@ async fn a_writable_ledger_is_ready(t: &TestLedger) {
     assert_eq!(job.state, JobState::Ready);
 }
 
+/// A job rendered again (redriven after retention deleted its artifact) keeps the deliveries
+/// its first render created, whatever they went through, and only a destination added since is
+/// created, leased to the node; in the same commit a job's first render creates all of its own.
+async fn a_render_again_keeps_the_deliveries_an_earlier_render_created(t: &TestLedger) {
+    let l = &t.ledger;
+    let key = "again:2026-10-25";
+    let kept = quarantined_job(t, key).await;
+    let later = t0() + Duration::days(9);
+    let audit = Audit::new("ops", "again", Via::Cli).expect("audited");
+    l.job_redrive(&jk(key), &audit, later)
+        .await
+        .expect("redrive");
+    ready_jobs(t, &["fresh:2026-10-25"]).await;
+    let leased = l.job_lease(&params("w2", later, 10)).await.expect("lease");
+    let lease = |k: &str| {
+        let job = leased.iter().find(|j| j.job.key == k).expect("leased");
+        job.lease.clone()
+    };
+    let (again, fresh) = (lease(key), lease("fresh:2026-10-25"));
+    assert!(!again.is_first() && fresh.is_first());
+    let emails = ["ops@example.com", "new@example.com"];
+    let renders = [
+        Render {
+            lease: again,
+            artifact: artifact(),
+            deliveries: destinations(key, &emails),
+        },
+        Render {
+            lease: fresh,
+            artifact: artifact(),
+            deliveries: destinations("fresh:2026-10-25", &emails),
+        },
+    ];
+    let recorded = l
+        .record_outcomes(Outcomes {
+            renders: &renders,
+            finishes: &[],
+            settle: &[],
+            lease_to: Some(LeaseTo {
+                owner: "w2",
+                lease_for: Duration::minutes(5),
+            }),
+            claim: None,
+            now: later,
+        })
+        .await
+        .expect("recorded")
+        .renders;
+    let born = |i: usize| -> Vec<String> {
+        let mut keys: Vec<String> = match &recorded[i] {
+            Ok(born) => born.iter().map(|d| d.delivery.key.to_string()).collect(),
+            Err(e) => panic!("render {i} recorded: {e}"),
+        };
+        keys.sort();
+        keys
+    };
+    assert_eq!(born(0), [format!("{key}/email:new@example.com")]);
+    assert_eq!(
+        born(1),
+        [
+            "fresh:2026-10-25/email:new@example.com",
+            "fresh:2026-10-25/email:ops@example.com"
+        ]
+    );
+    let d = l.delivery_get(&kept).await.expect("get").expect("kept");
+    assert_eq!(
+        (d.state, d.attempts, d.redrive_count),
+        (DeliveryState::Pending, 1, 1),
+        "the first render's delivery keeps its row: redriven, waiting, its attempt counted"
+    );
+    assert_eq!(l.attempt_list(&kept).await.expect("attempts").len(), 1);
+    assert_eq!(l.delivery_list(&jk(key)).await.expect("list").len(), 2);
+}
+
 on_both_backends!(
+    a_render_again_keeps_the_deliveries_an_earlier_render_created,
     a_writable_ledger_is_ready,
     cancelling_a_job_closes_its_waiting_deliveries,
     a_redrive_between_the_check_and_the_delete_is_not_deleted,
