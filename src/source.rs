@@ -96,16 +96,7 @@ async fn fetch_limited(
     let limit = crate::duration::Span::from_std(limit);
     match spec {
         SourceSpec::File { path } => {
-            let size = tokio::fs::metadata(path)
-                .await
-                .map(|m| m.len())
-                .unwrap_or(0);
-            if size > max_bytes {
-                return Err(too_large(&path.display().to_string(), max_bytes));
-            }
-            let text = tokio::fs::read_to_string(path).await.map_err(|e| {
-                SourceError::Transient(format!("cannot read {}: {e}", path.display()))
-            })?;
+            let text = read_file(path.clone(), max_bytes).await?;
             serde_json::from_str(&text).map_err(|e| {
                 SourceError::Permanent(format!("{} is not valid JSON: {e}", path.display()))
             })
@@ -202,6 +193,37 @@ enum Shape {
 }
 
 /// More data than `source.limit` allows.
+/// A file source's text, read on one blocking thread (one hand-off per render) and at most
+/// `max_bytes` of it: a file that grows past the limit while it is read fails like a larger one.
+async fn read_file(path: std::path::PathBuf, max_bytes: u64) -> Result<String, SourceError> {
+    let read = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let cannot = |e: std::io::Error| {
+            SourceError::Transient(format!("cannot read {}: {e}", path.display()))
+        };
+        let file = std::fs::File::open(&path).map_err(cannot)?;
+        let announced = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if announced > max_bytes {
+            return Err(too_large(&path.display().to_string(), max_bytes));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(announced).unwrap_or(0));
+        file.take(max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(cannot)?;
+        if bytes.len() as u64 > max_bytes {
+            return Err(too_large(&path.display().to_string(), max_bytes));
+        }
+        String::from_utf8(bytes).map_err(|e| {
+            cannot(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                e.utf8_error(),
+            ))
+        })
+    });
+    read.await
+        .map_err(|e| SourceError::Transient(format!("reading the file stopped: {e}")))?
+}
+
 fn too_large(what: &str, max_bytes: u64) -> SourceError {
     SourceError::Permanent(format!(
         "{what}: more than {max_bytes} bytes (source.limit): raise the limit or narrow the source"

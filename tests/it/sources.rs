@@ -318,6 +318,25 @@ async fn every_source_kind_stops_at_its_limit() {
     );
     let small = fetch_within(&file, &window(), &client, deadline, 100).await;
     assert!(over(&small), "{small:?}");
+    // A file whose size says nothing (a pipe): the read itself stops past the limit.
+    let fifo = dir.path().join("stream.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let writer = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let mut w = std::fs::OpenOptions::new().write(true).open(&fifo)?;
+            w.write_all(format!("[{}1]", "1,".repeat(100_000)).as_bytes())
+        })
+    };
+    let piped = SourceSpec::File { path: fifo };
+    let streamed = fetch_within(&piped, &window(), &client, deadline, 100).await;
+    assert!(over(&streamed), "{streamed:?}");
+    assert!(
+        writer.join().is_ok_and(|w| w.is_err()),
+        "the rest is never read"
+    );
     // Query rows, counted as the JSON they become.
     let db = dir.path().join("rows.db");
     let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", db.display()))

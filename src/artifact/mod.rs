@@ -16,6 +16,8 @@ use sha2::{Digest, Sha256};
 use crate::config::ArtifactSettings;
 use crate::render::Rendered;
 
+mod local;
+
 /// A job's stored artifact: references, never bytes. The ledger keeps one per rendered job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArtifactRef {
@@ -33,6 +35,8 @@ pub enum ArtifactError {
     Open { url: String, reason: String },
     #[error("artifact store: {0}")]
     Store(#[from] object_store::Error),
+    #[error("artifact file {path}: {reason}")]
+    File { path: String, reason: String },
 }
 
 /// The artifact store and where it points.
@@ -43,6 +47,8 @@ pub struct ArtifactStore {
     /// The folder of a `file://` store: what a purge removes beyond the listed objects (the
     /// staging files `<key>#<n>` a crash mid-write leaves, which listings hide).
     local_dir: Option<PathBuf>,
+    /// The same store as a `file://` store: its writes bypass object_store (see [`local`]).
+    local: Option<Arc<object_store::local::LocalFileSystem>>,
     /// The artifacts this process wrote last, by `.html` key: a job's deliveries start right
     /// after its render, and read it from here instead of the store (a GET on S3). Keys are
     /// content hashes, so an entry can never disagree with the store.
@@ -74,16 +80,18 @@ impl ArtifactStore {
             url: url.to_string(),
             reason,
         };
-        let mut local_dir = None;
+        let (mut local_dir, mut local) = (None, None);
         let store: Arc<dyn ObjectStore> = if let Some(path) = url.strip_prefix("file://") {
             let dir = crate::config::resolve(root, Path::new(path));
             local_dir = Some(dir.clone());
             std::fs::create_dir_all(&dir)
                 .map_err(|e| open_err(format!("cannot create {}: {e}", dir.display())))?;
-            Arc::new(
+            let fs = Arc::new(
                 object_store::local::LocalFileSystem::new_with_prefix(&dir)
                     .map_err(|e| open_err(e.to_string()))?,
-            )
+            );
+            local = Some(fs.clone());
+            fs
         } else if url.starts_with("memory://") {
             Arc::new(InMemory::new())
         } else {
@@ -96,6 +104,7 @@ impl ArtifactStore {
             store,
             url: url.to_string(),
             local_dir,
+            local,
             recent: Arc::default(),
         })
     }
@@ -106,6 +115,7 @@ impl ArtifactStore {
             store,
             url: url.to_string(),
             local_dir: None,
+            local: None,
             recent: Arc::default(),
         }
     }
@@ -162,12 +172,13 @@ impl ArtifactStore {
         let text_key = format!("{report}/{date}/{sha256}.txt");
         let csv_key = format!("{report}/{date}/{sha256}.csv");
         // The other parts first: `find` treats an artifact as complete once its .html exists.
-        let mut wrote = false;
+        let mut parts = Vec::with_capacity(3);
         if let Some(csv) = &rendered.csv {
-            wrote |= self.put_create(&csv_key, csv.clone()).await?;
+            parts.push((csv_key.as_str(), csv));
         }
-        wrote |= self.put_create(&text_key, rendered.text.clone()).await?;
-        wrote |= self.put_create(&html_key, rendered.html.clone()).await?;
+        parts.push((text_key.as_str(), &rendered.text));
+        parts.push((html_key.as_str(), &rendered.html));
+        let wrote = self.put_all(&parts).await?;
         self.remember(&html_key, rendered);
         let size = rendered.html.len() + rendered.text.len() + csv.map_or(0, <[u8]>::len);
         Ok((
@@ -180,6 +191,24 @@ impl ArtifactStore {
             },
             wrote,
         ))
+    }
+
+    /// Writes `parts` in order, create-only; whether any was written. A `file://` store
+    /// writes them all on one blocking thread.
+    async fn put_all(&self, parts: &[(&str, &String)]) -> Result<bool, ArtifactError> {
+        if let Some(fs) = &self.local {
+            let mut files = Vec::with_capacity(parts.len());
+            for (key, body) in parts {
+                let path = fs.path_to_filesystem(&ObjectPath::from(*key))?;
+                files.push((path, Bytes::from((*body).clone())));
+            }
+            return local::write_parts(files).await;
+        }
+        let mut wrote = false;
+        for (key, body) in parts {
+            wrote |= self.put_create(key, (*body).clone()).await?;
+        }
+        Ok(wrote)
     }
 
     async fn put_create(&self, key: &str, body: String) -> Result<bool, ArtifactError> {

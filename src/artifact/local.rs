@@ -1,0 +1,153 @@
+//! A `file://` store's writes: every part of an artifact on one blocking thread, each staged in
+//! `<file>#<n>` and published with a hard link, which fails when the file exists (create-only,
+//! as object_store's `LocalFileSystem` does it, whose reads and listings see the same files).
+//! Through object_store each part was a hand-off of its own to the blocking pool, and the
+//! first part's open failed before its folder was made.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+
+use super::ArtifactError;
+
+/// Writes each `(path, body)` in order, create-only; a file already there is kept. Returns
+/// whether any part was written by this call.
+pub(super) async fn write_parts(parts: Vec<(PathBuf, Bytes)>) -> Result<bool, ArtifactError> {
+    let written = tokio::task::spawn_blocking(move || {
+        let mut made_folder = false;
+        let mut wrote = false;
+        for (path, body) in &parts {
+            wrote |= write_part(path, body, &mut made_folder)?;
+        }
+        Ok(wrote)
+    });
+    written.await.map_err(|e| ArtifactError::File {
+        path: String::new(),
+        reason: format!("the write stopped: {e}"),
+    })?
+}
+
+/// One part: staged, then linked into place unless a file is already there.
+fn write_part(path: &Path, body: &[u8], made_folder: &mut bool) -> Result<bool, ArtifactError> {
+    let (mut file, staged) = staging_file(path, made_folder)?;
+    let published = file
+        .write_all(body)
+        .and_then(|()| {
+            drop(file);
+            std::fs::hard_link(&staged, path)
+        })
+        .map(|()| true);
+    let _ = std::fs::remove_file(&staged);
+    match published {
+        Ok(wrote) => Ok(wrote),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(file_error(path, &e)),
+    }
+}
+
+/// A new staging file `<path>#<n>` beside `path` (its folder made when missing, once).
+fn staging_file(
+    path: &Path,
+    made_folder: &mut bool,
+) -> Result<(std::fs::File, PathBuf), ArtifactError> {
+    let mut n = 1u32;
+    loop {
+        let mut staged = path.as_os_str().to_owned();
+        staged.push(format!("#{n}"));
+        let staged = PathBuf::from(staged);
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&staged);
+        match opened {
+            Ok(file) => return Ok((file, staged)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !*made_folder => {
+                *made_folder = true;
+                let folder = path.parent().unwrap_or(Path::new("."));
+                std::fs::create_dir_all(folder).map_err(|e| file_error(folder, &e))?;
+            }
+            Err(e) => return Err(file_error(&staged, &e)),
+        }
+    }
+}
+
+fn file_error(path: &Path, e: &std::io::Error) -> ArtifactError {
+    ArtifactError::File {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(dir: &Path, name: &str, body: &str) -> (PathBuf, Bytes) {
+        (
+            dir.join("r/2026-10-25").join(name),
+            Bytes::from(body.to_string()),
+        )
+    }
+
+    #[tokio::test]
+    async fn parts_are_written_once_and_never_replaced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = vec![
+            part(dir.path(), "a.txt", "one"),
+            part(dir.path(), "a.html", "<p>"),
+        ];
+        assert!(
+            write_parts(first).await.expect("write"),
+            "the folder is made"
+        );
+        let again = vec![
+            part(dir.path(), "a.txt", "two"),
+            part(dir.path(), "a.html", "<b>"),
+        ];
+        assert!(!write_parts(again).await.expect("write"), "nothing written");
+        let read = |name| std::fs::read_to_string(dir.path().join("r/2026-10-25").join(name));
+        assert_eq!(read("a.txt").expect("txt"), "one");
+        assert_eq!(read("a.html").expect("html"), "<p>");
+        let names: Vec<_> = std::fs::read_dir(dir.path().join("r/2026-10-25"))
+            .expect("list")
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect();
+        assert_eq!(names.len(), 2, "no staging file is left: {names:?}");
+    }
+
+    #[tokio::test]
+    async fn a_staging_file_a_crash_left_is_stepped_over() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (path, body) = part(dir.path(), "a.html", "<p>whole</p>");
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let mut left = path.as_os_str().to_owned();
+        left.push("#1");
+        std::fs::write(&left, "<p>wh").expect("left");
+        assert!(
+            write_parts(vec![(path.clone(), body)])
+                .await
+                .expect("write")
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            "<p>whole</p>"
+        );
+        assert_eq!(std::fs::read_to_string(&left).expect("left"), "<p>wh");
+    }
+
+    #[tokio::test]
+    async fn a_folder_that_cannot_be_made_is_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("r"), "a file where the folder goes").expect("write");
+        let err = write_parts(vec![part(dir.path(), "a.html", "<p>")])
+            .await
+            .expect_err("no folder");
+        let said = err.to_string();
+        assert!(
+            said.contains("artifact file") && said.contains("r/2026-10-25"),
+            "{said}"
+        );
+    }
+}
