@@ -286,6 +286,22 @@ impl DeliveryKey {
         let destination = self.kind.redact(&self.destination);
         format!("{}/{}:{destination}", self.job, self.kind.as_str())
     }
+
+    /// [`DeliveryKey::redacted`], made only when printed: a log line its level filters out
+    /// does not parse the URL.
+    pub fn shown_lazily(&self) -> Redacted<'_> {
+        Redacted(self)
+    }
+}
+
+/// A delivery key that displays as [`DeliveryKey::redacted`].
+#[derive(Debug, Clone, Copy)]
+pub struct Redacted<'a>(&'a DeliveryKey);
+
+impl fmt::Display for Redacted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.redacted())
+    }
 }
 
 impl fmt::Display for DeliveryKey {

@@ -198,8 +198,26 @@ impl ArtifactStore {
     async fn put_all(&self, parts: &[(&str, &String)]) -> Result<bool, ArtifactError> {
         if let Some(fs) = &self.local {
             let mut files = Vec::with_capacity(parts.len());
+            let mut folder: Option<(&str, PathBuf)> = None;
             for (key, body) in parts {
-                let path = fs.path_to_filesystem(&ObjectPath::from(*key))?;
+                // A part's name is its hash and extension, which no path encoding changes: its
+                // folder is mapped to the file system once for the parts it holds.
+                let path = match key.rsplit_once('/') {
+                    Some((dir, name))
+                        if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.') =>
+                    {
+                        match &folder {
+                            Some((at, path)) if *at == dir => path.join(name),
+                            _ => {
+                                let path = fs.path_to_filesystem(&ObjectPath::from(dir))?;
+                                let file = path.join(name);
+                                folder = Some((dir, path));
+                                file
+                            }
+                        }
+                    }
+                    _ => fs.path_to_filesystem(&ObjectPath::from(*key))?,
+                };
                 files.push((path, Bytes::from((*body).clone())));
             }
             return local::write_parts(files).await;

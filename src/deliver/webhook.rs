@@ -206,10 +206,11 @@ impl WebhookSender {
         Ok(WebhookSender { client })
     }
 
-    /// POSTs `body` and classifies the reply.
-    pub async fn send(
+    /// POSTs `body` to `url` (a configured webhook's parsed URL, or its text) and classifies
+    /// the reply.
+    pub async fn send<U: reqwest::IntoUrl>(
         &self,
-        url: &str,
+        url: U,
         secret: Option<&Secret>,
         delivery_key: &(dyn std::fmt::Display + Sync),
         body: Vec<u8>,

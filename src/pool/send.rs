@@ -300,15 +300,18 @@ where
         body
     };
     confirm().await.map_err(Unsent::NotStarted)?;
-    Ok(p.webhook
-        .send(
-            delivery.key.destination(),
-            secret.as_ref(),
-            &delivery.key,
-            body,
-            now,
-        )
-        .await)
+    let (key, webhook) = (&delivery.key, &p.webhook);
+    Ok(match hook {
+        // Parsed once, when the configuration was loaded.
+        Some(hook) => {
+            let url = hook.url.clone();
+            webhook.send(url, secret.as_ref(), key, body, now).await
+        }
+        None => {
+            let url = key.destination();
+            webhook.send(url, secret.as_ref(), key, body, now).await
+        }
+    })
 }
 
 /// The fields of both webhook bodies that name the job, its delivery and its artifact.

@@ -260,7 +260,7 @@ pub(super) async fn deliver(
     let LeasedDelivery {
         delivery, lease, ..
     } = leased;
-    let shown = delivery.key.redacted();
+    let shown = delivery.key.shown_lazily();
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = crate::clock::sub(lease.expires_at(), p.config.lease);
     let send = attempt_within_deadline(p, &delivery, (&lease, &hold), &artifact).await;
@@ -269,7 +269,7 @@ pub(super) async fn deliver(
     drop(artifact);
     let outcome = match send {
         Ok(outcome) => outcome,
-        Err(NotStarted(e)) => return not_started(p, &lease, &shown, &e).await,
+        Err(NotStarted(e)) => return not_started(p, &lease, shown, &e).await,
     };
     let finished_at = p.clock.now();
     let attempt_no = u32::try_from(delivery.attempts).unwrap_or(u32::MAX);
@@ -320,7 +320,7 @@ pub(super) async fn deliver(
         }
     }
     let class = outcome.class;
-    recorded_attempt(p, &shown, attempt_no, class, next, &reason, finished_at);
+    recorded_attempt(p, shown, attempt_no, class, next, &reason, finished_at);
 }
 
 /// One attempt, cut at the send's deadline. A send that outlives its own timeout (or its
@@ -346,7 +346,12 @@ async fn attempt_within_deadline(
 /// A send whose lease could not be confirmed was not started: nothing reached the receiver.
 /// A lease that ran out belongs to whoever rescued it; one the ledger could not confirm goes
 /// back to the queue without counting an attempt (or, if that fails too, to the rescuer).
-async fn not_started(p: &Pipeline, lease: &DeliveryLease, shown: &str, e: &LedgerError) {
+async fn not_started(
+    p: &Pipeline,
+    lease: &DeliveryLease,
+    shown: crate::keys::Redacted<'_>,
+    e: &LedgerError,
+) {
     if matches!(e, LedgerError::LeaseLost { .. }) {
         tracing::warn!(
             delivery = %shown,
@@ -366,7 +371,7 @@ async fn not_started(p: &Pipeline, lease: &DeliveryLease, shown: &str, e: &Ledge
 /// Counts and logs an attempt whose outcome the ledger recorded.
 fn recorded_attempt(
     p: &Pipeline,
-    shown: &str,
+    shown: crate::keys::Redacted<'_>,
     attempt_no: u32,
     class: ResponseClass,
     next: DeliveryNext,
