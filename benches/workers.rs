@@ -1,4 +1,4 @@
-//! `cargo bench --bench workers [-- --reports N --destinations K --processes P]`: scale-out on one PostgreSQL
+//! `cargo bench --bench workers [-- --reports N --destinations K --processes P --history]`: scale-out on one PostgreSQL
 //! database. For 1, 2 and 3 `dawnpost run` processes (or P only) sharing one artifact folder, enqueue N jobs
 //! with K webhook destinations each, time the drain, and count the duplicate deliveries the sink
 //! saw (must be 0: nothing crashes here). Each line adds what the server did for it, enqueue
@@ -11,7 +11,9 @@
 //! sit on the empty queue for ten seconds first, after eleven to settle (a PostgreSQL backend
 //! reports its commits up to ten seconds late, so the start's would fall in the window):
 //! `idle_commits_per_s_per_process` is what an idle node costs the server. Needs
-//! DAWNPOST_TEST_POSTGRES_URL.
+//! DAWNPOST_TEST_POSTGRES_URL. `--history`: each run's ledger first holds as many finished jobs
+//! of the same reports on earlier dates (drained by one node, not measured), so the measured
+//! run's rows go among older keys, as in a ledger in service.
 
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
@@ -28,6 +30,8 @@ struct Line {
     backend: &'static str,
     processes: usize,
     reports: usize,
+    /// Finished jobs the ledger held before the measured ones (`--history`).
+    earlier_jobs: usize,
     deliveries: i64,
     drain_s: f64,
     deliveries_per_s: f64,
@@ -102,6 +106,46 @@ async fn wait_registered(ledger: &Ledger, processes: usize) -> i64 {
     }
 }
 
+/// Every delivery in the ledger, whatever its state.
+async fn delivery_count(ledger: &Ledger) -> i64 {
+    let counts = ledger.delivery_count_by_state().await.expect("counts");
+    counts.iter().map(|(_, n)| n).sum()
+}
+
+/// Enqueues `jobs` jobs of the bench's reports a year before the measured ones and has one
+/// node drain them: the measured run then inserts among finished work's keys, as every night
+/// after the first does, instead of at the end of empty indexes.
+async fn drain_history(
+    ledger: &Ledger,
+    config: &Config,
+    config_dir: &std::path::Path,
+    jobs: usize,
+    seen: &sinks::Seen,
+) {
+    let now = chrono::Utc::now();
+    let first = chrono::NaiveDate::from_ymd_opt(2025, 1, 1).expect("date");
+    let earlier = sinks::jobs_from(config, jobs, now, first);
+    ledger
+        .job_insert_many(&earlier, now)
+        .await
+        .expect("enqueue history");
+    let node = start_nodes(config_dir, 1);
+    loop {
+        let counts = ledger.job_count_by_state().await.expect("counts");
+        let finished: i64 = counts
+            .iter()
+            .filter(|(s, _)| s.is_terminal())
+            .map(|(_, n)| n)
+            .sum();
+        if finished as usize >= jobs {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop_nodes(node).await;
+    seen.reset();
+}
+
 fn main() {
     let Ok(url) = std::env::var("DAWNPOST_TEST_POSTGRES_URL") else {
         eprintln!("workers benchmark skipped: set DAWNPOST_TEST_POSTGRES_URL");
@@ -119,6 +163,9 @@ fn main() {
             Some(n) => n.max(1)..=n.max(1),
             None => 1..=3,
         };
+        // `--history`: the ledger first holds as many finished jobs of the same reports on
+        // earlier dates, drained by one node and not measured, as a ledger in service does.
+        let history = std::env::args().any(|a| a == "--history");
         for processes in counts {
             seen.reset();
             let schema = format!("dp_workers_{}_{processes}", std::process::id());
@@ -140,6 +187,12 @@ fn main() {
             let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
             let now = chrono::Utc::now();
             let new_jobs = sinks::jobs(&config, jobs, now);
+            let (earlier_jobs, earlier_deliveries) = if history {
+                drain_history(&ledger, &config, &dir.path().join("config"), jobs, &seen).await;
+                (jobs, delivery_count(&ledger).await)
+            } else {
+                (0, 0)
+            };
             // What the nodes cost whatever they deliver: started on the empty queue, stopped
             // once each has registered (its start, its first rounds of every service, its stop).
             sinks::pg_checkpoint(&url).await;
@@ -176,17 +229,22 @@ fn main() {
                 polls += 1;
                 let counts = ledger.job_count_by_state().await.expect("counts");
                 let finished: i64 = counts.iter().filter(|(s, _)| s.is_terminal()).map(|(_, n)| n).sum();
-                if finished as usize >= jobs {
+                if finished as usize >= jobs + earlier_jobs {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             let drain_s = started.elapsed().as_secs_f64();
             stop_nodes(children).await;
-            let deliveries: i64 = ledger.delivery_count_by_state().await.expect("counts").iter().map(|(_, n)| n).sum();
+            let deliveries = delivery_count(&ledger).await - earlier_deliveries;
             // The processes' connections are closed with them: every backend has reported.
             tokio::time::sleep(Duration::from_millis(500)).await;
             let after = sinks::pg_mark(&url).await;
+            if let Some((b, a)) = before.zip(after) {
+                // Where to point `pg_waldump --stats=record --start … --end …`.
+                let lsn = |n: i64| format!("{:X}/{:X}", n >> 32, n & 0xFFFF_FFFF);
+                eprintln!("# {processes} processes: WAL {} to {}", lsn(b.wal_bytes), lsn(a.wal_bytes));
+            }
             let per = |n: i64| n as f64 / deliveries.max(1) as f64;
             let thousandths = |x: f64| (x * 1000.0).round() / 1000.0;
             let server = before.zip(after).map(|(b, a)| (a.commits - b.commits - polls - 1, a.wal_bytes - b.wal_bytes));
@@ -196,6 +254,7 @@ fn main() {
                 backend: "postgres",
                 processes,
                 reports: jobs,
+                earlier_jobs,
                 deliveries,
                 drain_s: (drain_s * 1000.0).round() / 1000.0,
                 deliveries_per_s: rate.round(),

@@ -357,12 +357,22 @@ pub fn jobs(
     n: usize,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Vec<dawnpost::ledger::NewJob> {
+    let first = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).expect("date");
+    jobs_from(config, n, now, first)
+}
+
+/// [`jobs`] with its dates counted from `first`.
+pub fn jobs_from(
+    config: &dawnpost::Config,
+    n: usize,
+    now: chrono::DateTime<chrono::Utc>,
+    first: chrono::NaiveDate,
+) -> Vec<dawnpost::ledger::NewJob> {
     (0..n.div_ceil(config.reports.len()))
         .flat_map(|d| config.reports.iter().map(move |r| (r, d)))
         .take(n)
         .map(|(r, d)| {
-            let date = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).expect("date")
-                + chrono::Duration::days(d as i64);
+            let date = first + chrono::Duration::days(d as i64);
             let fire = dawnpost::schedule::Fire::for_date(r, date).expect("fire");
             dawnpost::ledger::NewJob {
                 key: fire.key,
