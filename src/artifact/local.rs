@@ -8,24 +8,58 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
 
 use super::ArtifactError;
 
-/// Writes each `(path, body)` in order, create-only; a file already there is kept. Returns
-/// whether any part was written by this call.
+/// Where each part of `artifact` goes in the store `fs`, in the order they are written (see
+/// [`super::parts`]). A part's name is its hash and extension, which no path encoding changes:
+/// its folder is mapped to the file system once for the parts it holds.
+pub(super) fn files<'a>(
+    fs: &LocalFileSystem,
+    artifact: &'a super::ArtifactRef,
+    rendered: &'a crate::render::Rendered,
+) -> Result<Vec<(PathBuf, &'a [u8])>, ArtifactError> {
+    let mut files = Vec::with_capacity(3);
+    let mut folder: Option<(&str, PathBuf)> = None;
+    for (key, body) in super::parts(artifact, rendered) {
+        let plain = |name: &str| name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.');
+        let path = match key.rsplit_once('/') {
+            Some((dir, name)) if plain(name) => match &folder {
+                Some((at, path)) if *at == dir => path.join(name),
+                _ => {
+                    let path = fs.path_to_filesystem(&ObjectPath::from(dir))?;
+                    let file = path.join(name);
+                    folder = Some((dir, path));
+                    file
+                }
+            },
+            _ => fs.path_to_filesystem(&ObjectPath::from(key))?,
+        };
+        files.push((path, body.as_bytes()));
+    }
+    Ok(files)
+}
+
+/// Writes each `(path, body)` in order, create-only, on one blocking thread; a file already
+/// there is kept. Returns whether any part was written by this call.
 pub(super) async fn write_parts(parts: Vec<(PathBuf, Bytes)>) -> Result<bool, ArtifactError> {
-    let written = tokio::task::spawn_blocking(move || {
-        let mut made_folder = false;
-        let mut wrote = false;
-        for (path, body) in &parts {
-            wrote |= write_part(path, body, &mut made_folder)?;
-        }
-        Ok(wrote)
-    });
+    let written = tokio::task::spawn_blocking(move || write_files(&parts));
     written.await.map_err(|e| ArtifactError::File {
         path: String::new(),
         reason: format!("the write stopped: {e}"),
     })?
+}
+
+/// [`write_parts`] on the caller's thread.
+pub(super) fn write_files<B: AsRef<[u8]>>(parts: &[(PathBuf, B)]) -> Result<bool, ArtifactError> {
+    let mut made_folder = false;
+    let mut wrote = false;
+    for (path, body) in parts {
+        wrote |= write_part(path, body.as_ref(), &mut made_folder)?;
+    }
+    Ok(wrote)
 }
 
 /// One part: staged, then linked into place unless a file is already there.

@@ -166,67 +166,49 @@ impl ArtifactStore {
         date: &str,
         rendered: &Rendered,
     ) -> Result<(ArtifactRef, bool), ArtifactError> {
-        let csv = rendered.csv.as_deref().map(str::as_bytes);
-        let sha256 = digest(rendered.html.as_bytes(), rendered.text.as_bytes(), csv);
-        let html_key = format!("{report}/{date}/{sha256}.html");
-        let text_key = format!("{report}/{date}/{sha256}.txt");
-        let csv_key = format!("{report}/{date}/{sha256}.csv");
-        // The other parts first: `find` treats an artifact as complete once its .html exists.
-        let mut parts = Vec::with_capacity(3);
-        if let Some(csv) = &rendered.csv {
-            parts.push((csv_key.as_str(), csv));
-        }
-        parts.push((text_key.as_str(), &rendered.text));
-        parts.push((html_key.as_str(), &rendered.html));
-        let wrote = self.put_all(&parts).await?;
-        self.remember(&html_key, rendered);
-        let size = rendered.html.len() + rendered.text.len() + csv.map_or(0, <[u8]>::len);
-        Ok((
-            ArtifactRef {
-                html_key,
-                text_key,
-                csv_key: rendered.csv.as_ref().map(|_| csv_key),
-                sha256,
-                bytes: i64::try_from(size).unwrap_or(i64::MAX),
-            },
-            wrote,
-        ))
+        let artifact = reference(report, date, rendered);
+        let wrote = match &self.local {
+            Some(fs) => {
+                let files = local::files(fs, &artifact, rendered)?;
+                let owned = files
+                    .into_iter()
+                    .map(|(path, body)| (path, Bytes::copy_from_slice(body)))
+                    .collect();
+                local::write_parts(owned).await?
+            }
+            None => {
+                let mut wrote = false;
+                for (key, body) in parts(&artifact, rendered) {
+                    wrote |= self.put_create(key, body.to_string()).await?;
+                }
+                wrote
+            }
+        };
+        self.remember(&artifact.html_key, rendered);
+        Ok((artifact, wrote))
     }
 
-    /// Writes `parts` in order, create-only; whether any was written. A `file://` store
-    /// writes them all on one blocking thread.
-    async fn put_all(&self, parts: &[(&str, &String)]) -> Result<bool, ArtifactError> {
-        if let Some(fs) = &self.local {
-            let mut files = Vec::with_capacity(parts.len());
-            let mut folder: Option<(&str, PathBuf)> = None;
-            for (key, body) in parts {
-                // A part's name is its hash and extension, which no path encoding changes: its
-                // folder is mapped to the file system once for the parts it holds.
-                let path = match key.rsplit_once('/') {
-                    Some((dir, name))
-                        if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.') =>
-                    {
-                        match &folder {
-                            Some((at, path)) if *at == dir => path.join(name),
-                            _ => {
-                                let path = fs.path_to_filesystem(&ObjectPath::from(dir))?;
-                                let file = path.join(name);
-                                folder = Some((dir, path));
-                                file
-                            }
-                        }
-                    }
-                    _ => fs.path_to_filesystem(&ObjectPath::from(*key))?,
-                };
-                files.push((path, Bytes::from((*body).clone())));
-            }
-            return local::write_parts(files).await;
-        }
-        let mut wrote = false;
-        for (key, body) in parts {
-            wrote |= self.put_create(key, (*body).clone()).await?;
-        }
-        Ok(wrote)
+    /// [`ArtifactStore::write`] on a `file://` store, done on the caller's thread (a blocking
+    /// one: a render that reads a file and writes its artifact hands off once). `None` for
+    /// other stores.
+    pub fn write_blocking(
+        &self,
+        report: &str,
+        date: &str,
+        rendered: &Rendered,
+    ) -> Option<Result<(ArtifactRef, bool), ArtifactError>> {
+        let fs = self.local.as_ref()?;
+        let artifact = reference(report, date, rendered);
+        let written = local::files(fs, &artifact, rendered).and_then(|f| local::write_files(&f));
+        Some(written.map(|wrote| {
+            self.remember(&artifact.html_key, rendered);
+            (artifact, wrote)
+        }))
+    }
+
+    /// Whether this is a `file://` store (see [`ArtifactStore::write_blocking`]).
+    pub fn is_local(&self) -> bool {
+        self.local.is_some()
     }
 
     async fn put_create(&self, key: &str, body: String) -> Result<bool, ArtifactError> {
@@ -459,6 +441,32 @@ fn decoded(html: &[u8], text: &[u8], csv: Option<&[u8]>) -> Rendered {
         text: lossy(text),
         csv: csv.map(lossy),
     }
+}
+
+/// The reference of `rendered` stored for `report` and `date`: its content-addressed keys.
+fn reference(report: &str, date: &str, rendered: &Rendered) -> ArtifactRef {
+    let csv = rendered.csv.as_deref().map(str::as_bytes);
+    let sha256 = digest(rendered.html.as_bytes(), rendered.text.as_bytes(), csv);
+    let size = rendered.html.len() + rendered.text.len() + csv.map_or(0, <[u8]>::len);
+    ArtifactRef {
+        html_key: format!("{report}/{date}/{sha256}.html"),
+        text_key: format!("{report}/{date}/{sha256}.txt"),
+        csv_key: csv.map(|_| format!("{report}/{date}/{sha256}.csv")),
+        sha256,
+        bytes: i64::try_from(size).unwrap_or(i64::MAX),
+    }
+}
+
+/// An artifact's parts by key, in the order they are written: the others first, since `find`
+/// treats an artifact as complete once its .html exists.
+fn parts<'a>(artifact: &'a ArtifactRef, rendered: &'a Rendered) -> Vec<(&'a str, &'a str)> {
+    let mut parts = Vec::with_capacity(3);
+    if let (Some(key), Some(csv)) = (&artifact.csv_key, &rendered.csv) {
+        parts.push((key.as_str(), csv.as_str()));
+    }
+    parts.push((artifact.text_key.as_str(), rendered.text.as_str()));
+    parts.push((artifact.html_key.as_str(), rendered.html.as_str()));
+    parts
 }
 
 /// The sha256 of an artifact: its HTML, a zero byte, its text, and, when it attaches a CSV, a

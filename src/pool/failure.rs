@@ -20,6 +20,9 @@ pub(super) enum RenderFailure {
     Template(#[from] RenderError),
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
+    /// Cut at its deadline, or stopped, before it ended.
+    #[error("{0}")]
+    Cut(String),
 }
 
 impl RenderFailure {
@@ -28,9 +31,9 @@ impl RenderFailure {
         match self {
             // A source that timed out or answered 5xx, a store that did not answer: both may
             // work on the next attempt.
-            RenderFailure::Source(SourceError::Transient(_)) | RenderFailure::Artifact(_) => {
-                ResponseClass::Transient
-            }
+            RenderFailure::Source(SourceError::Transient(_))
+            | RenderFailure::Artifact(_)
+            | RenderFailure::Cut(_) => ResponseClass::Transient,
             // Bad data, a template that does not render it, a report removed from the
             // configuration: another attempt would fail the same way.
             RenderFailure::Source(SourceError::Permanent(_))

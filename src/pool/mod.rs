@@ -14,6 +14,7 @@
 mod claim;
 mod completer;
 mod failure;
+mod file_render;
 mod hold;
 pub mod limits;
 mod queue;

@@ -7,14 +7,16 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::completer::Completion;
 use super::failure::RenderFailure;
+use super::file_render::{Stepped, render_in_one_step};
 use super::hold::Hold;
 use super::running::Slot;
 use super::send::NotStarted;
 use super::{Pipeline, Stats};
 use crate::artifact::ArtifactRef;
+use crate::config::SourceSpec;
 use crate::data_path::DataPath;
 use crate::deliver::{Outcome, SendTarget};
-use crate::keys::{DeliveryKey, DestinationKind};
+use crate::keys::{DeliveryKey, DestinationKind, JobKey};
 use crate::ledger::{
     Delivery, DeliveryLease, DeliveryNext, Finish, Job, JobLease, LeasedDelivery, LeasedJob,
     LedgerError, NewAttempt, NewDelivery, Render, SKIPPED_FORMAT,
@@ -147,11 +149,27 @@ fn empty_data(
     data: &serde_json::Value,
 ) -> Option<String> {
     let why = path.empty_in(data)?;
-    if p.ledger.write_format() < SKIPPED_FORMAT {
-        tracing::info!(job = %job.key, reason = %why, "not skipped: a live node of an older version does not know the state; sending as it is");
+    skips(&job.key, why, p.ledger.write_format() >= SKIPPED_FORMAT)
+}
+
+/// `why` the data is empty, when the job may end `skipped` (`allowed`: every live node reads
+/// that state); otherwise `None`, and the log says the report is sent as it is.
+pub(super) fn skips(key: &JobKey, why: String, allowed: bool) -> Option<String> {
+    if !allowed {
+        tracing::info!(job = %key, reason = %why, "not skipped: a live node of an older version does not know the state; sending as it is");
         return None;
     }
     Some(why)
+}
+
+/// Counts an artifact this render wrote.
+fn count_written(p: &Pipeline, artifact: &ArtifactRef, wrote: bool) {
+    if wrote {
+        Stats::bump(&p.stats.artifacts_written);
+        p.metrics
+            .artifact_bytes
+            .inc_by(u64::try_from(artifact.bytes).unwrap_or(0));
+    }
 }
 
 async fn render_and_store(
@@ -193,6 +211,17 @@ async fn render_and_store(
         super::wait::Gate::Render { stale } => stale,
         super::wait::Gate::Held => return Ok(Made::Held),
     };
+    if let (SourceSpec::File { path }, true) = (&report.source, p.artifacts.is_local()) {
+        let templates = reports.templates.get(&report.template).cloned();
+        let step = render_in_one_step(p, job, (report.clone(), templates), path, stale);
+        return Ok(match step.await? {
+            Stepped::Empty(why) => Made::Empty(why),
+            Stepped::Stored(artifact, rendered, wrote) => {
+                count_written(p, &artifact, wrote);
+                Made::Artifact(artifact, deliveries, Some(rendered))
+            }
+        });
+    }
     let (source, deadline) = (&report.source, p.work_deadline());
     let data =
         crate::source::fetch_within(source, &job.window, &p.http, deadline, report.source_limit)
@@ -212,12 +241,7 @@ async fn render_and_store(
     let context = crate::render::context(report, when, &job.window, data, stale);
     let rendered = templates.render(&context)?;
     let (artifact, wrote) = p.artifacts.write(id, &date, &rendered).await?;
-    if wrote {
-        Stats::bump(&p.stats.artifacts_written);
-        p.metrics
-            .artifact_bytes
-            .inc_by(u64::try_from(artifact.bytes).unwrap_or(0));
-    }
+    count_written(p, &artifact, wrote);
     Ok(Made::Artifact(artifact, deliveries, Some(rendered)))
 }
 

@@ -176,6 +176,41 @@ async fn a_failed_render_waits_its_backoff_from_the_failure(t: &TestLedger) {
     );
 }
 
+/// A file source on a file system that never answers (here a pipe nobody writes to, whose
+/// open waits for a writer) is cut at the work deadline, and the job waits for its retry with
+/// the reason.
+async fn a_file_source_that_never_answers_is_cut_at_the_deadline(t: &TestLedger) {
+    let source = "{ kind = \"file\", path = \"config/sample/stuck.json\" }";
+    let p = Project::new(&report("stuck", source, &[]));
+    p.write(
+        "config/dawnpost.toml",
+        "[pool]\nconcurrency = 2\nlease = \"1s\"\ndrain_timeout = \"1s\"\n[retry]\nbase = \"30s\"\n",
+    );
+    // Valid when the configuration is loaded (which reads it), stuck when the job renders.
+    p.write("config/sample/stuck.json", "{}");
+    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let fifo = p.root().join("config/sample/stuck.json");
+    std::fs::remove_file(&fifo).expect("remove");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let summary = run_date(&config, &t.ledger, DATE, Duration::from_secs(4)).await;
+    // Whatever happens below, the stuck read ends: a writer opens the pipe and closes it.
+    let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+    assert_eq!(summary.exit_code, 4, "still pending: {summary:?}");
+    let job = t
+        .ledger
+        .job_get(&jk(&format!("stuck:{DATE}")))
+        .await
+        .expect("get")
+        .expect("job");
+    assert_eq!(job.state, JobState::Ready);
+    let said = job.last_error.unwrap_or_default();
+    assert!(
+        said.contains("no data within 2s: the fetch was cut at its deadline"),
+        "{said}"
+    );
+}
+
 fn sweeper(p: &Project, t: &TestLedger, as_of: chrono::DateTime<chrono::Utc>) -> Sweeper {
     let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
     let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
@@ -376,6 +411,7 @@ async fn a_node_whose_clock_is_refused_gives_its_queued_work_back(t: &TestLedger
 }
 
 on_both_backends!(
+    a_file_source_that_never_answers_is_cut_at_the_deadline,
     a_node_whose_clock_is_refused_gives_its_queued_work_back,
     claimed_work_that_waits_too_long_goes_back_uncounted,
     a_failed_render_waits_its_backoff_from_the_failure,
