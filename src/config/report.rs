@@ -132,8 +132,18 @@ impl<'a> LoadContext<'a> {
             .borrow_mut()
             .entry(path.to_path_buf())
             .or_insert_with(|| {
-                std::fs::read_to_string(path)
+                // A pipe or a device would be read without end (`/dev/zero`) or wait for a
+                // writer forever: only a regular file is read.
+                std::fs::metadata(path)
                     .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                    .and_then(|m| match m.is_file() {
+                        true => Ok(()),
+                        false => Err(format!("{} is not a regular file", path.display())),
+                    })
+                    .and_then(|()| {
+                        std::fs::read_to_string(path)
+                            .map_err(|e| format!("cannot read {}: {e}", path.display()))
+                    })
                     .and_then(|text| {
                         serde_json::from_str::<serde::de::IgnoredAny>(&text)
                             .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))

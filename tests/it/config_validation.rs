@@ -203,6 +203,14 @@ fn cases() -> Vec<Case> {
             message: "cannot read",
         },
         Case {
+            name: "source file a device",
+            edits: vec![Replace(R, "config/sample/warehouse-17.json", "/dev/zero")],
+            file: "reports.toml",
+            report: Some("warehouse-17"),
+            field: "source.path",
+            message: "/dev/zero is not a regular file",
+        },
+        Case {
             name: "source file not JSON",
             edits: vec![Write("config/sample/warehouse-17.json", "{ rows: [ }")],
             file: "reports.toml",
