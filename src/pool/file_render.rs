@@ -11,6 +11,7 @@ use super::Pipeline;
 use super::failure::RenderFailure;
 use crate::artifact::{ArtifactError, ArtifactRef};
 use crate::config::Report;
+use crate::keys::JobKey;
 use crate::ledger::{Job, SKIPPED_FORMAT};
 use crate::render::{Rendered, Templates};
 use crate::source::SourceError;
@@ -48,7 +49,7 @@ pub(super) async fn render_in_one_step(
             .skip_if_empty
             .as_ref()
             .and_then(|at| at.empty_in(&data));
-        if let Some(why) = empty.and_then(|why| super::work::skips(&key, why, skip_allowed)) {
+        if let Some(why) = empty.and_then(|why| skips(&key, why, skip_allowed)) {
             return Ok(Stepped::Empty(why));
         }
         let templates =
@@ -82,6 +83,16 @@ pub(super) async fn render_in_one_step(
             })
         }
     }
+}
+
+/// `why` the data is empty, when the job may end `skipped` (`allowed`: every live node reads
+/// that state); otherwise `None`, and the log says the report is sent as it is.
+pub(super) fn skips(key: &JobKey, why: String, allowed: bool) -> Option<String> {
+    if !allowed {
+        tracing::info!(job = %key, reason = %why, "not skipped: a live node of an older version does not know the state; sending as it is");
+        return None;
+    }
+    Some(why)
 }
 
 fn not_local(artifacts: &crate::artifact::ArtifactStore) -> ArtifactError {

@@ -7,7 +7,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::completer::Completion;
 use super::failure::RenderFailure;
-use super::file_render::{Stepped, render_in_one_step};
+use super::file_render::{Stepped, render_in_one_step, skips};
 use super::hold::Hold;
 use super::running::Slot;
 use super::send::NotStarted;
@@ -16,7 +16,7 @@ use crate::artifact::ArtifactRef;
 use crate::config::SourceSpec;
 use crate::data_path::DataPath;
 use crate::deliver::{Outcome, SendTarget};
-use crate::keys::{DeliveryKey, DestinationKind, JobKey};
+use crate::keys::{DeliveryKey, DestinationKind};
 use crate::ledger::{
     Delivery, DeliveryLease, DeliveryNext, Finish, Job, JobLease, LeasedDelivery, LeasedJob,
     LedgerError, NewAttempt, NewDelivery, Render, SKIPPED_FORMAT,
@@ -150,16 +150,6 @@ fn empty_data(
 ) -> Option<String> {
     let why = path.empty_in(data)?;
     skips(&job.key, why, p.ledger.write_format() >= SKIPPED_FORMAT)
-}
-
-/// `why` the data is empty, when the job may end `skipped` (`allowed`: every live node reads
-/// that state); otherwise `None`, and the log says the report is sent as it is.
-pub(super) fn skips(key: &JobKey, why: String, allowed: bool) -> Option<String> {
-    if !allowed {
-        tracing::info!(job = %key, reason = %why, "not skipped: a live node of an older version does not know the state; sending as it is");
-        return None;
-    }
-    Some(why)
 }
 
 /// Counts an artifact this render wrote.
