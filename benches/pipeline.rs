@@ -221,6 +221,7 @@ async fn run(
     let cancel = CancellationToken::new();
     let cpu = sinks::cpu_seconds();
     let sink_cpu = sinks::sink_cpu_seconds();
+    let switches = sinks::context_switches();
     let started = Instant::now();
     let worker = tokio::spawn(pipeline.clone().run(cancel.clone()));
     // Wait on the pool's own counters first: counting the jobs table every few milliseconds
@@ -256,6 +257,7 @@ async fn run(
     let drain_s = started.elapsed().as_secs_f64();
     let cpu = sinks::cpu_seconds() - cpu;
     let sink_cpu = sinks::sink_cpu_seconds() - sink_cpu;
+    let switches = sinks::context_switches() - switches;
     let render_s = all_rendered.unwrap_or(started.elapsed()).as_secs_f64();
     let first_delivery_ms = first_sent.unwrap_or(started.elapsed()).as_millis();
     cancel.cancel();
@@ -316,6 +318,7 @@ async fn run(
         p99_ms: pct(0.99),
         peak_rss_mb: sinks::peak_rss_mb().round(),
         artifacts_written: objects / 2,
+        context_switches_per_delivery: round3(switches as f64 / deliveries.max(1) as f64),
         ..Line::default()
     }
 }
@@ -343,6 +346,8 @@ struct Line<'a> {
     p99_ms: i64,
     peak_rss_mb: f64,
     artifacts_written: usize,
+    /// The drain's context switches in this process (sinks included), per delivery.
+    context_switches_per_delivery: f64,
     /// PostgreSQL only: the database's commits and the WAL written, enqueue and drain together.
     #[serde(skip_serializing_if = "Option::is_none")]
     commits: Option<i64>,

@@ -244,6 +244,19 @@ pub fn cpu_seconds() -> f64 {
     std::fs::read_to_string("/proc/self/stat").map_or(0.0, |s| stat_cpu_seconds(&s))
 }
 
+/// Context switches of every thread of this process so far, voluntary or not, those of ended
+/// threads included (`getrusage`): how often work changed hands between threads, which CPU
+/// time measured on a shared machine hides in its noise.
+pub fn context_switches() -> i64 {
+    // SAFETY: getrusage writes only the struct it is handed, which lives on this stack.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is a valid target.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    usage.ru_nvcsw + usage.ru_nivcsw
+}
+
 /// Peak resident set size of this process, in MiB (VmHWM).
 pub fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
