@@ -187,7 +187,6 @@ enum Shape {
     FirstCell,
 }
 
-/// More data than `source.limit` allows.
 /// A file source's data, read on one blocking thread.
 async fn read_file(path: std::path::PathBuf, max_bytes: u64) -> Result<Value, SourceError> {
     let read = tokio::task::spawn_blocking(move || read_json_file(&path, max_bytes));
@@ -223,6 +222,7 @@ pub fn read_json_file(path: &std::path::Path, max_bytes: u64) -> Result<Value, S
         .map_err(|e| SourceError::Permanent(format!("{} is not valid JSON: {e}", path.display())))
 }
 
+/// More data than `source.limit` allows.
 fn too_large(what: &str, max_bytes: u64) -> SourceError {
     SourceError::Permanent(format!(
         "{what}: more than {max_bytes} bytes (source.limit): raise the limit or narrow the source"

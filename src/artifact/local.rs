@@ -2,12 +2,11 @@
 //! `<file>#<n>` and published with a hard link, which fails when the file exists (create-only,
 //! as object_store's `LocalFileSystem` does it, whose reads and listings see the same files).
 //! Through object_store each part was a hand-off of its own to the blocking pool, and the
-//! first part's open failed before its folder was made.
+//! first part's open failed before its folder was made. The caller is on a blocking thread.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use bytes::Bytes;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 
@@ -42,17 +41,8 @@ pub(super) fn files<'a>(
     Ok(files)
 }
 
-/// Writes each `(path, body)` in order, create-only, on one blocking thread; a file already
-/// there is kept. Returns whether any part was written by this call.
-pub(super) async fn write_parts(parts: Vec<(PathBuf, Bytes)>) -> Result<bool, ArtifactError> {
-    let written = tokio::task::spawn_blocking(move || write_files(&parts));
-    written.await.map_err(|e| ArtifactError::File {
-        path: String::new(),
-        reason: format!("the write stopped: {e}"),
-    })?
-}
-
-/// [`write_parts`] on the caller's thread.
+/// Writes each `(path, body)` in order, create-only, on the caller's (blocking) thread; a file
+/// already there is kept. Returns whether any part was written by this call.
 pub(super) fn write_files<B: AsRef<[u8]>>(parts: &[(PathBuf, B)]) -> Result<bool, ArtifactError> {
     let mut made_folder = false;
     let mut wrote = false;
@@ -118,29 +108,23 @@ fn file_error(path: &Path, e: &std::io::Error) -> ArtifactError {
 mod tests {
     use super::*;
 
-    fn part(dir: &Path, name: &str, body: &str) -> (PathBuf, Bytes) {
-        (
-            dir.join("r/2026-10-25").join(name),
-            Bytes::from(body.to_string()),
-        )
+    fn part(dir: &Path, name: &str, body: &str) -> (PathBuf, String) {
+        (dir.join("r/2026-10-25").join(name), body.to_string())
     }
 
-    #[tokio::test]
-    async fn parts_are_written_once_and_never_replaced() {
+    #[test]
+    fn parts_are_written_once_and_never_replaced() {
         let dir = tempfile::tempdir().expect("tempdir");
         let first = vec![
             part(dir.path(), "a.txt", "one"),
             part(dir.path(), "a.html", "<p>"),
         ];
-        assert!(
-            write_parts(first).await.expect("write"),
-            "the folder is made"
-        );
+        assert!(write_files(&first).expect("write"), "the folder is made");
         let again = vec![
             part(dir.path(), "a.txt", "two"),
             part(dir.path(), "a.html", "<b>"),
         ];
-        assert!(!write_parts(again).await.expect("write"), "nothing written");
+        assert!(!write_files(&again).expect("write"), "nothing written");
         let read = |name| std::fs::read_to_string(dir.path().join("r/2026-10-25").join(name));
         assert_eq!(read("a.txt").expect("txt"), "one");
         assert_eq!(read("a.html").expect("html"), "<p>");
@@ -151,19 +135,15 @@ mod tests {
         assert_eq!(names.len(), 2, "no staging file is left: {names:?}");
     }
 
-    #[tokio::test]
-    async fn a_staging_file_a_crash_left_is_stepped_over() {
+    #[test]
+    fn a_staging_file_a_crash_left_is_stepped_over() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (path, body) = part(dir.path(), "a.html", "<p>whole</p>");
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         let mut left = path.as_os_str().to_owned();
         left.push("#1");
         std::fs::write(&left, "<p>wh").expect("left");
-        assert!(
-            write_parts(vec![(path.clone(), body)])
-                .await
-                .expect("write")
-        );
+        assert!(write_files(&[(path.clone(), body)]).expect("write"));
         assert_eq!(
             std::fs::read_to_string(&path).expect("read"),
             "<p>whole</p>"
@@ -203,13 +183,11 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_folder_that_cannot_be_made_is_named() {
+    #[test]
+    fn a_folder_that_cannot_be_made_is_named() {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("r"), "a file where the folder goes").expect("write");
-        let err = write_parts(vec![part(dir.path(), "a.html", "<p>")])
-            .await
-            .expect_err("no folder");
+        let err = write_files(&[part(dir.path(), "a.html", "<p>")]).expect_err("no folder");
         let said = err.to_string();
         assert!(
             said.contains("artifact file") && said.contains("r/2026-10-25"),

@@ -166,26 +166,32 @@ impl ArtifactStore {
         date: &str,
         rendered: &Rendered,
     ) -> Result<(ArtifactRef, bool), ArtifactError> {
+        if self.local.is_some() {
+            // A `file://` store writes every part on one blocking thread.
+            let (me, at) = (self.clone(), (report.to_string(), date.to_string()));
+            let owned = rendered.clone();
+            let written =
+                tokio::task::spawn_blocking(move || me.write_blocking(&at.0, &at.1, &owned));
+            match written.await {
+                Ok(Some(result)) => return result,
+                Ok(None) => {}
+                Err(e) => return Err(self.open_error(format!("the write stopped: {e}"))),
+            }
+        }
         let artifact = reference(report, date, rendered);
-        let wrote = match &self.local {
-            Some(fs) => {
-                let files = local::files(fs, &artifact, rendered)?;
-                let owned = files
-                    .into_iter()
-                    .map(|(path, body)| (path, Bytes::copy_from_slice(body)))
-                    .collect();
-                local::write_parts(owned).await?
-            }
-            None => {
-                let mut wrote = false;
-                for (key, body) in parts(&artifact, rendered) {
-                    wrote |= self.put_create(key, body.to_string()).await?;
-                }
-                wrote
-            }
-        };
+        let mut wrote = false;
+        for (key, body) in parts(&artifact, rendered) {
+            wrote |= self.put_create(key, body.to_string()).await?;
+        }
         self.remember(&artifact.html_key, rendered);
         Ok((artifact, wrote))
+    }
+
+    fn open_error(&self, reason: String) -> ArtifactError {
+        ArtifactError::Open {
+            url: self.url.clone(),
+            reason,
+        }
     }
 
     /// [`ArtifactStore::write`] on a `file://` store, done on the caller's thread (a blocking
@@ -345,10 +351,7 @@ impl ArtifactStore {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    return Err(ArtifactError::Open {
-                        url: self.url.clone(),
-                        reason: format!("cannot remove {}: {e}", dir.display()),
-                    });
+                    return Err(self.open_error(format!("cannot remove {}: {e}", dir.display())));
                 }
             }
         }
@@ -372,10 +375,7 @@ impl ArtifactStore {
             Some(dir) => match std::fs::read_dir(&dir) {
                 Ok(entries) => Ok(entries.filter_map(|e| e.ok()).count()),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-                Err(e) => Err(ArtifactError::Open {
-                    url: self.url.clone(),
-                    reason: format!("cannot list {}: {e}", dir.display()),
-                }),
+                Err(e) => Err(self.open_error(format!("cannot list {}: {e}", dir.display()))),
             },
             None => self.count(report, date).await,
         }
