@@ -1,11 +1,14 @@
 //! A report whose data is a file and whose artifacts go to a `file://` folder (the embedded
 //! default) is read, rendered and stored on one blocking thread: one hand-off to the blocking
 //! pool for its render instead of two (the read, then the write), and the render's CPU off the
-//! runtime's threads, which the sends need.
+//! runtime's threads, which the sends need. [`render_data`], what a report's data becomes, is
+//! shared with every other render (`work.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 
 use super::Pipeline;
 use super::failure::RenderFailure;
@@ -15,6 +18,7 @@ use crate::keys::JobKey;
 use crate::ledger::{Job, SKIPPED_FORMAT};
 use crate::render::{Rendered, Templates};
 use crate::source::SourceError;
+use crate::window::Window;
 
 /// What the step made: the stored artifact, its parts and whether this render wrote it, or
 /// nothing to send and why (`skip_if_empty`).
@@ -38,26 +42,20 @@ pub(super) async fn render_in_one_step(
     stale: bool,
 ) -> Result<Stepped, RenderFailure> {
     let artifacts = p.artifacts.clone();
-    let skip_allowed = p.ledger.write_format() >= SKIPPED_FORMAT;
+    let allowed = (stale, p.ledger.write_format() >= SKIPPED_FORMAT);
     let (key, window, path) = (job.key.clone(), job.window, path.to_path_buf());
-    let generated_at = job.generated_at.unwrap_or(job.created_at);
+    let generated_at = generated_at(job);
     let stage = Arc::new(AtomicU8::new(READING));
     let at = stage.clone();
     let step = move || -> Result<Stepped, RenderFailure> {
         let data = crate::source::read_json_file(&path, report.source_limit)?;
-        let empty = report
-            .skip_if_empty
-            .as_ref()
-            .and_then(|at| at.empty_in(&data));
-        if let Some(why) = empty.and_then(|why| skips(&key, why, skip_allowed)) {
-            return Ok(Stepped::Empty(why));
-        }
-        let templates =
-            templates.ok_or_else(|| RenderFailure::NotLoaded(report.template.clone()))?;
         at.store(RENDERING, Ordering::Relaxed);
-        let when = (key.date(), generated_at);
-        let context = crate::render::context(&report, when, &window, data, stale);
-        let rendered = templates.render(&context)?;
+        let job_at = (&key, &window, generated_at);
+        let drawn = render_data(&report, templates.as_deref(), job_at, data, allowed)?;
+        let rendered = match drawn {
+            Drawn::Empty(why) => return Ok(Stepped::Empty(why)),
+            Drawn::Parts(rendered) => rendered,
+        };
         at.store(WRITING, Ordering::Relaxed);
         let (id, date) = (key.report().as_str(), key.day());
         let written = artifacts.write_blocking(id, &date, &rendered);
@@ -85,14 +83,39 @@ pub(super) async fn render_in_one_step(
     }
 }
 
-/// `why` the data is empty, when the job may end `skipped` (`allowed`: every live node reads
-/// that state); otherwise `None`, and the log says the report is sent as it is.
-pub(super) fn skips(key: &JobKey, why: String, allowed: bool) -> Option<String> {
-    if !allowed {
+/// What a report's data became: its rendered parts, or why nothing is sent (`skip_if_empty`).
+pub(super) enum Drawn {
+    Parts(Rendered),
+    Empty(String),
+}
+
+/// The instant a job's parts say they were generated: its first render lease, recorded in the
+/// ledger, so a render repeated after a crash or a redrive writes the same bytes and never a
+/// second artifact.
+pub(super) fn generated_at(job: &Job) -> DateTime<Utc> {
+    job.generated_at.unwrap_or(job.created_at)
+}
+
+/// Renders `data` for the job `key` of `report` (its window and generation instant), whatever
+/// its source and store: empty data at `skip_if_empty` ends the job instead, when every live
+/// node reads the `skipped` state (`skip_allowed`; otherwise the log says it is sent as it is).
+pub(super) fn render_data(
+    report: &Report,
+    templates: Option<&Templates>,
+    (key, window, generated_at): (&JobKey, &Window, DateTime<Utc>),
+    data: serde_json::Value,
+    (stale, skip_allowed): (bool, bool),
+) -> Result<Drawn, RenderFailure> {
+    if let Some(why) = (report.skip_if_empty.as_ref()).and_then(|at| at.empty_in(&data)) {
+        if skip_allowed {
+            return Ok(Drawn::Empty(why));
+        }
         tracing::info!(job = %key, reason = %why, "not skipped: a live node of an older version does not know the state; sending as it is");
-        return None;
     }
-    Some(why)
+    let templates = templates.ok_or_else(|| RenderFailure::NotLoaded(report.template.clone()))?;
+    let when = (key.date(), generated_at);
+    let context = crate::render::context(report, when, window, data, stale);
+    Ok(Drawn::Parts(templates.render(&context)?))
 }
 
 fn not_local(artifacts: &crate::artifact::ArtifactStore) -> ArtifactError {

@@ -7,14 +7,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::completer::Completion;
 use super::failure::RenderFailure;
-use super::file_render::{Stepped, render_in_one_step, skips};
+use super::file_render::{Drawn, Stepped, generated_at, render_data, render_in_one_step};
 use super::hold::Hold;
 use super::running::Slot;
 use super::send::NotStarted;
 use super::{Pipeline, Stats};
 use crate::artifact::ArtifactRef;
 use crate::config::SourceSpec;
-use crate::data_path::DataPath;
 use crate::deliver::{Outcome, SendTarget};
 use crate::keys::{DeliveryKey, DestinationKind};
 use crate::ledger::{
@@ -140,18 +139,6 @@ enum Made {
     Held,
 }
 
-/// Whether the report's data at `skip_if_empty` is empty, and so the job ends `skipped`: only
-/// while every live node reads that state; otherwise the report is sent as it is.
-fn empty_data(
-    p: &Pipeline,
-    job: &Job,
-    path: &DataPath,
-    data: &serde_json::Value,
-) -> Option<String> {
-    let why = path.empty_in(data)?;
-    skips(&job.key, why, p.ledger.write_format() >= SKIPPED_FORMAT)
-}
-
 /// Counts an artifact this render wrote.
 fn count_written(p: &Pipeline, artifact: &ArtifactRef, wrote: bool) {
     if wrote {
@@ -216,20 +203,13 @@ async fn render_and_store(
     let data =
         crate::source::fetch_within(source, &job.window, &p.http, deadline, report.source_limit)
             .await?;
-    if let Some(why) = (report.skip_if_empty.as_ref()).and_then(|at| empty_data(p, job, at, &data))
-    {
-        return Ok(Made::Empty(why));
-    }
-    let templates = reports
-        .templates
-        .get(&report.template)
-        .ok_or_else(|| RenderFailure::NotLoaded(report.template.clone()))?;
-    // The generation time is the job's first render lease, recorded in the ledger: a render
-    // repeated after a crash or a redrive writes the same bytes, so never a second artifact.
-    let generated_at = job.generated_at.unwrap_or(job.created_at);
-    let when = (job.key.date(), generated_at);
-    let context = crate::render::context(report, when, &job.window, data, stale);
-    let rendered = templates.render(&context)?;
+    let templates = reports.templates.get(&report.template).map(|t| &**t);
+    let job_at = (&job.key, &job.window, generated_at(job));
+    let allowed = (stale, p.ledger.write_format() >= SKIPPED_FORMAT);
+    let rendered = match render_data(report, templates, job_at, data, allowed)? {
+        Drawn::Empty(why) => return Ok(Made::Empty(why)),
+        Drawn::Parts(rendered) => rendered,
+    };
     let (artifact, wrote) = p.artifacts.write(id, &date, &rendered).await?;
     count_written(p, &artifact, wrote);
     Ok(Made::Artifact(artifact, deliveries, Some(rendered)))
