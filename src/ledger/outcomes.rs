@@ -9,10 +9,12 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::bind::shaped;
+use super::outcome_sql::{
+    FINISH_UPDATE, RENDERED_UPDATE, finish_columns, last_error, rendered_state,
+};
 use super::tx::{Statement, Tx};
 use super::{
-    Claimed, Delivery, DeliveryNext, DeliveryRecord, Finish, Job, JobRecord, Lease, LeaseParams,
-    LeasedDelivery,
+    Claimed, Delivery, DeliveryRecord, Finish, Job, JobRecord, Lease, LeaseParams, LeasedDelivery,
 };
 use super::{Ledger, NewDelivery, PerBackend, Render, Result, lease_lost};
 use crate::clock::to_millis;
@@ -64,14 +66,6 @@ pub struct RecordedOutcomes {
 const RENDERED_VALUES: &str =
     "WITH v (key, token, state, html, text, sha256, bytes, csv, now) AS (VALUES ";
 
-const RENDERED_UPDATE: &str = ") UPDATE jobs SET state = v.state, artifact_key = v.html, artifact_text_key = v.text,
-        artifact_sha256 = v.sha256, artifact_bytes = v.bytes, artifact_deleted_at = NULL, last_error = NULL,
-        lease_owner = NULL, lease_expires_at = NULL, updated_at = v.now,
-        terminal_at = CASE WHEN v.state = 'done' THEN v.now ELSE NULL END, artifact_csv_key = v.csv
-     FROM v
-     WHERE jobs.key = v.key AND jobs.lease_token = v.token AND jobs.state = 'rendering'
-     RETURNING ";
-
 /// What a batch of renders returns: the job rows only (PostgreSQL's `*` would add `v`'s
 /// columns; SQLite's means the updated table's and refuses `jobs.*`).
 const RENDERED_RETURNING: PerBackend = PerBackend {
@@ -104,13 +98,6 @@ const DELIVERY_INSERT_FIRST: &str = ") AS v RETURNING *";
 /// return the attempt number each one recorded.
 const FINISH_VALUES: &str =
     "WITH v (key, token, state, ready_at, class, error, finished, terminal) AS (VALUES ";
-
-const FINISH_UPDATE: &str = ") UPDATE deliveries SET state = v.state, ready_at = COALESCE(v.ready_at, deliveries.ready_at),
-        last_class = v.class, last_error = v.error, lease_owner = NULL, lease_expires_at = NULL,
-        updated_at = v.finished, terminal_at = v.terminal
-     FROM v
-     WHERE deliveries.key = v.key AND deliveries.state = 'sending' AND deliveries.lease_token = v.token
-     RETURNING deliveries.key, deliveries.lease_token, deliveries.attempts";
 
 /// The head of a multi-row attempt insert (10 columns a row).
 const ATTEMPT_VALUES: &str = "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at,
@@ -185,31 +172,16 @@ async fn rendered_in(
 ) -> Result<Vec<Result<Vec<LeasedDelivery>>>> {
     let now_ms = to_millis(now);
     let mut updated: HashMap<(String, i64), Arc<Job>> = HashMap::with_capacity(renders.len());
-    let tail = [RENDERED_UPDATE, tx.pick(RENDERED_RETURNING)].concat();
-    for chunk in shaped(renders, ROWS_PER_STATEMENT) {
-        let sql = values_list(tx.numbered(), RENDERED_VALUES, chunk.len(), 9, &tail);
-        let mut update = Statement::owned(sql);
-        for r in chunk {
-            let next_state = match r.deliveries.is_empty() {
-                true => "done",
-                false => "delivering",
-            };
-            let a = &r.artifact;
-            update = update
-                .bind(r.lease.key())
-                .bind(r.lease.token())
-                .bind(next_state)
-                .bind(a.html_key.as_str())
-                .bind(a.text_key.as_str())
-                .bind(a.sha256.as_str())
-                .bind(a.bytes)
-                .bind(a.csv_key.as_deref())
-                .bind(now_ms);
+    let rows = match tx.postgres() {
+        Some(conn) if !renders.is_empty() => {
+            super::outcomes_pg::rendered(conn, renders, now_ms).await?
         }
-        for rec in tx.fetch_all::<JobRecord>(&update).await? {
-            let job = Job::try_from(rec)?;
-            updated.insert((job.key.to_string(), job.lease_token), Arc::new(job));
-        }
+        Some(_) => Vec::new(),
+        None => rendered_rows(tx, renders, now_ms).await?,
+    };
+    for rec in rows {
+        let job = Job::try_from(rec)?;
+        updated.insert((job.key.to_string(), job.lease_token), Arc::new(job));
     }
     let held: Vec<Result<Arc<Job>>> = renders
         .iter()
@@ -251,6 +223,31 @@ async fn rendered_in(
         .collect())
 }
 
+/// Records `renders` as `VALUES` lists, in chunks (SQLite): the job rows updated.
+async fn rendered_rows(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<Vec<JobRecord>> {
+    let tail = [") ", RENDERED_UPDATE, tx.pick(RENDERED_RETURNING)].concat();
+    let mut rows = Vec::with_capacity(renders.len());
+    for chunk in shaped(renders, ROWS_PER_STATEMENT) {
+        let sql = values_list(tx.numbered(), RENDERED_VALUES, chunk.len(), 9, &tail);
+        let mut update = Statement::owned(sql);
+        for r in chunk {
+            let a = &r.artifact;
+            update = update
+                .bind(r.lease.key())
+                .bind(r.lease.token())
+                .bind(rendered_state(r))
+                .bind(a.html_key.as_str())
+                .bind(a.text_key.as_str())
+                .bind(a.sha256.as_str())
+                .bind(a.bytes)
+                .bind(a.csv_key.as_deref())
+                .bind(now_ms);
+        }
+        rows.extend(tx.fetch_all::<JobRecord>(&update).await?);
+    }
+    Ok(rows)
+}
+
 /// Inserts the deliveries `new` with the statement's `tail` (`DELIVERY_INSERT_FIRST` or
 /// `_AGAIN`), `sending` under `lease` (owner, until) when given, else `pending`; the rows
 /// created, by job.
@@ -261,7 +258,38 @@ async fn insert_deliveries(
     now_ms: i64,
 ) -> Result<HashMap<JobKey, Vec<Delivery>>> {
     let mut created: HashMap<JobKey, Vec<Delivery>> = HashMap::new();
-    for chunk in shaped(&new, ROWS_PER_STATEMENT) {
+    if new.is_empty() {
+        return Ok(created);
+    }
+    let lease_ms = lease.map(|(owner, until)| (owner, to_millis(until)));
+    let rows = match tx.postgres() {
+        Some(conn) => super::outcomes_pg::deliveries(conn, (&new, tail), lease_ms, now_ms).await?,
+        None => delivery_rows(tx, (&new, tail), lease_ms, now_ms).await?,
+    };
+    for rec in rows {
+        let delivery = Delivery::try_from(rec)?;
+        created
+            .entry(delivery.key.job().clone())
+            .or_default()
+            .push(delivery);
+    }
+    Ok(created)
+}
+
+/// Inserts `new` as `VALUES` lists, in chunks (SQLite): the rows created.
+async fn delivery_rows(
+    tx: &mut Tx,
+    (new, tail): (&[(&JobKey, &NewDelivery)], &str),
+    lease: Option<(&str, i64)>,
+    now_ms: i64,
+) -> Result<Vec<DeliveryRecord>> {
+    let state = if lease.is_some() {
+        "sending"
+    } else {
+        "pending"
+    };
+    let mut rows = Vec::with_capacity(new.len());
+    for chunk in shaped(new, ROWS_PER_STATEMENT) {
         let sql = values_list(tx.numbered(), DELIVERY_INSERT_VALUES, chunk.len(), 12, tail);
         let mut insert = Statement::owned(sql);
         for (job, dl) in chunk {
@@ -270,42 +298,42 @@ async fn insert_deliveries(
                 .bind(*job)
                 .bind(dl.key.kind().as_str())
                 .bind(dl.key.destination())
-                .bind(if lease.is_some() {
-                    "sending"
-                } else {
-                    "pending"
-                })
+                .bind(state)
                 .bind(now_ms)
                 .bind(now_ms)
                 .bind(now_ms)
                 .bind(lease.map(|(owner, _)| owner))
-                .bind(lease.map(|(_, until)| to_millis(until)))
+                .bind(lease.map(|(_, until)| until))
                 .bind(i64::from(lease.is_some()))
                 .bind(i64::from(lease.is_some()));
         }
-        for rec in tx.fetch_all::<DeliveryRecord>(&insert).await? {
-            let delivery = Delivery::try_from(rec)?;
-            created
-                .entry(delivery.key.job().clone())
-                .or_default()
-                .push(delivery);
-        }
+        rows.extend(tx.fetch_all::<DeliveryRecord>(&insert).await?);
     }
-    Ok(created)
+    Ok(rows)
 }
 
 /// Each finish's delivery update under its lease and its attempt row; the attempt number each
 /// recorded finish got, by (key, token).
 async fn finished_in(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String, i64), i64>> {
+    if finishes.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows = match tx.postgres() {
+        Some(conn) => super::outcomes_pg::finished(conn, finishes).await?,
+        None => finished_rows(tx, finishes).await?,
+    };
+    Ok(rows.into_iter().map(|(k, t, n)| ((k, t), n)).collect())
+}
+
+/// Each finish's update and attempt row as `VALUES` lists, in chunks (SQLite): (key, token,
+/// attempt number) of every delivery updated.
+async fn finished_rows(tx: &mut Tx, finishes: &[Finish]) -> Result<Vec<(String, i64, i64)>> {
+    let tail = [") ", FINISH_UPDATE].concat();
     let mut numbers: HashMap<(String, i64), i64> = HashMap::with_capacity(finishes.len());
+    let mut updated = Vec::with_capacity(finishes.len());
     for chunk in shaped(finishes, ROWS_PER_STATEMENT) {
-        let mut update = Statement::owned(values_list(
-            tx.numbered(),
-            FINISH_VALUES,
-            chunk.len(),
-            8,
-            FINISH_UPDATE,
-        ));
+        let sql = values_list(tx.numbered(), FINISH_VALUES, chunk.len(), 8, &tail);
+        let mut update = Statement::owned(sql);
         for f in chunk {
             let (state, ready_at, terminal) = finish_columns(f);
             update = update
@@ -314,13 +342,13 @@ async fn finished_in(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String
                 .bind(state)
                 .bind(ready_at)
                 .bind(f.attempt.class.as_str())
-                // A delivery's last error is the reason of its last failed attempt.
-                .bind((f.attempt.reason.as_deref()).filter(|_| f.next != DeliveryNext::Sent))
+                .bind(last_error(f))
                 .bind(to_millis(f.attempt.finished_at))
                 .bind(terminal);
         }
         let rows: Vec<(String, i64, i64)> = tx.fetch_all(&update).await?;
-        numbers.extend(rows.into_iter().map(|(k, t, n)| ((k, t), n)));
+        numbers.extend(rows.iter().map(|(k, t, n)| ((k.clone(), *t), *n)));
+        updated.extend(rows);
     }
     let recorded: Vec<(&Finish, i64)> = finishes
         .iter()
@@ -345,7 +373,7 @@ async fn finished_in(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String
         }
         tx.execute(&insert).await?;
     }
-    Ok(numbers)
+    Ok(updated)
 }
 
 /// `head`, then `rows` tuples of `width` parameters, then `tail`. The parameters are
@@ -380,17 +408,6 @@ fn values_list(numbered: bool, head: &str, rows: usize, width: usize, tail: &str
 /// A lease as the rows a statement returned name it: its work's key and its fencing token.
 fn lease_id<K: std::fmt::Display>(lease: &Lease<K>) -> (String, i64) {
     (lease.key().to_string(), lease.token())
-}
-
-/// The delivery columns a finish sets: state, the next `ready_at` (retries only) and
-/// `terminal_at` (sent or quarantined), in milliseconds.
-fn finish_columns(f: &Finish) -> (&'static str, Option<i64>, Option<i64>) {
-    let finished = to_millis(f.attempt.finished_at);
-    match f.next {
-        DeliveryNext::Sent => ("sent", None, Some(finished)),
-        DeliveryNext::Retry { ready_at } => ("pending", Some(to_millis(ready_at)), None),
-        DeliveryNext::Quarantine => ("quarantined", None, Some(finished)),
-    }
 }
 
 #[cfg(test)]

@@ -282,6 +282,15 @@ impl Tx {
         })
     }
 
+    /// The PostgreSQL connection this transaction runs on, for a statement that binds arrays
+    /// (`UNNEST`); `None` on SQLite, which has no array binds.
+    pub(super) fn postgres(&mut self) -> Option<&mut sqlx::PgConnection> {
+        match self {
+            Tx::Postgres(tx) => Some(&mut **tx),
+            Tx::Sqlite(_) => None,
+        }
+    }
+
     /// Whether this backend's statements number their parameters (`$1`; PostgreSQL) rather
     /// than take them in order (`?`; SQLite, where a numbered name costs a lookup by scan).
     pub(super) fn numbered(&self) -> bool {

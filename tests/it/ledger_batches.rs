@@ -592,7 +592,115 @@ async fn a_claim_rides_the_commit_of_the_outcomes(t: &TestLedger) {
     assert_eq!(rest, ["z:2026-10-25"], "what w2 took is not another node's");
 }
 
+/// A render and a batch of finishes larger than one statement's rows (SQLite takes 128 a
+/// statement; PostgreSQL binds them as arrays): every delivery is created, and every finish is
+/// recorded with its attempt row as it was given, nulls and all.
+async fn a_batch_past_a_statements_rows_records_each_as_given(t: &TestLedger) {
+    let l = &t.ledger;
+    let emails: Vec<String> = (0..300).map(|i| format!("a{i}@example.com")).collect();
+    let emails: Vec<&str> = emails.iter().map(String::as_str).collect();
+    let key = "big:2026-10-25";
+    ready_jobs(t, &[key]).await;
+    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let render = Render {
+        lease: leased[0].lease.clone(),
+        artifact: artifact(),
+        deliveries: destinations(key, &emails),
+    };
+    let recorded = l
+        .record_outcomes(Outcomes {
+            renders: &[render],
+            finishes: &[],
+            settle: &[],
+            lease_to: Some(LeaseTo {
+                owner: "w1",
+                lease_for: Duration::minutes(5),
+            }),
+            claim: None,
+            now: t0(),
+        })
+        .await
+        .expect("recorded")
+        .renders;
+    let born = match &recorded[..] {
+        [Ok(born)] => born,
+        other => panic!("the render recorded: {other:?}"),
+    };
+    let leases: Vec<DeliveryLease> = born.iter().map(|d| d.lease.clone()).collect();
+    assert_eq!(leases.len(), 300);
+    assert!(
+        born.iter()
+            .all(|d| d.delivery.state == DeliveryState::Sending)
+    );
+    let retry_at = t0() + Duration::minutes(5);
+    let finishes: Vec<Finish> = leases
+        .iter()
+        .enumerate()
+        .map(|(i, lease)| {
+            let mut a = attempt(ResponseClass::Accepted, t0());
+            let next = match i % 3 {
+                0 => DeliveryNext::Sent,
+                1 => {
+                    a.class = ResponseClass::RateLimited;
+                    a.code = Some(429);
+                    a.retry_after = Some(Duration::seconds(30));
+                    a.reason = Some(format!("slow down {i}"));
+                    a.diagnostics = None;
+                    DeliveryNext::Retry { ready_at: retry_at }
+                }
+                _ => {
+                    a.class = ResponseClass::Permanent;
+                    a.code = None;
+                    a.reason = None;
+                    DeliveryNext::Quarantine
+                }
+            };
+            Finish {
+                lease: lease.clone(),
+                attempt: a,
+                next,
+            }
+        })
+        .collect();
+    let results = l.delivery_finish_many(&finishes).await.expect("batch");
+    assert_eq!(results.len(), 300);
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    for (i, f) in finishes.iter().enumerate() {
+        let key = f.lease.key();
+        let d = l.delivery_get(key).await.expect("get").expect("delivery");
+        let attempts = l.attempt_list(key).await.expect("attempts");
+        assert_eq!(attempts.len(), 1, "{key}");
+        let a = &attempts[0];
+        let got = (
+            a.attempt,
+            a.class,
+            a.code,
+            a.retry_after_ms,
+            a.reason.clone(),
+        );
+        let want = &f.attempt;
+        let want_retry = want.retry_after.map(|d| d.num_milliseconds());
+        let expected = (1, want.class, want.code, want_retry, want.reason.clone());
+        assert_eq!(got, expected, "{key}");
+        assert_eq!(a.diagnostics, want.diagnostics, "{key}");
+        assert_eq!(
+            (a.requested_at, a.finished_at),
+            (want.requested_at, want.finished_at)
+        );
+        match i % 3 {
+            0 => assert_eq!((d.state, a.next_ready_at), (DeliveryState::Sent, None)),
+            1 => {
+                assert_eq!((d.state, d.ready_at), (DeliveryState::Pending, retry_at));
+                assert_eq!(a.next_ready_at, Some(retry_at));
+                assert_eq!(d.last_error.as_deref(), want.reason.as_deref());
+            }
+            _ => assert_eq!(d.state, DeliveryState::Quarantined),
+        }
+    }
+}
+
 on_both_backends!(
+    a_batch_past_a_statements_rows_records_each_as_given,
     a_render_creates_its_deliveries_leased_to_its_node,
     a_claim_rides_the_commit_of_the_outcomes,
     many_jobs_and_their_deliveries_in_few_reads,
