@@ -173,10 +173,8 @@ async fn rendered_in(
     let now_ms = to_millis(now);
     let mut updated: HashMap<(String, i64), Arc<Job>> = HashMap::with_capacity(renders.len());
     let rows = match tx.postgres() {
-        Some(conn) if !renders.is_empty() => {
-            super::outcomes_pg::rendered(conn, renders, now_ms).await?
-        }
-        Some(_) => Vec::new(),
+        _ if renders.is_empty() => Vec::new(),
+        Some(conn) => super::outcomes_pg::rendered(conn, renders, now_ms).await?,
         None => rendered_rows(tx, renders, now_ms).await?,
     };
     for rec in rows {
@@ -318,19 +316,20 @@ async fn finished_in(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String
     if finishes.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows = match tx.postgres() {
-        Some(conn) => super::outcomes_pg::finished(conn, finishes).await?,
+    Ok(match tx.postgres() {
+        Some(conn) => (super::outcomes_pg::finished(conn, finishes).await?)
+            .into_iter()
+            .map(|(k, t, n)| ((k, t), n))
+            .collect(),
         None => finished_rows(tx, finishes).await?,
-    };
-    Ok(rows.into_iter().map(|(k, t, n)| ((k, t), n)).collect())
+    })
 }
 
-/// Each finish's update and attempt row as `VALUES` lists, in chunks (SQLite): (key, token,
-/// attempt number) of every delivery updated.
-async fn finished_rows(tx: &mut Tx, finishes: &[Finish]) -> Result<Vec<(String, i64, i64)>> {
+/// Each finish's update and attempt row as `VALUES` lists, in chunks (SQLite): the attempt
+/// number of every delivery updated, by (key, token).
+async fn finished_rows(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String, i64), i64>> {
     let tail = [") ", FINISH_UPDATE].concat();
     let mut numbers: HashMap<(String, i64), i64> = HashMap::with_capacity(finishes.len());
-    let mut updated = Vec::with_capacity(finishes.len());
     for chunk in shaped(finishes, ROWS_PER_STATEMENT) {
         let sql = values_list(tx.numbered(), FINISH_VALUES, chunk.len(), 8, &tail);
         let mut update = Statement::owned(sql);
@@ -347,8 +346,7 @@ async fn finished_rows(tx: &mut Tx, finishes: &[Finish]) -> Result<Vec<(String, 
                 .bind(terminal);
         }
         let rows: Vec<(String, i64, i64)> = tx.fetch_all(&update).await?;
-        numbers.extend(rows.iter().map(|(k, t, n)| ((k.clone(), *t), *n)));
-        updated.extend(rows);
+        numbers.extend(rows.into_iter().map(|(k, t, n)| ((k, t), n)));
     }
     let recorded: Vec<(&Finish, i64)> = finishes
         .iter()
@@ -373,7 +371,7 @@ async fn finished_rows(tx: &mut Tx, finishes: &[Finish]) -> Result<Vec<(String, 
         }
         tx.execute(&insert).await?;
     }
-    Ok(updated)
+    Ok(numbers)
 }
 
 /// `head`, then `rows` tuples of `width` parameters, then `tail`. The parameters are

@@ -10,8 +10,8 @@ use common::fixtures::*;
 use common::{TestLedger, jk};
 use dawnpost::keys::{DeliveryKey, JobKey};
 use dawnpost::ledger::{
-    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LeaseTo, LedgerError, Outcomes,
-    Render, RescueBudget,
+    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LeaseTo, LeasedDelivery,
+    LedgerError, Outcomes, Render, RescueBudget,
 };
 use dawnpost::outcome::ResponseClass;
 
@@ -422,29 +422,16 @@ async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
 /// A render recorded with `lease_to` creates its deliveries leased to that node, as if it had
 /// claimed them in the same commit: `sending`, the lease counted as their first attempt, no
 /// other node's claim takes them, and they finish or go back (uncounted) as claimed ones do.
-async fn a_render_creates_its_deliveries_leased_to_its_node(t: &TestLedger) {
-    let l = &t.ledger;
-    ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
-    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
-    let lease = |key: &str| {
-        let job = leased.iter().find(|j| j.job.key == key).expect("leased");
-        job.lease.clone()
-    };
-    let now = t0() + Duration::seconds(7);
-    let recorded = l
+/// Records `renders` alone at `now`, their deliveries created leased to `w1` for five minutes:
+/// each render's result with the deliveries it created.
+async fn renders_leased_to_w1(
+    t: &TestLedger,
+    renders: &[Render],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<Result<Vec<LeasedDelivery>, LedgerError>> {
+    t.ledger
         .record_outcomes(Outcomes {
-            renders: &[
-                Render {
-                    lease: lease("a:2026-10-25"),
-                    artifact: artifact(),
-                    deliveries: destinations("a:2026-10-25", &["x@example.com", "y@example.com"]),
-                },
-                Render {
-                    lease: lease("b:2026-10-25"),
-                    artifact: artifact(),
-                    deliveries: Vec::new(),
-                },
-            ],
+            renders,
             finishes: &[],
             settle: &[],
             lease_to: Some(LeaseTo {
@@ -456,7 +443,31 @@ async fn a_render_creates_its_deliveries_leased_to_its_node(t: &TestLedger) {
         })
         .await
         .expect("recorded")
-        .renders;
+        .renders
+}
+
+async fn a_render_creates_its_deliveries_leased_to_its_node(t: &TestLedger) {
+    let l = &t.ledger;
+    ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
+    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let lease = |key: &str| {
+        let job = leased.iter().find(|j| j.job.key == key).expect("leased");
+        job.lease.clone()
+    };
+    let now = t0() + Duration::seconds(7);
+    let renders = [
+        Render {
+            lease: lease("a:2026-10-25"),
+            artifact: artifact(),
+            deliveries: destinations("a:2026-10-25", &["x@example.com", "y@example.com"]),
+        },
+        Render {
+            lease: lease("b:2026-10-25"),
+            artifact: artifact(),
+            deliveries: Vec::new(),
+        },
+    ];
+    let recorded = renders_leased_to_w1(t, &renders, now).await;
     let mut born = match &recorded[..] {
         [Ok(a), Ok(b)] => {
             assert!(b.is_empty(), "a job without destinations creates none");
@@ -607,21 +618,7 @@ async fn a_batch_past_a_statements_rows_records_each_as_given(t: &TestLedger) {
         artifact: artifact(),
         deliveries: destinations(key, &emails),
     };
-    let recorded = l
-        .record_outcomes(Outcomes {
-            renders: &[render],
-            finishes: &[],
-            settle: &[],
-            lease_to: Some(LeaseTo {
-                owner: "w1",
-                lease_for: Duration::minutes(5),
-            }),
-            claim: None,
-            now: t0(),
-        })
-        .await
-        .expect("recorded")
-        .renders;
+    let recorded = renders_leased_to_w1(t, &[render], t0()).await;
     let born = match &recorded[..] {
         [Ok(born)] => born,
         other => panic!("the render recorded: {other:?}"),
