@@ -1,7 +1,8 @@
 //! The ledger's conformance suite, part 1 — jobs and their leases — run against SQLite always
 //! and PostgreSQL when `DAWNPOST_TEST_POSTGRES_URL` is set. Each test exercises one store
 //! behaviour, refusals included. Part 2 (deliveries) is `ledger_deliveries.rs`, part 3
-//! (operators and the rescuer) `ledger_operations.rs`, the batched writes `ledger_batches.rs`.
+//! (operators and the rescuer) `ledger_operations.rs`, the batched reads, claims and finishes
+//! `ledger_batches.rs`, the batched renders and commits of outcomes `ledger_outcomes.rs`.
 
 use crate::common;
 use common::jk;

@@ -33,6 +33,7 @@ mod ledger_conformance;
 mod ledger_deliveries;
 mod ledger_faults;
 mod ledger_operations;
+mod ledger_outcomes;
 mod log_pipe;
 mod messages;
 mod metrics_format;
