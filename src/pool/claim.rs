@@ -13,7 +13,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::oneshot;
 
 use super::completer::{Born, ClaimAnswer, Completion};
-use super::queue::{Claimed, Queue, Queued};
+use super::queue::{ClaimedWork, Queue, Queued};
 use super::running::{Held, Running};
 use super::send::JobArtifact;
 use super::{Pipeline, PoolError, Stats, throttle, work};
@@ -67,7 +67,7 @@ impl Pipeline {
         } = claimed;
         let mut out = Vec::with_capacity(count);
         out.extend(jobs.into_iter().map(|leased| Queued {
-            work: Claimed::Render(leased),
+            work: ClaimedWork::Render(leased),
             hold: hold.clone(),
         }));
         // The deliveries of one job claimed together read its artifact once.
@@ -78,7 +78,7 @@ impl Pipeline {
                 .or_insert_with(|| Arc::new(JobArtifact::new(leased.job.clone())))
                 .clone();
             out.push(Queued {
-                work: Claimed::Send(leased, artifact),
+                work: ClaimedWork::Send(leased, artifact),
                 hold: hold.clone(),
             });
         }
@@ -98,7 +98,7 @@ impl Pipeline {
         let artifact = Arc::new(JobArtifact::with_rendered(first.job.clone(), rendered));
         self.arrivals
             .push(deliveries.into_iter().map(|leased| Queued {
-                work: Claimed::Send(leased, artifact.clone()),
+                work: ClaimedWork::Send(leased, artifact.clone()),
                 hold: hold.clone(),
             }));
         self.nudge.wake();
@@ -144,8 +144,8 @@ impl Pipeline {
         let fresh = self.lease_std().saturating_sub(self.lease_third());
         if hold.left() < fresh {
             let held = match &work {
-                Claimed::Render(l) => Held::Render(l.lease.clone()),
-                Claimed::Send(l, _) => Held::Send(l.lease.clone()),
+                ClaimedWork::Render(l) => Held::Render(l.lease.clone()),
+                ClaimedWork::Send(l, _) => Held::Send(l.lease.clone()),
             };
             match self.extend(&held, &hold).await {
                 Ok(()) => {}
@@ -164,7 +164,7 @@ impl Pipeline {
         let completions = running.completions.clone();
         let me = self.clone();
         match work {
-            Claimed::Render(leased) => {
+            ClaimedWork::Render(leased) => {
                 let lease = leased.lease.clone();
                 running.spawn(self, Held::Render(lease), hold, |slot, _| async move {
                     // Its deliveries come back leased to this node and wake the loop
@@ -172,7 +172,7 @@ impl Pipeline {
                     work::render_job(&me, leased, completions, slot).await;
                 })
             }
-            Claimed::Send(leased, artifact) => {
+            ClaimedWork::Send(leased, artifact) => {
                 let now = self.clock.now();
                 let target = self.limits.target(&leased.delivery.key);
                 if let throttle::Gate::WaitUntil(until) = self.throttle.gate(target.as_str(), now) {
@@ -225,11 +225,11 @@ impl Pipeline {
         let now = self.clock.now();
         for Queued { work, .. } in items {
             let (held, r) = match work {
-                Claimed::Render(l) => {
+                ClaimedWork::Render(l) => {
                     let r = self.ledger.job_release(&l.lease, now).await;
                     (Held::Render(l.lease), r)
                 }
-                Claimed::Send(l, _) => {
+                ClaimedWork::Send(l, _) => {
                     let r = self.ledger.delivery_release(&l.lease, now).await;
                     (Held::Send(l.lease), r)
                 }

@@ -27,14 +27,14 @@ use crate::ledger::{LeasedDelivery, LeasedJob};
 pub(super) const AHEAD_PER_SLOT: usize = 16;
 
 /// One claimed item waiting for a slot, with how long this node knows it holds the lease.
-pub(super) struct Queued<W = Claimed> {
+pub(super) struct Queued<W = ClaimedWork> {
     pub(super) work: W,
     pub(super) hold: Arc<Hold>,
 }
 
 /// A claimed render, or a claimed send with its job's artifact (read once for the job's
 /// deliveries claimed together).
-pub(super) enum Claimed {
+pub(super) enum ClaimedWork {
     Render(LeasedJob),
     Send(LeasedDelivery, Arc<JobArtifact>),
 }
@@ -63,7 +63,7 @@ impl std::fmt::Debug for Arrivals {
 }
 
 /// Claimed work not started yet, oldest first, and the pace that sizes it.
-pub(super) struct Queue<W = Claimed> {
+pub(super) struct Queue<W = ClaimedWork> {
     /// Each item with the instant it entered the queue.
     items: VecDeque<(Instant, Queued<W>)>,
     /// Work that arrived leased from the node's own renders (see [`Arrivals`]): it starts
