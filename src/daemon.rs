@@ -117,7 +117,8 @@ pub async fn run(
         clock.clone(),
         crate::pool::default_owner(),
     )
-    .with_timekeeper(timekeeper.clone());
+    .with_timekeeper(timekeeper.clone())
+    .with_leadership(pipeline.leadership());
     // Registered before the first lease, so `migrate` sees this node at once (and this node
     // knows whether it leads).
     if let Err(e) = registry.beat().await {

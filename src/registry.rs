@@ -9,7 +9,7 @@
 //! load. A heartbeat also reads the ledger's clock for the [`Timekeeper`] in its transaction.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
@@ -22,24 +22,37 @@ use crate::timekeeper::Timekeeper;
 /// A node that does not lead takes one housekeeping round in this many.
 pub const FOLLOWER_ROUNDS: u32 = 6;
 
-/// Whether this node leads the live nodes, as its last heartbeat saw them. A node leads until
-/// a heartbeat says otherwise: one that cannot reach the registry keeps its housekeeping.
+/// Whether this node leads the live nodes, and how many they are, as its last heartbeat saw
+/// them. A node leads, alone, until a heartbeat says otherwise: one that cannot reach the
+/// registry keeps its housekeeping. Clones share what the heartbeats set.
 #[derive(Debug, Clone)]
-pub struct Leadership(Arc<AtomicBool>);
+pub struct Leadership {
+    leads: Arc<AtomicBool>,
+    live: Arc<AtomicUsize>,
+}
 
 impl Default for Leadership {
     fn default() -> Leadership {
-        Leadership(Arc::new(AtomicBool::new(true)))
+        Leadership {
+            leads: Arc::new(AtomicBool::new(true)),
+            live: Arc::new(AtomicUsize::new(1)),
+        }
     }
 }
 
 impl Leadership {
     pub fn leads(&self) -> bool {
-        self.0.load(Ordering::Relaxed)
+        self.leads.load(Ordering::Relaxed)
     }
 
-    fn set(&self, leads: bool) {
-        self.0.store(leads, Ordering::Relaxed);
+    /// How many live nodes share the ledger, this one among them (at least 1).
+    pub fn live_nodes(&self) -> usize {
+        self.live.load(Ordering::Relaxed).max(1)
+    }
+
+    fn set(&self, leads: bool, live: usize) {
+        self.leads.store(leads, Ordering::Relaxed);
+        self.live.store(live, Ordering::Relaxed);
     }
 
     /// Whether housekeeping round `round` (counted from 0) is this node's to take: every
@@ -112,7 +125,13 @@ impl Registry {
         self
     }
 
-    /// Whether this node leads, as its heartbeats see it.
+    /// Sets `leadership` (shared, say with the pool) from each heartbeat, in place of its own.
+    pub fn with_leadership(mut self, leadership: Leadership) -> Registry {
+        self.leadership = leadership;
+        self
+    }
+
+    /// Whether this node leads, and how many nodes are live, as its heartbeats see it.
     pub fn leadership(&self) -> Leadership {
         self.leadership.clone()
     }
@@ -144,7 +163,9 @@ impl Registry {
                 "this node's part in the cluster's housekeeping changed"
             );
         }
-        self.leadership.set(leads);
+        // This node counts even when its own row is not in the list (registered late).
+        let others = beat.live.iter().filter(|n| n.id != self.node.id).count();
+        self.leadership.set(leads, others + 1);
         Ok(())
     }
 

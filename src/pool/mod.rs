@@ -271,6 +271,9 @@ pub struct Pipeline {
     /// Whether this node hears other processes' work notices (`wake.rs`): an idle pool then
     /// looks for work they made due only every [`HEARING_IDLE_MAX`], not every `idle_max`.
     hearing: std::sync::atomic::AtomicBool,
+    /// How many live nodes share the ledger, as the registry's heartbeats see it: the
+    /// completer gathers longer on a node that shares the load (see `completer::gathering`).
+    cluster: crate::registry::Leadership,
 }
 
 /// How long an idle pool that hears other processes' work notices waits at most before it
@@ -337,6 +340,7 @@ impl Pipeline {
             send_timeouts,
             nudge: crate::periodic::Nudge::default(),
             hearing: std::sync::atomic::AtomicBool::new(false),
+            cluster: crate::registry::Leadership::default(),
             arrivals: queue::Arrivals::default(),
         }
         .publishing_limits())
@@ -391,6 +395,12 @@ impl Pipeline {
         (self.hearing).store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// What the registry's heartbeats tell this pool of the cluster: hand it to
+    /// `Registry::with_leadership`. Without a registry (`run --once`) the node counts as alone.
+    pub fn leadership(&self) -> crate::registry::Leadership {
+        self.cluster.clone()
+    }
+
     /// Whether this node hears other processes' work notices now (see [`Pipeline::hearing`]).
     pub fn is_hearing(&self) -> bool {
         self.hearing.load(std::sync::atomic::Ordering::Relaxed)
@@ -407,6 +417,7 @@ impl Pipeline {
             self.ledger.clone(),
             self.clock.clone(),
             (self.config.owner.clone(), self.config.lease),
+            self.cluster.clone(),
             completed,
             abandon.clone(),
         ));

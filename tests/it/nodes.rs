@@ -248,8 +248,9 @@ async fn a_registry_round_beats_forgets_and_follows_the_live_nodes(t: &TestLedge
 }
 
 /// Two nodes' registries on one ledger: the node that started first leads (whatever the ids'
-/// order), the other follows; once the leader falls silent past its heartbeat window, the
-/// other leads at its next heartbeat, and the old leader, back, follows.
+/// order), the other follows, and each counts the live nodes; once the leader falls silent
+/// past its heartbeat window, the other leads (alone) at its next heartbeat, and the old
+/// leader, back, leads again while the other follows.
 async fn the_node_that_started_first_leads_until_it_falls_silent(t: &TestLedger) {
     use dawnpost::ManualClock;
     use dawnpost::registry::Registry;
@@ -268,17 +269,29 @@ async fn the_node_that_started_first_leads_until_it_falls_silent(t: &TestLedger)
     let first = registry(&first_clock, "zulu:1");
     first.beat().await.expect("beat");
     assert!(first.leadership().leads(), "alone, it leads");
+    assert_eq!(first.leadership().live_nodes(), 1);
     second_clock.advance(Duration::seconds(10));
     let second = registry(&second_clock, "alpha:2");
     second.beat().await.expect("beat");
     assert!(!second.leadership().leads(), "started later: it follows");
+    assert_eq!(
+        second.leadership().live_nodes(),
+        2,
+        "it counts itself and the first"
+    );
     first_clock.advance(Duration::seconds(10));
     first.beat().await.expect("beat");
     assert!(first.leadership().leads(), "still first");
+    assert_eq!(first.leadership().live_nodes(), 2);
     // The first node stalls: silent for longer than three heartbeat intervals (30 s).
     second_clock.advance(Duration::seconds(31));
     second.beat().await.expect("beat");
     assert!(second.leadership().leads(), "the leader fell silent");
+    assert_eq!(
+        second.leadership().live_nodes(),
+        1,
+        "a silent node is not counted"
+    );
     first_clock.advance(Duration::seconds(31));
     first.beat().await.expect("beat");
     assert!(
