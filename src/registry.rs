@@ -192,7 +192,7 @@ mod tests {
     fn a_follower_takes_one_housekeeping_round_in_six_the_leader_every_one() {
         let leadership = Leadership::default();
         assert!((0..12).all(|round| leadership.takes(round)), "leads");
-        leadership.set(false);
+        leadership.set(false, 2);
         let taken: Vec<u32> = (0..13).filter(|&round| leadership.takes(round)).collect();
         assert_eq!(taken, [0, 6, 12]);
     }
