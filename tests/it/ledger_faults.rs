@@ -377,11 +377,10 @@ async fn a_render_again_keeps_the_deliveries_an_earlier_render_created(t: &TestL
         .expect("redrive");
     ready_jobs(t, &["fresh:2026-10-25"]).await;
     let leased = l.job_lease(&params("w2", later, 10)).await.expect("lease");
-    let lease = |k: &str| {
-        let job = leased.iter().find(|j| j.job.key == k).expect("leased");
-        job.lease.clone()
-    };
-    let (again, fresh) = (lease(key), lease("fresh:2026-10-25"));
+    let (again, fresh) = (
+        lease_of(&leased, key),
+        lease_of(&leased, "fresh:2026-10-25"),
+    );
     assert!(!again.is_first() && fresh.is_first());
     let emails = ["ops@example.com", "new@example.com"];
     let renders = [

@@ -8,16 +8,10 @@ use chrono::Duration;
 use common::fixtures::*;
 use common::{TestLedger, jk};
 use dawnpost::ledger::{
-    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobLease, JobState, LeaseTo,
-    LeasedDelivery, LeasedJob, LedgerError, Outcomes, Render,
+    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LeaseTo, LeasedDelivery,
+    LeasedJob, LedgerError, Outcomes, Render,
 };
 use dawnpost::outcome::ResponseClass;
-
-/// The lease `leased` holds on the job `key`.
-fn lease_of(leased: &[LeasedJob], key: &str) -> JobLease {
-    let job = leased.iter().find(|j| j.job.key == key).expect("leased");
-    job.lease.clone()
-}
 
 /// The renders of the leased jobs a (two destinations) and b (none, so done at once).
 fn renders_of_a_and_b(leased: &[LeasedJob]) -> [Render; 2] {

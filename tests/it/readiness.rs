@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Timelike, Utc};
-use common::fixtures::{params, ready_jobs, t0};
+use common::fixtures::{lease_of, params, ready_jobs, t0};
 use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger, jk, run_in};
 use dawnpost::ledger::{AfterProbe, JobState, LedgerError, ProbeRow, Via};
@@ -97,27 +97,30 @@ async fn a_deadline_skips_or_quarantines_with_the_reason_and_a_redrive_does_not_
     ready_jobs(t, &["s:2026-10-25", "q:2026-10-25", "c:2026-10-25"]).await;
     let deadline = t0() + secs(60);
     let leased = l.job_lease(&params("n1", t0(), 5)).await.expect("lease");
-    let lease_of = |k: &str| {
-        &leased
-            .iter()
-            .find(|j| j.job.key == jk(k))
-            .expect("leased")
-            .lease
-    };
     let at = deadline + secs(1);
     let why = "its data was not ready by its deadline".to_string();
     let skip = AfterProbe::Skip { why: why.clone() };
     let quarantine = AfterProbe::Quarantine { why: why.clone() };
     let not_ready = probe(ProbeOutcome::Failed, at);
-    l.job_probed(lease_of("s:2026-10-25"), &not_ready, deadline, &skip)
-        .await
-        .expect("skip");
-    l.job_probed(lease_of("q:2026-10-25"), &not_ready, deadline, &quarantine)
-        .await
-        .expect("quarantine");
+    l.job_probed(
+        &lease_of(&leased, "s:2026-10-25"),
+        &not_ready,
+        deadline,
+        &skip,
+    )
+    .await
+    .expect("skip");
+    l.job_probed(
+        &lease_of(&leased, "q:2026-10-25"),
+        &not_ready,
+        deadline,
+        &quarantine,
+    )
+    .await
+    .expect("quarantine");
     let wait = AfterProbe::Wait { next: deadline };
     l.job_probed(
-        lease_of("c:2026-10-25"),
+        &lease_of(&leased, "c:2026-10-25"),
         &probe(ProbeOutcome::NotReady, t0()),
         deadline,
         &wait,

@@ -4,7 +4,8 @@ use chrono::{DateTime, Duration, NaiveDate, Utc};
 use dawnpost::artifact::ArtifactRef;
 use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
 use dawnpost::ledger::{
-    DeliveryLease, DeliveryNext, JobOrigin, LeaseParams, NewAttempt, NewDelivery, NewJob,
+    DeliveryLease, DeliveryNext, JobLease, JobOrigin, LeaseParams, LeasedJob, NewAttempt,
+    NewDelivery, NewJob,
 };
 use dawnpost::outcome::ResponseClass;
 use dawnpost::window::Window;
@@ -83,16 +84,18 @@ pub async fn ready_jobs(t: &TestLedger, keys: &[&str]) {
     t.ledger.job_insert_many(&jobs, t0()).await.expect("insert");
 }
 
+/// The lease `leased` holds on the job `key`.
+pub fn lease_of(leased: &[LeasedJob], key: &str) -> JobLease {
+    let job = leased.iter().find(|j| j.job.key == key).expect("leased");
+    job.lease.clone()
+}
+
 pub async fn rendered_job(t: &TestLedger, key: &str, emails: &[&str]) -> Vec<DeliveryLease> {
     let l = &t.ledger;
     ready_jobs(t, &[key]).await;
     let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
-    let lease = &leased
-        .iter()
-        .find(|j| j.job.key == key)
-        .expect("leased")
-        .lease;
-    l.job_rendered(lease, &artifact(), &destinations(key, emails), t0())
+    let lease = lease_of(&leased, key);
+    l.job_rendered(&lease, &artifact(), &destinations(key, emails), t0())
         .await
         .expect("rendered");
     l.delivery_lease(&params("w1", t0(), 100))
