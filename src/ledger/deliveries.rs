@@ -96,7 +96,8 @@ impl Ledger {
 
     /// Every quarantined delivery, oldest first.
     pub async fn delivery_list_quarantined(&self, limit: u32) -> Result<Vec<Delivery>> {
-        let sql = "SELECT * FROM deliveries WHERE state = 'quarantined' ORDER BY updated_at, key LIMIT $1";
+        let sql = "SELECT * FROM deliveries WHERE quarantined_at IS NOT NULL
+                   ORDER BY quarantined_at, key LIMIT $1";
         self.select::<DeliveryRecord, _, _>(sql, i64::from(limit))
             .await
     }

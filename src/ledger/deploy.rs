@@ -148,12 +148,16 @@ struct LeaseRecord {
 impl Ledger {
     /// Unexpired leases at `now`, renders and sends (at most a few, soonest expiry first).
     pub async fn leases_held(&self, now: DateTime<Utc>) -> Result<Vec<HeldLease>> {
-        const HELD: &str = "SELECT 'render' AS work, key, lease_owner, lease_expires_at FROM jobs
+        const HELD: &str = concat!(
+            "SELECT 'render' AS work, key, lease_owner, lease_expires_at FROM jobs
               WHERE state = 'rendering' AND lease_owner IS NOT NULL AND lease_expires_at > $1
             UNION ALL
             SELECT 'send' AS work, key, lease_owner, lease_expires_at FROM deliveries
               WHERE state = 'sending' AND lease_owner IS NOT NULL AND lease_expires_at > $1
-            ORDER BY lease_expires_at, key LIMIT $2";
+                AND job_key IN ",
+            live_job_keys!(),
+            " ORDER BY lease_expires_at, key LIMIT $2"
+        );
         if !self.has_table("jobs").await? {
             return Ok(Vec::new());
         }

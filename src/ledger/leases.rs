@@ -74,35 +74,35 @@ const DELIVERY_LEASE: PerBackend = PerBackend {
              SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
                  lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
              WHERE key IN (SELECT d.key FROM deliveries d
-                           WHERE d.state = 'pending' AND d.ready_at <= $3 AND d.format <= $5
+                           WHERE d.due_at <= $3 AND d.format <= $5
                              AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
                                          AND (j.state = 'delivering') IS TRUE)
-                           ORDER BY d.ready_at, d.key LIMIT CAST($4 AS INTEGER))
+                           ORDER BY d.due_at, d.key LIMIT CAST($4 AS INTEGER))
              RETURNING *",
     postgres: "UPDATE deliveries
                SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
                    lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
                WHERE key IN (SELECT d.key FROM deliveries d
-                             WHERE d.state = 'pending' AND d.ready_at <= $3 AND d.format <= $5
+                             WHERE d.due_at <= $3 AND d.format <= $5
                                AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
                                            AND (j.state = 'delivering') IS TRUE)
-                             ORDER BY d.ready_at, d.key LIMIT $4 FOR UPDATE SKIP LOCKED)
+                             ORDER BY d.due_at, d.key LIMIT $4 FOR UPDATE SKIP LOCKED)
                RETURNING *",
 };
 
 /// The earliest `ready_at` of the work a claim in this binary could take, taken or not: a
 /// waiting job's next probe, a ready job, a pending delivery of a delivering job — each the
-/// head of its index range (`jobs_due`, `deliveries_due`), as the claims walk them. `$1`: the
+/// head of its index range (`jobs_due`, `deliveries_due_at`), as the claims walk them. `$1`: the
 /// newest work format this binary reads.
 const NEXT_DUE: &str = "SELECT (SELECT ready_at FROM jobs WHERE state = 'waiting' AND format <= $1
                                 ORDER BY ready_at LIMIT 1) AS waiting,
                                (SELECT ready_at FROM jobs WHERE state = 'ready' AND format <= $1
                                 ORDER BY ready_at LIMIT 1) AS ready,
-                               (SELECT d.ready_at FROM deliveries d
-                                WHERE d.state = 'pending' AND d.format <= $1
+                               (SELECT d.due_at FROM deliveries d
+                                WHERE d.due_at IS NOT NULL AND d.format <= $1
                                   AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
                                               AND (j.state = 'delivering') IS TRUE)
-                                ORDER BY d.ready_at LIMIT 1) AS delivery";
+                                ORDER BY d.due_at LIMIT 1) AS delivery";
 
 /// [`NEXT_DUE`]'s row: each kind's earliest `ready_at` (ms), if any is queued.
 #[derive(Debug, sqlx::FromRow)]

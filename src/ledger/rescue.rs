@@ -48,7 +48,8 @@ const RESCUE_RENDERS: &str =
 
 /// The attempt row of each send whose lease expired before `$1`: its outcome is unknown. Its
 /// budget is spent at `$2` attempts, or when it started at or before `$3`.
-const RECORD_LOST_SENDS: &str = "INSERT INTO delivery_attempts
+const RECORD_LOST_SENDS: &str = concat!(
+    "INSERT INTO delivery_attempts
         (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
      SELECT key, attempts, updated_at, $1, 'unknown',
             CASE WHEN (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)
@@ -56,25 +57,34 @@ const RECORD_LOST_SENDS: &str = "INSERT INTO delivery_attempts
                  ELSE 'lease expired: the worker stopped reporting; outcome unknown' END,
             CASE WHEN (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)
                  THEN NULL ELSE $1 END
-     FROM deliveries WHERE state = 'sending' AND lease_expires_at < $1
-     ON CONFLICT DO NOTHING";
+     FROM deliveries WHERE state = 'sending' AND lease_expires_at < $1 AND job_key IN ",
+    live_job_keys!(),
+    " ON CONFLICT DO NOTHING"
+);
 
 /// Lost sends (as above) whose budget is spent: quarantined, `$4` saying how often.
-const QUARANTINE_LOST_SENDS: &str = "UPDATE deliveries
+const QUARANTINE_LOST_SENDS: &str = concat!(
+    "UPDATE deliveries
      SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
          lease_losses = lease_losses + 1, last_class = 'unknown',
          last_error = 'worker lost ' || CAST(lease_losses + 1 AS TEXT) || $4
                       || ': the send kills or hangs its worker',
          updated_at = $1, terminal_at = $1
      WHERE state = 'sending' AND lease_expires_at < $1
-       AND (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)";
+       AND (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)
+       AND job_key IN ",
+    live_job_keys!()
+);
 
 /// The other lost sends wait again, at once.
-const RESCUE_SENDS: &str = "UPDATE deliveries
+const RESCUE_SENDS: &str = concat!(
+    "UPDATE deliveries
      SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
          lease_losses = lease_losses + 1,
          last_class = 'unknown', last_error = 'lease expired', updated_at = $1
-     WHERE state = 'sending' AND lease_expires_at < $1";
+     WHERE state = 'sending' AND lease_expires_at < $1 AND job_key IN ",
+    live_job_keys!()
+);
 
 /// Settles every delivering job with nothing left to send, at `$1`: `done`, or `quarantined`
 /// when a delivery is.

@@ -20,6 +20,7 @@ mod contracts;
 mod crash;
 mod cron_croniter;
 mod cron_property;
+mod delivery_queue;
 mod email_browser;
 mod email_checkers;
 mod email_message;
