@@ -42,6 +42,7 @@ mod metrics_format;
 mod migrate;
 mod node_faults;
 mod nodes;
+mod owner_config;
 mod owners;
 mod pipeline;
 mod pipeline_faults;
