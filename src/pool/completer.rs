@@ -123,7 +123,7 @@ pub(super) async fn run(
     ledger: Ledger,
     clock: SharedClock,
     (owner, lease_for): (String, chrono::Duration),
-    cluster: crate::registry::Leadership,
+    leadership: crate::registry::Leadership,
     mut rx: mpsc::Receiver<Completion>,
     abandon: CancellationToken,
 ) {
@@ -149,7 +149,7 @@ pub(super) async fn run(
             break;
         }
         if busy {
-            gather(&mut rx, &mut batch, gathering(cluster.live_nodes())).await;
+            gather(&mut rx, &mut batch, gathering(leadership.live_nodes())).await;
         }
         busy = batch.len() >= BUSY;
         let mut renders = Vec::new();

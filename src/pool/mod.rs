@@ -273,7 +273,7 @@ pub struct Pipeline {
     hearing: std::sync::atomic::AtomicBool,
     /// How many live nodes share the ledger, as the registry's heartbeats see it: the
     /// completer gathers longer on a node that shares the load (see `completer::gathering`).
-    cluster: crate::registry::Leadership,
+    leadership: crate::registry::Leadership,
 }
 
 /// How long an idle pool that hears other processes' work notices waits at most before it
@@ -340,7 +340,7 @@ impl Pipeline {
             send_timeouts,
             nudge: crate::periodic::Nudge::default(),
             hearing: std::sync::atomic::AtomicBool::new(false),
-            cluster: crate::registry::Leadership::default(),
+            leadership: crate::registry::Leadership::default(),
             arrivals: queue::Arrivals::default(),
         }
         .publishing_limits())
@@ -398,7 +398,7 @@ impl Pipeline {
     /// What the registry's heartbeats tell this pool of the cluster: hand it to
     /// `Registry::with_leadership`. Without a registry (`run --once`) the node counts as alone.
     pub fn leadership(&self) -> crate::registry::Leadership {
-        self.cluster.clone()
+        self.leadership.clone()
     }
 
     /// Whether this node hears other processes' work notices now (see [`Pipeline::hearing`]).
@@ -417,7 +417,7 @@ impl Pipeline {
             self.ledger.clone(),
             self.clock.clone(),
             (self.config.owner.clone(), self.config.lease),
-            self.cluster.clone(),
+            self.leadership.clone(),
             completed,
             abandon.clone(),
         ));

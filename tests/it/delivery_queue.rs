@@ -13,38 +13,6 @@ use common::fixtures::{attempt, params, rendered_job, t0};
 use dawnpost::ledger::{DeliveryNext, DeliveryState};
 use dawnpost::outcome::ResponseClass;
 
-/// Runs `sql` on the test ledger behind its back, as an older binary would write; `{t}` stands
-/// for the deliveries table (schema-qualified on PostgreSQL).
-async fn behind_the_back(t: &TestLedger, sql: &str) {
-    match (t.sqlite_path(), t.schema()) {
-        (Some(path), _) => {
-            let url = format!("sqlite://{}", path.display());
-            let pool = sqlx::SqlitePool::connect(&url).await.expect("sqlite");
-            let sql = sql.replace("{t}", "deliveries");
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .expect("update");
-            pool.close().await;
-        }
-        (None, Some(schema)) => {
-            let pool = pg_pool().await;
-            let sql = sql.replace("{t}", &format!("{schema}.deliveries"));
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .expect("update");
-            pool.close().await;
-        }
-        _ => unreachable!("a test ledger is sqlite or postgres"),
-    }
-}
-
-async fn pg_pool() -> sqlx::PgPool {
-    let url = std::env::var(common::POSTGRES_ENV).expect("url");
-    sqlx::PgPool::connect(&url).await.expect("postgres")
-}
-
 /// An older version writes `state` and `ready_at` only; the claim and the dead-letter list
 /// still find what it set back to pending or quarantined.
 async fn rows_an_older_version_wrote_are_claimed_and_listed(t: &TestLedger) {
@@ -53,19 +21,20 @@ async fn rows_an_older_version_wrote_are_claimed_and_listed(t: &TestLedger) {
     assert_eq!(leases.len(), 2);
     let (back, dead) = (leases[0].key(), leases[1].key());
     let due = t0() + Duration::minutes(1);
-    behind_the_back(
-        t,
-        &format!(
-            "UPDATE {{t}} SET state = 'pending', ready_at = {}, lease_owner = NULL,
+    t.behind_the_back(|p| {
+        format!(
+            "UPDATE {p}deliveries SET state = 'pending', ready_at = {}, lease_owner = NULL,
                 lease_expires_at = NULL WHERE key = '{back}'",
             due.timestamp_millis()
-        ),
-    )
+        )
+    })
     .await;
-    behind_the_back(
-        t,
-        &format!("UPDATE {{t}} SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL WHERE key = '{dead}'"),
-    )
+    t.behind_the_back(|p| {
+        format!(
+            "UPDATE {p}deliveries SET state = 'quarantined', lease_owner = NULL,
+                lease_expires_at = NULL WHERE key = '{dead}'"
+        )
+    })
     .await;
     let early = l
         .delivery_lease(&params("w2", t0(), 10))
@@ -101,7 +70,8 @@ async fn a_finish_writes_no_index_entry() {
         &["a@x.example", "b@x.example", "c@x.example"],
     )
     .await;
-    let pool = pg_pool().await;
+    let url = std::env::var(common::POSTGRES_ENV).expect("url");
+    let pool = sqlx::PgPool::connect(&url).await.expect("postgres");
     // pageinspect reads an index's pages; creating it races other tests' creation harmlessly.
     let _ = sqlx::query("CREATE EXTENSION IF NOT EXISTS pageinspect SCHEMA public")
         .execute(&pool)

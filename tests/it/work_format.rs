@@ -10,33 +10,10 @@ use dawnpost::ledger::WORK_FORMAT;
 
 /// Sets the `format` of `table`'s rows whose key starts with `prefix`, behind the ledger's back.
 pub(crate) async fn set_format(t: &TestLedger, table: &str, prefix: &str, format: i64) {
-    let sql = match (t.sqlite_path(), t.schema()) {
-        (Some(_), _) => format!("UPDATE {table} SET format = {format} WHERE key LIKE '{prefix}%'"),
-        (None, Some(schema)) => {
-            format!("UPDATE {schema}.{table} SET format = {format} WHERE key LIKE '{prefix}%'")
-        }
-        _ => unreachable!("a test ledger is sqlite or postgres"),
-    };
-    match t.sqlite_path() {
-        Some(path) => {
-            let url = format!("sqlite://{}", path.display());
-            let pool = sqlx::SqlitePool::connect(&url).await.expect("sqlite");
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .expect("update");
-            pool.close().await;
-        }
-        None => {
-            let url = std::env::var(common::POSTGRES_ENV).expect("url");
-            let pool = sqlx::PgPool::connect(&url).await.expect("postgres");
-            sqlx::query(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .expect("update");
-            pool.close().await;
-        }
-    }
+    t.behind_the_back(|p| {
+        format!("UPDATE {p}{table} SET format = {format} WHERE key LIKE '{prefix}%'")
+    })
+    .await;
 }
 
 async fn work_of_a_newer_format_is_not_leased(t: &TestLedger) {

@@ -319,6 +319,34 @@ impl TestLedger {
         self.schema.as_deref()
     }
 
+    /// Runs the statement `sql` makes of the tables' prefix (`""` on SQLite, `"<schema>."` on
+    /// PostgreSQL) on a connection of its own, behind the ledger's back: what another binary
+    /// (an older or a newer version) writes.
+    pub async fn behind_the_back(&self, sql: impl FnOnce(&str) -> String) {
+        match (&self.schema, self.sqlite_path()) {
+            (Some(schema), _) => {
+                let url = std::env::var(POSTGRES_ENV).expect("postgres url");
+                let pool = sqlx::PgPool::connect(&url).await.expect("postgres");
+                let sql = sql(&format!("{schema}."));
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .execute(&pool)
+                    .await
+                    .expect("behind the ledger's back");
+                pool.close().await;
+            }
+            (None, Some(path)) => {
+                let url = format!("sqlite://{}", path.display());
+                let pool = sqlx::SqlitePool::connect(&url).await.expect("sqlite");
+                sqlx::query(sqlx::AssertSqlSafe(sql("")))
+                    .execute(&pool)
+                    .await
+                    .expect("behind the ledger's back");
+                pool.close().await;
+            }
+            _ => unreachable!("a test ledger is sqlite or postgres"),
+        }
+    }
+
     pub async fn cleanup(self) {
         if let Some(schema) = &self.schema {
             let _ = self.ledger.drop_postgres_schema(schema).await;
