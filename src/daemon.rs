@@ -82,7 +82,8 @@ pub async fn run(
         (ledger.clone(), catalog.clone(), clock.clone()),
         metrics.clone(),
         late,
-    )?;
+    )?
+    .with_limits(pipeline.limits.clone());
     let (listener, state) = server_for(config, &ledger, &clock, node, artifacts, &catalog).await?;
     let tick = SchedulerTick::new(
         ledger.clone(),

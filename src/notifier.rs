@@ -10,7 +10,9 @@
 //!    `dawnpost_report_late` series and the console's overview, through [`LateBoard`]);
 //! 2. records a `quarantined` notice for each job quarantined since the last round;
 //! 3. puts waiting notices in messages (`notice::next_batch` batches a report's quarantines);
-//! 4. sends the due sends, each classified and retried by `retry.rs`.
+//! 4. sends the due sends, each classified and retried by `retry.rs`; a send whose host's
+//!    `[[rate_limit]]` has no send left waits, unattempted, until it has (in the daemon the
+//!    pool's limits: the owners' sends and the reports' count against one budget per host).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -26,13 +28,14 @@ use crate::clock::SharedClock;
 use crate::config::{Config, Report};
 use crate::deliver::email::EmailSender;
 use crate::deliver::webhook::WebhookSender;
-use crate::deliver::{DeliverError, Outcome};
+use crate::deliver::{DeliverError, Outcome, SendTarget};
 use crate::keys::{DestinationKind, JobKey};
 use crate::ledger::{Addressed, SendNext};
 use crate::ledger::{Ledger, LedgerError, NewNotice, NoticeAttempt, NoticeMessage, NoticeSend};
 use crate::metrics::Metrics;
 use crate::notice::{Cause, Expected, Item, LateBoard, LateReport, Standing};
 use crate::outcome::ResponseClass;
+use crate::pool::limits::RateLimits;
 use crate::redact::{redact_address, redact_endpoint};
 use crate::retry::{Decision, RetryPolicy};
 
@@ -66,6 +69,8 @@ pub struct RoundCounts {
     pub sent: u64,
     pub retried: u64,
     pub quarantined: u64,
+    /// Sends put back unattempted: their host's `[[rate_limit]]` had no send left.
+    pub deferred: u64,
 }
 
 /// The round-to-round memory of one notifier.
@@ -89,6 +94,9 @@ pub struct Notifier {
     from: Mailbox,
     webhook: WebhookSender,
     policy: RetryPolicy,
+    /// `[[rate_limit]]`, by send target; emails go through `relay`.
+    limits: Arc<RateLimits>,
+    relay: SendTarget,
     public_url: Option<url::Url>,
     owner: String,
     /// How long a send's lease lasts: longer than either transport's timeout.
@@ -113,6 +121,12 @@ impl Notifier {
             from: s.email.from.clone(),
             webhook: WebhookSender::new(s.webhook.timeout.as_std(), ca)?,
             policy: RetryPolicy::from(&s.retry),
+            limits: Arc::new(RateLimits::new(
+                &s.rate_limits,
+                &s.email.smtp_url,
+                clock.clone(),
+            )),
+            relay: SendTarget::relay(&s.email.smtp_url),
             public_url: s.server.public_url.clone(),
             owner: crate::pool::default_owner(),
             lease_for: chrono::Duration::from_std(longest + Duration::from_secs(60))
@@ -125,6 +139,12 @@ impl Notifier {
             metrics,
             board,
         })
+    }
+
+    /// Counts its sends against `limits` (the pool's, in the daemon) instead of its own.
+    pub fn with_limits(mut self, limits: Arc<RateLimits>) -> Notifier {
+        self.limits = limits;
+        self
     }
 
     /// A round every `services.notify_every`, the first at once, until `cancel`.
@@ -299,9 +319,10 @@ impl Notifier {
                     .map(|s| self.send_one(s, words.get(&s.message)));
                 for next in futures_util::future::join_all(tries).await {
                     match next {
-                        Ok(SendNext::Sent) => counts.sent += 1,
-                        Ok(SendNext::Retry { .. }) => counts.retried += 1,
-                        Ok(SendNext::Quarantine) => counts.quarantined += 1,
+                        Ok(None) => counts.deferred += 1,
+                        Ok(Some(SendNext::Sent)) => counts.sent += 1,
+                        Ok(Some(SendNext::Retry { .. })) => counts.retried += 1,
+                        Ok(Some(SendNext::Quarantine)) => counts.quarantined += 1,
                         Err(LedgerError::LeaseLost { .. }) => {}
                         Err(e) => return Err(e),
                     }
@@ -311,14 +332,20 @@ impl Notifier {
         Ok(())
     }
 
-    /// One attempt of `send`, recorded with what follows it.
+    /// One attempt of `send`, recorded with what follows it; `None` when its host's rate
+    /// limit had no send left and it went back unattempted.
     async fn send_one(
         &self,
         send: &NoticeSend,
         message: Option<&Option<NoticeMessage>>,
-    ) -> Result<SendNext, LedgerError> {
+    ) -> Result<Option<SendNext>, LedgerError> {
         let outcome = match message {
-            Some(Some(m)) => self.transmit(send, m).await,
+            Some(Some(m)) => {
+                if self.deferred(send).await? {
+                    return Ok(None);
+                }
+                self.transmit(send, m).await
+            }
             _ => Outcome::new(ResponseClass::Permanent, None, "its message is gone"),
         };
         let now = self.clock.now();
@@ -355,7 +382,29 @@ impl Notifier {
             DestinationKind::Webhook => redact_endpoint(&send.destination),
         };
         tracing::info!(message = %send.message, to = %to, attempt, outcome = outcome_name, reason = %outcome.reason, "owners' notice");
-        Ok(next)
+        Ok(Some(next))
+    }
+
+    /// Whether `send` went back to wait for its host's rate limit (see [`RateLimits::take`]).
+    async fn deferred(&self, send: &NoticeSend) -> Result<bool, LedgerError> {
+        let target = match send.kind {
+            DestinationKind::Email => self.relay.clone(),
+            DestinationKind::Webhook => SendTarget::webhook(&send.destination),
+        };
+        let Err(wait) = self.limits.take(target.as_str()) else {
+            return Ok(false);
+        };
+        if let Some(spec) = self.limits.spec_for(target.as_str()) {
+            self.metrics.rate_limit_deferred(&spec.host);
+        }
+        let now = self.clock.now();
+        let until = crate::clock::add(
+            now,
+            chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
+        );
+        self.ledger.notice_defer(send, until, now).await?;
+        tracing::debug!(message = %send.message, host = %target, until = %until, "owners' notice: waits for its host's rate limit");
+        Ok(true)
     }
 
     /// Hands `send` of message `m` to its transport.

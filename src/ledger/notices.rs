@@ -208,6 +208,13 @@ const SETTLE: &str = "UPDATE notice_sends
          lease_owner = NULL, lease_expires_at = NULL, updated_at = $7
      WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
 
+/// Leased send `$1` (token `$2`) back to pending, due at `$3`, at `$4`: its claim counted an
+/// attempt that was not made.
+const DEFER: &str = "UPDATE notice_sends
+     SET state = 'pending', ready_at = $3, attempts = attempts - 1,
+         lease_owner = NULL, lease_expires_at = NULL, updated_at = $4
+     WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
+
 const INSERT_ATTEMPT: &str =
     "INSERT INTO notice_attempts (send_key, attempt, at, class, code, reason)
      VALUES ($1, $2, $3, $4, $5, $6)";
@@ -399,6 +406,31 @@ impl Ledger {
                 });
             }
             tx.execute(&record).await.map(|_| ())
+        })
+        .await
+    }
+
+    /// Puts leased send `send` back, due at `until`, without counting an attempt (nothing was
+    /// sent: its host's `[[rate_limit]]` had no send left); refused
+    /// ([`LedgerError::LeaseLost`]) when the lease no longer holds.
+    pub async fn notice_defer(
+        &self,
+        send: &NoticeSend,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let key = send.key.as_str();
+        let defer = Statement::new(DEFER)
+            .bind(key)
+            .bind(send.lease_token)
+            .bind(to_millis(until))
+            .bind(to_millis(now));
+        self.within(async |tx| match tx.execute(&defer).await? {
+            1 => Ok(()),
+            _ => Err(LedgerError::LeaseLost {
+                key: key.to_string(),
+                token: send.lease_token,
+            }),
         })
         .await
     }

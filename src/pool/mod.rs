@@ -256,8 +256,9 @@ pub struct Pipeline {
     pub policy: RetryPolicy,
     pub clock: SharedClock,
     pub throttle: HostThrottle,
-    /// `[[rate_limit]]`: the send rate each destination host accepts.
-    pub limits: limits::RateLimits,
+    /// `[[rate_limit]]`: the send rate each destination host accepts (shared with the
+    /// owners' notifier in the daemon, so both count against one budget per host).
+    pub limits: Arc<limits::RateLimits>,
     pub admission: Admission,
     pub stats: Stats,
     pub config: PoolConfig,
@@ -302,11 +303,11 @@ impl Pipeline {
             config.settings.email.timeout.as_std(),
             config.settings.webhook.timeout.as_std(),
         );
-        let limits = limits::RateLimits::new(
+        let limits = Arc::new(limits::RateLimits::new(
             &config.settings.rate_limits,
             &config.settings.email.smtp_url,
             clock.clone(),
-        );
+        ));
         Ok(Pipeline {
             ledger,
             catalog,

@@ -366,6 +366,7 @@ on_both_backends!(
     a_job_done_by_its_deadline_is_not_late,
     five_hundred_quarantines_are_one_message,
     the_owner_webhook_is_signed_retried_and_pinned,
+    owners_sends_wait_for_their_hosts_rate_limit,
 );
 
 /// The owner webhook gets the notice signed (Standard Webhooks), retried after a 503 with the
@@ -425,6 +426,85 @@ async fn the_owner_webhook_is_signed_retried_and_pinned(t: &TestLedger) {
         .expect("sends");
     assert_eq!(sends.len(), 1);
     assert_eq!((sends[0].state.as_str(), sends[0].attempts), ("sent", 2));
+}
+
+/// Owners' emails go through the relay, and a `[[rate_limit]]` on it holds them as it holds
+/// the reports' own: one a round at one send per 10 s, the other put back unattempted until
+/// the budget allows it; a budget the pool spent (the daemon shares it) holds them too.
+async fn owners_sends_wait_for_their_hosts_rate_limit(t: &TestLedger) {
+    let p = Project::new(&owned_report("wh", "0 30 6 30 11 *", "08:00", ""));
+    let limit = "[[rate_limit]]\nhost = \"127.0.0.1:2525\"\nper_second = 0.1\nburst = 1\n";
+    p.write("config/dawnpost.toml", limit);
+    let rig = Rig::new(&p, t, at(2026, 11, 30, 8, 0));
+    let first = rig.round().await;
+    assert_eq!((first.messages, first.sent, first.deferred), (1, 1, 1));
+    assert_eq!(rig.outbox().len(), 1, "one owner told, the other waits");
+    let sends = |t: &TestLedger| {
+        let ledger = t.ledger.clone();
+        async move {
+            let sends = ledger.notice_sends_of("wh:2026-11-30/late").await;
+            let sends = sends.expect("sends");
+            sends
+                .into_iter()
+                .map(|s| (s.state, s.attempts))
+                .collect::<Vec<_>>()
+        }
+    };
+    let mut now = sends(t).await;
+    now.sort();
+    assert_eq!(
+        now,
+        [("pending".into(), 0), ("sent".into(), 1)],
+        "no attempt counted"
+    );
+    assert!(
+        (rig.metrics.render_text())
+            .contains(r#"dawnpost_rate_limit_deferred_total{host="127.0.0.1:2525"} 1"#),
+        "{}",
+        rig.metrics.render_text()
+    );
+
+    rig.clock
+        .set(at(2026, 11, 30, 8, 0) + chrono::Duration::seconds(5));
+    let early = rig.round().await;
+    assert_eq!(
+        (early.sent, early.deferred),
+        (0, 0),
+        "not due before the budget allows"
+    );
+    rig.clock
+        .set(at(2026, 11, 30, 8, 0) + chrono::Duration::seconds(10));
+    let then = rig.round().await;
+    assert_eq!((then.sent, then.deferred), (1, 0));
+    assert_eq!(rig.outbox().len(), 2);
+    assert_eq!(sends(t).await, [("sent".into(), 1), ("sent".into(), 1)]);
+
+    // Sharing the pool's limits: a budget spent by a report's email holds the next notice.
+    let shared = Arc::new(dawnpost::pool::limits::RateLimits::new(
+        &rig.config.settings.rate_limits,
+        &rig.config.settings.email.smtp_url,
+        Arc::new(rig.clock.clone()),
+    ));
+    let nine = at(2026, 11, 30, 9, 0);
+    rig.clock.set(nine);
+    assert_eq!(shared.take("127.0.0.1:2525"), Ok(()), "the pool's send");
+    let notifier = rig.notifier.with_limits(shared);
+    t.ledger
+        .job_insert_many(&[job("wh:2026-11-30", nine)], nine)
+        .await
+        .expect("insert");
+    let leased = t.ledger.job_lease(&params("w", nine, 10)).await;
+    for j in leased.expect("lease") {
+        let error = "HTTP 404 from the source";
+        let quarantined = t.ledger.job_quarantine(&j.lease, error, nine).await;
+        quarantined.expect("quarantine");
+    }
+    let held = notifier.run_once().await.expect("round");
+    assert_eq!(
+        (held.messages, held.sent, held.deferred),
+        (1, 0, 2),
+        "{held:?}"
+    );
 }
 
 /// The real daemon, started after a report's deadline passed (its fire never became a job:
