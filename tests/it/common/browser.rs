@@ -2,6 +2,7 @@
 //! `chromium` and `chromium-driver`, started on a free loopback port per test, with the flags
 //! this machine's closed network needs. Screenshots go to `target/ui-screenshots/`.
 
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -28,7 +29,9 @@ impl Browser {
     /// Chromium at 1280×900 (or `width` wide), its pages under `base`.
     pub async fn start(base: &str, width: u32) -> Browser {
         let port = free_port();
+        // A process group of its own, which the Chromium it starts joins: `Drop` stops both.
         let driver = Command::new("chromedriver")
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -275,10 +278,15 @@ impl Browser {
     }
 }
 
-/// A test that panics still stops its chromedriver.
+/// A test that panics before [`Browser::stop`] still stops its chromedriver and the Chromium
+/// it started (whose session nobody closed): their whole process group.
 impl Drop for Browser {
     fn drop(&mut self) {
-        let _ = self.driver.kill();
+        if let (Ok(None), Ok(group)) = (self.driver.try_wait(), i32::try_from(self.driver.id())) {
+            // SAFETY: kill(2) with a negative pid signals only that process group: the one
+            // chromedriver leads (`process_group(0)` above), still running, so not reused.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
         let _ = self.driver.wait();
     }
 }
