@@ -293,3 +293,49 @@ impl<K> Lease<K> {
         Lease::born(key, token, &params.owner, until)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::Backend;
+
+    /// SQLite reads a partial index only for a query it can prove implies the index's
+    /// predicate; where it cannot, a queue read walks the whole table (every job and delivery
+    /// retention keeps) and sorts it. Each queue read, on a migrated SQLite ledger: no full
+    /// scan of jobs or deliveries (a partial index read whole holds only the rows wanted),
+    /// whatever the queries' parameters.
+    #[tokio::test]
+    async fn sqlite_reads_the_queue_through_its_indexes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ledger = Ledger::connect("sqlite://ledger.db", dir.path())
+            .await
+            .expect("a migrated ledger");
+        let Backend::Sqlite(pool) = &ledger.backend else {
+            panic!("a SQLite ledger");
+        };
+        let live = concat!("SELECT key FROM ", live_job_keys!());
+        let reads = [
+            ("the claim of jobs", JOB_LEASE.sqlite),
+            ("the claim of deliveries", DELIVERY_LEASE.sqlite),
+            ("the next-due read", NEXT_DUE),
+            ("the live jobs", live),
+        ];
+        for (what, sql) in reads {
+            let plan: Vec<(i64, i64, i64, String)> =
+                sqlx::query_as(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
+                    .fetch_all(pool)
+                    .await
+                    .expect("a plan");
+            let scans: Vec<&str> = plan
+                .iter()
+                .map(|(_, _, _, detail)| detail.as_str())
+                .filter(|d| d.starts_with("SCAN ") && !d.contains(" USING "))
+                .filter(|d| !d.starts_with("SCAN (") && *d != "SCAN CONSTANT ROW")
+                .collect();
+            assert!(
+                scans.is_empty(),
+                "{what} scans a table: {scans:?} in {plan:?}"
+            );
+        }
+    }
+}

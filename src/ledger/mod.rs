@@ -49,12 +49,13 @@ macro_rules! on_backend {
 /// The keys of the jobs whose deliveries may be in flight: a delivery is leased (`sending`) only
 /// while its job is live, and deliveries have no index of their own by state (a finish would
 /// change an indexed column, so it would never be a HOT update). One arm per index of live jobs
-/// (`jobs_delivering`, `jobs_leased`, `jobs_due`), so each is read through its own.
+/// (`jobs_delivering`, `jobs_leased`, `jobs_due`), so each is read through its own: the last
+/// arm's test is written as that index's predicate, the form SQLite can match it by.
 macro_rules! live_job_keys {
     () => {
         "(SELECT key FROM jobs WHERE state = 'delivering'
           UNION ALL SELECT key FROM jobs WHERE state = 'rendering'
-          UNION ALL SELECT key FROM jobs WHERE state IN ('ready', 'waiting'))"
+          UNION ALL SELECT key FROM jobs WHERE state = 'ready' OR state = 'waiting')"
     };
 }
 
