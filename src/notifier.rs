@@ -28,7 +28,7 @@ use crate::clock::SharedClock;
 use crate::config::{Config, Report};
 use crate::deliver::email::EmailSender;
 use crate::deliver::webhook::WebhookSender;
-use crate::deliver::{DeliverError, Outcome, SendTarget};
+use crate::deliver::{DeliverError, Outcome};
 use crate::keys::{DestinationKind, JobKey};
 use crate::ledger::{Addressed, SendNext};
 use crate::ledger::{Ledger, LedgerError, NewNotice, NoticeAttempt, NoticeMessage, NoticeSend};
@@ -94,9 +94,8 @@ pub struct Notifier {
     from: Mailbox,
     webhook: WebhookSender,
     policy: RetryPolicy,
-    /// `[[rate_limit]]`, by send target; emails go through `relay`.
+    /// `[[rate_limit]]`, by send target.
     limits: Arc<RateLimits>,
-    relay: SendTarget,
     public_url: Option<url::Url>,
     owner: String,
     /// How long a send's lease lasts: longer than either transport's timeout.
@@ -126,7 +125,6 @@ impl Notifier {
                 &s.email.smtp_url,
                 clock.clone(),
             )),
-            relay: SendTarget::relay(&s.email.smtp_url),
             public_url: s.server.public_url.clone(),
             owner: crate::pool::default_owner(),
             lease_for: chrono::Duration::from_std(longest + Duration::from_secs(60))
@@ -387,21 +385,11 @@ impl Notifier {
 
     /// Whether `send` went back to wait for its host's rate limit (see [`RateLimits::take`]).
     async fn deferred(&self, send: &NoticeSend) -> Result<bool, LedgerError> {
-        let target = match send.kind {
-            DestinationKind::Email => self.relay.clone(),
-            DestinationKind::Webhook => SendTarget::webhook(&send.destination),
-        };
-        let Err(wait) = self.limits.take(target.as_str()) else {
+        let target = self.limits.target_to(send.kind, &send.destination);
+        let now = self.clock.now();
+        let Some(until) = self.limits.take_or_defer(&target, now, &self.metrics) else {
             return Ok(false);
         };
-        if let Some(spec) = self.limits.spec_for(target.as_str()) {
-            self.metrics.rate_limit_deferred(&spec.host);
-        }
-        let now = self.clock.now();
-        let until = crate::clock::add(
-            now,
-            chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
-        );
         self.ledger.notice_defer(send, until, now).await?;
         tracing::debug!(message = %send.message, host = %target, until = %until, "owners' notice: waits for its host's rate limit");
         Ok(true)

@@ -58,9 +58,19 @@ impl SendTarget {
 
     /// Where `key`'s sends go, emails going through `relay`.
     pub fn of(key: &crate::keys::DeliveryKey, relay: &SendTarget) -> SendTarget {
-        match key.kind() {
+        SendTarget::to(key.kind(), key.destination(), relay)
+    }
+
+    /// Where sends of `kind` to `destination` (an address, a webhook's URL) go, emails going
+    /// through `relay`.
+    pub fn to(
+        kind: crate::keys::DestinationKind,
+        destination: &str,
+        relay: &SendTarget,
+    ) -> SendTarget {
+        match kind {
             crate::keys::DestinationKind::Email => relay.clone(),
-            crate::keys::DestinationKind::Webhook => SendTarget::webhook(key.destination()),
+            crate::keys::DestinationKind::Webhook => SendTarget::webhook(destination),
         }
     }
 

@@ -179,14 +179,7 @@ impl Pipeline {
                     self.defer(&leased, until, now, "a paused host").await;
                     return Ok(());
                 }
-                if let Err(wait) = self.limits.take(target.as_str()) {
-                    if let Some(spec) = self.limits.spec_for(target.as_str()) {
-                        self.metrics.rate_limit_deferred(&spec.host);
-                    }
-                    let until = crate::clock::add(
-                        now,
-                        chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX),
-                    );
+                if let Some(until) = self.limits.take_or_defer(&target, now, &self.metrics) {
                     self.defer(&leased, until, now, "a rate-limited host").await;
                     return Ok(());
                 }

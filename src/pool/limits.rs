@@ -8,6 +8,7 @@ use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
@@ -16,7 +17,8 @@ use crate::clock::SharedClock;
 
 use crate::config::RateLimitSpec;
 use crate::deliver::SendTarget;
-use crate::keys::DeliveryKey;
+use crate::keys::{DeliveryKey, DestinationKind};
+use crate::metrics::Metrics;
 
 /// The pool's injected clock as governor reads it: the time since the Unix epoch (never
 /// before it). The limits then keep the same time as everything else the pool decides.
@@ -97,9 +99,25 @@ impl RateLimits {
         SendTarget::of(key, &self.relay)
     }
 
-    /// The entry that limits `host`, if any.
-    pub fn spec_for(&self, host: &str) -> Option<&RateLimitSpec> {
-        self.limit_for(host).map(|l| &l.spec)
+    /// Where sends of `kind` to `destination` go (the relay for an email).
+    pub fn target_to(&self, kind: DestinationKind, destination: &str) -> SendTarget {
+        SendTarget::to(kind, destination, &self.relay)
+    }
+
+    /// Takes one send from `target`'s budget (`None`: send now), or says when to send instead
+    /// (see [`RateLimits::take`]), the send turned back counted under its entry's pattern.
+    pub fn take_or_defer(
+        &self,
+        target: &SendTarget,
+        now: DateTime<Utc>,
+        metrics: &Metrics,
+    ) -> Option<DateTime<Utc>> {
+        let wait = self.take(target.as_str()).err()?;
+        if let Some(limit) = self.limit_for(target.as_str()) {
+            metrics.rate_limit_deferred(&limit.spec.host);
+        }
+        let wait = chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
+        Some(crate::clock::add(now, wait))
     }
 
     fn limit_for(&self, host: &str) -> Option<&Limit> {
