@@ -34,7 +34,9 @@ pub(super) async fn render_job(
 ) {
     let LeasedJob { job, lease } = leased;
     let started = std::time::Instant::now();
-    let rendered = render_and_store(p, &job, &lease).await;
+    // Boxed: the render's state (source read, templates, store) is the largest part of this
+    // future, and held inline it would stay allocated while the render waits for its commit.
+    let rendered = Box::pin(render_and_store(p, &job, &lease)).await;
     p.metrics
         .render_duration
         .observe(started.elapsed().as_secs_f64());
@@ -257,7 +259,16 @@ pub(super) async fn deliver(
     let shown = delivery.key.shown_lazily();
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = crate::clock::sub(lease.expires_at(), p.config.lease);
-    let send = attempt_within_deadline(p, &delivery, (&lease, &hold), &artifact).await;
+    // Boxed: the HTTP or SMTP send's state is most of this future's size, and held inline it
+    // would stay allocated in every finished send waiting for its outcome's commit (a batch
+    // of them at a time).
+    let send = Box::pin(attempt_within_deadline(
+        p,
+        &delivery,
+        (&lease, &hold),
+        &artifact,
+    ))
+    .await;
     // The job's artifact (its parts, read once for its deliveries) is not kept while the
     // outcome waits for its commit.
     drop(artifact);
