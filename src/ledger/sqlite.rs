@@ -32,8 +32,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connections to a ledger file. SQLite lets one connection write at a time, so more of them
 /// buy only reads beside the writes (the console's, a command's). Each keeps a page cache and
-/// prepared statements of its own (the group commit's multi-row statements are ~20 KB each
-/// prepared), so each costs memory: at 8, the daemon draining 10,000 jobs peaked ~15 MB
+/// prepared statements of its own (~20 KB each on average, the group commit's multi-row ones
+/// the largest), so each costs memory: at 8, the daemon draining 10,000 jobs peaked ~15 MB
 /// higher and drained no faster (`cargo bench --bench scale`, `cargo bench --bench pipeline`).
 const CONNECTIONS: u32 = 4;
 
