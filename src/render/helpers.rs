@@ -48,6 +48,12 @@ pub(super) fn number(escape: fn(&str) -> String) -> Box<Formatted> {
     })
 }
 
+/// `local_time`'s format when the template names none, parsed once.
+static DEFAULT_TIME: std::sync::LazyLock<Vec<chrono::format::Item<'static>>> =
+    std::sync::LazyLock::new(|| {
+        chrono::format::StrftimeItems::new("%Y-%m-%d %H:%M %Z (UTC%:z)").collect()
+    });
+
 fn local_time_text(
     h: &handlebars::Helper<'_>,
     ctx: &handlebars::Context,
@@ -69,17 +75,21 @@ fn local_time_text(
     let tz: chrono_tz::Tz = zone
         .parse()
         .map_err(|_| other(format!("local_time: {zone:?} is not a timezone")))?;
-    let format = h
-        .hash_get("format")
-        .and_then(|v| v.value().as_str())
-        .unwrap_or("%Y-%m-%d %H:%M %Z (UTC%:z)");
+    let local = t.with_timezone(&tz);
     let mut shown = String::new();
-    std::fmt::Write::write_fmt(
-        &mut shown,
-        format_args!("{}", t.with_timezone(&tz).format(format)),
-    )
-    .map_err(|_| other(format!("local_time: {format:?} is not a time format")))?;
-    Ok(shown)
+    let written = match h.hash_get("format").and_then(|v| v.value().as_str()) {
+        Some(format) => {
+            std::fmt::Write::write_fmt(&mut shown, format_args!("{}", local.format(format)))
+                .map_err(|_| other(format!("local_time: {format:?} is not a time format")))
+        }
+        // The default's items are parsed once, not at every cell of every render.
+        None => std::fmt::Write::write_fmt(
+            &mut shown,
+            format_args!("{}", local.format_with_items(DEFAULT_TIME.iter())),
+        )
+        .map_err(|_| other("local_time: the instant cannot be shown".into())),
+    };
+    written.map(|()| shown)
 }
 
 fn number_text(
@@ -115,7 +125,7 @@ fn param<'a>(
 
 /// `value` to `decimals` places with a comma every three digits of its integer part.
 pub fn grouped(value: f64, decimals: usize) -> String {
-    let text = format!("{:.*}", decimals, value.abs());
+    let text = plain(value.abs(), decimals);
     let (int, frac) = text
         .split_once('.')
         .map_or((text.as_str(), None), |(i, f)| (i, Some(f)));
@@ -134,6 +144,24 @@ pub fn grouped(value: f64, decimals: usize) -> String {
         out.insert(0, '-');
     }
     out
+}
+
+/// `value` (not negative) to `decimals` places, as `format!("{:.*}", decimals, value)` writes
+/// it. A whole number below 2^53 (a count, the usual figure) is written as an integer: the
+/// float formatter's exact mode takes its slow path for it, thousands of instructions a cell.
+fn plain(value: f64, decimals: usize) -> String {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: every whole number below is exact
+    if value.fract() == 0.0 && (0.0..EXACT).contains(&value) {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // whole, in range
+        let whole = value as u64;
+        let mut text = whole.to_string();
+        if decimals > 0 {
+            text.push('.');
+            text.extend(std::iter::repeat_n('0', decimals));
+        }
+        return text;
+    }
+    format!("{value:.decimals$}")
 }
 
 #[cfg(test)]
@@ -188,6 +216,18 @@ mod tests {
         assert_eq!(grouped(98.76, 1), "98.8");
         assert_eq!(grouped(-12_345.5, 1), "-12,345.5");
         assert_eq!(grouped(-0.01, 1), "0.0");
+        assert_eq!(grouped(-0.0, 0), "0");
+        assert_eq!(grouped(42.0, 2), "42.00");
+        assert_eq!(
+            grouped(2.5, 0),
+            "2",
+            "ties to even, as the formatter rounds"
+        );
+        assert_eq!(
+            grouped(1e300, 0).len(),
+            301 + 100,
+            "a huge figure keeps every digit"
+        );
         assert_eq!(
             render("{{number data.n}}", "UTC", json!({ "n": 6210 })),
             "6,210"
@@ -197,6 +237,22 @@ mod tests {
             missing.starts_with("error:") && missing.contains("data.n"),
             "strict, naming the field: {missing}"
         );
+    }
+
+    #[test]
+    fn whole_numbers_read_as_the_float_formatter_writes_them() {
+        let mut cases = vec![0.0, 1.0, 9.0, 10.0, 999.0, 1000.0, 123_456_789.0];
+        cases.extend([2f64.powi(53) - 1.0, 2f64.powi(53), 2f64.powi(60)]);
+        cases.extend((0..2000).map(|n| f64::from(n * 7919)));
+        for value in cases {
+            for decimals in [0, 1, 3, 6] {
+                assert_eq!(
+                    plain(value, decimals),
+                    format!("{value:.decimals$}"),
+                    "{value} to {decimals} places"
+                );
+            }
+        }
     }
 
     #[test]
