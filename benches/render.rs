@@ -60,7 +60,7 @@ fn main() {
                 let rendered = templates.render(&context).expect("render");
                 let day = dawnpost::keys::IsoDate(date).to_string();
                 store
-                    .write(report.id.as_str(), &day, &rendered)
+                    .write(report.id.as_str(), &day, &Arc::new(rendered))
                     .await
                     .expect("write");
             });

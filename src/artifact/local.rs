@@ -163,7 +163,7 @@ mod tests {
         for report in ["warehouse-17", "caf\u{e9} #7"] {
             let writer = super::super::ArtifactStore::open(&url, dir.path()).expect("open");
             let (written, wrote) = writer
-                .write(report, "2026-10-25", &rendered)
+                .write(report, "2026-10-25", &std::sync::Arc::new(rendered.clone()))
                 .await
                 .expect("write");
             assert!(wrote, "{report}");

@@ -52,8 +52,11 @@ pub struct ArtifactStore {
     /// The artifacts this process wrote last, by `.html` key: a job's deliveries start right
     /// after its render, and read it from here instead of the store (a GET on S3). Keys are
     /// content hashes, so an entry can never disagree with the store.
-    recent: Arc<std::sync::Mutex<std::collections::VecDeque<(String, Rendered)>>>,
+    recent: Arc<std::sync::Mutex<Recent>>,
 }
+
+/// The artifacts written last, by `.html` key, oldest first; shared with their deliveries.
+type Recent = std::collections::VecDeque<(String, Arc<Rendered>)>;
 
 /// How many artifacts [`ArtifactStore`] keeps in memory after writing them.
 const RECENT: usize = 64;
@@ -164,12 +167,12 @@ impl ArtifactStore {
         &self,
         report: &str,
         date: &str,
-        rendered: &Rendered,
+        rendered: &Arc<Rendered>,
     ) -> Result<(ArtifactRef, bool), ArtifactError> {
         if self.local.is_some() {
             // A `file://` store writes every part on one blocking thread.
             let (me, at) = (self.clone(), (report.to_string(), date.to_string()));
-            let owned = rendered.clone();
+            let owned = Arc::clone(rendered);
             let written =
                 tokio::task::spawn_blocking(move || me.write_blocking(&at.0, &at.1, &owned));
             match written.await {
@@ -201,7 +204,7 @@ impl ArtifactStore {
         &self,
         report: &str,
         date: &str,
-        rendered: &Rendered,
+        rendered: &Arc<Rendered>,
     ) -> Option<Result<(ArtifactRef, bool), ArtifactError>> {
         let fs = self.local.as_ref()?;
         let artifact = reference(report, date, rendered);
@@ -248,7 +251,10 @@ impl ArtifactStore {
     }
 
     /// Reads every part of an artifact.
-    pub async fn read_rendered(&self, artifact: &ArtifactRef) -> Result<Rendered, ArtifactError> {
+    pub async fn read_rendered(
+        &self,
+        artifact: &ArtifactRef,
+    ) -> Result<Arc<Rendered>, ArtifactError> {
         if let Some(r) = self.recalled(&artifact.html_key) {
             return Ok(r);
         }
@@ -258,10 +264,11 @@ impl ArtifactStore {
             Some(key) => Some(self.read(key).await?),
             None => None,
         };
-        Ok(decoded(&html, &text, csv.as_deref()))
+        Ok(Arc::new(decoded(&html, &text, csv.as_deref())))
     }
 
-    fn remember(&self, html_key: &str, rendered: &Rendered) {
+    /// Keeps the artifact just written (shared, not copied) for its deliveries.
+    fn remember(&self, html_key: &str, rendered: &Arc<Rendered>) {
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
         if recent.iter().any(|(k, _)| k == html_key) {
             return;
@@ -269,7 +276,7 @@ impl ArtifactStore {
         if recent.len() >= RECENT {
             recent.pop_front();
         }
-        recent.push_back((html_key.to_string(), rendered.clone()));
+        recent.push_back((html_key.to_string(), Arc::clone(rendered)));
     }
 
     fn forget(&self, gone: impl Fn(&str) -> bool) {
@@ -277,12 +284,12 @@ impl ArtifactStore {
         recent.retain(|(k, _)| !gone(k));
     }
 
-    fn recalled(&self, html_key: &str) -> Option<Rendered> {
+    fn recalled(&self, html_key: &str) -> Option<Arc<Rendered>> {
         let recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
         recent
             .iter()
             .find(|(k, _)| k == html_key)
-            .map(|(_, r)| r.clone())
+            .map(|(_, r)| Arc::clone(r))
     }
 
     /// Reads an artifact the ledger names back from the store and checks it against its
@@ -500,7 +507,7 @@ mod tests {
         let backing: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
         let store = ArtifactStore::with_store(backing.clone(), "memory://");
         let (a, wrote) = store
-            .write("r", "2026-11-30", &rendered())
+            .write("r", "2026-11-30", &Arc::new(rendered()))
             .await
             .expect("write");
         assert!(wrote);
@@ -510,12 +517,12 @@ mod tests {
             .delete(&ObjectPath::from(a.html_key.as_str()))
             .await
             .expect("delete");
-        assert_eq!(store.read_rendered(&a).await.expect("read"), rendered());
+        assert_eq!(*store.read_rendered(&a).await.expect("read"), rendered());
         // Deleted through the store (retention): no longer served.
         store.purge("r", "2026-11-30").await.expect("purge");
         assert!(store.read_rendered(&a).await.is_err(), "purged");
         let (a, _) = store
-            .write("r", "2026-11-30", &rendered())
+            .write("r", "2026-11-30", &Arc::new(rendered()))
             .await
             .expect("write");
         store.delete(&a.text_key).await.expect("delete");
@@ -529,7 +536,7 @@ mod tests {
         let pool = ArtifactStore::with_store(backing, "memory://");
         let sweeper = pool.clone();
         let (a, _) = pool
-            .write("r", "2026-11-30", &rendered())
+            .write("r", "2026-11-30", &Arc::new(rendered()))
             .await
             .expect("write");
         sweeper.purge("r", "2026-11-30").await.expect("purge");
@@ -552,7 +559,7 @@ mod tests {
             };
             refs.push(
                 store
-                    .write("r", &format!("d{i}"), &r)
+                    .write("r", &format!("d{i}"), &Arc::new(r))
                     .await
                     .expect("write")
                     .0,

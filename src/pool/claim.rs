@@ -89,7 +89,7 @@ impl Pipeline {
     /// the pool's loop queues them (see [`Pipeline::queue_arrivals`]). With the render's parts
     /// (`rendered`) they read no store: renders run ahead of the sends by a commit or more,
     /// further than the store's memory of recent artifacts reaches under load.
-    pub(super) fn adopt(&self, born: Born, rendered: Option<Rendered>) {
+    pub(super) fn adopt(&self, born: Born, rendered: Option<Arc<Rendered>>) {
         let Born { deliveries, asked } = born;
         let Some(first) = deliveries.first() else {
             return;

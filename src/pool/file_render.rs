@@ -23,7 +23,7 @@ use crate::window::Window;
 /// What the step made: the stored artifact, its parts and whether this render wrote it, or
 /// nothing to send and why (`skip_if_empty`).
 pub(super) enum Stepped {
-    Stored(ArtifactRef, Rendered, bool),
+    Stored(ArtifactRef, Arc<Rendered>, bool),
     Empty(String),
 }
 
@@ -54,7 +54,7 @@ pub(super) async fn render_in_one_step(
         let drawn = render_data(&report, templates.as_deref(), job_at, data, allowed)?;
         let rendered = match drawn {
             Drawn::Empty(why) => return Ok(Stepped::Empty(why)),
-            Drawn::Parts(rendered) => rendered,
+            Drawn::Parts(rendered) => Arc::new(rendered),
         };
         at.store(WRITING, Ordering::Relaxed);
         let (id, date) = (key.report().as_str(), key.day());

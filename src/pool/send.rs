@@ -35,7 +35,7 @@ struct Ready<'a> {
 /// A leased job's artifact, read at most once for all its deliveries leased together.
 pub(super) struct JobArtifact {
     pub(super) job: Option<Arc<Job>>,
-    pub(super) rendered: tokio::sync::OnceCell<Rendered>,
+    pub(super) rendered: tokio::sync::OnceCell<Arc<Rendered>>,
     /// Its parts escaped for a webhook body, once for all the job's webhooks.
     pub(super) escaped: std::sync::OnceLock<Result<EscapedParts, String>>,
     /// The encoded size of its whole email when that passes `email.max_message_bytes` (then
@@ -49,7 +49,10 @@ impl JobArtifact {
     }
 
     /// With its parts already in hand (the render that made them).
-    pub(super) fn with_rendered(job: Option<Arc<Job>>, rendered: Option<Rendered>) -> JobArtifact {
+    pub(super) fn with_rendered(
+        job: Option<Arc<Job>>,
+        rendered: Option<Arc<Rendered>>,
+    ) -> JobArtifact {
         JobArtifact {
             job,
             rendered: tokio::sync::OnceCell::new_with(rendered),

@@ -108,7 +108,7 @@ async fn record_render(
     p: &Pipeline,
     job: &Job,
     render: Render,
-    rendered: Option<Rendered>,
+    rendered: Option<Arc<Rendered>>,
     completions: &mpsc::Sender<Completion>,
     slot: &mut Slot,
 ) {
@@ -136,7 +136,7 @@ async fn record_render(
 enum Made {
     /// The artifact, its deliveries, and its parts when this render made them (not when it
     /// found them stored by an earlier attempt).
-    Artifact(ArtifactRef, Vec<NewDelivery>, Option<Rendered>),
+    Artifact(ArtifactRef, Vec<NewDelivery>, Option<Arc<Rendered>>),
     Empty(String),
     Held,
 }
@@ -210,7 +210,7 @@ async fn render_and_store(
     let allowed = (stale, p.ledger.write_format() >= SKIPPED_FORMAT);
     let rendered = match render_data(report, templates, job_at, data, allowed)? {
         Drawn::Empty(why) => return Ok(Made::Empty(why)),
-        Drawn::Parts(rendered) => rendered,
+        Drawn::Parts(rendered) => Arc::new(rendered),
     };
     let (artifact, wrote) = p.artifacts.write(id, &date, &rendered).await?;
     count_written(p, &artifact, wrote);

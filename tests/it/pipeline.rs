@@ -462,7 +462,10 @@ async fn a_first_render_writes_its_own_artifact(t: &TestLedger) {
         text: "left by a job deleted before".into(),
         csv: None,
     };
-    let (left, _) = store.write("own", DATE, &stranger).await.expect("write");
+    let (left, _) = store
+        .write("own", DATE, &Arc::new(stranger.clone()))
+        .await
+        .expect("write");
     assert_eq!(run(&p, t).await.exit_code, 0);
     let job = (t.ledger.job_get(&jk("own:2026-11-30")).await)
         .expect("get")
@@ -495,7 +498,10 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
         csv: None,
     };
     let lease = earlier_attempt(t, "esc:2026-11-30").await;
-    let (stored, wrote) = store.write("esc", DATE, &earlier).await.expect("write");
+    let (stored, wrote) = store
+        .write("esc", DATE, &Arc::new(earlier.clone()))
+        .await
+        .expect("write");
     assert!(wrote);
     let now = chrono::Utc::now();
     (t.ledger
@@ -503,7 +509,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
         .await)
         .expect("lease back");
     let (_, again) = store
-        .write("esc", DATE, &earlier)
+        .write("esc", DATE, &Arc::new(earlier.clone()))
         .await
         .expect("write again");
     assert!(!again, "create-only: the second write finds the object");

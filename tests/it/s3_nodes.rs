@@ -291,7 +291,11 @@ async fn racing_writes_of_one_artifact_store_it_once() {
     };
     let writes = (0..6).map(|_| {
         let (store, rendered) = (store.clone(), rendered.clone());
-        tokio::spawn(async move { store.write("carrier-7", "2026-11-30", &rendered).await })
+        tokio::spawn(async move {
+            store
+                .write("carrier-7", "2026-11-30", &std::sync::Arc::new(rendered))
+                .await
+        })
     });
     let mut wrote = 0;
     let mut refs = BTreeSet::new();

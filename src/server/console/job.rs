@@ -95,7 +95,7 @@ async fn stored(
     let h = history(st, key).await?;
     Ok(match (&h.job.artifact, h.job.artifact_deleted_at) {
         (Some(a), None) => match st.artifacts.read_rendered(a).await {
-            Ok(r) => Ok(r),
+            Ok(r) => Ok(std::sync::Arc::unwrap_or_clone(r)),
             Err(e) => {
                 tracing::warn!(job = %key, error = %e, "console: artifact unreadable");
                 let msg = "The artifact could not be read from the store; see the daemon's log.";

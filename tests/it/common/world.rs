@@ -165,7 +165,7 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         csv: None,
     };
     let (artifact, _) = store
-        .write(&spec.report, &date.to_string(), &rendered)
+        .write(&spec.report, &date.to_string(), &Arc::new(rendered))
         .await
         .expect("artifact");
     let deliveries = vec![NewDelivery {
