@@ -57,7 +57,7 @@ fn main() {
                     data,
                     false,
                 );
-                let rendered = templates.render(&context).expect("render");
+                let rendered = templates.render(context).expect("render");
                 let day = dawnpost::keys::IsoDate(date).to_string();
                 store
                     .write(report.id.as_str(), &day, &Arc::new(rendered))

@@ -228,7 +228,7 @@ async fn render(
     })?;
     let context = crate::render::context(report, (fire.key.date(), now), &fire.window, data, false);
     templates
-        .render(&context)
+        .render(context)
         .map_err(|source| PreviewError::Render {
             report: name,
             source,

@@ -115,7 +115,7 @@ pub(super) fn render_data(
     let templates = templates.ok_or_else(|| RenderFailure::NotLoaded(report.template.clone()))?;
     let when = (key.date(), generated_at);
     let context = crate::render::context(report, when, window, data, stale);
-    Ok(Drawn::Parts(templates.render(&context)?))
+    Ok(Drawn::Parts(templates.render(context)?))
 }
 
 fn not_local(artifacts: &crate::artifact::ArtifactStore) -> ArtifactError {

@@ -83,7 +83,7 @@ fn check_report(
                     source,
                 })?;
             let rendered = templates
-                .render(&context(report, (date, generated_at), &window, data, false))
+                .render(context(report, (date, generated_at), &window, data, false))
                 .map_err(|e| RenderError::AgainstSample {
                     path: path.clone(),
                     source: Box::new(e),
@@ -92,7 +92,7 @@ fn check_report(
         }
         None => {
             templates
-                .render_lenient(&context(
+                .render_lenient(context(
                     report,
                     (date, generated_at),
                     &window,

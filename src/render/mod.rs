@@ -149,8 +149,10 @@ impl Templates {
 
     /// Renders every part; a missing field is an error that names it. The HTML part then has
     /// its `<style>` rules inlined on each element (the block is kept for clients that read it)
-    /// and every image must carry alt text.
-    pub fn render(&self, context: &Value) -> Result<Rendered, RenderError> {
+    /// and every image must carry alt text. The context is taken as it is, for all the parts:
+    /// handlebars' `render` would copy it into a value of its own for each.
+    pub fn render(&self, context: Value) -> Result<Rendered, RenderError> {
+        let context = handlebars::Context::from(context);
         let part = |ext: &str, e: handlebars::RenderError| RenderError::Render {
             part: format!("{}.{ext}", self.name),
             at: position(e.line_no.zip(e.column_no)),
@@ -158,7 +160,7 @@ impl Templates {
         };
         let html = self
             .html
-            .render(&self.name, context)
+            .render_with_context(&self.name, &context)
             .map_err(|e| part("html.hbs", e))?;
         let html = email_html::prepare(&html).map_err(|reason| RenderError::Html {
             part: format!("{}.html.hbs", self.name),
@@ -166,12 +168,12 @@ impl Templates {
         })?;
         let text = self
             .text
-            .render(&self.name, context)
+            .render_with_context(&self.name, &context)
             .map_err(|e| part("txt.hbs", e))?;
         let csv = match &self.csv {
             Some(registry) => Some(
                 registry
-                    .render(&self.name, context)
+                    .render_with_context(&self.name, &context)
                     .map_err(|e| part("csv.hbs", e))?,
             ),
             None => None,
@@ -181,7 +183,7 @@ impl Templates {
 
     /// Renders without strict mode: used when no sample data exists, to still catch unknown
     /// helpers and partials.
-    pub(super) fn render_lenient(&mut self, context: &Value) -> Result<Rendered, RenderError> {
+    pub(super) fn render_lenient(&mut self, context: Value) -> Result<Rendered, RenderError> {
         self.registries().for_each(|r| r.set_strict_mode(false));
         let result = self.render(context);
         self.registries().for_each(|r| r.set_strict_mode(true));
@@ -271,12 +273,16 @@ pub fn context(
         "report": { "id": report.id.as_str(), "title": report.title, "timezone": report.timezone().name() },
         "date": crate::keys::IsoDate(date).to_string(),
         "window": { "start": rfc3339(window.start), "end": rfc3339(window.end) },
-        "data": data,
         "generated_at": rfc3339(generated_at),
         "stale": stale,
     });
-    if let (Some(family), Value::Object(c)) = (&report.family, &mut context) {
-        c.insert("row".into(), Value::Object(family.values.clone()));
+    if let Value::Object(c) = &mut context {
+        // Moved in, not written into `json!`, which would copy the whole source through
+        // serialization.
+        c.insert("data".into(), data);
+        if let Some(family) = &report.family {
+            c.insert("row".into(), Value::Object(family.values.clone()));
+        }
     }
     context
 }
