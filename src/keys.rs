@@ -56,8 +56,6 @@ impl Serialize for ReportId {
     }
 }
 
-/// A local date written `YYYY-MM-DD`, with a four-digit year and nothing else (chrono's `%Y`
-/// alone would take `+99999-01-01`).
 /// An `http(s)` URL's `host:port` (lowercase; the scheme's port when none is given).
 pub fn host_port(url: &str) -> Option<String> {
     let u = url::Url::parse(url).ok()?;
@@ -68,6 +66,8 @@ pub fn host_port(url: &str) -> Option<String> {
     ))
 }
 
+/// A local date written `YYYY-MM-DD`, with a four-digit year and nothing else (chrono's `%Y`
+/// alone would take `+99999-01-01`).
 pub fn parse_date(s: &str) -> Option<NaiveDate> {
     let b = s.as_bytes();
     let shape = b.len() == 10

@@ -56,11 +56,6 @@ impl SendTarget {
         SendTarget(crate::keys::host_port(url).unwrap_or_else(|| url.to_ascii_lowercase()))
     }
 
-    /// Where `key`'s sends go, emails going through `relay`.
-    pub fn of(key: &crate::keys::DeliveryKey, relay: &SendTarget) -> SendTarget {
-        SendTarget::to(key.kind(), key.destination(), relay)
-    }
-
     /// Where sends of `kind` to `destination` (an address, a webhook's URL) go, emails going
     /// through `relay`.
     pub fn to(

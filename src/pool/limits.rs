@@ -61,7 +61,14 @@ pub struct RateLimits {
     /// back is due one period later, so a backlog comes back one by one at the host's rate
     /// instead of all at once (and being turned back again).
     queue_end: Mutex<HashMap<String, Duration>>,
+    /// Webhook URLs' targets as found: a URL parse costs thousands of instructions and every
+    /// delivery asks for its target; a configuration names few URLs (cleared past
+    /// [`TARGETS_KEPT`], so a ledger of many keeps it bounded).
+    targets: Mutex<HashMap<String, SendTarget>>,
 }
+
+/// How many webhook URLs' targets [`RateLimits`] keeps.
+const TARGETS_KEPT: usize = 4096;
 
 impl RateLimits {
     /// The limits of `specs`, emails going through `smtp_url`'s relay, on the pool's `clock`.
@@ -91,17 +98,30 @@ impl RateLimits {
             relay: SendTarget::relay(smtp_url),
             clock,
             queue_end: Mutex::default(),
+            targets: Mutex::default(),
         }
     }
 
     /// Where a delivery's sends go (the relay for an email).
     pub fn target(&self, key: &DeliveryKey) -> SendTarget {
-        SendTarget::of(key, &self.relay)
+        self.target_to(key.kind(), key.destination())
     }
 
     /// Where sends of `kind` to `destination` go (the relay for an email).
     pub fn target_to(&self, kind: DestinationKind, destination: &str) -> SendTarget {
-        SendTarget::to(kind, destination, &self.relay)
+        if kind == DestinationKind::Email {
+            return self.relay.clone();
+        }
+        let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(target) = targets.get(destination) {
+            return target.clone();
+        }
+        if targets.len() >= TARGETS_KEPT {
+            targets.clear();
+        }
+        let target = SendTarget::to(kind, destination, &self.relay);
+        targets.insert(destination.to_string(), target.clone());
+        target
     }
 
     /// Takes one send from `target`'s budget (`None`: send now), or says when to send instead
@@ -219,5 +239,19 @@ mod tests {
                 .as_str(),
             "hooks.x.example:443"
         );
+        // Asked again (found, not parsed), and past the bound (forgotten, found again).
+        let hook = key(Webhook, "http://hooks.x.example:8080/a");
+        assert_eq!(limits.target(&hook).as_str(), "hooks.x.example:8080");
+        assert_eq!(limits.target(&hook).as_str(), "hooks.x.example:8080");
+        for n in 0..TARGETS_KEPT + 5 {
+            let url = format!("https://h{n}.example/");
+            assert_eq!(
+                limits.target_to(Webhook, &url).as_str(),
+                format!("h{n}.example:443")
+            );
+        }
+        let kept = limits.targets.lock().expect("targets").len();
+        assert!(kept <= TARGETS_KEPT, "{kept} kept");
+        assert_eq!(limits.target(&hook).as_str(), "hooks.x.example:8080");
     }
 }
