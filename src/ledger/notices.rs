@@ -400,10 +400,7 @@ impl Ledger {
             .bind(attempt.reason.as_str());
         self.within(async |tx| {
             if tx.execute(&settle).await? != 1 {
-                return Err(LedgerError::LeaseLost {
-                    key: key.to_string(),
-                    token: send.lease_token,
-                });
+                return Err(lease_lost(send));
             }
             tx.execute(&record).await.map(|_| ())
         })
@@ -427,10 +424,7 @@ impl Ledger {
             .bind(to_millis(now));
         self.within(async |tx| match tx.execute(&defer).await? {
             1 => Ok(()),
-            _ => Err(LedgerError::LeaseLost {
-                key: key.to_string(),
-                token: send.lease_token,
-            }),
+            _ => Err(lease_lost(send)),
         })
         .await
     }
@@ -509,4 +503,12 @@ async fn insert_message(
         tx.execute(&st).await?;
     }
     Ok(())
+}
+
+/// A send's update found no row: its lease (token) no longer holds.
+fn lease_lost(send: &NoticeSend) -> LedgerError {
+    LedgerError::LeaseLost {
+        key: send.key.as_str().to_string(),
+        token: send.lease_token,
+    }
 }
