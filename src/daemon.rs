@@ -83,7 +83,8 @@ pub async fn run(
         metrics.clone(),
         late,
     )?
-    .with_limits(pipeline.limits.clone());
+    .with_limits(pipeline.limits.clone())
+    .with_throttle(pipeline.throttle.clone());
     let (listener, state) = server_for(config, &ledger, &clock, node, artifacts, &catalog).await?;
     let tick = SchedulerTick::new(
         ledger.clone(),

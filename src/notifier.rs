@@ -28,7 +28,7 @@ use crate::clock::SharedClock;
 use crate::config::{Config, Report};
 use crate::deliver::email::EmailSender;
 use crate::deliver::webhook::WebhookSender;
-use crate::deliver::{DeliverError, Outcome};
+use crate::deliver::{DeliverError, Outcome, SendTarget};
 use crate::keys::{DestinationKind, JobKey};
 use crate::ledger::{Addressed, SendNext};
 use crate::ledger::{Ledger, LedgerError, NewNotice, NoticeAttempt, NoticeMessage, NoticeSend};
@@ -36,6 +36,7 @@ use crate::metrics::Metrics;
 use crate::notice::{Cause, Expected, Item, LateBoard, LateReport, Standing};
 use crate::outcome::ResponseClass;
 use crate::pool::limits::RateLimits;
+use crate::pool::throttle::HostThrottle;
 use crate::redact::{redact_address, redact_endpoint};
 use crate::retry::{Decision, RetryPolicy};
 
@@ -69,7 +70,8 @@ pub struct RoundCounts {
     pub sent: u64,
     pub retried: u64,
     pub quarantined: u64,
-    /// Sends put back unattempted: their host's `[[rate_limit]]` had no send left.
+    /// Sends put back unattempted: their host was paused by a 429, or its `[[rate_limit]]`
+    /// had no send left.
     pub deferred: u64,
 }
 
@@ -96,6 +98,8 @@ pub struct Notifier {
     policy: RetryPolicy,
     /// `[[rate_limit]]`, by send target.
     limits: Arc<RateLimits>,
+    /// Hosts paused by a rate-limited reply (the pool's, in the daemon).
+    throttle: Arc<HostThrottle>,
     public_url: Option<url::Url>,
     owner: String,
     /// How long a send's lease lasts: longer than either transport's timeout.
@@ -125,6 +129,7 @@ impl Notifier {
                 &s.email.smtp_url,
                 clock.clone(),
             )),
+            throttle: Arc::default(),
             public_url: s.server.public_url.clone(),
             owner: crate::pool::default_owner(),
             lease_for: chrono::Duration::from_std(longest + Duration::from_secs(60))
@@ -142,6 +147,14 @@ impl Notifier {
     /// Counts its sends against `limits` (the pool's, in the daemon) instead of its own.
     pub fn with_limits(mut self, limits: Arc<RateLimits>) -> Notifier {
         self.limits = limits;
+        self
+    }
+
+    /// Shares `throttle`'s paused hosts (the pool's, in the daemon): a notice to a host a 429
+    /// paused waits for the pause's end, unattempted, and a 429 to a notice pauses the host
+    /// for the pool's deliveries too.
+    pub fn with_throttle(mut self, throttle: Arc<HostThrottle>) -> Notifier {
+        self.throttle = throttle;
         self
     }
 
@@ -337,9 +350,10 @@ impl Notifier {
         send: &NoticeSend,
         message: Option<&Option<NoticeMessage>>,
     ) -> Result<Option<SendNext>, LedgerError> {
+        let target = self.limits.target_to(send.kind, &send.destination);
         let outcome = match message {
             Some(Some(m)) => {
-                if self.deferred(send).await? {
+                if self.deferred(send, &target).await? {
                     return Ok(None);
                 }
                 self.transmit(send, m).await
@@ -347,6 +361,7 @@ impl Notifier {
             _ => Outcome::new(ResponseClass::Permanent, None, "its message is gone"),
         };
         let now = self.clock.now();
+        self.throttle_on(&target, &outcome, now);
         let attempt = u32::try_from(send.attempts).unwrap_or(u32::MAX);
         let decision = (self.policy).decide(
             now,
@@ -383,16 +398,35 @@ impl Notifier {
         Ok(Some(next))
     }
 
-    /// Whether `send` went back to wait for its host's rate limit (see [`RateLimits::take`]).
-    async fn deferred(&self, send: &NoticeSend) -> Result<bool, LedgerError> {
-        let target = self.limits.target_to(send.kind, &send.destination);
+    /// Whether `send` went back, unattempted, to wait for its host: paused by a 429 (see
+    /// [`HostThrottle`]) or out of its rate limit's sends (see [`RateLimits::take`]).
+    async fn deferred(&self, send: &NoticeSend, target: &SendTarget) -> Result<bool, LedgerError> {
         let now = self.clock.now();
-        let Some(until) = self.limits.take_or_defer(&target, now, &self.metrics) else {
-            return Ok(false);
+        let (until, why) = match self.throttle.paused_until(target.as_str(), now) {
+            Some(until) => (until, "its host's pause after a 429"),
+            None => match self.limits.take_or_defer(target, now, &self.metrics) {
+                Some(until) => (until, "its host's rate limit"),
+                None => return Ok(false),
+            },
         };
         self.ledger.notice_defer(send, until, now).await?;
-        tracing::debug!(message = %send.message, host = %target, until = %until, "owners' notice: waits for its host's rate limit");
+        tracing::debug!(message = %send.message, host = %target, until = %until, "owners' notice: waits for {why}");
         Ok(true)
+    }
+
+    /// What a reply tells the shared throttle, as the pool's own replies do: a 429 pauses the
+    /// host until its Retry-After (at most `retry.max_retry_after`; the policy's base delay
+    /// without one), any other answer ends a pause.
+    fn throttle_on(&self, target: &SendTarget, outcome: &Outcome, now: DateTime<Utc>) {
+        match outcome.class {
+            ResponseClass::RateLimited => {
+                let wait = (outcome.retry_after)
+                    .map_or(self.policy.base, |ra| ra.min(self.policy.max_retry_after));
+                self.throttle
+                    .pause(target.as_str(), crate::clock::add(now, wait));
+            }
+            _ => self.throttle.clear(target.as_str()),
+        }
     }
 
     /// Hands `send` of message `m` to its transport.

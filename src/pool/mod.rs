@@ -255,7 +255,9 @@ pub struct Pipeline {
     pub http: reqwest::Client,
     pub policy: RetryPolicy,
     pub clock: SharedClock,
-    pub throttle: HostThrottle,
+    /// Hosts paused by a rate-limited reply (shared with the owners' notifier in the daemon:
+    /// a 429 to either holds both).
+    pub throttle: Arc<HostThrottle>,
     /// `[[rate_limit]]`: the send rate each destination host accepts (shared with the
     /// owners' notifier in the daemon, so both count against one budget per host).
     pub limits: Arc<limits::RateLimits>,
@@ -324,7 +326,7 @@ impl Pipeline {
             policy: RetryPolicy::from(&config.settings.retry),
             clock,
             // A probe that never answers expires after the longest a send may take.
-            throttle: HostThrottle::new(
+            throttle: Arc::new(HostThrottle::new(
                 chrono::Duration::from_std(
                     send_timeouts
                         .0
@@ -332,7 +334,7 @@ impl Pipeline {
                         .saturating_add(SEND_GRACE),
                 )
                 .unwrap_or(throttle::DEFAULT_PROBE_TTL),
-            ),
+            )),
             limits,
             admission: Admission::new(pool.admission_per_second),
             stats: Stats::default(),

@@ -44,6 +44,7 @@ mod migrate;
 mod node_faults;
 mod nodes;
 mod owner_config;
+mod owner_pauses;
 mod owners;
 mod pipeline;
 mod pipeline_faults;

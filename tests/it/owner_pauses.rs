@@ -1,0 +1,145 @@
+//! The owners' notices and the pool's paused hosts (`HostThrottle`): the daemon gives the
+//! notifier the pool's throttle, so a host a 429 paused holds a notice to it, unattempted, until
+//! the pause ends, and a 429 to a notice pauses the host for the pool's deliveries too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use dawnpost::ManualClock;
+use dawnpost::catalog::Catalog;
+use dawnpost::metrics::Metrics;
+use dawnpost::notice::LateBoard;
+use dawnpost::notifier::Notifier;
+use dawnpost::pool::throttle::{Gate, HostThrottle};
+
+use crate::common::peers::Receiver;
+use crate::common::{Project, TestLedger, at};
+use crate::owners::owned_report;
+
+/// A report whose 06:30 fire never became a job, due by 08:00, told to an owner webhook at
+/// `url` (no owners' emails); retries start at one second.
+fn project(url: &str) -> Project {
+    let hook = format!("owner_webhook = {{ url = \"{url}\" }}");
+    let p = Project::new(
+        &owned_report("wh", "0 30 6 30 11 *", "08:00", &hook).replace(
+            "owners = [\"lead@example.com\", \"second@example.com\"]",
+            "",
+        ),
+    );
+    p.write("config/dawnpost.toml", "[retry]\nbase = \"1s\"\n");
+    p
+}
+
+/// The notifier of `p` at `now`, sharing `throttle`, and its clock.
+fn notifier(
+    p: &Project,
+    t: &TestLedger,
+    now: DateTime<Utc>,
+    throttle: &Arc<HostThrottle>,
+) -> (Notifier, ManualClock) {
+    let config = p.load();
+    let clock = ManualClock::new(now);
+    let catalog = Catalog::load(&config).expect("catalog");
+    let notifier = Notifier::new(
+        &config,
+        (t.ledger.clone(), catalog, Arc::new(clock.clone())),
+        Arc::new(Metrics::default()),
+        LateBoard::default(),
+    )
+    .expect("notifier")
+    .with_throttle(throttle.clone());
+    (notifier, clock)
+}
+
+/// The send's state and attempts.
+async fn send_state(t: &TestLedger) -> Vec<(String, i64)> {
+    let sends = t.ledger.notice_sends_of("wh:2026-11-30/late").await;
+    (sends.expect("sends").into_iter())
+        .map(|s| (s.state, s.attempts))
+        .collect()
+}
+
+/// A host the pool paused (a 429 with Retry-After) holds the notice: put back unattempted, due
+/// at the pause's end, then sent.
+async fn a_host_the_pool_paused_holds_the_owners_notice(t: &TestLedger) {
+    let receiver =
+        Receiver::start(Arc::new(|_: &str, _: usize, _| (200, None, Duration::ZERO))).await;
+    let url = receiver.url("owners");
+    let host = dawnpost::keys::host_port(&url).expect("host");
+    let eight = at(2026, 11, 30, 8, 0);
+    let throttle = Arc::new(HostThrottle::default());
+    throttle.pause(&host, eight + chrono::Duration::seconds(30));
+    let (notifier, clock) = notifier(&project(&url), t, eight, &throttle);
+
+    let held = notifier.run_once().await.expect("round");
+    assert_eq!(
+        (held.messages, held.sent, held.deferred),
+        (1, 0, 1),
+        "{held:?}"
+    );
+    assert!(
+        receiver.hits_for("owners").is_empty(),
+        "nothing reached the paused host"
+    );
+    assert_eq!(
+        send_state(t).await,
+        [("pending".into(), 0)],
+        "no attempt counted"
+    );
+
+    clock.set(eight + chrono::Duration::seconds(29));
+    let early = notifier.run_once().await.expect("round");
+    assert_eq!(
+        (early.sent, early.deferred),
+        (0, 0),
+        "not due before the pause ends"
+    );
+    clock.set(eight + chrono::Duration::seconds(30));
+    let then = notifier.run_once().await.expect("round");
+    assert_eq!((then.sent, then.deferred), (1, 0), "{then:?}");
+    assert_eq!(receiver.hits_for("owners").len(), 1);
+    assert_eq!(send_state(t).await, [("sent".into(), 1)]);
+}
+
+/// A 429 to a notice pauses its host for the pool until the Retry-After; the answer after it
+/// ends the pause.
+async fn a_429_to_an_owners_notice_pauses_the_host_for_the_pool(t: &TestLedger) {
+    let receiver = Receiver::start(Arc::new(|_: &str, nth: usize, _| match nth {
+        1 => (429, Some("20".to_string()), Duration::ZERO),
+        _ => (200, None, Duration::ZERO),
+    }))
+    .await;
+    let url = receiver.url("owners");
+    let host = dawnpost::keys::host_port(&url).expect("host");
+    let eight = at(2026, 11, 30, 8, 0);
+    let throttle = Arc::new(HostThrottle::default());
+    let (notifier, clock) = notifier(&project(&url), t, eight, &throttle);
+
+    let first = notifier.run_once().await.expect("round");
+    assert_eq!((first.sent, first.retried), (0, 1), "{first:?}");
+    let until = eight + chrono::Duration::seconds(20);
+    assert_eq!(throttle.paused_until(&host, eight), Some(until));
+    assert_eq!(
+        throttle.gate(&host, eight),
+        Gate::WaitUntil(until),
+        "the pool's deliveries to the host wait too"
+    );
+
+    clock.set(eight + chrono::Duration::minutes(1));
+    let then = notifier.run_once().await.expect("round");
+    assert_eq!((then.sent, then.deferred), (1, 0), "{then:?}");
+    assert_eq!(receiver.hits_for("owners").len(), 2);
+    let later = eight + chrono::Duration::minutes(1);
+    assert_eq!(throttle.paused_until(&host, later), None);
+    assert_eq!(
+        throttle.gate(&host, later),
+        Gate::Go,
+        "the host answers again"
+    );
+}
+
+on_both_backends!(
+    a_host_the_pool_paused_holds_the_owners_notice,
+    a_429_to_an_owners_notice_pauses_the_host_for_the_pool,
+);
