@@ -414,9 +414,10 @@ impl Notifier {
         Ok(true)
     }
 
-    /// What a reply tells the shared throttle, as the pool's own replies do: a 429 pauses the
-    /// host until its Retry-After (at most `retry.max_retry_after`; the policy's base delay
-    /// without one), any other answer ends a pause.
+    /// What a reply tells the shared throttle: a 429 pauses the host until its Retry-After (at
+    /// most `retry.max_retry_after`; the policy's base delay without one), an accepted notice
+    /// ends a pause. Other outcomes leave it as it is: some never reached the host (a message
+    /// gone, a secret unset).
     fn throttle_on(&self, target: &SendTarget, outcome: &Outcome, now: DateTime<Utc>) {
         match outcome.class {
             ResponseClass::RateLimited => {
@@ -425,7 +426,8 @@ impl Notifier {
                 self.throttle
                     .pause(target.as_str(), crate::clock::add(now, wait));
             }
-            _ => self.throttle.clear(target.as_str()),
+            ResponseClass::Accepted => self.throttle.clear(target.as_str()),
+            _ => {}
         }
     }
 
