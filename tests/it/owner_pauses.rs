@@ -139,7 +139,40 @@ async fn a_429_to_an_owners_notice_pauses_the_host_for_the_pool(t: &TestLedger) 
     );
 }
 
+/// A notice that never reached its host (its secret's variable is unset) leaves the host's
+/// pause as it was: once the pause ends, the pool's deliveries still send one probe first.
+async fn a_notice_that_never_reached_its_host_leaves_the_pause(t: &TestLedger) {
+    let receiver =
+        Receiver::start(Arc::new(|_: &str, _: usize, _| (200, None, Duration::ZERO))).await;
+    let url = receiver.url("owners");
+    let host = dawnpost::keys::host_port(&url).expect("host");
+    let hook = format!(
+        "owner_webhook = {{ url = \"{url}\", secret_env = \"DAWNPOST_TEST_NEVER_SET_SECRET\" }}"
+    );
+    let p = Project::new(
+        &owned_report("wh", "0 30 6 30 11 *", "08:00", &hook).replace(
+            "owners = [\"lead@example.com\", \"second@example.com\"]",
+            "",
+        ),
+    );
+    let eight = at(2026, 11, 30, 8, 0);
+    let throttle = Arc::new(HostThrottle::default());
+    throttle.pause(&host, eight - chrono::Duration::seconds(1));
+    let (notifier, _clock) = notifier(&p, t, eight, &throttle);
+
+    let round = notifier.run_once().await.expect("round");
+    assert_eq!((round.sent, round.quarantined), (0, 1), "{round:?}");
+    assert!(receiver.hits_for("owners").is_empty(), "nothing was sent");
+    assert_eq!(throttle.gate(&host, eight), Gate::Go, "one delivery probes");
+    assert_eq!(
+        throttle.gate(&host, eight),
+        Gate::WaitUntil(eight + dawnpost::pool::throttle::PROBE_WAIT),
+        "the others wait for the probe's answer"
+    );
+}
+
 on_both_backends!(
     a_host_the_pool_paused_holds_the_owners_notice,
     a_429_to_an_owners_notice_pauses_the_host_for_the_pool,
+    a_notice_that_never_reached_its_host_leaves_the_pause,
 );
