@@ -421,8 +421,8 @@ impl Notifier {
     fn throttle_on(&self, target: &SendTarget, outcome: &Outcome, now: DateTime<Utc>) {
         match outcome.class {
             ResponseClass::RateLimited => {
-                let wait = (outcome.retry_after)
-                    .map_or(self.policy.base, |ra| ra.min(self.policy.max_retry_after));
+                let wait =
+                    (outcome.retry_after).map_or(self.policy.base, |ra| self.policy.honoured(ra));
                 self.throttle
                     .pause(target.as_str(), crate::clock::add(now, wait));
             }

@@ -73,6 +73,12 @@ pub enum Decision {
 }
 
 impl RetryPolicy {
+    /// How much of a receiver's Retry-After is honoured: never less than nothing, at most
+    /// `max_retry_after`. The retry waits this long (plus jitter), and so does its host's pause.
+    pub fn honoured(&self, asked: Duration) -> Duration {
+        asked.max(Duration::zero()).min(self.max_retry_after)
+    }
+
     /// Decides what follows attempt number `attempt` (1-based) of a delivery created at
     /// `created_at`. `jitter_sample` is a uniform sample in `[0, 1)`; passing it in keeps the
     /// function pure.
@@ -108,7 +114,7 @@ impl RetryPolicy {
         let u = jitter_sample.clamp(0.0, 1.0);
         let (delay, honoured) = match (class, retry_after) {
             (ResponseClass::RateLimited, Some(asked)) => {
-                let asked = asked.max(Duration::zero()).min(self.max_retry_after);
+                let asked = self.honoured(asked);
                 // Added on top only: at least 1s of spread so a herd does not return together.
                 let spread = scale(asked, self.jitter).max(Duration::seconds(1));
                 (asked + scale(spread, u), Some(asked))

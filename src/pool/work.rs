@@ -425,7 +425,7 @@ fn throttle_on(
             p.throttle.pause(
                 host,
                 outcome.retry_after.map_or(until, |ra| {
-                    crate::clock::add(finished_at, ra.min(p.policy.max_retry_after))
+                    crate::clock::add(finished_at, p.policy.honoured(ra))
                 }),
             );
         }
