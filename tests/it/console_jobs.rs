@@ -28,11 +28,7 @@ async fn quarantined_job(s: &Server, t: &TestLedger) -> Vec<DeliveryLease> {
     };
     let (artifact, _) = s
         .artifacts
-        .write(
-            "warehouse-17",
-            "2026-11-29",
-            &std::sync::Arc::new(rendered.clone()),
-        )
+        .write("warehouse-17", "2026-11-29", &std::sync::Arc::new(rendered))
         .await
         .expect("write artifact");
     let emails = ["ops@carrier-x.example", "bad@carrier-y.example"];

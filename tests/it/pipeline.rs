@@ -463,7 +463,7 @@ async fn a_first_render_writes_its_own_artifact(t: &TestLedger) {
         csv: None,
     };
     let (left, _) = store
-        .write("own", DATE, &Arc::new(stranger.clone()))
+        .write("own", DATE, &Arc::new(stranger))
         .await
         .expect("write");
     assert_eq!(run(&p, t).await.exit_code, 0);
@@ -492,16 +492,13 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     // An artifact stored by an earlier attempt whose lease came back before its render was
     // recorded (its node died, or its commit failed): reused, not redone.
     let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
-    let earlier = dawnpost::render::Rendered {
+    let earlier = Arc::new(dawnpost::render::Rendered {
         html: "<p>rendered before the crash</p>".into(),
         text: "rendered before the crash".into(),
         csv: None,
-    };
+    });
     let lease = earlier_attempt(t, "esc:2026-11-30").await;
-    let (stored, wrote) = store
-        .write("esc", DATE, &Arc::new(earlier.clone()))
-        .await
-        .expect("write");
+    let (stored, wrote) = store.write("esc", DATE, &earlier).await.expect("write");
     assert!(wrote);
     let now = chrono::Utc::now();
     (t.ledger
@@ -509,7 +506,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
         .await)
         .expect("lease back");
     let (_, again) = store
-        .write("esc", DATE, &Arc::new(earlier.clone()))
+        .write("esc", DATE, &earlier)
         .await
         .expect("write again");
     assert!(!again, "create-only: the second write finds the object");

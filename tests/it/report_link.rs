@@ -228,11 +228,7 @@ async fn a_link_serves_the_stored_artifact_refuses_an_altered_one_and_is_gone_af
     };
     let (artifact, _) = s
         .artifacts
-        .write(
-            "warehouse-17",
-            "2026-11-29",
-            &std::sync::Arc::new(rendered.clone()),
-        )
+        .write("warehouse-17", "2026-11-29", &std::sync::Arc::new(rendered))
         .await
         .expect("write");
     t.ledger

@@ -284,18 +284,14 @@ async fn racing_writes_of_one_artifact_store_it_once() {
     // Opened on a client with the credentials in hand: the settings read them from named
     // environment variables, which a test cannot set without racing its other threads.
     let store = ArtifactStore::with_store(s3.client(), &format!("s3://{}", s3.bucket));
-    let rendered = Rendered {
+    let rendered = std::sync::Arc::new(Rendered {
         html: "<html><body>Carrier 7</body></html>".into(),
         text: "Carrier 7".into(),
         csv: None,
-    };
+    });
     let writes = (0..6).map(|_| {
         let (store, rendered) = (store.clone(), rendered.clone());
-        tokio::spawn(async move {
-            store
-                .write("carrier-7", "2026-11-30", &std::sync::Arc::new(rendered))
-                .await
-        })
+        tokio::spawn(async move { store.write("carrier-7", "2026-11-30", &rendered).await })
     });
     let mut wrote = 0;
     let mut refs = BTreeSet::new();
@@ -314,7 +310,7 @@ async fn racing_writes_of_one_artifact_store_it_once() {
         .expect("found");
     assert!(matches!(
         store.check(&found).await.expect("check"),
-        dawnpost::artifact::StoredArtifact::Intact(r) if r == rendered
+        dawnpost::artifact::StoredArtifact::Intact(r) if r == *rendered
     ));
 }
 
