@@ -6,9 +6,9 @@
 --   psql "$DAWNPOST_TEST_POSTGRES_URL" -q -f benches/support/btree_splits.sql
 --
 -- 10,000 jobs × 3 deliveries. One node renders jobs in key order and commits 128 jobs' deliveries
--- at a time. Three nodes each claim chunks of 256 jobs in turn (node 0 the 1st, 4th, …) and their
--- 128-job commits alternate, so each commit's keys go in below the keys another node has
--- already written. Each variant of the table is made afresh, after a checkpoint; printed: WAL
+-- at a time. Three nodes each claim chunks of 256 jobs in turn (node 0 the 1st, 4th, …) and
+-- commit 128 jobs' deliveries at a time, at the same pace but not in step, so a commit's keys
+-- often go in below keys another node has already written. Each variant of the table is made afresh, after a checkpoint; printed: WAL
 -- bytes per delivery (pg_current_wal_lsn before and after) and each index's pages.
 --   text      the ledger's keys: key TEXT PRIMARY KEY (`<report>:<date>/webhook:<url>`) and an
 --             index on job_key TEXT, as `deliveries` has them
@@ -25,30 +25,32 @@ DECLARE
     jobs    constant int := 10000;
     chunk   constant int := 256;
     batch   constant int := 128;
-    chunks  int := (jobs + chunk - 1) / chunk;
-    rounds  int;
-    lo      int;
-    hi      int;
+    per     constant int := chunk / batch;  -- commits a chunk takes
+    c       record;
 BEGIN
-    -- The k-th commit of node n covers the (k / 2)-th chunk that node claimed, half (k % 2).
-    rounds := ((chunks + nodes - 1) / nodes) * (chunk / batch);
-    FOR k IN 0 .. rounds - 1 LOOP
-        FOR n IN 0 .. nodes - 1 LOOP
-            lo := ((k / (chunk / batch)) * nodes + n) * chunk + (k % (chunk / batch)) * batch;
-            hi := least(lo + batch, jobs) - 1;
-            CONTINUE WHEN lo >= jobs;
-            IF variant = 'int_pair' THEN
-                INSERT INTO btree_splits.d (job_id, ordinal, key, state)
-                SELECT j, d, format('warehouse-%s:2026-12-06/webhook:http://127.0.0.1:40000/hook/%s', lpad(j::text, 5, '0'), d), 'pending'
-                FROM generate_series(lo, hi) j, generate_series(0, 2) d ORDER BY j, d;
-            ELSE
-                INSERT INTO btree_splits.d (key, job_key, state)
-                SELECT format('warehouse-%s:2026-12-06/webhook:http://127.0.0.1:40000/hook/%s', lpad(j::text, 5, '0'), d),
-                       format('warehouse-%s:2026-12-06', lpad(j::text, 5, '0')), 'pending'
-                FROM generate_series(lo, hi) j, generate_series(0, 2) d ORDER BY 1;
-            END IF;
-            COMMIT;
-        END LOOP;
+    -- The k-th commit of node n covers half (k % per) of the (k / per)-th chunk that node
+    -- claimed, chunks being claimed in turn. The nodes work at the same pace but not in step:
+    -- each commit reaches the server at k plus a random part of one commit's time (the same
+    -- random sequence at every run), so which node's commit comes first varies.
+    PERFORM setseed(0.3);
+    CREATE TEMP TABLE commits ON COMMIT DROP AS
+    SELECT n, k, ((k / per) * nodes + n) * chunk + (k % per) * batch AS lo,
+           k + CASE WHEN nodes = 1 THEN 0 ELSE random() END AS at
+      FROM generate_series(0, nodes - 1) n,
+           generate_series(0, ((jobs + chunk * nodes - 1) / (chunk * nodes)) * per - 1) k
+     ORDER BY n, k;
+    FOR c IN SELECT lo, least(lo + batch, jobs) - 1 AS hi FROM commits WHERE lo < jobs ORDER BY at, n LOOP
+        IF variant = 'int_pair' THEN
+            INSERT INTO btree_splits.d (job_id, ordinal, key, state)
+            SELECT j, d, format('warehouse-%s:2026-12-06/webhook:http://127.0.0.1:40000/hook/%s', lpad(j::text, 5, '0'), d), 'pending'
+            FROM generate_series(c.lo, c.hi) j, generate_series(0, 2) d ORDER BY j, d;
+        ELSE
+            INSERT INTO btree_splits.d (key, job_key, state)
+            SELECT format('warehouse-%s:2026-12-06/webhook:http://127.0.0.1:40000/hook/%s', lpad(j::text, 5, '0'), d),
+                   format('warehouse-%s:2026-12-06', lpad(j::text, 5, '0')), 'pending'
+            FROM generate_series(c.lo, c.hi) j, generate_series(0, 2) d ORDER BY 1;
+        END IF;
+        COMMIT;
     END LOOP;
 END $$;
 
