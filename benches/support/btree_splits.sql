@@ -8,8 +8,9 @@
 -- 10,000 jobs × 3 deliveries. One node renders jobs in key order and commits 128 jobs' deliveries
 -- at a time. Three nodes each claim chunks of 256 jobs in turn (node 0 the 1st, 4th, …) and
 -- commit 128 jobs' deliveries at a time, at the same pace but not in step, so a commit's keys
--- often go in below keys another node has already written. Each variant of the table is made afresh, after a checkpoint; printed: WAL
--- bytes per delivery (pg_current_wal_lsn before and after) and each index's pages.
+-- often go in below keys another node has already written. Each variant of the table is made
+-- afresh, after a checkpoint; printed: WAL bytes per delivery (pg_current_wal_lsn before and
+-- after) and each index's pages.
 --   text      the ledger's keys: key TEXT PRIMARY KEY (`<report>:<date>/webhook:<url>`) and an
 --             index on job_key TEXT, as `deliveries` has them
 --   text_pk   the primary key alone (without the job_key index)
