@@ -52,131 +52,21 @@ pub async fn run(
 ) -> Result<(), DaemonError> {
     let metrics = Arc::new(Metrics::default());
     let health = Arc::new(Health::default());
-    // One artifact store for the node: one client, one cache the sweeper's purges reach.
-    let artifacts =
-        crate::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)?;
-    let (pipeline, rescuer) = crate::pool::build(
-        config,
-        ledger.clone(),
-        clock.clone(),
-        metrics.clone(),
-        artifacts.clone(),
-    )?;
-    let sweeper = Sweeper::from_config(config, ledger.clone(), clock.clone(), artifacts.clone())?
-        .with_metrics(metrics.clone());
-    let sweeper = Arc::new(sweeper);
-    let late = crate::notice::LateBoard::default();
-    let runbooks_wake = crate::periodic::Nudge::default();
-    let node = server::Node {
-        metrics: metrics.clone(),
-        health: health.clone(),
-        sweeper: sweeper.clone(),
-        pool: crate::pool::PoolView::of(&pipeline),
-        live_for: crate::registry::live_for(config),
-        late: late.clone(),
-        runbooks: runbooks_wake.clone(),
-    };
-    let catalog = pipeline.catalog.clone();
-    let notifier = crate::notifier::Notifier::new(
-        config,
-        (ledger.clone(), catalog.clone(), clock.clone()),
-        metrics.clone(),
-        late,
-    )?
-    .with_limits(pipeline.limits.clone())
-    .with_throttle(pipeline.throttle.clone());
-    let (listener, state) = server_for(config, &ledger, &clock, node, artifacts, &catalog).await?;
-    let tick = SchedulerTick::new(
-        ledger.clone(),
-        catalog.clone(),
-        clock.clone(),
-        config.settings.schedule.catch_up,
-    )
-    .with_nudge(pipeline.nudge());
-    let reloader = Arc::new(crate::reload::Reloader::new(
-        config,
-        catalog.clone(),
-        metrics.clone(),
-        clock.clone(),
-    ));
+    let parts = Parts::build(config, &ledger, &clock, &metrics, &health).await?;
     tracing::info!(
         reports = config.reports.len(),
         backend = ledger.backend_name(),
-        listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        listen = %parts.listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         "dawnpost running"
     );
-    let timekeeper = Arc::new(crate::timekeeper::Timekeeper::new(
-        (ledger.clone(), clock.clone()),
-        metrics.clone(),
-        config.settings.pool.max_clock_offset,
-        config.settings.services.clock_every.as_std(),
-    ));
-    // Read before anything leases: the offset is known, and refused if past the bound.
-    timekeeper.start().await;
-    let registry = crate::registry::Registry::new(
-        config,
-        ledger.clone(),
-        clock.clone(),
-        crate::pool::default_owner(),
-    )
-    .with_timekeeper(timekeeper.clone())
-    .with_leadership(pipeline.leadership());
-    // Registered before the first lease, so `migrate` sees this node at once (and this node
-    // knows whether it leads).
-    if let Err(e) = registry.beat().await {
-        tracing::warn!(error = %e, "could not register this node");
-    }
-    let leadership = registry.leadership();
-    let registry = Arc::new(registry);
-    let tick = Arc::new(tick);
-    let rescuer = Arc::new(rescuer.with_leadership(leadership.clone()));
-    let runbooks = Arc::new(
-        crate::runbook::Driver::new(
-            ledger.clone(),
-            clock.clone(),
-            config.settings.services.runbooks_every.as_std(),
-        )
-        .with_nudge(pipeline.nudge())
-        .with_waker(runbooks_wake)
-        .with_leadership(leadership),
-    );
-    // Every service but the server restarts after a failure; the server cannot (above).
-    let services = vec![
-        restarting(
-            "tick",
-            tick,
-            |t, cancel| async move { Ok(t.run(cancel).await?) },
-        ),
-        periodic("wake", pipeline.clone(), |p, cancel| async move {
-            crate::wake::run(p, cancel).await
-        }),
-        restarting("pool", pipeline, |p, cancel| async move {
-            Ok(p.run(cancel).await?)
-        }),
-        // The periodic services report their own failures and never end with one.
-        periodic("rescuer", rescuer, |r, cancel| async move {
-            r.run(cancel).await
-        }),
-        periodic("sweeper", sweeper, |s, cancel| async move {
-            s.run(cancel).await
-        }),
-        periodic("runbooks", runbooks, |r, cancel| async move {
-            r.run(cancel).await
-        }),
-        periodic("clock", timekeeper, |t, cancel| async move {
-            t.run(cancel).await
-        }),
-        periodic("registry", registry, |r, cancel| async move {
-            r.run(cancel).await
-        }),
-        periodic("reload", reloader, |r, cancel| async move {
-            r.run(cancel).await
-        }),
-        periodic("notifier", Arc::new(notifier), |n, cancel| async move {
-            n.run(cancel).await
-        }),
-        serving(listener, server::router(state), config, metrics.clone()),
-    ];
+    let (timekeeper, registry) = register(config, &ledger, &clock, &metrics, &parts).await;
+    let mut services = parts.services(config, &metrics);
+    services.push(periodic("clock", timekeeper, |t, cancel| async move {
+        t.run(cancel).await
+    }));
+    services.push(periodic("registry", registry, |r, cancel| async move {
+        r.run(cancel).await
+    }));
     supervise(
         services,
         health,
@@ -186,6 +76,171 @@ pub async fn run(
     )
     .await?;
     Ok(())
+}
+
+/// The node's services and its HTTP side, built before anything leases.
+struct Parts {
+    pipeline: Arc<crate::pool::Pipeline>,
+    /// The housekeeping the leading node runs at full pace, the others as a backstop: they
+    /// share the pool's [`crate::registry::Leadership`], which the registry's heartbeats set.
+    rescuer: Arc<crate::pool::Rescuer>,
+    runbooks: Arc<crate::runbook::Driver>,
+    sweeper: Arc<Sweeper>,
+    notifier: Arc<crate::notifier::Notifier>,
+    tick: Arc<SchedulerTick>,
+    reloader: Arc<crate::reload::Reloader>,
+    listener: tokio::net::TcpListener,
+    state: ServerState,
+}
+
+impl Parts {
+    async fn build(
+        config: &Config,
+        ledger: &Ledger,
+        clock: &SharedClock,
+        metrics: &Arc<Metrics>,
+        health: &Arc<Health>,
+    ) -> Result<Parts, DaemonError> {
+        // One artifact store for the node: one client, one cache the sweeper's purges reach.
+        let artifacts = crate::artifact::ArtifactStore::from_settings(
+            &config.settings.artifacts,
+            &config.root,
+        )?;
+        let (pipeline, rescuer) = crate::pool::build(
+            config,
+            ledger.clone(),
+            clock.clone(),
+            metrics.clone(),
+            artifacts.clone(),
+        )?;
+        let sweeper =
+            Sweeper::from_config(config, ledger.clone(), clock.clone(), artifacts.clone())?
+                .with_metrics(metrics.clone());
+        let sweeper = Arc::new(sweeper);
+        let late = crate::notice::LateBoard::default();
+        let runbooks_wake = crate::periodic::Nudge::default();
+        let node = server::Node {
+            metrics: metrics.clone(),
+            health: health.clone(),
+            sweeper: sweeper.clone(),
+            pool: crate::pool::PoolView::of(&pipeline),
+            live_for: crate::registry::live_for(config),
+            late: late.clone(),
+            runbooks: runbooks_wake.clone(),
+        };
+        let catalog = pipeline.catalog.clone();
+        let notifier = crate::notifier::Notifier::new(
+            config,
+            (ledger.clone(), catalog.clone(), clock.clone()),
+            metrics.clone(),
+            late,
+        )?
+        .with_limits(pipeline.limits.clone())
+        .with_throttle(pipeline.throttle.clone());
+        let (listener, state) =
+            server_for(config, ledger, clock, node, artifacts, &catalog).await?;
+        let runbooks = crate::runbook::Driver::new(
+            ledger.clone(),
+            clock.clone(),
+            config.settings.services.runbooks_every.as_std(),
+        )
+        .with_nudge(pipeline.nudge())
+        .with_waker(runbooks_wake)
+        .with_leadership(pipeline.leadership());
+        let tick = SchedulerTick::new(
+            ledger.clone(),
+            catalog.clone(),
+            clock.clone(),
+            config.settings.schedule.catch_up,
+        )
+        .with_nudge(pipeline.nudge());
+        let reloader =
+            crate::reload::Reloader::new(config, catalog, metrics.clone(), clock.clone());
+        Ok(Parts {
+            rescuer: Arc::new(rescuer.with_leadership(pipeline.leadership())),
+            pipeline,
+            runbooks: Arc::new(runbooks),
+            sweeper,
+            notifier: Arc::new(notifier),
+            tick: Arc::new(tick),
+            reloader: Arc::new(reloader),
+            listener,
+            state,
+        })
+    }
+
+    /// Every service but the clock and the registry (see [`register`]). Every one but the
+    /// server restarts after a failure; the server cannot (see [`serving`]). The periodic
+    /// services report their own failures and never end with one.
+    fn services(self, config: &Config, metrics: &Arc<Metrics>) -> Vec<Service> {
+        let pipeline = self.pipeline;
+        vec![
+            restarting("tick", self.tick, |t, cancel| async move {
+                Ok(t.run(cancel).await?)
+            }),
+            periodic("wake", pipeline.clone(), |p, cancel| async move {
+                crate::wake::run(p, cancel).await
+            }),
+            restarting("pool", pipeline, |p, cancel| async move {
+                Ok(p.run(cancel).await?)
+            }),
+            periodic("rescuer", self.rescuer, |r, cancel| async move {
+                r.run(cancel).await
+            }),
+            periodic("sweeper", self.sweeper, |s, cancel| async move {
+                s.run(cancel).await
+            }),
+            periodic("runbooks", self.runbooks, |r, cancel| async move {
+                r.run(cancel).await
+            }),
+            periodic("reload", self.reloader, |r, cancel| async move {
+                r.run(cancel).await
+            }),
+            periodic("notifier", self.notifier, |n, cancel| async move {
+                n.run(cancel).await
+            }),
+            serving(
+                self.listener,
+                server::router(self.state),
+                config,
+                metrics.clone(),
+            ),
+        ]
+    }
+}
+
+/// The timekeeper's first reading and the node's registration, before anything leases: the
+/// offset is known (and refused if past the bound), `migrate` sees this node at once, and the
+/// node knows whether it leads (the registry's heartbeats set the pool's leadership).
+async fn register(
+    config: &Config,
+    ledger: &Ledger,
+    clock: &SharedClock,
+    metrics: &Arc<Metrics>,
+    parts: &Parts,
+) -> (
+    Arc<crate::timekeeper::Timekeeper>,
+    Arc<crate::registry::Registry>,
+) {
+    let timekeeper = Arc::new(crate::timekeeper::Timekeeper::new(
+        (ledger.clone(), clock.clone()),
+        metrics.clone(),
+        config.settings.pool.max_clock_offset,
+        config.settings.services.clock_every.as_std(),
+    ));
+    timekeeper.start().await;
+    let registry = crate::registry::Registry::new(
+        config,
+        ledger.clone(),
+        clock.clone(),
+        crate::pool::default_owner(),
+    )
+    .with_timekeeper(timekeeper.clone())
+    .with_leadership(parts.pipeline.leadership());
+    if let Err(e) = registry.beat().await {
+        tracing::warn!(error = %e, "could not register this node");
+    }
+    (timekeeper, Arc::new(registry))
 }
 
 /// The HTTP server as a service. The listener cannot be rebuilt in place: if the server fails,
