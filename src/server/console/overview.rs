@@ -128,63 +128,84 @@ pub fn view(session: &Session, o: &Overview) -> Markup {
             }
             h2 { "Attempts per hour by class" }
             (chart(&o.attempts, o.now))
-            section.cards aria-label="This node" {
-                div.card {
-                    h2 { "Paused hosts" }
-                    @if o.paused.is_empty() { p { "none" } }
-                    ul { @for (host, until) in &o.paused {
-                        li { (host) " until " (when(*until)) " (" (age(o.now, *until)) " left)" }
-                    } }
-                }
-                div.card {
-                    h2 { "Last sweep" }
-                    @match &o.last_sweep {
-                        None => { p { "none since this process started" } }
-                        Some((at, c)) => {
-                            p { (when(*at)) }
-                            p.hint { (c.artifacts_deleted) " artifact(s), " (c.artifact_bytes) " bytes; "
-                                (c.diagnostics_cleared) " diagnostics; " (c.jobs_deleted) " job(s) deleted" }
-                        }
-                    }
-                }
-            }
-            h2 { "Nodes" }
-            @if o.nodes.is_empty() { p { "No node has reported within its heartbeat interval." } }
-            @else {
-                (scroll_region("Nodes", html! { table {
-                    thead { tr {
-                        th scope="col" { "Node" } th scope="col" { "Version" }
-                        th scope="col" { "Schema" } th scope="col" { "Formats" }
-                        th scope="col" { "Started" } th scope="col" { "Last heartbeat" }
-                        th scope="col" { "Housekeeping" }
-                    } }
-                    tbody { @for n in &o.nodes { tr {
-                        td { (n.id) } td { (n.version) } td.num { (n.schema_version) }
-                        td { (n.formats) } td { (when(n.started_at)) }
-                        td { (age(n.heartbeat_at, o.now)) " ago" }
-                        td { @if crate::ledger::leader(&o.nodes).is_some_and(|l| l.id == n.id) { "leads" } @else { "follows" } }
-                    } } }
-                } }))
-            }
-            h2 { "Next fires" }
-            @if o.next_fires.is_empty() { p { "No report fires within a year." } }
-            (scroll_region("Next fires", html! { table {
-                thead { tr { th scope="col" { "Report" } th scope="col" { "Local time" } th scope="col" { "UTC" } th scope="col" { "Calendar" } } }
-                tbody { @for (id, tz, at, note) in &o.next_fires { tr {
-                    td { a href={ "/ui/jobs?report=" (id) } { (id) } }
-                    td { (at.with_timezone(tz).format("%a %Y-%m-%d %H:%M %Z (UTC%:z)")) }
-                    td { (when(*at)) }
-                    td { (note.as_deref().unwrap_or("")) }
-                } } }
-            } }))
-            @if o.reports > NEXT_FIRES {
-                p.hint { "The first " (NEXT_FIRES) " of " (o.reports) " reports by id; " a href="/ui/reports" { "every report" } "." }
-            }
+            (this_node(o))
+            (nodes(o))
+            (next_fires(o))
             @if session.role == Role::Viewer {
                 p.hint { "Signed in as viewer: actions are not shown." }
             }
         },
     )
+}
+
+/// This process's own state: the hosts its pool paused and its last retention sweep.
+fn this_node(o: &Overview) -> Markup {
+    html! {
+        section.cards aria-label="This node" {
+            div.card {
+                h2 { "Paused hosts" }
+                @if o.paused.is_empty() { p { "none" } }
+                ul { @for (host, until) in &o.paused {
+                    li { (host) " until " (when(*until)) " (" (age(o.now, *until)) " left)" }
+                } }
+            }
+            div.card {
+                h2 { "Last sweep" }
+                @match &o.last_sweep {
+                    None => { p { "none since this process started" } }
+                    Some((at, c)) => {
+                        p { (when(*at)) }
+                        p.hint { (c.artifacts_deleted) " artifact(s), " (c.artifact_bytes) " bytes; "
+                            (c.diagnostics_cleared) " diagnostics; " (c.jobs_deleted) " job(s) deleted" }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The live nodes, and which leads the housekeeping.
+fn nodes(o: &Overview) -> Markup {
+    html! {
+        h2 { "Nodes" }
+        @if o.nodes.is_empty() { p { "No node has reported within its heartbeat interval." } }
+        @else {
+            (scroll_region("Nodes", html! { table {
+                thead { tr {
+                    th scope="col" { "Node" } th scope="col" { "Version" }
+                    th scope="col" { "Schema" } th scope="col" { "Formats" }
+                    th scope="col" { "Started" } th scope="col" { "Last heartbeat" }
+                    th scope="col" { "Housekeeping" }
+                } }
+                tbody { @for n in &o.nodes { tr {
+                    td { (n.id) } td { (n.version) } td.num { (n.schema_version) }
+                    td { (n.formats) } td { (when(n.started_at)) }
+                    td { (age(n.heartbeat_at, o.now)) " ago" }
+                    td { @if crate::ledger::leader(&o.nodes).is_some_and(|l| l.id == n.id) { "leads" } @else { "follows" } }
+                } } }
+            } }))
+        }
+    }
+}
+
+/// The next fire of the first reports by id, in their local time and in UTC.
+fn next_fires(o: &Overview) -> Markup {
+    html! {
+        h2 { "Next fires" }
+        @if o.next_fires.is_empty() { p { "No report fires within a year." } }
+        (scroll_region("Next fires", html! { table {
+            thead { tr { th scope="col" { "Report" } th scope="col" { "Local time" } th scope="col" { "UTC" } th scope="col" { "Calendar" } } }
+            tbody { @for (id, tz, at, note) in &o.next_fires { tr {
+                td { a href={ "/ui/jobs?report=" (id) } { (id) } }
+                td { (at.with_timezone(tz).format("%a %Y-%m-%d %H:%M %Z (UTC%:z)")) }
+                td { (when(*at)) }
+                td { (note.as_deref().unwrap_or("")) }
+            } } }
+        } }))
+        @if o.reports > NEXT_FIRES {
+            p.hint { "The first " (NEXT_FIRES) " of " (o.reports) " reports by id; " a href="/ui/reports" { "every report" } "." }
+        }
+    }
 }
 
 /// The reports late now, first on the page: what an operator answers for before anything else.
