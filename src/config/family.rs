@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use super::ConfigError;
 use super::fields::{Fields, Place};
 use super::report::{LoadContext, Report, load_report};
-use super::rows::{Family, FamilyRow, read_rows, rows_field, rows_spec, substitute};
+use super::rows::{Family, FamilyRow, Row, read_rows, rows_field, rows_spec, substitute};
 use crate::keys::ReportId;
 
 /// At most this many problems are listed per family; the rest are counted.
@@ -74,47 +74,8 @@ fn load_family(
     }
     let mut body = table.clone();
     body.remove("rows");
-    let (mut problems, mut row_warnings) = (Vec::new(), Vec::new());
-    let mut reports: Vec<Report> = Vec::new();
-    let mut made: HashMap<ReportId, String> = HashMap::new();
-    for row in rows {
-        let family_row = FamilyRow {
-            family: id.clone(),
-            row: row.at,
-            values: row.values,
-        };
-        let origin = family_row.origin();
-        let row_place = Place {
-            row: Some(&origin),
-            ..place.clone()
-        };
-        let before = problems.len();
-        let expanded = expand_table(&body, &family_row.values, &row_place, "", &mut problems);
-        if problems.len() > before {
-            continue;
-        }
-        let Some(mut report) = load_report(
-            (file, Some(&origin)),
-            index,
-            &expanded,
-            ctx,
-            &mut problems,
-            &mut row_warnings,
-        ) else {
-            continue;
-        };
-        if let Some(first) = made.get(&report.id) {
-            let message = format!(
-                "{} and {} both make report {}",
-                first, family_row.row, report.id
-            );
-            problems.push(row_place.error("id", message));
-            continue;
-        }
-        made.insert(report.id.clone(), family_row.row.clone());
-        report.family = Some(Arc::new(family_row));
-        reports.push(report);
-    }
+    let made = reports_of_rows((file, index), &id, &body, rows, &place, ctx);
+    let (reports, problems, row_warnings) = (made.reports, made.problems, made.warnings);
     if let Some(more) = capped(problems, errors) {
         errors.push(place.error("rows", format!("… and {more} more problem(s) in its rows")));
     }
@@ -130,6 +91,73 @@ fn load_family(
         reports: reports.len(),
     });
     reports
+}
+
+/// What a family's rows make: a report for each row that loads, and the rows' problems and
+/// warnings, which the family reports capped.
+struct Made {
+    reports: Vec<Report>,
+    problems: Vec<ConfigError>,
+    warnings: Vec<String>,
+}
+
+/// A report for each of `rows`, from the family's `body` with the row's values put in; a row
+/// whose values do not fit, whose report does not load, or whose report id another row made
+/// already, makes none and says why.
+fn reports_of_rows(
+    (file, index): (&Path, usize),
+    id: &str,
+    body: &toml::Table,
+    rows: Vec<Row>,
+    place: &Place<'_>,
+    ctx: &LoadContext<'_>,
+) -> Made {
+    let (mut problems, mut warnings) = (Vec::new(), Vec::new());
+    let mut reports: Vec<Report> = Vec::new();
+    let mut made: HashMap<ReportId, String> = HashMap::new();
+    for row in rows {
+        let family_row = FamilyRow {
+            family: id.to_string(),
+            row: row.at,
+            values: row.values,
+        };
+        let origin = family_row.origin();
+        let row_place = Place {
+            row: Some(&origin),
+            ..place.clone()
+        };
+        let before = problems.len();
+        let expanded = expand_table(body, &family_row.values, &row_place, "", &mut problems);
+        if problems.len() > before {
+            continue;
+        }
+        let Some(mut report) = load_report(
+            (file, Some(&origin)),
+            index,
+            &expanded,
+            ctx,
+            &mut problems,
+            &mut warnings,
+        ) else {
+            continue;
+        };
+        if let Some(first) = made.get(&report.id) {
+            let message = format!(
+                "{} and {} both make report {}",
+                first, family_row.row, report.id
+            );
+            problems.push(row_place.error("id", message));
+            continue;
+        }
+        made.insert(report.id.clone(), family_row.row.clone());
+        report.family = Some(Arc::new(family_row));
+        reports.push(report);
+    }
+    Made {
+        reports,
+        problems,
+        warnings,
+    }
 }
 
 /// The first [`MAX_ROW_ERRORS`] of a family's `items` into `into`; how many more were left out,
