@@ -251,46 +251,7 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
                 continue;
             }
         }
-        let tz = report.timezone();
-        let csv = config
-            .root
-            .join("templates")
-            .join(format!("{}.csv.hbs", report.template));
-        out!(
-            "\n{}  \"{}\"  schedule \"{}\" in {}  template {}{}  destinations: {} email, {} webhook",
-            report.id,
-            report.title,
-            report.schedule.expr(),
-            tz.name(),
-            report.template,
-            if csv.is_file() {
-                " (+ CSV attachment)"
-            } else {
-                ""
-            },
-            report.email.len(),
-            report.webhooks.len()
-        );
-        if let Some(family) = &report.family {
-            out!("  from {}", family.origin());
-        }
-        if let Some(line) = owners_line(&report.owners) {
-            out!("  {line}");
-        }
-        for fire in crate::schedule::next_fires(report, now, 3) {
-            let local = fire.fire_at.with_timezone(&tz);
-            let (word, note) = match &fire.calendar {
-                None => ("next", String::new()),
-                Some(c) if c.skipped => ("skip", format!("  (not a business day: {})", c.reason)),
-                Some(c) => ("next", format!("  (moved from a closed day: {})", c.reason)),
-            };
-            out!(
-                "  {word} {}  {}  = {}{note}",
-                fire.key,
-                local.format("%a %Y-%m-%d %H:%M:%S %Z (UTC%:z)"),
-                rfc3339(fire.fire_at)
-            );
-        }
+        check_report(config, report, now);
     }
     for (family, n) in seen {
         if n > FAMILY_REPORTS_SHOWN {
@@ -301,4 +262,49 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One report in `check`: its schedule, template and destinations, where a family's row made
+/// it, its owners, and its next three fires (a calendar's skips and moves said).
+fn check_report(config: &Config, report: &crate::config::Report, now: DateTime<Utc>) {
+    let tz = report.timezone();
+    let csv = config
+        .root
+        .join("templates")
+        .join(format!("{}.csv.hbs", report.template));
+    out!(
+        "\n{}  \"{}\"  schedule \"{}\" in {}  template {}{}  destinations: {} email, {} webhook",
+        report.id,
+        report.title,
+        report.schedule.expr(),
+        tz.name(),
+        report.template,
+        if csv.is_file() {
+            " (+ CSV attachment)"
+        } else {
+            ""
+        },
+        report.email.len(),
+        report.webhooks.len()
+    );
+    if let Some(family) = &report.family {
+        out!("  from {}", family.origin());
+    }
+    if let Some(line) = owners_line(&report.owners) {
+        out!("  {line}");
+    }
+    for fire in crate::schedule::next_fires(report, now, 3) {
+        let local = fire.fire_at.with_timezone(&tz);
+        let (word, note) = match &fire.calendar {
+            None => ("next", String::new()),
+            Some(c) if c.skipped => ("skip", format!("  (not a business day: {})", c.reason)),
+            Some(c) => ("next", format!("  (moved from a closed day: {})", c.reason)),
+        };
+        out!(
+            "  {word} {}  {}  = {}{note}",
+            fire.key,
+            local.format("%a %Y-%m-%d %H:%M:%S %Z (UTC%:z)"),
+            rfc3339(fire.fire_at)
+        );
+    }
 }
