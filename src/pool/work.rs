@@ -309,23 +309,34 @@ pub(super) async fn deliver(
         job_key: delivery.key.job().clone(),
         reply,
     };
-    match hand_off(&completions, completion, recorded, &mut slot).await {
-        Some(Ok(())) => {}
+    let recorded = hand_off(&completions, completion, recorded, &mut slot).await;
+    if was_recorded(recorded, shown) {
+        let class = outcome.class;
+        recorded_attempt(p, shown, attempt_no, class, next, &reason, finished_at);
+    }
+}
+
+/// Whether an attempt's commit recorded it; if not, says why in the log (its lease is rescued,
+/// or already went to another worker, whose retry keeps the same key).
+fn was_recorded(
+    recorded: Option<super::completer::Recorded>,
+    shown: crate::keys::Redacted<'_>,
+) -> bool {
+    match recorded {
+        Some(Ok(())) => true,
         Some(Err(e)) if matches!(*e, LedgerError::LeaseLost { .. }) => {
             tracing::warn!(delivery = %shown, "lease lost before the outcome was recorded; the rescuer's retry reuses the same key");
-            return;
+            false
         }
         Some(Err(e)) => {
             tracing::error!(delivery = %shown, error = %e, "could not record the attempt; the lease will be rescued");
-            return;
+            false
         }
         None => {
             tracing::error!(delivery = %shown, "the pool stopped before the attempt was recorded; the lease will be rescued");
-            return;
+            false
         }
     }
-    let class = outcome.class;
-    recorded_attempt(p, shown, attempt_no, class, next, &reason, finished_at);
 }
 
 /// One attempt, cut at the send's deadline. A send that outlives its own timeout (or its
