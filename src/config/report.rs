@@ -234,25 +234,11 @@ pub(super) fn load_report(
     let schedule = load_schedule(&mut f, &place, ctx, errors);
     let template = load_template(&mut f, &place, errors);
     let (source, source_limit) = load_source_field(&mut f, &place, ctx, errors);
-    let sample = f.opt::<PathBuf>("sample", errors).and_then(|p| {
-        let path = resolve(ctx.root, &p);
-        let exists = path.is_file();
-        if !exists {
-            let message = format!("file {} does not exist", path.display());
-            errors.push(place.error("sample", message));
-        }
-        exists.then_some(path)
-    });
+    let sample = load_sample(&mut f, &place, ctx, errors);
     let email = f.addresses("email", errors);
     let webhooks = load_webhooks(&mut f, &place, errors, warnings);
     let list_unsubscribe = load_list_unsubscribe(&mut f, &place, errors);
-    let skip_if_empty = f.opt::<String>("skip_if_empty", errors).and_then(|p| {
-        p.parse()
-            .map_err(|e: crate::data_path::DataPathError| {
-                errors.push(place.error("skip_if_empty", e.to_string()))
-            })
-            .ok()
-    });
+    let skip_if_empty = load_skip_if_empty(&mut f, &place, errors);
     let readiness = super::readiness::load(&mut f, &place, ctx.root, schedule.as_ref(), errors);
     let calendar = load_calendar(&mut f, &place, ctx, errors);
     let owners = super::owners::load(&mut f, &place, errors, warnings);
@@ -287,6 +273,39 @@ pub(super) fn load_report(
         calendar,
         family: None,
         owners,
+    })
+}
+
+/// `sample`: a data file the checks render the template against, which must exist.
+fn load_sample(
+    f: &mut Fields<'_, '_>,
+    place: &Place<'_>,
+    ctx: &LoadContext<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<PathBuf> {
+    f.opt::<PathBuf>("sample", errors).and_then(|p| {
+        let path = resolve(ctx.root, &p);
+        let exists = path.is_file();
+        if !exists {
+            let message = format!("file {} does not exist", path.display());
+            errors.push(place.error("sample", message));
+        }
+        exists.then_some(path)
+    })
+}
+
+/// `skip_if_empty`: the path in the source data whose emptiness skips the report.
+fn load_skip_if_empty(
+    f: &mut Fields<'_, '_>,
+    place: &Place<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<crate::data_path::DataPath> {
+    f.opt::<String>("skip_if_empty", errors).and_then(|p| {
+        p.parse()
+            .map_err(|e: crate::data_path::DataPathError| {
+                errors.push(place.error("skip_if_empty", e.to_string()))
+            })
+            .ok()
     })
 }
 
