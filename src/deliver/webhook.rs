@@ -201,6 +201,10 @@ impl WebhookSender {
             .timeout(timeout)
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .redirect(reqwest::redirect::Policy::none())
+            // No retry inside the client: each send is one attempt the ledger records, and
+            // going again is the pool's decision. (reqwest's default policy would copy every
+            // request's headers up front in case it resends it.)
+            .retry(reqwest::retry::never().max_retries_per_request(0))
             .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")));
         let client = crate::tls::trust(builder, ca)?.build()?;
         Ok(WebhookSender { client })
