@@ -183,6 +183,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn sqlite_is_built_without_global_memory_locks() {
+        // `.cargo/config.toml` sets how the bundled SQLite is compiled: no memory statistics
+        // and no shared page-cache group, each of which a global mutex guards.
+        let pool = connect("sqlite::memory:", Path::new("."))
+            .await
+            .expect("connect");
+        let options: Vec<String> = sqlx::query_scalar("PRAGMA compile_options")
+            .fetch_all(&pool)
+            .await
+            .expect("compile_options");
+        assert!(
+            options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"),
+            "{options:?}"
+        );
+        assert!(
+            !options.iter().any(|o| o == "ENABLE_MEMORY_MANAGEMENT"),
+            "{options:?}"
+        );
+        assert_eq!(
+            unsafe { libsqlite3_sys::sqlite3_memory_used() },
+            0,
+            "SQLite counts its memory"
+        );
+    }
+
+    #[tokio::test]
     async fn a_write_waits_for_another_connections_lock_then_goes_through() {
         let dir = tempfile::tempdir().expect("tempdir");
         let pool = connect("sqlite://ledger.db", dir.path())
