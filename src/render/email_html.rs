@@ -19,11 +19,16 @@ pub fn prepare(html: &str) -> Result<String, HtmlError> {
     let inliner = css_inline::CSSInliner::options()
         .keep_style_tags(true)
         .load_remote_stylesheets(false)
-        .preallocate_node_capacity(html.len() / BYTES_PER_NODE)
+        .preallocate_node_capacity((html.len() / BYTES_PER_NODE).min(MAX_NODES_AHEAD))
         .build();
     // Inlined, the shipped template's HTML is 2.5–2.9 times its size: room for that at once
-    // instead of the inliner's 1.5 times and a copy into a buffer twice as large.
-    let mut out = Vec::with_capacity(html.len().saturating_mul(3));
+    // instead of the inliner's 1.5 times and a copy into a buffer twice as large. A page past
+    // a megabyte starts from the inliner's 1.5 times, as before, and grows as it needs.
+    let room = match html.len() {
+        n if n <= PRESIZED_UP_TO => n.saturating_mul(3),
+        n => n.saturating_add(n / 2),
+    };
+    let mut out = Vec::with_capacity(room);
     inliner.inline_to(html, &mut out)?;
     // The inliner writes what it parsed from a `str`; its own `inline` falls back the same way.
     Ok(String::from_utf8(out)
@@ -34,6 +39,13 @@ pub fn prepare(html: &str) -> Result<String, HtmlError> {
 /// whitespace between tags): the shipped template's renders have 26–31. The tree is
 /// allocated for that many at once instead of growing from 32 nodes by doubling.
 const BYTES_PER_NODE: usize = 24;
+
+/// The most nodes allocated ahead (a few hundred kilobytes): a large page with long text
+/// runs has far fewer nodes than its size suggests, and the tree grows past this as it needs.
+const MAX_NODES_AHEAD: usize = 4096;
+
+/// The largest page whose inlined output is given room for three times its size up front.
+const PRESIZED_UP_TO: usize = 1 << 20;
 
 /// The `src` of the first `<img>` without an `alt` attribute, if any. Only the tags that
 /// open with `<img` are looked at (and lowercased): the rest of the page is passed over.
@@ -145,6 +157,20 @@ mod tests {
             let html = parts.concat();
             proptest::prop_assert_eq!(image_without_alt(&html), image_without_alt_by_lowercasing(&html));
         }
+    }
+
+    #[test]
+    fn a_page_past_a_megabyte_is_inlined_whole() {
+        let text = "x".repeat(1 << 21);
+        let html = format!(
+            "<html><head><style>p {{ margin: 0; }}</style></head><body><p>{text}</p><p>end</p></body></html>"
+        );
+        let out = prepare(&html).expect("prepare");
+        assert!(out.contains(&format!(r#"<p style="margin: 0;">{text}</p>"#)));
+        assert!(
+            out.contains(r#"<p style="margin: 0;">end</p>"#),
+            "the page's end"
+        );
     }
 
     #[test]
