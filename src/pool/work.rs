@@ -429,16 +429,13 @@ fn throttle_on(
             Stats::bump(&p.stats.rate_limited);
             p.metrics.rate_limited.inc();
             p.admission.on_rate_limited(finished_at);
-            let until = match decision {
-                Decision::Retry { at, .. } => *at,
-                _ => crate::clock::add(finished_at, outcome.retry_after.unwrap_or(p.policy.base)),
+            // Until the Retry-After it asked (clamped), else until the retry's instant.
+            let until = match (outcome.retry_after, decision) {
+                (Some(ra), _) => crate::clock::add(finished_at, p.policy.honoured(ra)),
+                (None, Decision::Retry { at, .. }) => *at,
+                (None, _) => crate::clock::add(finished_at, p.policy.base),
             };
-            p.throttle.pause(
-                host,
-                outcome.retry_after.map_or(until, |ra| {
-                    crate::clock::add(finished_at, p.policy.honoured(ra))
-                }),
-            );
+            p.throttle.pause(host, until);
         }
         ResponseClass::Accepted => {
             p.admission.on_accepted(finished_at);
