@@ -59,7 +59,8 @@ pub async fn run(
         listen = %parts.listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         "dawnpost running"
     );
-    let (timekeeper, registry) = register(config, &ledger, &clock, &metrics, &parts).await;
+    let leadership = parts.pipeline.leadership();
+    let (timekeeper, registry) = register(config, &ledger, &clock, &metrics, leadership).await;
     let mut services = parts.services(config, &metrics);
     services.push(periodic("clock", timekeeper, |t, cancel| async move {
         t.run(cancel).await
@@ -211,13 +212,13 @@ impl Parts {
 
 /// The timekeeper's first reading and the node's registration, before anything leases: the
 /// offset is known (and refused if past the bound), `migrate` sees this node at once, and the
-/// node knows whether it leads (the registry's heartbeats set the pool's leadership).
+/// node knows whether it leads (its heartbeats set `leadership`, which the pool shares).
 async fn register(
     config: &Config,
     ledger: &Ledger,
     clock: &SharedClock,
     metrics: &Arc<Metrics>,
-    parts: &Parts,
+    leadership: crate::registry::Leadership,
 ) -> (
     Arc<crate::timekeeper::Timekeeper>,
     Arc<crate::registry::Registry>,
@@ -236,7 +237,7 @@ async fn register(
         crate::pool::default_owner(),
     )
     .with_timekeeper(timekeeper.clone())
-    .with_leadership(parts.pipeline.leadership());
+    .with_leadership(leadership);
     if let Err(e) = registry.beat().await {
         tracing::warn!(error = %e, "could not register this node");
     }

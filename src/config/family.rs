@@ -74,8 +74,11 @@ fn load_family(
     }
     let mut body = table.clone();
     body.remove("rows");
-    let made = reports_of_rows((file, index), &id, &body, rows, &place, ctx);
-    let (reports, problems, row_warnings) = (made.reports, made.problems, made.warnings);
+    let Made {
+        reports,
+        problems,
+        warnings: row_warnings,
+    } = reports_of_rows((file, index), &id, &body, rows, &place, ctx);
     if let Some(more) = capped(problems, errors) {
         errors.push(place.error("rows", format!("… and {more} more problem(s) in its rows")));
     }
