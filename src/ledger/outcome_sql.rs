@@ -25,7 +25,8 @@ pub(super) const FINISH_UPDATE: &str = "UPDATE deliveries SET state = v.state, r
         updated_at = v.finished, terminal_at = v.terminal
      FROM v
      WHERE deliveries.key = v.key AND (deliveries.state = 'sending') IS TRUE AND deliveries.lease_token = v.token
-     RETURNING deliveries.key, deliveries.lease_token, deliveries.attempts";
+     RETURNING deliveries.key, deliveries.lease_token, deliveries.attempts, deliveries.job_number,
+        deliveries.ordinal";
 
 /// The state a recorded render moves its job to: `delivering`, or `done` without destinations.
 pub(super) fn rendered_state(r: &Render) -> &'static str {

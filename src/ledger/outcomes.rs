@@ -73,10 +73,10 @@ const RENDERED_RETURNING: PerBackend = PerBackend {
     postgres: "jobs.*",
 };
 
-/// The head of a multi-row delivery insert (12 columns a row): `pending`, or `sending` under a
+/// The head of a multi-row delivery insert (14 columns a row): `pending`, or `sending` under a
 /// first lease (token 1, the lease counted as the first attempt, as a claim counts it).
 const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at,
-        lease_owner, lease_expires_at, lease_token, attempts) SELECT * FROM (VALUES ";
+        lease_owner, lease_expires_at, lease_token, attempts, job_number, ordinal) SELECT * FROM (VALUES ";
 
 /// The tail of a delivery insert after a job's first render lease: a delivery that exists
 /// already (an earlier render of the job created it) keeps its row, and only the rows created
@@ -99,9 +99,20 @@ const DELIVERY_INSERT_FIRST: &str = ") AS v RETURNING *";
 const FINISH_VALUES: &str =
     "WITH v (key, token, state, ready_at, class, error, finished, terminal) AS (VALUES ";
 
-/// The head of a multi-row attempt insert (10 columns a row).
+/// The head of a multi-row attempt insert (12 columns a row).
 const ATTEMPT_VALUES: &str = "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at,
-        finished_at, class, code, retry_after_ms, next_ready_at, reason, diagnostics) VALUES ";
+        finished_at, class, code, retry_after_ms, next_ready_at, reason, diagnostics, job_number,
+        ordinal) VALUES ";
+
+/// A delivery to insert: its job's key and number, its place among the job's deliveries
+/// (`None`: the ledger counts it), and the delivery. A number is `None` for a job made before
+/// the ledger numbered jobs: the ledger numbers it then.
+pub(super) struct NewRow<'a> {
+    pub(super) job: &'a JobKey,
+    pub(super) job_number: Option<i64>,
+    pub(super) ordinal: Option<i32>,
+    pub(super) delivery: &'a NewDelivery,
+}
 
 /// Rows a multi-row statement carries at most: 10 binds a row at most, far below both
 /// backends' bind limits.
@@ -185,12 +196,23 @@ async fn rendered_in(
         .iter()
         .map(|r| (updated.remove(&lease_id(&r.lease))).ok_or_else(|| lease_lost(&r.lease)))
         .collect();
-    let new = |first: bool| -> Vec<(&JobKey, &NewDelivery)> {
-        renders
-            .iter()
-            .zip(&held)
-            .filter(|(r, h)| h.is_ok() && r.lease.is_first() == first)
-            .flat_map(|(r, _)| r.deliveries.iter().map(|dl| (r.lease.key(), dl)))
+    let new = |first: bool| -> Vec<NewRow> {
+        let held = renders.iter().zip(&held);
+        held.filter(|(r, _)| r.lease.is_first() == first)
+            .filter_map(|(r, h)| Some((r, h.as_ref().ok()?.number)))
+            .flat_map(|(r, job_number)| {
+                r.deliveries
+                    .iter()
+                    .enumerate()
+                    .map(move |(i, delivery)| NewRow {
+                        job: r.lease.key(),
+                        job_number,
+                        // A first render's deliveries are the job's first; a later render's new
+                        // ones are counted after the job's others by the ledger (its trigger).
+                        ordinal: first.then(|| i32::try_from(i).ok()).flatten(),
+                        delivery,
+                    })
+            })
             .collect()
     };
     let lease = lease_to.map(|to| (to.owner, crate::clock::add(now, to.lease_for)));
@@ -251,7 +273,7 @@ async fn rendered_rows(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<V
 /// created, by job.
 async fn insert_deliveries(
     tx: &mut Tx,
-    (new, tail): (Vec<(&JobKey, &NewDelivery)>, &str),
+    (new, tail): (Vec<NewRow<'_>>, &str),
     lease: Option<(&str, DateTime<Utc>)>,
     now_ms: i64,
 ) -> Result<HashMap<JobKey, Vec<Delivery>>> {
@@ -277,7 +299,7 @@ async fn insert_deliveries(
 /// Inserts `new` as `VALUES` lists, in chunks (SQLite): the rows created.
 async fn delivery_rows(
     tx: &mut Tx,
-    (new, tail): (&[(&JobKey, &NewDelivery)], &str),
+    (new, tail): (&[NewRow<'_>], &str),
     lease: Option<(&str, i64)>,
     now_ms: i64,
 ) -> Result<Vec<DeliveryRecord>> {
@@ -288,14 +310,15 @@ async fn delivery_rows(
     };
     let mut rows = Vec::with_capacity(new.len());
     for chunk in shaped(new, ROWS_PER_STATEMENT) {
-        let sql = values_list(tx.numbered(), DELIVERY_INSERT_VALUES, chunk.len(), 12, tail);
+        let sql = values_list(tx.numbered(), DELIVERY_INSERT_VALUES, chunk.len(), 14, tail);
         let mut insert = Statement::owned(sql);
-        for (job, dl) in chunk {
+        for row in chunk {
+            let key = &row.delivery.key;
             insert = insert
-                .bind(&dl.key)
-                .bind(*job)
-                .bind(dl.key.kind().as_str())
-                .bind(dl.key.destination())
+                .bind(key)
+                .bind(row.job)
+                .bind(key.kind().as_str())
+                .bind(key.destination())
                 .bind(state)
                 .bind(now_ms)
                 .bind(now_ms)
@@ -303,7 +326,9 @@ async fn delivery_rows(
                 .bind(lease.map(|(owner, _)| owner))
                 .bind(lease.map(|(_, until)| until))
                 .bind(i64::from(lease.is_some()))
-                .bind(i64::from(lease.is_some()));
+                .bind(i64::from(lease.is_some()))
+                .bind(row.job_number)
+                .bind(row.ordinal.map(i64::from));
         }
         rows.extend(tx.fetch_all::<DeliveryRecord>(&insert).await?);
     }
@@ -330,6 +355,7 @@ async fn finished_in(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String
 async fn finished_rows(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String, i64), i64>> {
     let tail = [") ", FINISH_UPDATE].concat();
     let mut numbers: HashMap<(String, i64), i64> = HashMap::with_capacity(finishes.len());
+    let mut pairs: HashMap<(String, i64), Numbers> = HashMap::with_capacity(finishes.len());
     for chunk in shaped(finishes, ROWS_PER_STATEMENT) {
         let sql = values_list(tx.numbered(), FINISH_VALUES, chunk.len(), 8, &tail);
         let mut update = Statement::owned(sql);
@@ -345,17 +371,23 @@ async fn finished_rows(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(Stri
                 .bind(to_millis(f.attempt.finished_at))
                 .bind(terminal);
         }
-        let rows: Vec<(String, i64, i64)> = tx.fetch_all(&update).await?;
-        numbers.extend(rows.into_iter().map(|(k, t, n)| ((k, t), n)));
+        let rows: Vec<FinishedRow> = tx.fetch_all(&update).await?;
+        for (k, t, n, job_number, ordinal) in rows {
+            numbers.insert((k.clone(), t), n);
+            pairs.insert((k, t), (job_number, ordinal));
+        }
     }
-    let recorded: Vec<(&Finish, i64)> = finishes
+    let recorded: Vec<(&Finish, i64, Numbers)> = finishes
         .iter()
-        .filter_map(|f| numbers.get(&lease_id(&f.lease)).map(|n| (f, *n)))
+        .filter_map(|f| {
+            let id = lease_id(&f.lease);
+            Some((f, *numbers.get(&id)?, *pairs.get(&id)?))
+        })
         .collect();
     for chunk in shaped(&recorded, ROWS_PER_STATEMENT) {
-        let sql = values_list(tx.numbered(), ATTEMPT_VALUES, chunk.len(), 10, "");
+        let sql = values_list(tx.numbered(), ATTEMPT_VALUES, chunk.len(), 12, "");
         let mut insert = Statement::owned(sql);
-        for (f, number) in chunk {
+        for (f, number, (job_number, ordinal)) in chunk {
             let (_, ready_at, _) = finish_columns(f);
             insert = insert
                 .bind(f.lease.key())
@@ -367,12 +399,20 @@ async fn finished_rows(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(Stri
                 .bind(f.attempt.retry_after.map(|d| d.num_milliseconds()))
                 .bind(ready_at)
                 .bind(f.attempt.reason.as_deref())
-                .bind(f.attempt.diagnostics.as_deref());
+                .bind(f.attempt.diagnostics.as_deref())
+                .bind(*job_number)
+                .bind(ordinal.map(i64::from));
         }
         tx.execute(&insert).await?;
     }
     Ok(numbers)
 }
+
+/// A delivery's job number and ordinal, as its row holds them.
+type Numbers = (Option<i64>, Option<i32>);
+
+/// What a finish's update returns: the delivery's key, lease token, attempts and numbers.
+type FinishedRow = (String, i64, i64, Option<i64>, Option<i32>);
 
 /// `head`, then `rows` tuples of `width` parameters, then `tail`. The parameters are
 /// numbered (`$1`, `$2`, …) where `numbered`, else anonymous (`?`, bound in order): SQLite

@@ -13,10 +13,10 @@ use sqlx::PgConnection;
 use super::outcome_sql::{
     FINISH_UPDATE, RENDERED_UPDATE, finish_columns, last_error, rendered_state,
 };
+use super::outcomes::NewRow;
 use super::types::{DeliveryRecord, JobRecord};
-use super::{Finish, NewDelivery, Render, Result};
+use super::{Finish, Render, Result};
 use crate::clock::to_millis;
-use crate::keys::JobKey;
 
 /// Renders as parallel arrays (key, token, state, html, text, sha256, bytes, csv) at `$9`,
 /// then `outcome_sql::RENDERED_UPDATE`.
@@ -27,14 +27,16 @@ static RENDERED: LazyLock<String> = LazyLock::new(|| {
     [head, RENDERED_UPDATE, "jobs.*"].concat()
 });
 
-/// New deliveries as parallel arrays (key, job key, kind, destination), each `$5` (state) at
-/// `$6` under the lease `$7` (owner), `$8` (until), `$9` (token and attempts); the rows are
-/// `v`, its key `column1`, as in SQLite's `VALUES` form, for the statement's tail.
+/// New deliveries as parallel arrays (key, job key, kind, destination, job number, ordinal),
+/// each `$5` (state) at `$6` under the lease `$7` (owner), `$8` (until), `$9` (token and
+/// attempts); the rows are `v`, its key `column1`, as in SQLite's `VALUES` form, for the
+/// statement's tail.
 const DELIVERIES_HEAD: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at,
-        lease_owner, lease_expires_at, lease_token, attempts)
+        lease_owner, lease_expires_at, lease_token, attempts, job_number, ordinal)
     SELECT * FROM (SELECT u.column1, u.job_key, u.kind, u.destination, $5::text, $6::int8, $6::int8,
-        $6::int8, $7::text, $8::int8, $9::int8, $9::int8
-        FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[]) AS u(column1, job_key, kind, destination)";
+        $6::int8, $7::text, $8::int8, $9::int8, $9::int8, u.job_number, u.ordinal
+        FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $10::int8[], $11::int4[])
+            AS u(column1, job_key, kind, destination, job_number, ordinal)";
 
 /// Finishes as parallel arrays: the update's columns (key, token, state, ready_at, class,
 /// error, finished, terminal), then the attempt's (requested, code, retry_after, reason,
@@ -49,9 +51,9 @@ static FINISHED: LazyLock<String> = LazyLock::new(|| {
     done AS (";
     let attempts = "),
     logged AS (INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at,
-            class, code, retry_after_ms, next_ready_at, reason, diagnostics)
+            class, code, retry_after_ms, next_ready_at, reason, diagnostics, job_number, ordinal)
         SELECT v.key, done.attempts, v.requested, v.finished, v.class, v.code, v.retry_after,
-            v.ready_at, v.reason, v.diagnostics
+            v.ready_at, v.reason, v.diagnostics, done.job_number, done.ordinal
         FROM done JOIN v ON v.key = done.key AND v.token = done.lease_token)
     SELECT key, lease_token, attempts FROM done";
     [head, FINISH_UPDATE, attempts].concat()
@@ -105,7 +107,7 @@ pub(super) async fn rendered(
 /// under `lease` (owner, until in ms) when given, else `pending`: the rows created.
 pub(super) async fn deliveries(
     conn: &mut PgConnection,
-    (new, tail): (&[(&JobKey, &NewDelivery)], &str),
+    (new, tail): (&[NewRow<'_>], &str),
     lease: Option<(&str, i64)>,
     now_ms: i64,
 ) -> Result<Vec<DeliveryRecord>> {
@@ -116,11 +118,15 @@ pub(super) async fn deliveries(
         Vec::with_capacity(n),
         Vec::with_capacity(n),
     );
-    for (j, dl) in new {
-        key.push(dl.key.to_string());
-        job.push(j.to_string());
-        kind.push(dl.key.kind().as_str());
-        dest.push(dl.key.destination());
+    let (mut job_number, mut ordinal) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for row in new {
+        let dl = &row.delivery.key;
+        key.push(dl.to_string());
+        job.push(row.job.to_string());
+        kind.push(dl.kind().as_str());
+        dest.push(dl.destination());
+        job_number.push(row.job_number);
+        ordinal.push(row.ordinal);
     }
     let state = if lease.is_some() {
         "sending"
@@ -138,6 +144,8 @@ pub(super) async fn deliveries(
         .bind(lease.map(|(owner, _)| owner))
         .bind(lease.map(|(_, until)| until))
         .bind(i64::from(lease.is_some()))
+        .bind(job_number)
+        .bind(ordinal)
         .fetch_all(conn)
         .await?;
     Ok(rows)

@@ -50,8 +50,9 @@ const RESCUE_RENDERS: &str =
 /// budget is spent at `$2` attempts, or when it started at or before `$3`.
 const RECORD_LOST_SENDS: &str = concat!(
     "INSERT INTO delivery_attempts
-        (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
-     SELECT key, attempts, updated_at, $1, 'unknown',
+        (delivery_key, job_number, ordinal, attempt, requested_at, finished_at, class, reason,
+         next_ready_at)
+     SELECT key, job_number, ordinal, attempts, updated_at, $1, 'unknown',
             CASE WHEN (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)
                  THEN 'lease expired: the worker stopped reporting; outcome unknown; budget spent'
                  ELSE 'lease expired: the worker stopped reporting; outcome unknown' END,
@@ -99,8 +100,9 @@ const SETTLE_ALL: &str = "UPDATE jobs
 
 /// A send cut at shutdown: its attempt row (`$1` now, `$2` key, `$3` token), written while
 /// `updated_at` still says when the lease was taken.
-const RECORD_CUT_SEND: &str = "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class, reason, next_ready_at)
-     SELECT key, attempts, updated_at, $1, 'unknown',
+const RECORD_CUT_SEND: &str = "INSERT INTO delivery_attempts (delivery_key, job_number, ordinal, attempt, requested_at,
+        finished_at, class, reason, next_ready_at)
+     SELECT key, job_number, ordinal, attempts, updated_at, $1, 'unknown',
             'cut at shutdown (drain_timeout): the send may have reached the receiver; outcome unknown', $1
      FROM deliveries WHERE key = $2 AND lease_token = $3 AND state = 'sending'
      ON CONFLICT DO NOTHING";

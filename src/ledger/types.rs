@@ -196,6 +196,9 @@ pub struct Job {
     pub late_at: Option<DateTime<Utc>>,
     /// The revision a reissue of this one corrects (`None` for revision 1).
     pub supersedes: Option<JobKey>,
+    /// Its number, the integer its deliveries name it by (`None` for a job made before the
+    /// ledger numbered jobs, until one of its deliveries is created).
+    pub number: Option<i64>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -228,6 +231,8 @@ pub(super) struct JobRecord {
     wait_until: Option<i64>,
     late_at: Option<i64>,
     supersedes: Option<String>,
+    #[sqlx(default)]
+    number: Option<i64>,
 }
 
 impl TryFrom<JobRecord> for Job {
@@ -276,6 +281,7 @@ impl TryFrom<JobRecord> for Job {
             wait_until: r.wait_until.map(from_millis),
             late_at: r.late_at.map(from_millis),
             supersedes: r.supersedes.as_deref().map(parse_key).transpose()?,
+            number: r.number,
         })
     }
 }

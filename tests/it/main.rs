@@ -35,6 +35,7 @@ mod ledger_browse;
 mod ledger_conformance;
 mod ledger_deliveries;
 mod ledger_faults;
+mod ledger_numbers;
 mod ledger_operations;
 mod ledger_outcomes;
 mod log_pipe;

@@ -167,6 +167,35 @@ impl Deploy {
         .expect("regclass")
     }
 
+    /// What the numbers (migration 23) say of the work since the expand migration, the
+    /// deliveries and attempts of either version: (deliveries whose job number is not their
+    /// job's or who have no ordinal, attempts whose pair is not their delivery's, pairs held
+    /// twice, attempts looked at).
+    async fn numbered_since_the_expand(&self) -> (i64, i64, i64, i64) {
+        let s = &self.schema;
+        let q = format!(
+            "SELECT
+               (SELECT COUNT(*) FROM {s}.deliveries d JOIN {s}.jobs j ON j.key = d.job_key
+                 WHERE j.local_date >= '2021-01-01'
+                   AND (d.job_number IS DISTINCT FROM j.number OR j.number IS NULL
+                        OR d.ordinal IS NULL)),
+               (SELECT COUNT(*) FROM {s}.delivery_attempts a
+                  JOIN {s}.deliveries d ON d.key = a.delivery_key
+                  JOIN {s}.jobs j ON j.key = d.job_key
+                 WHERE j.local_date >= '2021-01-01'
+                   AND (a.job_number, a.ordinal) IS DISTINCT FROM (d.job_number, d.ordinal)),
+               (SELECT COUNT(*) FROM (SELECT 1 FROM {s}.deliveries WHERE job_number IS NOT NULL
+                  GROUP BY job_number, ordinal HAVING COUNT(*) > 1) twice),
+               (SELECT COUNT(*) FROM {s}.delivery_attempts a
+                  JOIN {s}.deliveries d ON d.key = a.delivery_key
+                  JOIN {s}.jobs j ON j.key = d.job_key WHERE j.local_date >= '2021-01-01')"
+        );
+        sqlx::query_as(sqlx::AssertSqlSafe(q))
+            .fetch_one(&self.admin)
+            .await
+            .expect("numbers")
+    }
+
     /// Waits until the receiver has `years × REPORTS × HOOKS` distinct deliveries and every job
     /// is done; then checks that none arrived twice.
     async fn drained(&self, years: usize, what: &str) {
@@ -333,6 +362,12 @@ async fn a_rolling_deploy_beside_the_previous_release_loses_nothing_and_sends_no
     assert_eq!(code, Some(0), "{log}");
     d.backfill(false, 2022);
     d.drained(3, "the rollback").await;
+    // The old binary's deliveries and attempts since the expand migration are numbered as the
+    // new one numbers its own (the migration's triggers).
+    let (wrong, attempts_wrong, twice, attempts) = d.numbered_since_the_expand().await;
+    assert_eq!((wrong, attempts_wrong, twice), (0, 0, 0), "numbered");
+    let two_nights = i64::try_from(REPORTS * HOOKS * 2).unwrap_or(i64::MAX);
+    assert!(attempts >= two_nights, "{attempts} attempts");
     let show = d.run(true, &["show", "w0:2022-01-01"]);
     assert!(show.status.success(), "old show: {}", text(&show));
 

@@ -270,6 +270,15 @@ impl TestLedger {
         }
     }
 
+    /// A SQLite ledger the test opened itself, in `dir`.
+    pub fn sqlite_of(ledger: Ledger, dir: TempDir) -> TestLedger {
+        TestLedger {
+            ledger,
+            schema: None,
+            _dir: Some(dir),
+        }
+    }
+
     /// None when `DAWNPOST_TEST_POSTGRES_URL` is unset.
     pub async fn postgres() -> Option<TestLedger> {
         let url = std::env::var(POSTGRES_ENV).ok()?;
@@ -342,6 +351,43 @@ impl TestLedger {
                     .await
                     .expect("behind the ledger's back");
                 pool.close().await;
+            }
+            _ => unreachable!("a test ledger is sqlite or postgres"),
+        }
+    }
+
+    /// The rows of the query `sql` makes of the tables' prefix (as [`behind_the_back`]), read
+    /// on a connection of its own: what the ledger's API does not show.
+    ///
+    /// [`behind_the_back`]: TestLedger::behind_the_back
+    pub async fn rows<T>(&self, sql: impl FnOnce(&str) -> String) -> Vec<T>
+    where
+        T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>
+            + for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow>
+            + Send
+            + Unpin,
+    {
+        match (&self.schema, self.sqlite_path()) {
+            (Some(schema), _) => {
+                let url = std::env::var(POSTGRES_ENV).expect("postgres url");
+                let pool = sqlx::PgPool::connect(&url).await.expect("postgres");
+                let sql = sql(&format!("{schema}."));
+                let rows = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                    .fetch_all(&pool)
+                    .await
+                    .expect("read behind the ledger's back");
+                pool.close().await;
+                rows
+            }
+            (None, Some(path)) => {
+                let url = format!("sqlite://{}", path.display());
+                let pool = sqlx::SqlitePool::connect(&url).await.expect("sqlite");
+                let rows = sqlx::query_as(sqlx::AssertSqlSafe(sql("")))
+                    .fetch_all(&pool)
+                    .await
+                    .expect("read behind the ledger's back");
+                pool.close().await;
+                rows
             }
             _ => unreachable!("a test ledger is sqlite or postgres"),
         }
