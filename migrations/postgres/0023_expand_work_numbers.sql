@@ -13,8 +13,7 @@
 -- wait that long (their leases run on), none is lost.
 --
 -- Versions before this one insert deliveries and attempts without numbers: the triggers fill
--- them (as they do the destinations a later render adds to a job). This version writes them
--- itself on a first render and on every attempt, and the triggers' WHEN skips those rows.
+-- them. This version writes them itself, and the triggers' WHEN skips its rows.
 CREATE SEQUENCE job_numbers AS BIGINT;
 ALTER TABLE jobs ADD COLUMN number BIGINT;
 ALTER TABLE deliveries ADD COLUMN job_number BIGINT, ADD COLUMN ordinal INTEGER;
@@ -43,8 +42,8 @@ CREATE UNIQUE INDEX delivery_attempts_numbers ON delivery_attempts (job_number, 
 
 -- The functions find the tables in the schema they were made in, whatever a connection's
 -- search_path says. A job's deliveries are inserted under its render lease, by one
--- transaction at a time, so counting them gives each its place; a row-level BEFORE trigger
--- sees the rows its statement inserted before it.
+-- transaction at a time, so the next place after the job's greatest is free; a row-level
+-- BEFORE trigger sees the rows its statement inserted before it.
 CREATE FUNCTION deliveries_numbered() RETURNS trigger LANGUAGE plpgsql
     SET search_path FROM CURRENT AS $$
 BEGIN
@@ -52,7 +51,8 @@ BEGIN
         SELECT number INTO NEW.job_number FROM jobs WHERE key = NEW.job_key;
     END IF;
     IF NEW.ordinal IS NULL THEN
-        SELECT count(*) INTO NEW.ordinal FROM deliveries WHERE job_number = NEW.job_number;
+        SELECT COALESCE(MAX(ordinal) + 1, 0) INTO NEW.ordinal
+            FROM deliveries WHERE job_number = NEW.job_number;
     END IF;
     RETURN NEW;
 END $$;

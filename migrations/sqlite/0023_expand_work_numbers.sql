@@ -29,15 +29,24 @@ CREATE TRIGGER jobs_numbered AFTER INSERT ON jobs WHEN NEW.number IS NULL
 BEGIN
     UPDATE jobs SET number = (SELECT IFNULL(MAX(number), 0) + 1 FROM jobs) WHERE key = NEW.key;
 END;
--- A delivery inserted without its numbers (a render that adds deliveries to a job rendered
--- before) takes them after its insert: an AFTER trigger runs as each row goes in, so the count
--- includes the rows its statement inserted before it, and the row itself.
+-- A delivery an older version inserts without its numbers (one that runs on this file after
+-- a rollback) takes them after its insert: an AFTER trigger runs as each row goes in, so the
+-- job's greatest place includes the rows its statement inserted before it.
 CREATE TRIGGER deliveries_numbered AFTER INSERT ON deliveries
 WHEN NEW.job_number IS NULL OR NEW.ordinal IS NULL
 BEGIN
     UPDATE deliveries
     SET job_number = IFNULL(NEW.job_number, (SELECT number FROM jobs WHERE key = NEW.job_key)),
         ordinal = IFNULL(NEW.ordinal,
-                         (SELECT COUNT(*) - 1 FROM deliveries d WHERE d.job_key = NEW.job_key))
+                         (SELECT IFNULL(MAX(d.ordinal) + 1, 0) FROM deliveries d
+                          WHERE d.job_key = NEW.job_key))
     WHERE key = NEW.key;
+END;
+CREATE TRIGGER delivery_attempts_numbered AFTER INSERT ON delivery_attempts
+WHEN NEW.job_number IS NULL OR NEW.ordinal IS NULL
+BEGIN
+    UPDATE delivery_attempts
+    SET (job_number, ordinal) = (SELECT job_number, ordinal FROM deliveries
+                                 WHERE key = NEW.delivery_key)
+    WHERE id = NEW.id;
 END;

@@ -24,7 +24,7 @@ impl Ledger {
             }
             if let Some(c) = filter.class {
                 qb.push(
-                    " AND EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key AND d.last_class = ",
+                    " AND EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number AND d.last_class = ",
                 )
                 .push_bind(c.as_str())
                 .push(")");
@@ -92,8 +92,7 @@ impl Ledger {
         let rows: Vec<(String, i64)> = on_backend!(self, |p, _d| {
             sqlx::query_as(
                 "SELECT j.report, MAX(a.finished_at) FROM delivery_attempts a
-                   JOIN deliveries d ON d.key = a.delivery_key
-                   JOIN jobs j ON j.key = d.job_key
+                   JOIN jobs j ON j.number = a.job_number
                  WHERE a.class = 'accepted' AND a.finished_at >= $1
                  GROUP BY j.report",
             )

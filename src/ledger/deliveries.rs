@@ -16,22 +16,29 @@ use crate::keys::{DeliveryKey, JobKey};
 
 const SEND_RELEASE: &str =
     "UPDATE deliveries SET state = 'pending', attempts = attempts - 1, lease_owner = NULL,
-        lease_expires_at = NULL, updated_at = $3
-     WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
-
-const SEND_DEFER: &str = "UPDATE deliveries SET state = 'pending', attempts = attempts - 1, ready_at = $3, lease_owner = NULL,
         lease_expires_at = NULL, updated_at = $4
-     WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
+     WHERE job_number = $1 AND ordinal = $2 AND lease_token = $3 AND state = 'sending'";
+
+const SEND_DEFER: &str = "UPDATE deliveries SET state = 'pending', attempts = attempts - 1, ready_at = $4, lease_owner = NULL,
+        lease_expires_at = NULL, updated_at = $5
+     WHERE job_number = $1 AND ordinal = $2 AND lease_token = $3 AND state = 'sending'";
+
+/// Delivery `$1` of job `$2`: found through its job's number (the primary key's prefix), since
+/// no index holds the text keys.
+const BY_KEY: &str = "SELECT * FROM deliveries
+     WHERE job_number = (SELECT number FROM jobs WHERE key = $2) AND key = $1";
 
 fn redrive(key: &DeliveryKey, now_ms: i64) -> Statement<'static> {
     Statement::new(
         "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts,
             budget_since = $1, redrive_count = redrive_count + 1, updated_at = $1,
             terminal_at = NULL
-         WHERE key = $2 AND state = 'quarantined' RETURNING job_key",
+         WHERE job_number = (SELECT number FROM jobs WHERE key = $3) AND key = $2
+           AND state = 'quarantined' RETURNING job_key",
     )
     .bind(now_ms)
     .bind(key)
+    .bind(key.job())
 }
 
 /// The job of a redriven delivery delivers again, or renders again first when retention
@@ -75,18 +82,20 @@ pub(super) async fn redrive_in(
 
 impl Ledger {
     pub async fn delivery_get(&self, key: &DeliveryKey) -> Result<Option<Delivery>> {
-        let sql = "SELECT * FROM deliveries WHERE key = $1";
-        Ok(self.select::<DeliveryRecord, _, _>(sql, key).await?.pop())
+        let st = Statement::new(BY_KEY).bind(key).bind(key.job());
+        Ok(self.fetch_all::<DeliveryRecord, _>(&st).await?.pop())
     }
 
     pub async fn delivery_list(&self, job_key: &JobKey) -> Result<Vec<Delivery>> {
-        let sql = "SELECT * FROM deliveries WHERE job_key = $1 ORDER BY key";
+        let sql = "SELECT * FROM deliveries
+                   WHERE job_number = (SELECT number FROM jobs WHERE key = $1) ORDER BY key";
         self.select::<DeliveryRecord, _, _>(sql, job_key).await
     }
 
     /// The deliveries of these jobs, ordered by key; 500 jobs a statement.
     pub async fn delivery_list_many(&self, job_keys: &[&JobKey]) -> Result<Vec<Delivery>> {
-        let head = "SELECT * FROM deliveries WHERE job_key IN (";
+        let head = "SELECT d.* FROM jobs j JOIN deliveries d ON d.job_number = j.number
+                    WHERE j.key IN (";
         let mut out: Vec<Delivery> = self
             .select_by_job_keys::<DeliveryRecord, _>(head, job_keys)
             .await?;
@@ -97,7 +106,7 @@ impl Ledger {
     /// Every quarantined delivery, oldest first.
     pub async fn delivery_list_quarantined(&self, limit: u32) -> Result<Vec<Delivery>> {
         let sql = "SELECT * FROM deliveries WHERE quarantined_at IS NOT NULL
-                   ORDER BY quarantined_at, key LIMIT $1";
+                   ORDER BY quarantined_at, job_number, ordinal LIMIT $1";
         self.select::<DeliveryRecord, _, _>(sql, i64::from(limit))
             .await
     }
@@ -145,7 +154,7 @@ impl Ledger {
 
     /// `sending → pending` without counting an attempt: the worker is draining for shutdown.
     pub async fn delivery_release(&self, lease: &DeliveryLease, now: DateTime<Utc>) -> Result<()> {
-        self.fenced_update(SEND_RELEASE, lease, &[Arg::Int(to_millis(now))])
+        self.fenced_send(SEND_RELEASE, lease, &[Arg::Int(to_millis(now))])
             .await
     }
 
@@ -158,7 +167,7 @@ impl Ledger {
         now: DateTime<Utc>,
     ) -> Result<()> {
         let args = [Arg::Int(to_millis(ready_at)), Arg::Int(to_millis(now))];
-        self.fenced_update(SEND_DEFER, lease, &args).await
+        self.fenced_send(SEND_DEFER, lease, &args).await
     }
 
     /// Redrives one quarantined delivery with an audit row; its job returns to `delivering`, or
@@ -216,8 +225,13 @@ impl Ledger {
     }
 
     pub async fn attempt_list(&self, delivery_key: &DeliveryKey) -> Result<Vec<Attempt>> {
-        let sql = "SELECT * FROM delivery_attempts WHERE delivery_key = $1 ORDER BY attempt";
-        self.select::<AttemptRecord, _, _>(sql, delivery_key).await
+        let sql = "SELECT * FROM delivery_attempts
+                   WHERE job_number = (SELECT number FROM jobs WHERE key = $2) AND delivery_key = $1
+                   ORDER BY attempt";
+        let st = Statement::new(sql)
+            .bind(delivery_key)
+            .bind(delivery_key.job());
+        self.fetch_all::<AttemptRecord, _>(&st).await
     }
 
     pub async fn redrive_list(&self, job_key: &JobKey) -> Result<Vec<Redrive>> {

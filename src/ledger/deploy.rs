@@ -146,22 +146,36 @@ struct LeaseRecord {
 }
 
 impl Ledger {
-    /// Unexpired leases at `now`, renders and sends (at most a few, soonest expiry first).
+    /// Unexpired leases at `now`, renders and sends (at most a few, soonest expiry first). Sends
+    /// are found through their live jobs: by number on a ledger with migration 23 (the
+    /// deliveries' job keys are not indexed once 24 ran), by key before it.
     pub async fn leases_held(&self, now: DateTime<Utc>) -> Result<Vec<HeldLease>> {
-        const HELD: &str = concat!(
-            "SELECT 'render' AS work, key, lease_owner, lease_expires_at FROM jobs
-              WHERE state = 'rendering' AND lease_owner IS NOT NULL AND lease_expires_at > $1
-            UNION ALL
-            SELECT 'send' AS work, key, lease_owner, lease_expires_at FROM deliveries
-              WHERE state = 'sending' AND lease_owner IS NOT NULL AND lease_expires_at > $1
-                AND job_key IN ",
-            live_job_keys!(),
-            " ORDER BY lease_expires_at, key LIMIT $2"
-        );
+        macro_rules! held {
+            ($job:literal, $live:expr) => {
+                concat!(
+                    "SELECT 'render' AS work, key, lease_owner, lease_expires_at FROM jobs
+                      WHERE state = 'rendering' AND lease_owner IS NOT NULL AND lease_expires_at > $1
+                    UNION ALL
+                    SELECT 'send' AS work, key, lease_owner, lease_expires_at FROM deliveries
+                      WHERE state = 'sending' AND lease_owner IS NOT NULL AND lease_expires_at > $1
+                        AND ",
+                    $job,
+                    " IN ",
+                    $live,
+                    " ORDER BY lease_expires_at, key LIMIT $2"
+                )
+            };
+        }
+        const BY_NUMBER: &str = held!("job_number", live_job_numbers!());
+        const BY_KEY: &str = held!("job_key", live_job_keys!());
         if !self.has_table("jobs").await? {
             return Ok(Vec::new());
         }
-        let rows: Vec<LeaseRecord> = on_backend!(self, |p, _d| sqlx::query_as(HELD)
+        let held = match self.schema_fit().await?.applied >= 23 {
+            true => BY_NUMBER,
+            false => BY_KEY,
+        };
+        let rows: Vec<LeaseRecord> = on_backend!(self, |p, _d| sqlx::query_as(held)
             .bind(to_millis(now))
             .bind(LEASES_NAMED)
             .fetch_all(p)

@@ -59,21 +59,21 @@ const RENDER_SKIP: &str =
 /// by key and their deliveries probed by job whatever the statistics say.
 pub(super) const SETTLE_KEYED: PerBackend = PerBackend {
     sqlite: "UPDATE jobs
-             SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+             SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                                            AND (d.state = 'quarantined') IS TRUE)
                               THEN 'quarantined' ELSE 'done' END,
                  updated_at = $1, terminal_at = $1
              WHERE (state = 'delivering') IS TRUE
-               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                                AND (d.state IN ('pending', 'sending')) IS TRUE)
                AND key IN (SELECT value FROM json_each($2))",
     postgres: "UPDATE jobs
-               SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+               SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                                              AND (d.state = 'quarantined') IS TRUE)
                                 THEN 'quarantined' ELSE 'done' END,
                    updated_at = $1, terminal_at = $1
                WHERE (state = 'delivering') IS TRUE
-                 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                                  AND (d.state IN ('pending', 'sending')) IS TRUE)
                  AND key = ANY($2)",
 };
@@ -86,7 +86,7 @@ const CANCEL: &str = "UPDATE jobs SET state = 'cancelled', updated_at = $1, term
 const CANCEL_DELIVERIES: &str =
     "UPDATE deliveries SET state = 'quarantined', last_error = 'the job was cancelled',
         updated_at = $1, terminal_at = $1
-     WHERE job_key = $2 AND state = 'pending'";
+     WHERE job_number = (SELECT number FROM jobs WHERE key = $2) AND state = 'pending'";
 
 /// A quarantined job renders again (`ready`) without a live artifact, else delivers again.
 const REDRIVE: &str = "UPDATE jobs
@@ -99,7 +99,7 @@ const REDRIVE: &str = "UPDATE jobs
 /// Quarantined deliveries of a redriven job (`$2`) wait again, with a new budget from `$1`.
 pub(super) const REDRIVE_DELIVERIES: &str = "UPDATE deliveries SET state = 'pending', ready_at = $1, budget_attempts = attempts, budget_since = $1,
         redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
-     WHERE job_key = $2 AND state = 'quarantined'";
+     WHERE job_number = (SELECT number FROM jobs WHERE key = $2) AND state = 'quarantined'";
 
 impl Ledger {
     /// Inserts jobs whose keys do not exist yet; returns the keys actually inserted. The key

@@ -11,7 +11,7 @@ use chrono::{DateTime, Duration, Utc};
 use super::PerBackend;
 use super::tx::{Statement, Tx};
 use super::{Arg, Delivery, DeliveryLease, DeliveryRecord, Job, JobLease, JobRecord, Lease};
-use super::{LeasedDelivery, LeasedJob};
+use super::{LeasedDelivery, LeasedJob, Place};
 use super::{Ledger, Result};
 use crate::clock::to_millis;
 use crate::keys::JobKey;
@@ -73,20 +73,21 @@ const DELIVERY_LEASE: PerBackend = PerBackend {
     sqlite: "UPDATE deliveries
              SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
                  lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
-             WHERE key IN (SELECT d.key FROM deliveries d
-                           WHERE d.due_at <= $3 AND d.format <= $5
-                             AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
-                                         AND (j.state = 'delivering') IS TRUE)
-                           ORDER BY d.due_at, d.key LIMIT CAST($4 AS INTEGER))
+             WHERE rowid IN (SELECT d.rowid FROM deliveries d
+                             WHERE d.due_at <= $3 AND d.format <= $5
+                               AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
+                                           AND (j.state = 'delivering') IS TRUE)
+                             ORDER BY d.due_at, d.job_number, d.ordinal LIMIT CAST($4 AS INTEGER))
              RETURNING *",
     postgres: "UPDATE deliveries
                SET state = 'sending', lease_owner = $1, lease_token = lease_token + 1,
                    lease_expires_at = $2, attempts = attempts + 1, updated_at = $3
-               WHERE key IN (SELECT d.key FROM deliveries d
-                             WHERE d.due_at <= $3 AND d.format <= $5
-                               AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
-                                           AND (j.state = 'delivering') IS TRUE)
-                             ORDER BY d.due_at, d.key LIMIT $4 FOR UPDATE SKIP LOCKED)
+               WHERE (job_number, ordinal) IN (
+                   SELECT d.job_number, d.ordinal FROM deliveries d
+                   WHERE d.due_at <= $3 AND d.format <= $5
+                     AND EXISTS (SELECT 1 FROM jobs j WHERE j.key = d.job_key
+                                 AND (j.state = 'delivering') IS TRUE)
+                   ORDER BY d.due_at, d.job_number, d.ordinal LIMIT $4 FOR UPDATE SKIP LOCKED)
                RETURNING *",
 };
 
@@ -114,7 +115,8 @@ struct NextDueRow {
 
 const RENDER_EXTEND: &str = "UPDATE jobs SET lease_expires_at = $3 WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
 
-const SEND_EXTEND: &str = "UPDATE deliveries SET lease_expires_at = $3 WHERE key = $1 AND lease_token = $2 AND state = 'sending'";
+const SEND_EXTEND: &str = "UPDATE deliveries SET lease_expires_at = $4
+     WHERE job_number = $1 AND ordinal = $2 AND lease_token = $3 AND state = 'sending'";
 
 impl Ledger {
     /// Leases up to `limit` ready or waiting jobs whose `ready_at` has come: `ready → rendering`
@@ -150,7 +152,7 @@ impl Ledger {
         lease: &DeliveryLease,
         until: DateTime<Utc>,
     ) -> Result<()> {
-        self.fenced_update(SEND_EXTEND, lease, &[Arg::Int(to_millis(until))])
+        self.fenced_send(SEND_EXTEND, lease, &[Arg::Int(to_millis(until))])
             .await
     }
 }
@@ -254,7 +256,8 @@ async fn deliveries_in(tx: &mut Tx, params: &LeaseParams) -> Result<Vec<LeasedDe
     let mut out: Vec<LeasedDelivery> = deliveries
         .into_iter()
         .map(|delivery| LeasedDelivery {
-            lease: Lease::held(delivery.key.clone(), delivery.lease_token, params),
+            lease: Lease::held(delivery.key.clone(), delivery.lease_token, params)
+                .at(delivery.place),
             job: jobs.get(delivery.key.job()).cloned(),
             delivery,
         })
@@ -284,6 +287,24 @@ impl<K> Lease<K> {
             token,
             owner: owner.to_string(),
             expires_at,
+            place: None,
+        }
+    }
+
+    /// Where its delivery is kept, for a fenced write. A lease without a place (a job's) names
+    /// no delivery: the write then finds nothing, and reads as a lost lease.
+    pub(super) fn place(&self) -> Place {
+        self.place.unwrap_or(Place {
+            job_number: -1,
+            ordinal: -1,
+        })
+    }
+
+    /// This lease, on the delivery kept at `place`.
+    pub(super) fn at(self, place: Place) -> Lease<K> {
+        Lease {
+            place: Some(place),
+            ..self
         }
     }
 

@@ -59,6 +59,16 @@ macro_rules! live_job_keys {
     };
 }
 
+/// The numbers of [`live_job_keys`]'s jobs: what deliveries' statements test (the primary
+/// key's prefix), since no index holds deliveries' job keys.
+macro_rules! live_job_numbers {
+    () => {
+        "(SELECT number FROM jobs WHERE state = 'delivering'
+          UNION ALL SELECT number FROM jobs WHERE state = 'rendering'
+          UNION ALL SELECT number FROM jobs WHERE state = 'ready' OR state = 'waiting')"
+    };
+}
+
 mod audit;
 mod bind;
 mod browse;
@@ -426,6 +436,27 @@ impl Ledger {
             Statement::new(sql).bind(key.as_str()).bind(lease.token()),
             Statement::bind,
         );
+        let n = self.execute(&st).await?;
+        fenced(n, lease)
+    }
+}
+
+impl Ledger {
+    /// Runs one fenced update of a delivery lease's row: `sql` names the delivery's job number
+    /// `$1`, its ordinal `$2` and the lease's token `$3`, and must test all three; `args` bind
+    /// from `$4` on. Refused with [`LedgerError::LeaseLost`] unless it changed exactly that row.
+    async fn fenced_send(
+        &self,
+        sql: &'static str,
+        lease: &DeliveryLease,
+        args: &[Arg<'_>],
+    ) -> Result<()> {
+        let place = lease.place();
+        let head = Statement::new(sql)
+            .bind(place.job_number)
+            .bind(i64::from(place.ordinal))
+            .bind(lease.token());
+        let st = args.iter().cloned().fold(head, Statement::bind);
         let n = self.execute(&st).await?;
         fenced(n, lease)
     }

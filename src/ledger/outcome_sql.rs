@@ -2,8 +2,18 @@
 //! `VALUES` lists, `outcomes_pg.rs` PostgreSQL's arrays): the updates that follow the rows `v`,
 //! and the column values a render or a finish writes.
 
-use super::{DeliveryNext, Finish, Render};
+use super::{DeliveryNext, Finish, NewDelivery, Render};
 use crate::clock::to_millis;
+use crate::keys::JobKey;
+
+/// A delivery to insert: its job's key and number, its place among the job's deliveries, and
+/// the delivery.
+pub(super) struct NewRow<'a> {
+    pub(super) job: &'a JobKey,
+    pub(super) job_number: i64,
+    pub(super) ordinal: i32,
+    pub(super) delivery: &'a NewDelivery,
+}
 
 /// The update that follows the rows `v`, on both backends.
 /// The state test is `(…) IS TRUE`, which no partial index's predicate matches: each job is
@@ -18,13 +28,15 @@ pub(super) const RENDERED_UPDATE: &str = "UPDATE jobs SET state = v.state, artif
      RETURNING ";
 
 /// The update that follows the rows `v`, on both backends.
-/// The state test is `(…) IS TRUE`, so each delivery is found by its key, not by reading every
-/// leased delivery (the partial index of `sending` rows) for a hash join.
-pub(super) const FINISH_UPDATE: &str = "UPDATE deliveries SET state = v.state, ready_at = COALESCE(v.ready_at, deliveries.ready_at),
+/// The state test is `(…) IS TRUE`, so each delivery is found by its place (the primary key),
+/// not by reading every leased delivery for a hash join.
+pub(super) const FINISH_UPDATE: &str =
+    "UPDATE deliveries SET state = v.state, ready_at = COALESCE(v.ready_at, deliveries.ready_at),
         last_class = v.class, last_error = v.error, lease_owner = NULL, lease_expires_at = NULL,
         updated_at = v.finished, terminal_at = v.terminal
      FROM v
-     WHERE deliveries.key = v.key AND (deliveries.state = 'sending') IS TRUE AND deliveries.lease_token = v.token
+     WHERE deliveries.job_number = v.job_number AND deliveries.ordinal = v.ordinal
+       AND (deliveries.state = 'sending') IS TRUE AND deliveries.lease_token = v.token
      RETURNING deliveries.key, deliveries.lease_token, deliveries.attempts, deliveries.job_number,
         deliveries.ordinal";
 

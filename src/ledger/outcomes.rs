@@ -10,13 +10,13 @@ use chrono::{DateTime, Utc};
 
 use super::bind::shaped;
 use super::outcome_sql::{
-    FINISH_UPDATE, RENDERED_UPDATE, finish_columns, last_error, rendered_state,
+    FINISH_UPDATE, NewRow, RENDERED_UPDATE, finish_columns, last_error, rendered_state,
 };
 use super::tx::{Statement, Tx};
 use super::{
     Claimed, Delivery, DeliveryRecord, Finish, Job, JobRecord, Lease, LeaseParams, LeasedDelivery,
 };
-use super::{Ledger, NewDelivery, PerBackend, Render, Result, lease_lost};
+use super::{Ledger, LedgerError, PerBackend, Render, Result, lease_lost};
 use crate::clock::to_millis;
 use crate::keys::JobKey;
 
@@ -79,12 +79,13 @@ const DELIVERY_INSERT_VALUES: &str = "INSERT INTO deliveries (key, job_key, kind
         lease_owner, lease_expires_at, lease_token, attempts, job_number, ordinal) SELECT * FROM (VALUES ";
 
 /// The tail of a delivery insert after a job's first render lease: a delivery that exists
-/// already (an earlier render of the job created it) keeps its row, and only the rows created
-/// come back. Not `ON CONFLICT DO NOTHING`: PostgreSQL's speculative insertion writes a
+/// already (an earlier render of the job created it; found among the job's, `column13` being
+/// the job's number) keeps its row, and only the rows created come back. Not `ON CONFLICT DO NOTHING`: PostgreSQL's speculative insertion writes a
 /// confirmation record per row, and no other transaction can insert these keys meanwhile (this
 /// one holds the job's row, updated under its lease just before).
 const DELIVERY_INSERT_AGAIN: &str =
-    ") AS v WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.key = v.column1) RETURNING *";
+    ") AS v WHERE NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = v.column13
+                                AND d.key = v.column1) RETURNING *";
 
 /// The tail of a delivery insert under a job's first render lease (fencing token 1): only a
 /// recorded render creates deliveries, and no render of the job was recorded before, so none
@@ -94,25 +95,16 @@ const DELIVERY_INSERT_AGAIN: &str =
 const DELIVERY_INSERT_FIRST: &str = ") AS v RETURNING *";
 
 /// The head of a batch of finishes: the rows `v` that follow (key, token, state, ready_at,
-/// class, error, finished, terminal) update their deliveries if the lease still holds, and
-/// return the attempt number each one recorded.
+/// class, error, finished, terminal, job number, ordinal) update their deliveries if the lease
+/// still holds, and return the attempt number each one recorded.
 const FINISH_VALUES: &str =
-    "WITH v (key, token, state, ready_at, class, error, finished, terminal) AS (VALUES ";
+    "WITH v (key, token, state, ready_at, class, error, finished, terminal, job_number,
+        ordinal) AS (VALUES ";
 
 /// The head of a multi-row attempt insert (12 columns a row).
 const ATTEMPT_VALUES: &str = "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at,
         finished_at, class, code, retry_after_ms, next_ready_at, reason, diagnostics, job_number,
         ordinal) VALUES ";
-
-/// A delivery to insert: its job's key and number, its place among the job's deliveries
-/// (`None`: the ledger counts it), and the delivery. A number is `None` for a job made before
-/// the ledger numbered jobs: the ledger numbers it then.
-pub(super) struct NewRow<'a> {
-    pub(super) job: &'a JobKey,
-    pub(super) job_number: Option<i64>,
-    pub(super) ordinal: Option<i32>,
-    pub(super) delivery: &'a NewDelivery,
-}
 
 /// Rows a multi-row statement carries at most: 10 binds a row at most, far below both
 /// backends' bind limits.
@@ -196,28 +188,44 @@ async fn rendered_in(
         .iter()
         .map(|r| (updated.remove(&lease_id(&r.lease))).ok_or_else(|| lease_lost(&r.lease)))
         .collect();
-    let new = |first: bool| -> Vec<NewRow> {
-        let held = renders.iter().zip(&held);
-        held.filter(|(r, _)| r.lease.is_first() == first)
-            .filter_map(|(r, h)| Some((r, h.as_ref().ok()?.number)))
-            .flat_map(|(r, job_number)| {
-                r.deliveries
-                    .iter()
-                    .enumerate()
-                    .map(move |(i, delivery)| NewRow {
-                        job: r.lease.key(),
-                        job_number,
-                        // A first render's deliveries are the job's first; a later render's new
-                        // ones are counted after the job's others by the ledger (its trigger).
-                        ordinal: first.then(|| i32::try_from(i).ok()).flatten(),
-                        delivery,
-                    })
-            })
-            .collect()
+    let again: Vec<i64> = renders
+        .iter()
+        .zip(&held)
+        .filter(|(r, _)| !r.lease.is_first())
+        .filter_map(|(_, h)| h.as_ref().ok()?.number)
+        .collect();
+    let existing = existing(tx, &again).await?;
+    let none = Existing::default();
+    let new = |first: bool| -> Result<Vec<NewRow>> {
+        let mut rows = Vec::new();
+        for (r, h) in renders.iter().zip(&held) {
+            let Ok(job) = h else { continue };
+            if r.lease.is_first() != first {
+                continue;
+            }
+            let job_number = job.number.ok_or_else(|| unnumbered(&job.key))?;
+            // A first render's deliveries are the job's first; a later render keeps the job's
+            // and puts the ones it adds after them.
+            let had = existing.get(&job_number).unwrap_or(&none);
+            let added = (r.deliveries.iter()).filter(|d| !had.keys.contains(&d.key.to_string()));
+            for (i, delivery) in added.enumerate() {
+                let ordinal = i32::try_from(i)
+                    .ok()
+                    .and_then(|i| had.next.checked_add(i))
+                    .ok_or_else(|| unnumbered(&job.key))?;
+                rows.push(NewRow {
+                    job: r.lease.key(),
+                    job_number,
+                    ordinal,
+                    delivery,
+                });
+            }
+        }
+        Ok(rows)
     };
     let lease = lease_to.map(|to| (to.owner, crate::clock::add(now, to.lease_for)));
-    let first = (new(true), DELIVERY_INSERT_FIRST);
-    let again = (new(false), DELIVERY_INSERT_AGAIN);
+    let first = (new(true)?, DELIVERY_INSERT_FIRST);
+    let again = (new(false)?, DELIVERY_INSERT_AGAIN);
     let mut created = insert_deliveries(tx, first, lease, now_ms).await?;
     for (job, rows) in insert_deliveries(tx, again, lease, now_ms).await? {
         created.entry(job).or_default().extend(rows);
@@ -234,13 +242,44 @@ async fn rendered_in(
             Ok(mine
                 .into_iter()
                 .map(|delivery| LeasedDelivery {
-                    lease: Lease::born(delivery.key.clone(), delivery.lease_token, owner, until),
+                    lease: Lease::born(delivery.key.clone(), delivery.lease_token, owner, until)
+                        .at(delivery.place),
                     job: Some(job.clone()),
                     delivery,
                 })
                 .collect())
         })
         .collect())
+}
+
+/// What a later render of these jobs must know to add deliveries, by job number: the keys of
+/// the job's deliveries (kept as they are) and the next free place after its greatest.
+async fn existing(tx: &mut Tx, jobs: &[i64]) -> Result<HashMap<i64, Existing>> {
+    const OF_JOB: &str = "SELECT key, ordinal FROM deliveries WHERE job_number = $1";
+    let mut out = HashMap::with_capacity(jobs.len());
+    for job in jobs {
+        let rows: Vec<(String, i32)> = tx.fetch_all(&Statement::new(OF_JOB).bind(*job)).await?;
+        let next = rows
+            .iter()
+            .map(|(_, o)| o.saturating_add(1))
+            .max()
+            .unwrap_or(0);
+        let keys = rows.into_iter().map(|(k, _)| k).collect();
+        out.insert(*job, Existing { keys, next });
+    }
+    Ok(out)
+}
+
+/// A job's deliveries as a later render finds them (see [`existing`]).
+#[derive(Default)]
+struct Existing {
+    keys: std::collections::HashSet<String>,
+    next: i32,
+}
+
+/// A job without its number (migration 23 gave every job one), or past its places.
+fn unnumbered(job: &JobKey) -> LedgerError {
+    LedgerError::Corrupt(format!("job {job}: its deliveries cannot be numbered"))
 }
 
 /// Records `renders` as `VALUES` lists, in chunks (SQLite): the job rows updated.
@@ -328,7 +367,7 @@ async fn delivery_rows(
                 .bind(i64::from(lease.is_some()))
                 .bind(i64::from(lease.is_some()))
                 .bind(row.job_number)
-                .bind(row.ordinal.map(i64::from));
+                .bind(i64::from(row.ordinal));
         }
         rows.extend(tx.fetch_all::<DeliveryRecord>(&insert).await?);
     }
@@ -357,10 +396,11 @@ async fn finished_rows(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(Stri
     let mut numbers: HashMap<(String, i64), i64> = HashMap::with_capacity(finishes.len());
     let mut pairs: HashMap<(String, i64), Numbers> = HashMap::with_capacity(finishes.len());
     for chunk in shaped(finishes, ROWS_PER_STATEMENT) {
-        let sql = values_list(tx.numbered(), FINISH_VALUES, chunk.len(), 8, &tail);
+        let sql = values_list(tx.numbered(), FINISH_VALUES, chunk.len(), 10, &tail);
         let mut update = Statement::owned(sql);
         for f in chunk {
             let (state, ready_at, terminal) = finish_columns(f);
+            let place = f.lease.place();
             update = update
                 .bind(f.lease.key())
                 .bind(f.lease.token())
@@ -369,7 +409,9 @@ async fn finished_rows(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(Stri
                 .bind(f.attempt.class.as_str())
                 .bind(last_error(f))
                 .bind(to_millis(f.attempt.finished_at))
-                .bind(terminal);
+                .bind(terminal)
+                .bind(place.job_number)
+                .bind(i64::from(place.ordinal));
         }
         let rows: Vec<FinishedRow> = tx.fetch_all(&update).await?;
         for (k, t, n, job_number, ordinal) in rows {

@@ -11,9 +11,8 @@ use std::sync::LazyLock;
 use sqlx::PgConnection;
 
 use super::outcome_sql::{
-    FINISH_UPDATE, RENDERED_UPDATE, finish_columns, last_error, rendered_state,
+    FINISH_UPDATE, NewRow, RENDERED_UPDATE, finish_columns, last_error, rendered_state,
 };
-use super::outcomes::NewRow;
 use super::types::{DeliveryRecord, JobRecord};
 use super::{Finish, Render, Result};
 use crate::clock::to_millis;
@@ -29,25 +28,25 @@ static RENDERED: LazyLock<String> = LazyLock::new(|| {
 
 /// New deliveries as parallel arrays (key, job key, kind, destination, job number, ordinal),
 /// each `$5` (state) at `$6` under the lease `$7` (owner), `$8` (until), `$9` (token and
-/// attempts); the rows are `v`, its key `column1`, as in SQLite's `VALUES` form, for the
-/// statement's tail.
+/// attempts); the rows are `v`, its key `column1` and its job's number `column13`, as in
+/// SQLite's `VALUES` form, for the statement's tail.
 const DELIVERIES_HEAD: &str = "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, created_at, updated_at,
         lease_owner, lease_expires_at, lease_token, attempts, job_number, ordinal)
     SELECT * FROM (SELECT u.column1, u.job_key, u.kind, u.destination, $5::text, $6::int8, $6::int8,
-        $6::int8, $7::text, $8::int8, $9::int8, $9::int8, u.job_number, u.ordinal
+        $6::int8, $7::text, $8::int8, $9::int8, $9::int8, u.job_number AS column13, u.ordinal
         FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $10::int8[], $11::int4[])
             AS u(column1, job_key, kind, destination, job_number, ordinal)";
 
 /// Finishes as parallel arrays: the update's columns (key, token, state, ready_at, class,
 /// error, finished, terminal), then the attempt's (requested, code, retry_after, reason,
-/// diagnostics). The update is `outcome_sql::FINISH_UPDATE`; each delivery it changed gets its
+/// diagnostics), then the delivery's place (job number, ordinal). The update is `outcome_sql::FINISH_UPDATE`; each delivery it changed gets its
 /// attempt row, numbered by the attempts its row counts. Returns the update's rows.
 static FINISHED: LazyLock<String> = LazyLock::new(|| {
     let head = "WITH v (key, token, state, ready_at, class, error, finished, terminal,
-            requested, code, retry_after, reason, diagnostics) AS (
+            requested, code, retry_after, reason, diagnostics, job_number, ordinal) AS (
         SELECT * FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::int8[], $5::text[],
             $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[],
-            $12::text[], $13::text[])),
+            $12::text[], $13::text[], $14::int8[], $15::int4[])),
     done AS (";
     let attempts = "),
     logged AS (INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at,
@@ -175,6 +174,8 @@ pub(super) async fn finished(
         .bind(c.retry_after)
         .bind(c.reason)
         .bind(c.diagnostics)
+        .bind(c.job_number)
+        .bind(c.ordinal)
         .fetch_all(conn)
         .await?;
     Ok(rows)
@@ -195,6 +196,8 @@ struct FinishColumns<'a> {
     retry_after: Vec<Option<i64>>,
     reason: Vec<Option<&'a str>>,
     diagnostics: Vec<Option<&'a str>>,
+    job_number: Vec<i64>,
+    ordinal: Vec<i32>,
 }
 
 impl<'a> FinishColumns<'a> {
@@ -213,6 +216,8 @@ impl<'a> FinishColumns<'a> {
             retry_after: Vec::with_capacity(n),
             reason: Vec::with_capacity(n),
             diagnostics: Vec::with_capacity(n),
+            job_number: Vec::with_capacity(n),
+            ordinal: Vec::with_capacity(n),
         }
     }
 
@@ -221,6 +226,9 @@ impl<'a> FinishColumns<'a> {
         let a = &f.attempt;
         self.key.push(f.lease.key().to_string());
         self.token.push(f.lease.token());
+        let place = f.lease.place();
+        self.job_number.push(place.job_number);
+        self.ordinal.push(place.ordinal);
         self.state.push(state);
         self.ready_at.push(ready_at);
         self.class.push(a.class.as_str());

@@ -58,8 +58,8 @@ const RECORD_LOST_SENDS: &str = concat!(
                  ELSE 'lease expired: the worker stopped reporting; outcome unknown' END,
             CASE WHEN (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)
                  THEN NULL ELSE $1 END
-     FROM deliveries WHERE state = 'sending' AND lease_expires_at < $1 AND job_key IN ",
-    live_job_keys!(),
+     FROM deliveries WHERE state = 'sending' AND lease_expires_at < $1 AND job_number IN ",
+    live_job_numbers!(),
     " ON CONFLICT DO NOTHING"
 );
 
@@ -73,8 +73,8 @@ const QUARANTINE_LOST_SENDS: &str = concat!(
          updated_at = $1, terminal_at = $1
      WHERE state = 'sending' AND lease_expires_at < $1
        AND (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)
-       AND job_key IN ",
-    live_job_keys!()
+       AND job_number IN ",
+    live_job_numbers!()
 );
 
 /// The other lost sends wait again, at once.
@@ -83,33 +83,35 @@ const RESCUE_SENDS: &str = concat!(
      SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
          lease_losses = lease_losses + 1,
          last_class = 'unknown', last_error = 'lease expired', updated_at = $1
-     WHERE state = 'sending' AND lease_expires_at < $1 AND job_key IN ",
-    live_job_keys!()
+     WHERE state = 'sending' AND lease_expires_at < $1 AND job_number IN ",
+    live_job_numbers!()
 );
 
 /// Settles every delivering job with nothing left to send, at `$1`: `done`, or `quarantined`
 /// when a delivery is.
 const SETTLE_ALL: &str = "UPDATE jobs
-     SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+     SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                                    AND d.state = 'quarantined')
                       THEN 'quarantined' ELSE 'done' END,
          updated_at = $1, terminal_at = $1
      WHERE state = 'delivering'
-       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                        AND d.state IN ('pending', 'sending'))";
 
-/// A send cut at shutdown: its attempt row (`$1` now, `$2` key, `$3` token), written while
+/// A send cut at shutdown: its attempt row (`$1` now, `$2` and `$3` the delivery's job number
+/// and ordinal, `$4` token), written while
 /// `updated_at` still says when the lease was taken.
 const RECORD_CUT_SEND: &str = "INSERT INTO delivery_attempts (delivery_key, job_number, ordinal, attempt, requested_at,
         finished_at, class, reason, next_ready_at)
      SELECT key, job_number, ordinal, attempts, updated_at, $1, 'unknown',
             'cut at shutdown (drain_timeout): the send may have reached the receiver; outcome unknown', $1
-     FROM deliveries WHERE key = $2 AND lease_token = $3 AND state = 'sending'
+     FROM deliveries WHERE job_number = $2 AND ordinal = $3 AND lease_token = $4
+       AND state = 'sending'
      ON CONFLICT DO NOTHING";
 
 const ABANDON_SEND: &str = "UPDATE deliveries SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
         last_class = 'unknown', last_error = 'cut at shutdown', updated_at = $1
-     WHERE key = $2 AND lease_token = $3 AND state = 'sending'";
+     WHERE job_number = $2 AND ordinal = $3 AND lease_token = $4 AND state = 'sending'";
 
 impl Ledger {
     /// Returns every expired lease: `rendering → ready`, `sending → pending`, or, once the
@@ -182,17 +184,20 @@ impl Ledger {
     /// retry reuses the same key — as the rescuer does with a lost lease.
     pub async fn delivery_abandon(&self, lease: &DeliveryLease, now: DateTime<Utc>) -> Result<()> {
         let now_ms = to_millis(now);
+        let place = lease.place();
         let n = on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;
             sqlx::query(RECORD_CUT_SEND)
                 .bind(now_ms)
-                .bind(lease.key())
+                .bind(place.job_number)
+                .bind(place.ordinal)
                 .bind(lease.token())
                 .execute(&mut *tx)
                 .await?;
             let n = sqlx::query(ABANDON_SEND)
                 .bind(now_ms)
-                .bind(lease.key())
+                .bind(place.job_number)
+                .bind(place.ordinal)
                 .bind(lease.token())
                 .execute(&mut *tx)
                 .await?

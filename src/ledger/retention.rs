@@ -28,20 +28,20 @@ impl Retire {
                 "SELECT key FROM jobs
                  WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled', 'skipped')
                    AND artifact_key IS NOT NULL AND artifact_deleted_at IS NULL
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                                    AND d.state IN ('pending', 'sending'))"
             }
             Retire::Diagnostics => {
                 "SELECT key FROM jobs
                  WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled', 'skipped')
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                                    AND d.state IN ('pending', 'sending'))"
             }
             Retire::Rows => {
                 "SELECT key FROM jobs
                  WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled', 'skipped')
                    AND (artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                                    AND d.state IN ('pending', 'sending'))"
             }
         })
@@ -112,7 +112,7 @@ impl Ledger {
                 "SELECT * FROM jobs
                  WHERE state IN ('done', 'quarantined', 'cancelled', 'skipped') AND terminal_at < $1
                    AND (terminal_at > $2 OR (terminal_at = $2 AND key > $3))
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_key = jobs.key
+                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                                    AND d.state IN ('pending', 'sending'))
                  ORDER BY terminal_at, key LIMIT $4",
             )
@@ -195,7 +195,7 @@ impl Ledger {
             let clear = Statement::new(
                 "UPDATE delivery_attempts SET diagnostics = NULL
                  WHERE diagnostics IS NOT NULL
-                   AND delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
+                   AND job_number = (SELECT number FROM jobs WHERE key = $1)",
             )
             .bind(key);
             tx.execute(&clear).await
@@ -236,8 +236,8 @@ impl Ledger {
         let write = async |tx: &mut Tx| {
             let mut rows = 0;
             for sql in [
-                "DELETE FROM delivery_attempts WHERE delivery_key IN (SELECT key FROM deliveries WHERE job_key = $1)",
-                "DELETE FROM deliveries WHERE job_key = $1",
+                "DELETE FROM delivery_attempts WHERE job_number = (SELECT number FROM jobs WHERE key = $1)",
+                "DELETE FROM deliveries WHERE job_number = (SELECT number FROM jobs WHERE key = $1)",
                 "DELETE FROM audit WHERE job_key = $1",
                 "DELETE FROM ingest_events WHERE job_key = $1",
                 "DELETE FROM probes WHERE job_key = $1",
@@ -259,10 +259,10 @@ impl Ledger {
         let row: (i64, i64, i64, i64, i64) = on_backend!(self, |p, _d| {
             sqlx::query_as(
                 "SELECT
-                    CAST(COALESCE((SELECT SUM(LENGTH(a.diagnostics)) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1), 0) AS BIGINT),
-                    (SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1 AND a.diagnostics IS NOT NULL),
-                    (SELECT COUNT(*) FROM delivery_attempts a JOIN deliveries d ON d.key = a.delivery_key WHERE d.job_key = $1),
-                    (SELECT COUNT(*) FROM deliveries WHERE job_key = $1),
+                    CAST(COALESCE((SELECT SUM(LENGTH(a.diagnostics)) FROM delivery_attempts a WHERE a.job_number = (SELECT number FROM jobs WHERE key = $1)), 0) AS BIGINT),
+                    (SELECT COUNT(*) FROM delivery_attempts a WHERE a.job_number = (SELECT number FROM jobs WHERE key = $1) AND a.diagnostics IS NOT NULL),
+                    (SELECT COUNT(*) FROM delivery_attempts a WHERE a.job_number = (SELECT number FROM jobs WHERE key = $1)),
+                    (SELECT COUNT(*) FROM deliveries WHERE job_number = (SELECT number FROM jobs WHERE key = $1)),
                     (SELECT COUNT(*) FROM audit WHERE job_key = $1)",
             )
             .bind(key)

@@ -218,7 +218,7 @@ impl Ledger {
                 "SELECT * FROM deliveries WHERE state = 'quarantined' AND last_class = ",
             );
             qb.push_bind(class.as_str())
-                .push(" AND job_key IN (SELECT key FROM jobs WHERE report = ")
+                .push(" AND job_number IN (SELECT number FROM jobs WHERE report = ")
                 .push_bind(report)
                 .push(")");
             if let Some(t) = since {
@@ -423,13 +423,29 @@ impl Ledger {
         .await
     }
 
-    /// The deliveries with these keys (any job), in no particular order.
+    /// The deliveries with these keys (any job), in no particular order. Each is found through
+    /// its job (a delivery key is `<job-key>/…`; no index holds the text keys).
     pub async fn delivery_get_many(&self, keys: &HashSet<String>) -> Result<Vec<Delivery>> {
         let mut out = Vec::with_capacity(keys.len());
         let keys: Vec<&String> = keys.iter().collect();
         for chunk in keys.chunks(500) {
+            let jobs: HashSet<&str> = chunk
+                .iter()
+                .filter_map(|k| k.split_once('/').map(|(job, _)| job))
+                .collect();
+            if jobs.is_empty() {
+                continue;
+            }
             let recs: Vec<DeliveryRecord> = on_backend!(self, |p, _d| {
-                let mut qb = sqlx::QueryBuilder::new("SELECT * FROM deliveries WHERE key IN (");
+                let mut qb = sqlx::QueryBuilder::new(
+                    "SELECT d.* FROM jobs j JOIN deliveries d ON d.job_number = j.number
+                     WHERE j.key IN (",
+                );
+                let mut list = qb.separated(", ");
+                for job in &jobs {
+                    list.push_bind(*job);
+                }
+                qb.push(") AND d.key IN (");
                 let mut list = qb.separated(", ");
                 for k in chunk {
                     list.push_bind(k.as_str());

@@ -292,10 +292,21 @@ pub struct NewDelivery {
     pub key: DeliveryKey,
 }
 
+/// A delivery's integer key: its job's number and its place among the job's deliveries (0,
+/// 1, 2 … in the order they were created). The ledger's indexes and leases go by it; people and
+/// the API by the text key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Place {
+    pub job_number: i64,
+    pub ordinal: i32,
+}
+
 /// One delivery as the ledger holds it (its kind and destination are its key's).
 #[derive(Debug, Clone)]
 pub struct Delivery {
     pub key: DeliveryKey,
+    /// Where the ledger keeps it: its job's number and its place among the job's deliveries.
+    pub place: Place,
     pub state: DeliveryState,
     pub ready_at: DateTime<Utc>,
     pub attempts: i64,
@@ -341,13 +352,25 @@ pub(super) struct DeliveryRecord {
     budget_attempts: i64,
     budget_since: Option<i64>,
     lease_losses: i64,
+    job_number: Option<i64>,
+    ordinal: Option<i32>,
 }
 
 impl TryFrom<DeliveryRecord> for Delivery {
     type Error = LedgerError;
 
     fn try_from(r: DeliveryRecord) -> Result<Delivery, LedgerError> {
+        let Some((job_number, ordinal)) = r.job_number.zip(r.ordinal) else {
+            return Err(LedgerError::Corrupt(format!(
+                "delivery {} has no number",
+                r.key
+            )));
+        };
         Ok(Delivery {
+            place: Place {
+                job_number,
+                ordinal,
+            },
             state: DeliveryState::parse(&r.state)?,
             key: parse_key(&r.key)?,
             ready_at: from_millis(r.ready_at),
@@ -459,6 +482,8 @@ pub struct Lease<K> {
     pub(super) token: i64,
     pub(super) owner: String,
     pub(super) expires_at: DateTime<Utc>,
+    /// A delivery's integer key, by which its fenced writes find it (`None` for a job's).
+    pub(super) place: Option<Place>,
 }
 
 /// A lease on a job being rendered.

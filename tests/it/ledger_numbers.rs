@@ -1,9 +1,9 @@
 //! Numbered work, on both backends: every job has a number of its own, every delivery its
 //! job's number and its place in the job (`ordinal`: 0, 1, 2 … in the order they were
 //! created), every attempt its delivery's pair — whichever path wrote the row (a render, a
-//! later render that adds a destination, a finish, the rescuer, an older version's insert
-//! without them) — and a SQLite ledger made before the numbers has its rows numbered when it
-//! opens.
+//! later render that adds a destination, a finish, the rescuer; between the expand and the
+//! contract migrations, an older version's insert without them) — and a ledger made before the
+//! numbers has its rows numbered by the migration.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -199,56 +199,141 @@ async fn a_later_render_numbers_what_it_adds_after_the_jobs_others(t: &TestLedge
     numbered_in_order(&delivery_numbers(t).await, &[(key, &emails)]);
 }
 
-/// Rows an older version writes without numbers (a job, its deliveries; on PostgreSQL, where
-/// an older node runs beside this one, an attempt too) are numbered by the ledger as they go
-/// in, the deliveries in the order the statement inserted them.
-async fn rows_written_without_numbers_are_numbered_as_they_go_in(t: &TestLedger) {
-    let key = "old:2026-10-25";
-    t.behind_the_back(|p| {
-        format!(
-            "INSERT INTO {p}jobs (key, report, local_date, state, origin, fire_at, window_start,
-                 window_end, ready_at, created_at, updated_at)
-             VALUES ('{key}', 'old', '2026-10-25', 'delivering', 'schedule', 0, 0, 0, 0, 0, 0)"
-        )
-    })
-    .await;
-    t.behind_the_back(|p| {
-        let row = |dest: &str| {
-            format!("('{key}/email:{dest}', '{key}', 'email', '{dest}', 'sending', 0, 1, 0, 0)")
-        };
-        format!(
-            "INSERT INTO {p}deliveries (key, job_key, kind, destination, state, ready_at,
-                 attempts, created_at, updated_at)
-             VALUES {}, {}",
-            row("q@example.com"),
-            row("p@example.com")
-        )
-    })
-    .await;
-    let deliveries = delivery_numbers(t).await;
-    numbered_in_order(&deliveries, &[(key, &["q@example.com", "p@example.com"])]);
-    if t.schema().is_some() {
-        t.behind_the_back(|p| {
-            format!(
-                "INSERT INTO {p}delivery_attempts (delivery_key, attempt, requested_at,
-                     finished_at, class)
-                 VALUES ('{key}/email:p@example.com', 1, 0, 0, 'accepted')"
-            )
-        })
-        .await;
-        let attempts = attempt_numbers(t).await;
-        assert_eq!(attempts.len(), 1);
-        let (_, job_number, ordinal, ..) = &attempts[0];
-        let p = deliveries[&format!("{key}/email:p@example.com")];
-        assert_eq!((*job_number, *ordinal), (p.0, Some(1)));
-    }
-}
-
 crate::on_both_backends!(
     every_job_delivery_and_attempt_carries_its_numbers,
     a_later_render_numbers_what_it_adds_after_the_jobs_others,
-    rows_written_without_numbers_are_numbered_as_they_go_in,
 );
+
+/// A ledger at schema 23 (the numbers' expand migration; the contract, 24, not yet applied),
+/// reached as an older version reaches it.
+enum Expanded {
+    /// The pool, and the folder that holds the file for as long as the test runs.
+    Sqlite(sqlx::SqlitePool, #[allow(dead_code)] tempfile::TempDir),
+    Postgres(sqlx::PgPool, sqlx::PgPool, String),
+}
+
+impl Expanded {
+    async fn sqlite() -> Expanded {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("ledger.db").display());
+        let options: sqlx::sqlite::SqliteConnectOptions = url.parse().expect("url");
+        let pool = sqlx::SqlitePool::connect_with(options.create_if_missing(true))
+            .await
+            .expect("sqlite");
+        let migrator = sqlx::migrate!("./migrations/sqlite");
+        migrator.run_to(23, &pool).await.expect("schema 23");
+        Expanded::Sqlite(pool, dir)
+    }
+
+    async fn postgres() -> Option<Expanded> {
+        let (admin, schema, url) = common::empty_pg_schema("dp_numbers").await?;
+        let pool = sqlx::PgPool::connect(&url).await.expect("postgres");
+        let migrator = sqlx::migrate!("./migrations/postgres");
+        migrator.run_to(23, &pool).await.expect("schema 23");
+        Some(Expanded::Postgres(pool, admin, schema))
+    }
+
+    async fn run(&self, sql: String) {
+        match self {
+            Expanded::Sqlite(p, _) => sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(p)
+                .await
+                .map(|_| ()),
+            Expanded::Postgres(p, ..) => sqlx::query(sqlx::AssertSqlSafe(sql))
+                .execute(p)
+                .await
+                .map(|_| ()),
+        }
+        .expect("an older version's write");
+    }
+
+    /// `(key, number, ordinal)` rows of `sql`.
+    async fn numbers(&self, sql: &str) -> Vec<(String, Option<i64>, Option<i64>)> {
+        let sql = sql.to_string();
+        match self {
+            Expanded::Sqlite(p, _) => sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(p).await,
+            Expanded::Postgres(p, ..) => {
+                sqlx::query_as(sqlx::AssertSqlSafe(sql)).fetch_all(p).await
+            }
+        }
+        .expect("numbers")
+    }
+
+    async fn close(self) {
+        match self {
+            Expanded::Sqlite(p, _) => p.close().await,
+            Expanded::Postgres(p, admin, schema) => {
+                p.close().await;
+                let drop = format!("DROP SCHEMA {schema} CASCADE");
+                let _ = sqlx::query(sqlx::AssertSqlSafe(drop)).execute(&admin).await;
+            }
+        }
+    }
+}
+
+/// Between the expand migration and the contract one, an older version's rows (a job, its
+/// deliveries, an attempt, written without numbers) are numbered by the ledger as they go in:
+/// the deliveries in the order the statement inserted them, the attempt as its delivery.
+async fn an_older_versions_rows_are_numbered_as_they_go_in(old: Expanded) {
+    let key = "old:2026-10-25";
+    old.run(format!(
+        "INSERT INTO jobs (key, report, local_date, state, origin, fire_at, window_start,
+             window_end, ready_at, created_at, updated_at)
+         VALUES ('{key}', 'old', '2026-10-25', 'delivering', 'schedule', 0, 0, 0, 0, 0, 0)"
+    ))
+    .await;
+    let row = |dest: &str| {
+        format!("('{key}/email:{dest}', '{key}', 'email', '{dest}', 'sending', 0, 1, 0, 0)")
+    };
+    old.run(format!(
+        "INSERT INTO deliveries (key, job_key, kind, destination, state, ready_at, attempts,
+             created_at, updated_at)
+         VALUES {}, {}",
+        row("q@example.com"),
+        row("p@example.com")
+    ))
+    .await;
+    old.run(format!(
+        "INSERT INTO delivery_attempts (delivery_key, attempt, requested_at, finished_at, class)
+         VALUES ('{key}/email:p@example.com', 1, 0, 0, 'accepted')"
+    ))
+    .await;
+    let jobs = old.numbers("SELECT key, number, NULL FROM jobs").await;
+    let number = jobs[0].1;
+    assert!(number.is_some(), "{jobs:?}");
+    let deliveries = old
+        .numbers("SELECT key, job_number, CAST(ordinal AS BIGINT) FROM deliveries ORDER BY key")
+        .await;
+    assert_eq!(
+        deliveries,
+        [
+            (format!("{key}/email:p@example.com"), number, Some(1)),
+            (format!("{key}/email:q@example.com"), number, Some(0)),
+        ]
+    );
+    let attempts = old
+        .numbers("SELECT delivery_key, job_number, CAST(ordinal AS BIGINT) FROM delivery_attempts")
+        .await;
+    assert_eq!(
+        attempts,
+        [(format!("{key}/email:p@example.com"), number, Some(1))]
+    );
+    old.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_versions_rows_are_numbered_as_they_go_in_on_sqlite() {
+    an_older_versions_rows_are_numbered_as_they_go_in(Expanded::sqlite().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_versions_rows_are_numbered_as_they_go_in_on_postgres() {
+    let Some(old) = Expanded::postgres().await else {
+        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        return;
+    };
+    an_older_versions_rows_are_numbered_as_they_go_in(old).await;
+}
 
 /// A SQLite ledger at the schema before the numbers, with a night's rows, numbers them when
 /// it opens: jobs in the order they were made, each job's deliveries in theirs, attempts as
