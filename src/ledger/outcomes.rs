@@ -3,7 +3,7 @@
 //! finishes an earlier transaction committed. What the pool's completer gathers between two
 //! commits is one call here, so one commit, whatever its mix.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -18,7 +18,7 @@ use super::{
 };
 use super::{Ledger, LedgerError, PerBackend, Render, Result, lease_lost};
 use crate::clock::to_millis;
-use crate::keys::JobKey;
+use crate::keys::{DeliveryKey, JobKey};
 
 /// What one commit records.
 #[derive(Debug, Clone, Copy)]
@@ -207,7 +207,10 @@ async fn rendered_in(
             // A first render's deliveries are the job's first; a later render keeps the job's
             // and puts the ones it adds after them.
             let had = existing.get(&job_number).unwrap_or(&none);
-            let added = (r.deliveries.iter()).filter(|d| !had.keys.contains(&d.key.to_string()));
+            // Each key once (a render's list may name a destination twice).
+            let mut seen: HashSet<&DeliveryKey> = HashSet::with_capacity(r.deliveries.len());
+            let added =
+                (r.deliveries.iter()).filter(|d| !had.keys.contains(&d.key) && seen.insert(&d.key));
             for (i, delivery) in added.enumerate() {
                 let ordinal = i32::try_from(i)
                     .ok()
@@ -264,7 +267,7 @@ async fn existing(tx: &mut Tx, jobs: &[i64]) -> Result<HashMap<i64, Existing>> {
             .map(|(_, o)| o.saturating_add(1))
             .max()
             .unwrap_or(0);
-        let keys = rows.into_iter().map(|(k, _)| k).collect();
+        let keys = (rows.iter().map(|(k, _)| super::types::parse_key(k))).collect::<Result<_>>()?;
         out.insert(*job, Existing { keys, next });
     }
     Ok(out)
@@ -273,7 +276,7 @@ async fn existing(tx: &mut Tx, jobs: &[i64]) -> Result<HashMap<i64, Existing>> {
 /// A job's deliveries as a later render finds them (see [`existing`]).
 #[derive(Default)]
 struct Existing {
-    keys: std::collections::HashSet<String>,
+    keys: HashSet<DeliveryKey>,
     next: i32,
 }
 
