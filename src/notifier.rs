@@ -361,7 +361,6 @@ impl Notifier {
             _ => Outcome::new(ResponseClass::Permanent, None, "its message is gone"),
         };
         let now = self.clock.now();
-        self.throttle_on(&target, &outcome, now);
         let attempt = u32::try_from(send.attempts).unwrap_or(u32::MAX);
         let decision = (self.policy).decide(
             now,
@@ -371,6 +370,7 @@ impl Notifier {
             outcome.retry_after,
             crate::pool::jitter(),
         );
+        self.throttle_on(&target, &outcome, &decision, now);
         let next = match decision {
             Decision::Sent => SendNext::Sent,
             Decision::Retry { at, .. } => SendNext::Retry { at },
@@ -414,17 +414,20 @@ impl Notifier {
         Ok(true)
     }
 
-    /// What a reply tells the shared throttle: a 429 pauses the host until its Retry-After (at
-    /// most `retry.max_retry_after`; the policy's base delay without one), an accepted notice
-    /// ends a pause. Other outcomes leave it as it is: some never reached the host (a message
-    /// gone, a secret unset).
-    fn throttle_on(&self, target: &SendTarget, outcome: &Outcome, now: DateTime<Utc>) {
+    /// What a reply tells the shared throttle: a 429 pauses the host as a delivery's would
+    /// (see [`RetryPolicy::pause_until`]), an accepted notice ends a pause. Other outcomes
+    /// leave it as it is: some never reached the host (a message gone, a secret unset).
+    fn throttle_on(
+        &self,
+        target: &SendTarget,
+        outcome: &Outcome,
+        decision: &Decision,
+        now: DateTime<Utc>,
+    ) {
         match outcome.class {
             ResponseClass::RateLimited => {
-                let wait =
-                    (outcome.retry_after).map_or(self.policy.base, |ra| self.policy.honoured(ra));
-                self.throttle
-                    .pause(target.as_str(), crate::clock::add(now, wait));
+                let until = (self.policy).pause_until(now, outcome.retry_after, decision);
+                self.throttle.pause(target.as_str(), until);
             }
             ResponseClass::Accepted => self.throttle.clear(target.as_str()),
             _ => {}

@@ -79,6 +79,22 @@ impl RetryPolicy {
         asked.max(Duration::zero()).min(self.max_retry_after)
     }
 
+    /// Until when a rate-limited reply pauses its host: the Retry-After it asked (clamped, as
+    /// [`RetryPolicy::honoured`]), else the instant the retry was put at, else (no retry
+    /// follows) the base delay. Deliveries and owners' notices pause a host alike.
+    pub fn pause_until(
+        &self,
+        now: DateTime<Utc>,
+        retry_after: Option<Duration>,
+        decision: &Decision,
+    ) -> DateTime<Utc> {
+        match (retry_after, decision) {
+            (Some(asked), _) => crate::clock::add(now, self.honoured(asked)),
+            (None, Decision::Retry { at, .. }) => *at,
+            (None, _) => crate::clock::add(now, self.base),
+        }
+    }
+
     /// Decides what follows attempt number `attempt` (1-based) of a delivery created at
     /// `created_at`. `jitter_sample` is a uniform sample in `[0, 1)`; passing it in keeps the
     /// function pure.
@@ -227,6 +243,37 @@ mod tests {
             },
             row("ambiguous retries like transient", Ambiguous, None, 1, Some((s(24), s(30))), None),
         ]
+    }
+
+    #[test]
+    fn a_rate_limited_host_pauses_until_its_retry_after_else_the_retry() {
+        let p = policy();
+        let at = now() + Duration::seconds(47);
+        let retry = Decision::Retry {
+            at,
+            honoured_retry_after: None,
+        };
+        assert_eq!(
+            p.pause_until(now(), Some(Duration::seconds(30)), &retry),
+            now() + Duration::seconds(30),
+            "the Retry-After asked"
+        );
+        assert_eq!(
+            p.pause_until(now(), Some(Duration::days(1)), &retry),
+            now() + p.max_retry_after,
+            "clamped like the retry"
+        );
+        assert_eq!(
+            p.pause_until(now(), None, &retry),
+            at,
+            "the retry's instant"
+        );
+        let quarantined = Decision::Quarantine { why: "age".into() };
+        assert_eq!(
+            p.pause_until(now(), None, &quarantined),
+            now() + p.base,
+            "no retry follows: the base delay"
+        );
     }
 
     #[test]

@@ -429,12 +429,7 @@ fn throttle_on(
             Stats::bump(&p.stats.rate_limited);
             p.metrics.rate_limited.inc();
             p.admission.on_rate_limited(finished_at);
-            // Until the Retry-After it asked (clamped), else until the retry's instant.
-            let until = match (outcome.retry_after, decision) {
-                (Some(ra), _) => crate::clock::add(finished_at, p.policy.honoured(ra)),
-                (None, Decision::Retry { at, .. }) => *at,
-                (None, _) => crate::clock::add(finished_at, p.policy.base),
-            };
+            let until = (p.policy).pause_until(finished_at, outcome.retry_after, decision);
             p.throttle.pause(host, until);
         }
         ResponseClass::Accepted => {
