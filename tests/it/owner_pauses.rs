@@ -1,6 +1,7 @@
 //! The owners' notices and the pool's paused hosts (`HostThrottle`): the daemon gives the
 //! notifier the pool's throttle, so a host a 429 paused holds a notice to it, unattempted, until
-//! the pause ends, and a 429 to a notice pauses the host for the pool's deliveries too.
+//! the pause ends, and a 429 to a notice pauses the host for the pool's deliveries too, for as
+//! long as a delivery's 429 would.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,6 +140,40 @@ async fn a_429_to_an_owners_notice_pauses_the_host_for_the_pool(t: &TestLedger) 
     );
 }
 
+/// A 429 without Retry-After to a notice pauses its host until the notice's own retry, as a
+/// delivery's does: at the second attempt the backoff (1.6–2 s here) outlasts the base delay
+/// (1 s), so a pause of the base delay alone would let the pool's deliveries in early.
+async fn a_429_without_retry_after_pauses_the_host_until_the_notices_retry(t: &TestLedger) {
+    let receiver =
+        Receiver::start(Arc::new(|_: &str, _: usize, _| (429, None, Duration::ZERO))).await;
+    let url = receiver.url("owners");
+    let host = dawnpost::keys::host_port(&url).expect("host");
+    let eight = at(2026, 11, 30, 8, 0);
+    let throttle = Arc::new(HostThrottle::default());
+    let (notifier, clock) = notifier(&project(&url), t, eight, &throttle);
+    let first = notifier.run_once().await.expect("round");
+    assert_eq!(first.retried, 1, "{first:?}");
+
+    let later = eight + chrono::Duration::seconds(5);
+    clock.set(later);
+    let second = notifier.run_once().await.expect("round");
+    assert_eq!(second.retried, 1, "{second:?}");
+    assert_eq!(send_state(t).await, [("pending".into(), 2)]);
+    let due: Vec<(i64,)> = t
+        .rows(|p| format!("SELECT ready_at FROM {p}notice_sends"))
+        .await;
+    let retry = DateTime::from_timestamp_millis(due[0].0).expect("instant");
+    assert!(
+        retry >= later + chrono::Duration::milliseconds(1600),
+        "the second retry backs off: {retry}"
+    );
+    assert_eq!(
+        throttle.paused_until(&host, later),
+        Some(retry),
+        "the host waits as long as the notice"
+    );
+}
+
 /// A notice that never reached its host (its secret's variable is unset) leaves the host's
 /// pause as it was: once the pause ends, the pool's deliveries still send one probe first.
 async fn a_notice_that_never_reached_its_host_leaves_the_pause(t: &TestLedger) {
@@ -174,5 +209,6 @@ async fn a_notice_that_never_reached_its_host_leaves_the_pause(t: &TestLedger) {
 on_both_backends!(
     a_host_the_pool_paused_holds_the_owners_notice,
     a_429_to_an_owners_notice_pauses_the_host_for_the_pool,
+    a_429_without_retry_after_pauses_the_host_until_the_notices_retry,
     a_notice_that_never_reached_its_host_leaves_the_pause,
 );
