@@ -9,12 +9,76 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, Utc};
 
 use super::PerBackend;
+use super::Place;
 use super::tx::{Statement, Tx};
-use super::{Arg, Delivery, DeliveryLease, DeliveryRecord, Job, JobLease, JobRecord, Lease};
-use super::{LeasedDelivery, LeasedJob, Place};
+use super::{Arg, Delivery, DeliveryRecord, Job, JobRecord};
 use super::{Ledger, Result};
 use crate::clock::to_millis;
-use crate::keys::JobKey;
+use crate::keys::{DeliveryKey, JobKey};
+
+/// A held lease on a job (`Lease<JobKey>`, a render) or a delivery (`Lease<DeliveryKey>`, a
+/// send): the only handle through which leased work is recorded. Only the ledger makes one (by
+/// leasing); every later write presents its fencing `token`, so a lease that was rescued and
+/// taken again is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease<K> {
+    pub(super) key: K,
+    pub(super) token: i64,
+    pub(super) owner: String,
+    pub(super) expires_at: DateTime<Utc>,
+    /// A delivery's integer key, by which its fenced writes find it (`None` for a job's).
+    pub(super) place: Option<Place>,
+}
+
+/// A lease on a job being rendered.
+pub type JobLease = Lease<JobKey>;
+/// A lease on a delivery being sent.
+pub type DeliveryLease = Lease<DeliveryKey>;
+
+impl Lease<JobKey> {
+    /// The job's first lease ever (its fencing token is 1; every lease adds one, nothing takes
+    /// one away): no earlier attempt of this job can have stored an artifact.
+    pub fn is_first(&self) -> bool {
+        self.token == 1
+    }
+}
+
+impl<K> Lease<K> {
+    /// The leased job's or delivery's key.
+    pub fn key(&self) -> &K {
+        &self.key
+    }
+
+    /// The fencing token: grows by one on every lease of the same work.
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+
+    /// Who holds it (`hostname:pid`).
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// When it expires unless extended (as leased).
+    pub fn expires_at(&self) -> DateTime<Utc> {
+        self.expires_at
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LeasedJob {
+    pub job: Job,
+    pub lease: JobLease,
+}
+
+#[derive(Debug, Clone)]
+pub struct LeasedDelivery {
+    pub delivery: Delivery,
+    pub lease: DeliveryLease,
+    /// The delivery's job as it was when leased (its artifact, report, date and window), shared
+    /// by the deliveries of one job leased together; `None` only if the job row is gone.
+    pub job: Option<std::sync::Arc<Job>>,
+}
 
 /// What a lease asks for.
 #[derive(Debug, Clone)]

@@ -104,7 +104,7 @@ use crate::redact::redact_url;
 use audit::RedriveRecord;
 pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use deploy::{Blockers, HeldLease, Migrated};
-pub use leases::{Claimed, LeaseParams};
+pub use leases::{Claimed, DeliveryLease, JobLease, Lease, LeaseParams, LeasedDelivery, LeasedJob};
 pub use nodes::{Beat, Node, leader};
 pub use notices::{
     Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,
