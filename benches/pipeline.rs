@@ -26,9 +26,9 @@ mod graphile;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dawnpost::artifact::ArtifactStore;
 use dawnpost::ledger::{JobState, Ledger};
 use dawnpost::pool::{Pipeline, PoolConfig};
+use dawnpost::report::artifact::ArtifactStore;
 use dawnpost::{Config, SystemClock};
 use tokio_util::sync::CancellationToken;
 

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dawnpost::Config;
-use dawnpost::artifact::ArtifactStore;
-use dawnpost::render::Templates;
+use dawnpost::report::artifact::ArtifactStore;
+use dawnpost::report::render::Templates;
 
 const CONCURRENCY: usize = 16;
 
@@ -40,7 +40,7 @@ fn main() {
             let report = reports[job.key.report().as_str()].clone();
             let (templates, store, http) = (templates.clone(), store.clone(), http.clone());
             set.spawn(async move {
-                let data = dawnpost::source::fetch_within(
+                let data = dawnpost::report::source::fetch_within(
                     &report.source,
                     &job.window,
                     &http,
@@ -50,7 +50,7 @@ fn main() {
                 .await
                 .expect("fetch");
                 let date = job.key.date();
-                let context = dawnpost::render::context(
+                let context = dawnpost::report::render::context(
                     &report,
                     (date, job.fire_at),
                     &job.window,
@@ -58,7 +58,7 @@ fn main() {
                     false,
                 );
                 let rendered = templates.render(context).expect("render");
-                let day = dawnpost::keys::IsoDate(date).to_string();
+                let day = dawnpost::domain::keys::IsoDate(date).to_string();
                 store
                     .write(report.id.as_str(), &day, &Arc::new(rendered))
                     .await

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dawnpost::ledger::Ledger;
-use dawnpost::tick::SchedulerTick;
+use dawnpost::services::tick::SchedulerTick;
 use dawnpost::{Config, ManualClock, Span};
 
 const TIMEZONES: [&str; 5] = [
@@ -118,7 +118,7 @@ async fn measure(
     let clock = ManualClock::new(chrono::Utc::now());
     let tick = SchedulerTick::new(
         ledger.clone(),
-        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
+        dawnpost::report::catalog::Catalog::of_reports(config.reports.clone()),
         Arc::new(clock.clone()),
         Span::from_secs(24 * 3600),
     );

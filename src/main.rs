@@ -9,8 +9,10 @@ fn main() -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            dawnpost::logging::eprint_line(&format!("error: cannot start the runtime: {e}"));
-            dawnpost::logging::flush(Duration::from_secs(1));
+            dawnpost::runtime::logging::eprint_line(&format!(
+                "error: cannot start the runtime: {e}"
+            ));
+            dawnpost::runtime::logging::flush(Duration::from_secs(1));
             return ExitCode::FAILURE;
         }
     };
@@ -18,6 +20,6 @@ fn main() -> ExitCode {
     // A blocking task stuck on I/O must not hold the exit, and neither may a log sink that
     // nobody reads: both waits are bounded.
     runtime.shutdown_timeout(Duration::from_secs(2));
-    dawnpost::logging::flush(Duration::from_secs(1));
+    dawnpost::runtime::logging::flush(Duration::from_secs(1));
     code
 }

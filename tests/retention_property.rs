@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use chrono::{DateTime, Duration, Utc};
 use common::TestLedger;
 use common::world::*;
-use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey};
+use dawnpost::domain::keys::{DeliveryKey, DestinationKind, JobKey};
 use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{DeliveryState, JobState, Ledger, RescueBudget};
 use proptest::prelude::*;

@@ -386,7 +386,7 @@ pub fn jobs_from(
         .take(n)
         .map(|(r, d)| {
             let date = first + chrono::Duration::days(d as i64);
-            let fire = dawnpost::schedule::Fire::for_date(r, date).expect("fire");
+            let fire = dawnpost::report::schedule::Fire::for_date(r, date).expect("fire");
             dawnpost::ledger::NewJob {
                 key: fire.key,
                 fire_at: fire.fire_at,

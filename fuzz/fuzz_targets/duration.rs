@@ -11,7 +11,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = span.as_chrono();
         let _ = span.to_string();
         let now = chrono::Utc::now();
-        let _ = dawnpost::clock::add(now, span.as_chrono());
-        let _ = dawnpost::clock::sub(now, span.as_chrono());
+        let _ = dawnpost::domain::clock::add(now, span.as_chrono());
+        let _ = dawnpost::domain::clock::sub(now, span.as_chrono());
     }
 });

@@ -7,7 +7,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let now = chrono::DateTime::from_timestamp(1_790_000_000, 0).unwrap_or_default();
-    if let Some(d) = dawnpost::retry::parse_retry_after(text, now) {
+    if let Some(d) = dawnpost::delivery::retry::parse_retry_after(text, now) {
         assert!(d >= chrono::Duration::zero());
     }
 });

@@ -13,13 +13,13 @@ fuzz_target!(|data: &[u8]| {
     let Ok(tz) = chrono_tz::Tz::from_str(tz.trim()) else {
         return;
     };
-    let Ok(schedule) = dawnpost::cron::Schedule::parse(expr, tz) else {
+    let Ok(schedule) = dawnpost::domain::cron::Schedule::parse(expr, tz) else {
         return;
     };
     let from = chrono::DateTime::from_timestamp(1_790_000_000, 0).unwrap_or_default();
     for fire in schedule.next_fires(from, 3) {
         let date = fire.with_timezone(&tz).date_naive();
-        let _ = dawnpost::window::Window::previous_local_day(date, tz);
+        let _ = dawnpost::domain::window::Window::previous_local_day(date, tz);
     }
-    let _ = schedule.fires(from, dawnpost::clock::add(from, chrono::Duration::days(40)));
+    let _ = schedule.fires(from, dawnpost::domain::clock::add(from, chrono::Duration::days(40)));
 });

@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(secret) = dawnpost::signing::Secret::parse(SECRET) else {
+    let Ok(secret) = dawnpost::delivery::signing::Secret::parse(SECRET) else {
         return;
     };
     let Ok(text) = std::str::from_utf8(data) else {

@@ -1,5 +1,5 @@
 //! `dawnpost redrive --report R --class C …`: a group of dead letters redriven as a runbook
-//! ([`crate::runbook`]): the dry run printed, then the canary and the batches followed step by
+//! ([`crate::services::runbook`]): the dry run printed, then the canary and the batches followed step by
 //! step until the runbook is done, stops by itself, or `--wait` runs out (the daemon's
 //! `runbooks` service carries it on).
 
@@ -8,12 +8,12 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 
 use super::{EXIT_ERROR, LedgerSlot, RedriveArgs, parse_instant};
-use crate::clock::SharedClock;
-use crate::duration::Span;
+use crate::domain::clock::SharedClock;
+use crate::domain::duration::Span;
+use crate::domain::outcome::ResponseClass;
 use crate::ledger::{RunbookSpec, RunbookState, Via};
-use crate::outcome::ResponseClass;
-use crate::runbook::{self, Advance};
-use crate::runner::{EXIT_PENDING, EXIT_QUARANTINED};
+use crate::node::runner::{EXIT_PENDING, EXIT_QUARANTINED};
+use crate::services::runbook::{self, Advance};
 
 /// How often the command looks at a runbook it follows.
 const POLL: std::time::Duration = std::time::Duration::from_secs(1);

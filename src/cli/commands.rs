@@ -15,16 +15,16 @@ use super::{
     RedriveArgs, RunArgs, ShowArgs, SweepArgs, parse_instant, plan_range, plan_range_all,
     report_ids, shutdown_signal,
 };
-use crate::artifact::{ArtifactStore, StoredArtifact};
-use crate::clock::SharedClock;
 use crate::config::Config;
-use crate::history::{JobHistory, Redactions, StoreCheck};
+use crate::domain::clock::SharedClock;
+use crate::domain::window::rfc3339;
 use crate::ledger::{Audit, JobFilter, JobOrigin, JobState, LedgerError, NewJob, Via};
-use crate::render::Rendered;
-use crate::runner::RunOnceOptions;
-use crate::schedule::Fire;
-use crate::sweeper::Sweeper;
-use crate::window::rfc3339;
+use crate::node::runner::RunOnceOptions;
+use crate::report::artifact::{ArtifactStore, StoredArtifact};
+use crate::report::render::Rendered;
+use crate::report::schedule::Fire;
+use crate::services::sweeper::Sweeper;
+use crate::views::history::{JobHistory, Redactions, StoreCheck};
 
 fn range(args: &RangeArgs) -> anyhow::Result<(DateTime<Utc>, DateTime<Utc>)> {
     let (from, to) = (parse_instant(&args.from)?, parse_instant(&args.to)?);
@@ -35,7 +35,7 @@ fn range(args: &RangeArgs) -> anyhow::Result<(DateTime<Utc>, DateTime<Utc>)> {
 }
 
 fn local_date(date: &str) -> anyhow::Result<NaiveDate> {
-    crate::keys::parse_date(date)
+    crate::domain::keys::parse_date(date)
         .with_context(|| format!("--date {date:?} is not a date (YYYY-MM-DD)"))
 }
 
@@ -57,9 +57,9 @@ fn months(
 ) -> impl Iterator<Item = (DateTime<Utc>, DateTime<Utc>)> {
     let step = chrono::Duration::days(31);
     std::iter::successors(Some(from), move |&start| {
-        Some(crate::clock::add(start, step)).filter(|next| *next < to && *next > start)
+        Some(crate::domain::clock::add(start, step)).filter(|next| *next < to && *next > start)
     })
-    .map(move |start| (start, crate::clock::add(start, step).min(to)))
+    .map(move |start| (start, crate::domain::clock::add(start, step).min(to)))
     .filter(move |(start, _)| *start < to)
 }
 
@@ -197,7 +197,10 @@ pub(super) async fn jobs(ledger: &mut LedgerSlot<'_>, args: JobsArgs) -> anyhow:
         .await?;
     if args.json {
         for job in &jobs {
-            out!("{}", serde_json::to_string(&crate::api::JobV1::from(job))?);
+            out!(
+                "{}",
+                serde_json::to_string(&crate::views::api::JobV1::from(job))?
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -245,7 +248,8 @@ pub(super) async fn preview(
         .out
         .clone()
         .unwrap_or_else(|| config.root.join("var/preview"));
-    let files = crate::preview::preview(config, &args.report, date, &out, clock.now()).await?;
+    let files =
+        crate::views::preview::preview(config, &args.report, date, &out, clock.now()).await?;
     for path in files.paths() {
         out!("{}", path.display());
     }
@@ -266,7 +270,7 @@ pub(super) async fn run_once(
     clock: SharedClock,
 ) -> anyhow::Result<ExitCode> {
     let date = args.date.as_deref().map(local_date).transpose()?;
-    let max_wait: crate::duration::Span = args.max_wait.parse().context("--max-wait")?;
+    let max_wait: crate::domain::duration::Span = args.max_wait.parse().context("--max-wait")?;
     let l = ledger.get().await?;
     let opts = RunOnceOptions {
         date,
@@ -275,7 +279,7 @@ pub(super) async fn run_once(
         metrics: None,
     };
     let cancel = cancel_on_signal("stopping");
-    let summary = crate::runner::run_once(config, l, clock, &opts, cancel).await?;
+    let summary = crate::node::runner::run_once(config, l, clock, &opts, cancel).await?;
     let hide = if args.reveal {
         Redactions::default()
     } else {
@@ -292,7 +296,7 @@ pub(super) async fn daemon(
 ) -> anyhow::Result<ExitCode> {
     let l = ledger.get().await?;
     let cancel = cancel_on_signal("draining");
-    crate::daemon::run(config, l, clock, cancel).await?;
+    crate::node::daemon::run(config, l, clock, cancel).await?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -302,7 +306,7 @@ pub(super) async fn show(
     args: &ShowArgs,
 ) -> anyhow::Result<ExitCode> {
     let l = ledger.get().await?;
-    let Some(mut history) = crate::history::JobHistory::load(&l, &args.key).await? else {
+    let Some(mut history) = crate::views::history::JobHistory::load(&l, &args.key).await? else {
         errln!("no job {}", args.key);
         return Ok(ExitCode::from(EXIT_ERROR));
     };
@@ -337,7 +341,7 @@ pub(super) async fn show(
     } else {
         history.redactions()
     };
-    let json = crate::api::JobHistoryV1::from(&history);
+    let json = crate::views::api::JobHistoryV1::from(&history);
     print_redacted(&json, history.render_text(), &hide, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -374,13 +378,13 @@ async fn look_in_store(config: &Config, history: &mut JobHistory) -> Option<Rend
 }
 
 pub(super) async fn dlq(ledger: &mut LedgerSlot<'_>, args: &DlqArgs) -> anyhow::Result<ExitCode> {
-    let dlq = crate::history::Dlq::load(&ledger.get().await?).await?;
+    let dlq = crate::views::history::Dlq::load(&ledger.get().await?).await?;
     let hide = if args.reveal {
         Redactions::default()
     } else {
         dlq.redactions()
     };
-    let json = crate::api::DlqV1::from(&dlq);
+    let json = crate::views::api::DlqV1::from(&dlq);
     print_redacted(&json, dlq.render_text(), &hide, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -393,7 +397,7 @@ fn print_redacted<T: serde::Serialize>(
     json: bool,
 ) -> anyhow::Result<()> {
     if json {
-        let v = crate::api::redacted_json(value, hide)?;
+        let v = crate::views::api::redacted_json(value, hide)?;
         out!("{}", serde_json::to_string(&v)?);
     } else {
         out_raw!("{}", hide.text(&text));
@@ -413,7 +417,7 @@ pub(super) async fn sweep(
     let sweeper = Sweeper::from_config(
         config,
         ledger.get().await?,
-        Arc::new(crate::clock::ManualClock::new(at)),
+        Arc::new(crate::domain::clock::ManualClock::new(at)),
         artifacts,
     )?;
     if args.dry_run {

@@ -8,10 +8,10 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 
 use super::{LedgerSlot, MigrateArgs, NodesArgs};
-use crate::clock::SharedClock;
 use crate::config::Config;
+use crate::domain::clock::SharedClock;
+use crate::domain::window::rfc3339;
 use crate::ledger::{Blockers, Ledger, MigrationInfo, Opening};
-use crate::window::rfc3339;
 
 /// How often `migrate --wait` looks again, and how often it says what it waits for.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -34,7 +34,7 @@ pub(super) async fn migrate(
     args: &MigrateArgs,
     clock: SharedClock,
 ) -> anyhow::Result<ExitCode> {
-    let wait: crate::duration::Span = args.wait.parse().context("--wait")?;
+    let wait: crate::domain::duration::Span = args.wait.parse().context("--wait")?;
     let l = super::open_ledger_as(config, Opening::AsIs).await?;
     let done = migrate_on(&l, config, args, wait.as_std(), &clock).await;
     l.close().await;
@@ -52,7 +52,7 @@ async fn migrate_on(
     for m in &fit.unknown {
         line("applied by a newer version", m);
     }
-    let live_since = |now| crate::registry::live_since(config, now);
+    let live_since = |now| crate::services::registry::live_since(config, now);
     if args.dry_run {
         fit.pending.iter().for_each(|m| line("pending", m));
         let now = clock.now();
@@ -117,7 +117,7 @@ async fn finish(l: &Ledger, applied: Option<usize>) -> anyhow::Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
-/// `nodes [--json]`: the nodes whose last heartbeat is recent (see [`crate::registry`]).
+/// `nodes [--json]`: the nodes whose last heartbeat is recent (see [`crate::services::registry`]).
 pub(super) async fn nodes(
     config: &Config,
     ledger: &mut LedgerSlot<'_>,
@@ -128,13 +128,13 @@ pub(super) async fn nodes(
     let live = ledger
         .get()
         .await?
-        .node_list(crate::registry::live_since(config, now))
+        .node_list(crate::services::registry::live_since(config, now))
         .await?;
     if args.json {
         for n in &live {
             out!(
                 "{}",
-                serde_json::to_string(&crate::api::NodeV1::of(n, &live))?
+                serde_json::to_string(&crate::views::api::NodeV1::of(n, &live))?
             );
         }
         return Ok(ExitCode::SUCCESS);

@@ -11,11 +11,11 @@ use clap::{Args, Parser, Subcommand};
 
 use std::io::IsTerminal;
 
-use crate::clock::{LedgerClock, SharedClock, SystemClock};
 use crate::config::Config;
-use crate::keys::{DeliveryKey, JobKey};
+use crate::domain::clock::{LedgerClock, SharedClock, SystemClock};
+use crate::domain::keys::{DeliveryKey, JobKey};
 use crate::ledger::{Ledger, Opening};
-use crate::schedule::{Fire, plan_all};
+use crate::report::schedule::{Fire, plan_all};
 
 /// `println!` that never panics: a closed stdout (`dawnpost jobs | head -1`) ends the output,
 /// not the process.
@@ -37,7 +37,7 @@ macro_rules! out_raw {
 /// A line on stderr, through the log queue (in order with the logs); never panics or blocks.
 macro_rules! errln {
     ($($t:tt)*) => {
-        crate::logging::eprint_line(&format!($($t)*))
+        crate::runtime::logging::eprint_line(&format!($($t)*))
     };
 }
 
@@ -241,7 +241,7 @@ pub enum ArtifactPart {
 /// `nodes`' arguments.
 #[derive(Debug, Args)]
 pub struct NodesArgs {
-    /// One JSON object per node (the contract of `crate::api::NodeV1`).
+    /// One JSON object per node (the contract of `crate::views::api::NodeV1`).
     #[arg(long)]
     pub json: bool,
 }
@@ -320,7 +320,7 @@ fn artifact_store_problem(config: &Config) -> Option<crate::config::ConfigError>
     if settings.url.starts_with("file://") || settings.url.starts_with("memory://") {
         return None;
     }
-    let e = crate::artifact::ArtifactStore::from_settings(settings, &config.root).err()?;
+    let e = crate::report::artifact::ArtifactStore::from_settings(settings, &config.root).err()?;
     Some(crate::config::ConfigError {
         file: config.dir.join("dawnpost.toml"),
         row: None,
@@ -367,7 +367,7 @@ pub async fn main() -> ExitCode {
     match run(cli, clock).await {
         Ok(code) => code,
         Err(e) => {
-            errln!("error: {}", crate::words::error_chain(e.as_ref()));
+            errln!("error: {}", crate::domain::words::error_chain(e.as_ref()));
             ExitCode::from(EXIT_ERROR)
         }
     }
@@ -382,7 +382,7 @@ fn init_tracing(cli: &Cli) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(crate::logging::NonBlocking)
+        .with_writer(crate::runtime::logging::NonBlocking)
         .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal());
     if cli.log_json {
@@ -397,7 +397,7 @@ fn init_tracing(cli: &Cli) {
 /// command returned.
 pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     let mut config =
-        match Config::load_with(&cli.config, &crate::source::SqlRows) {
+        match Config::load_with(&cli.config, &crate::report::source::SqlRows) {
             Ok(c) => c,
             Err(errors) if cli.command.reads_ledger_only() => {
                 // An operator answering "why did X not get its report?" must not be locked out
@@ -419,7 +419,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     release_freed_memory();
     if matches!(cli.command, Command::Check) {
         // Only `check` renders every template against its sample: the others load what they use.
-        let (mut errors, warnings) = crate::render::check_templates(&config);
+        let (mut errors, warnings) = crate::report::render::check_templates(&config);
         errors.extend(artifact_store_problem(&config));
         if !errors.is_empty() {
             errln!("{}", crate::config::ConfigErrors(errors));
@@ -470,7 +470,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
 
 /// The ledger of one command: opened on first use (after the command checked its arguments,
 /// so bad input never creates a ledger), closed once by [`run`]. Once it opens, the command's
-/// clock follows the ledger's (see [`crate::timekeeper`]).
+/// clock follows the ledger's (see [`crate::services::timekeeper`]).
 pub(crate) struct LedgerSlot<'a> {
     config: &'a Config,
     clock: SharedClock,
@@ -492,13 +492,13 @@ impl<'a> LedgerSlot<'a> {
             return Ok(l.clone());
         }
         let l = open_ledger(self.config).await?;
-        crate::timekeeper::follow(&*self.clock, &l).await;
+        crate::services::timekeeper::follow(&*self.clock, &l).await;
         // A transition of a newer format (a skip, in `run --once`) only while every live node
         // reads it.
-        let live_since = crate::registry::live_since(self.config, self.clock.now());
+        let live_since = crate::services::registry::live_since(self.config, self.clock.now());
         l.follow_formats(live_since).await?;
         let bound = self.config.settings.pool.max_clock_offset;
-        if let Some(why) = crate::clock::refusal(&*self.clock, bound) {
+        if let Some(why) = crate::domain::clock::refusal(&*self.clock, bound) {
             tracing::warn!("{why}");
         }
         self.opened = Some(l.clone());
@@ -579,8 +579,8 @@ pub(crate) fn plan_range_all(config: &Config, from: DateTime<Utc>, to: DateTime<
     let ms = chrono::Duration::milliseconds(1);
     plan_all(
         &config.reports,
-        crate::clock::sub(from, ms),
-        crate::clock::sub(to, ms),
+        crate::domain::clock::sub(from, ms),
+        crate::domain::clock::sub(to, ms),
     )
 }
 
@@ -589,7 +589,7 @@ pub fn parse_instant(s: &str) -> anyhow::Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }
-    if let Some(d) = crate::keys::parse_date(s)
+    if let Some(d) = crate::domain::keys::parse_date(s)
         && let Some(t) = d.and_hms_opt(0, 0, 0)
     {
         return Ok(t.and_utc());

@@ -5,12 +5,12 @@ use std::process::ExitCode;
 use chrono::{DateTime, Utc};
 
 use crate::config::Config;
-use crate::history::Redactions;
+use crate::domain::window::rfc3339;
 use crate::ledger::JobState;
-use crate::runner::RunOnceSummary;
-use crate::schedule::{Fire, FireLine};
-use crate::sweeper::SweepPlan;
-use crate::window::rfc3339;
+use crate::node::runner::RunOnceSummary;
+use crate::report::schedule::{Fire, FireLine};
+use crate::services::sweeper::SweepPlan;
+use crate::views::history::Redactions;
 
 pub(super) fn print_plan(plan: &SweepPlan) {
     let c = &plan.counts;
@@ -137,7 +137,7 @@ pub(super) fn print_fire(fire: &Fire, json: bool, inserted: Option<bool>) -> any
 /// One line per `[[rate_limit]]`: its rate and the destinations it holds back, in the order
 /// the pool applies them (the first entry matching a host wins).
 fn rate_limit_lines(config: &Config) -> Vec<String> {
-    let relay = crate::deliver::SendTarget::relay(&config.settings.email.smtp_url).to_string();
+    let relay = crate::delivery::SendTarget::relay(&config.settings.email.smtp_url).to_string();
     let specs = &config.settings.rate_limits;
     let first_match = |host: &str| specs.iter().position(|s| s.matches(host));
     specs
@@ -157,7 +157,7 @@ fn rate_limit_lines(config: &Config) -> Vec<String> {
                 .reports
                 .iter()
                 .flat_map(|r| &r.webhooks)
-                .map(|w| crate::deliver::SendTarget::webhook(w.url.as_str()).to_string())
+                .map(|w| crate::delivery::SendTarget::webhook(w.url.as_str()).to_string())
                 .filter(|h| first_match(h) == Some(i))
                 .collect();
             webhook_hosts.sort();
@@ -188,12 +188,12 @@ fn owners_line(o: &crate::config::Owners) -> Option<String> {
     let mut told: Vec<String> = o
         .emails
         .iter()
-        .map(|a| crate::redact::redact_address(a.as_ref()))
+        .map(|a| crate::domain::redact::redact_address(a.as_ref()))
         .collect();
     if let Some(w) = &o.webhook {
         told.push(format!(
             "webhook {}",
-            crate::redact::redact_endpoint(w.url.as_str())
+            crate::domain::redact::redact_endpoint(w.url.as_str())
         ));
     }
     let owners = (!told.is_empty())
@@ -218,7 +218,7 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
         "{}: configuration valid — {} report(s); ledger {}; retention artifact {}, diagnostics {}, ledger {} ({} override(s))",
         config.dir.display(),
         config.reports.len(),
-        crate::redact::redact_url(&config.settings.database.url),
+        crate::domain::redact::redact_url(&config.settings.database.url),
         r.artifact,
         r.diagnostics,
         r.ledger,
@@ -231,7 +231,7 @@ pub(super) fn check(config: &Config, now: DateTime<Utc>) -> anyhow::Result<ExitC
             family.file.display(),
             family.reports,
             family.rows.describe(&config.root),
-            crate::render::FAMILY_ROWS_CHECKED.min(family.reports),
+            crate::report::render::FAMILY_ROWS_CHECKED.min(family.reports),
             match family.reports > FAMILY_REPORTS_SHOWN {
                 true => format!("; the first {FAMILY_REPORTS_SHOWN} shown below"),
                 false => String::new(),
@@ -293,7 +293,7 @@ fn check_report(config: &Config, report: &crate::config::Report, now: DateTime<U
     if let Some(line) = owners_line(&report.owners) {
         out!("  {line}");
     }
-    for fire in crate::schedule::next_fires(report, now, 3) {
+    for fire in crate::report::schedule::next_fires(report, now, 3) {
         let local = fire.fire_at.with_timezone(&tz);
         let (word, note) = match &fire.calendar {
             None => ("next", String::new()),

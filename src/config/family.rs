@@ -14,7 +14,7 @@ use super::ConfigError;
 use super::fields::{Fields, Place};
 use super::report::{LoadContext, Report, load_report};
 use super::rows::{Family, FamilyRow, Row, read_rows, rows_field, rows_spec, substitute};
-use crate::keys::ReportId;
+use crate::domain::keys::ReportId;
 
 /// At most this many problems are listed per family; the rest are counted.
 const MAX_ROW_ERRORS: usize = 20;

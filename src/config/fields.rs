@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::de::DeserializeOwned;
 
 use super::ConfigError;
-use crate::duration::Span;
+use crate::domain::duration::Span;
 
 /// Where a table sits: its file, the report it belongs to, and the field path leading to it.
 #[derive(Debug, Clone)]

@@ -104,7 +104,7 @@ pub struct Config {
 impl Config {
     /// Loads and validates every file of `dir`; a `[[family]]` whose rows come from a query is
     /// refused (see [`Config::load_with`]). Templates are loaded by the commands that use
-    /// them and render-checked by `check` ([`crate::render::check_templates`]).
+    /// them and render-checked by `check` ([`crate::report::render::check_templates`]).
     pub fn load(dir: &Path) -> Result<Config, ConfigErrors> {
         Config::load_with(dir, &NoSqlRows)
     }
@@ -126,7 +126,7 @@ impl Config {
         let settings_file = dir.join("dawnpost.toml");
         let mut settings = settings::load(&settings_file, &mut errors);
         if let Some(path) = &settings.tls.ca_file {
-            match crate::tls::CaBundle::load(&resolve(&root, path)) {
+            match crate::runtime::tls::CaBundle::load(&resolve(&root, path)) {
                 Ok(ca) => settings.tls.ca = Some(std::sync::Arc::new(ca)),
                 Err(e) => errors.push(ConfigError {
                     file: settings_file.clone(),
@@ -282,7 +282,7 @@ fn load_reports(
     warnings: &mut Vec<String>,
 ) -> Vec<Arc<Report>> {
     let mut reports: Vec<Arc<Report>> = Vec::new();
-    let mut first_file: std::collections::HashMap<crate::keys::ReportId, PathBuf> =
+    let mut first_file: std::collections::HashMap<crate::domain::keys::ReportId, PathBuf> =
         std::collections::HashMap::new();
     for file in files {
         for r in load_file(file, ctx, errors, warnings) {

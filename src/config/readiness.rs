@@ -7,8 +7,8 @@ use chrono::NaiveTime;
 
 use super::ConfigError;
 use super::fields::{Fields, Place};
-use crate::cron::CronExpr;
-use crate::duration::Span;
+use crate::domain::cron::CronExpr;
+use crate::domain::duration::Span;
 
 /// How a report's data says it is ready, how often to ask, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]

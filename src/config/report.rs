@@ -11,9 +11,9 @@ use super::readiness::Readiness;
 use super::settings::Settings;
 use super::webhook::{Webhook, load_webhook};
 use super::{ConfigError, resolve};
-use crate::cron::CronExpr;
-use crate::duration::Span;
-use crate::keys::ReportId;
+use crate::domain::cron::CronExpr;
+use crate::domain::duration::Span;
+use crate::domain::keys::ReportId;
 
 /// A report definition.
 #[derive(Debug, Clone)]
@@ -38,7 +38,7 @@ pub struct Report {
     /// `List-Unsubscribe` of its emails (`mailto:…`), for reports sent outside the company.
     pub list_unsubscribe: Option<String>,
     /// `skip_if_empty`: where in the source data an empty value ends the job `skipped`.
-    pub skip_if_empty: Option<crate::data_path::DataPath>,
+    pub skip_if_empty: Option<crate::domain::data_path::DataPath>,
     /// `ready_when`, `wait_until` and `on_late`: wait for the data, until a deadline.
     pub readiness: Option<Readiness>,
     /// `calendar` and `on_holiday`: the business days it fires on.
@@ -299,10 +299,10 @@ fn load_skip_if_empty(
     f: &mut Fields<'_, '_>,
     place: &Place<'_>,
     errors: &mut Vec<ConfigError>,
-) -> Option<crate::data_path::DataPath> {
+) -> Option<crate::domain::data_path::DataPath> {
     f.opt::<String>("skip_if_empty", errors).and_then(|p| {
         p.parse()
-            .map_err(|e: crate::data_path::DataPathError| {
+            .map_err(|e: crate::domain::data_path::DataPathError| {
                 errors.push(place.error("skip_if_empty", e.to_string()))
             })
             .ok()

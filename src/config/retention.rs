@@ -7,7 +7,7 @@ use globset::{Glob, GlobMatcher};
 
 use super::fields::{Fields, Place, parse_file};
 use super::{ConfigError, ConfigErrors};
-use crate::duration::Span;
+use crate::domain::duration::Span;
 
 /// How long each class of data outlives the moment its job became terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::ConfigError;
 use super::fields::Fields;
 use super::resolve;
-use crate::duration::Span;
+use crate::domain::duration::Span;
 
 /// The largest rows file read (a CSV or JSON file of rows).
 pub const MAX_ROWS_FILE: u64 = 64 << 20;

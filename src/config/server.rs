@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 
 use super::ConfigError;
 use super::fields::Fields;
-use crate::duration::Span;
+use crate::domain::duration::Span;
 
 #[derive(Debug, Clone)]
 pub struct ServerSettings {

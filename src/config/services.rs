@@ -4,7 +4,7 @@
 
 use super::ConfigError;
 use super::fields::Fields;
-use crate::duration::Span;
+use crate::domain::duration::Span;
 
 /// The shortest interval a service may be given: a faster round only loads the ledger.
 pub const SHORTEST: Span = Span::from_millis(100);

@@ -10,7 +10,7 @@ use super::ConfigError;
 use super::database::{DEFAULT_PG_CONNECTIONS, DatabaseSettings};
 use super::fields::{Fields, Place, parse_file};
 use super::server::ServerSettings;
-use crate::duration::Span;
+use crate::domain::duration::Span;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -34,7 +34,7 @@ pub struct TlsSettings {
     /// A PEM bundle of CA certificates trusted besides the platform's. Default none.
     pub ca_file: Option<PathBuf>,
     /// The bundle, read and checked when the configuration loads.
-    pub ca: Option<std::sync::Arc<crate::tls::CaBundle>>,
+    pub ca: Option<std::sync::Arc<crate::runtime::tls::CaBundle>>,
 }
 
 #[derive(Debug, Clone, Copy)]

@@ -1,5 +1,5 @@
 //! The audit of operators' actions: who redrove or cancelled what, why, when and through what
-//! (the `redrives` table).
+//! (the `audit` table).
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -7,8 +7,8 @@ use serde::Serialize;
 use super::LedgerError;
 use super::tx::Statement;
 use super::types::parse_key;
-use crate::clock::from_millis;
-use crate::keys::{DeliveryKey, JobKey};
+use crate::domain::clock::from_millis;
+use crate::domain::keys::{DeliveryKey, JobKey};
 
 /// Who did an audited action, why, and through what. Made only by [`Audit::new`], which
 /// refuses an action without a name or a reason: every redrive and cancel is audited.

@@ -1,7 +1,7 @@
-//! How the keys of [`crate::keys`] bind to SQL: as their text, on every backend that binds a
+//! How the keys of [`crate::domain::keys`] bind to SQL: as their text, on every backend that binds a
 //! `String`. Here, not in `keys.rs`, so that the names of work know nothing of storage.
 
-use crate::keys::{DeliveryKey, JobKey};
+use crate::domain::keys::{DeliveryKey, JobKey};
 
 /// Keys bind to SQL as their text, on every backend that binds a `String`.
 macro_rules! bind_as_text {

@@ -48,7 +48,7 @@ impl Ledger {
 }
 
 fn iso(d: chrono::NaiveDate) -> String {
-    crate::keys::IsoDate(d).to_string()
+    crate::domain::keys::IsoDate(d).to_string()
 }
 
 impl Ledger {
@@ -59,7 +59,7 @@ impl Ledger {
     ) -> Result<
         Vec<(
             chrono::DateTime<chrono::Utc>,
-            crate::outcome::ResponseClass,
+            crate::domain::outcome::ResponseClass,
             i64,
         )>,
     > {
@@ -69,15 +69,15 @@ impl Ledger {
                 "SELECT finished_at / 3600000 AS hour, class, COUNT(*) FROM delivery_attempts
                  WHERE finished_at >= $1 GROUP BY hour, class ORDER BY hour, class",
             )
-            .bind(crate::clock::to_millis(since))
+            .bind(crate::domain::clock::to_millis(since))
             .fetch_all(p)
             .await?
         });
         Ok(rows
             .into_iter()
             .map(|(h, c, n)| {
-                let at = crate::clock::from_millis(h.saturating_mul(HOUR_MS));
-                (at, crate::outcome::ResponseClass::parse(&c), n)
+                let at = crate::domain::clock::from_millis(h.saturating_mul(HOUR_MS));
+                (at, crate::domain::outcome::ResponseClass::parse(&c), n)
             })
             .collect())
     }
@@ -96,13 +96,13 @@ impl Ledger {
                  WHERE a.class = 'accepted' AND a.finished_at >= $1
                  GROUP BY j.report",
             )
-            .bind(crate::clock::to_millis(since))
+            .bind(crate::domain::clock::to_millis(since))
             .fetch_all(p)
             .await?
         });
         Ok(rows
             .into_iter()
-            .map(|(r, ms)| (r, crate::clock::from_millis(ms)))
+            .map(|(r, ms)| (r, crate::domain::clock::from_millis(ms)))
             .collect())
     }
 }

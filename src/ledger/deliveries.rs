@@ -11,8 +11,8 @@ use super::{
     DeliveryState, Finish, Ledger, LedgerError, NewAttempt, Redrive, RedriveOutcome, RedriveRecord,
     Result,
 };
-use crate::clock::to_millis;
-use crate::keys::{DeliveryKey, JobKey};
+use crate::domain::clock::to_millis;
+use crate::domain::keys::{DeliveryKey, JobKey};
 
 const SEND_RELEASE: &str =
     "UPDATE deliveries SET state = 'pending', attempts = attempts - 1, lease_owner = NULL,

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::schema::{MigrationInfo, MigrationKind};
 use super::{Backend, Ledger, Node, Result};
-use crate::clock::{from_millis, to_millis};
+use crate::domain::clock::{from_millis, to_millis};
 
 /// How many held leases a refusal names at most.
 const LEASES_NAMED: i64 = 20;
@@ -60,7 +60,7 @@ impl Blockers {
                         l.work,
                         l.key,
                         l.owner,
-                        crate::window::rfc3339(l.until)
+                        crate::domain::window::rfc3339(l.until)
                     )
                 })
                 .collect();

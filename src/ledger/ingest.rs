@@ -7,7 +7,7 @@ use super::jobs::{JOB_INSERT_ONE, JobRow};
 use super::tx::Statement;
 use super::types::parse_key;
 use super::{IngestOutcome, Ledger, NewJob, Result};
-use crate::clock::to_millis;
+use crate::domain::clock::to_millis;
 
 const CLAIM_WEBHOOK_ID: &str =
     "INSERT INTO ingest_events (webhook_id, job_key, received_at) VALUES ($1, $2, $3)

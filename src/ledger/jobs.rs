@@ -1,6 +1,6 @@
 //! Jobs: insert, read, the outcomes of a render, settle, cancel and redrive.
 
-use crate::artifact::ArtifactRef;
+use crate::report::artifact::ArtifactRef;
 use chrono::{DateTime, Utc};
 
 use super::PerBackend;
@@ -11,8 +11,8 @@ use super::{
     Arg, Audit, Job, JobLease, JobRecord, JobState, Ledger, LedgerError, NewDelivery, NewJob,
     RedriveOutcome, Render, Result,
 };
-use crate::clock::to_millis;
-use crate::keys::JobKey;
+use crate::domain::clock::to_millis;
+use crate::domain::keys::JobKey;
 
 /// Inserts jobs from parallel arrays (key, report, local date, origin, fire_at, window start
 /// and end, ready_at), created at `$9`; returns the keys it inserted. PostgreSQL plans the
@@ -153,7 +153,7 @@ impl Ledger {
             .fetch_one(p)
             .await?
         });
-        Ok(row.0.map(crate::clock::from_millis))
+        Ok(row.0.map(crate::domain::clock::from_millis))
     }
 
     /// `rendering → ready` at `ready_at`, after a transient render failure.
@@ -375,7 +375,7 @@ impl<'a> JobRow<'a> {
         JobRow {
             key: j.key.to_string(),
             report: j.key.report().to_string(),
-            date: crate::keys::IsoDate(j.key.date()).to_string(),
+            date: crate::domain::keys::IsoDate(j.key.date()).to_string(),
             origin: j.origin.as_str(),
             fire: to_millis(j.fire_at),
             start: to_millis(j.window.start),

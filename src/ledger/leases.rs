@@ -13,8 +13,8 @@ use super::Place;
 use super::tx::{Statement, Tx};
 use super::{Arg, Delivery, DeliveryRecord, Job, JobRecord};
 use super::{Ledger, Result};
-use crate::clock::to_millis;
-use crate::keys::{DeliveryKey, JobKey};
+use crate::domain::clock::to_millis;
+use crate::domain::keys::{DeliveryKey, JobKey};
 
 /// A held lease on a job (`Lease<JobKey>`, a render) or a delivery (`Lease<DeliveryKey>`, a
 /// send): the only handle through which leased work is recorded. Only the ledger makes one (by
@@ -280,7 +280,7 @@ async fn next_due_in(tx: &mut Tx) -> Result<Option<DateTime<Utc>>> {
     let row: Option<NextDueRow> = tx.fetch_optional(&st).await?;
     Ok(row
         .and_then(|r| [r.waiting, r.ready, r.delivery].into_iter().flatten().min())
-        .map(crate::clock::from_millis))
+        .map(crate::domain::clock::from_millis))
 }
 
 /// Claims jobs in `tx`, earliest due first.
@@ -337,7 +337,10 @@ async fn deliveries_in(tx: &mut Tx, params: &LeaseParams) -> Result<Vec<LeasedDe
 fn claim_statement<'a>(sql: &'static str, params: &'a LeaseParams) -> Statement<'a> {
     Statement::new(sql)
         .bind(params.owner.as_str())
-        .bind(to_millis(crate::clock::add(params.now, params.lease_for)))
+        .bind(to_millis(crate::domain::clock::add(
+            params.now,
+            params.lease_for,
+        )))
         .bind(to_millis(params.now))
         .bind(i64::from(params.limit))
         .bind(super::WORK_FORMAT)
@@ -374,7 +377,7 @@ impl<K> Lease<K> {
 
     /// The lease a claim just took.
     fn held(key: K, token: i64, params: &LeaseParams) -> Lease<K> {
-        let until = crate::clock::add(params.now, params.lease_for);
+        let until = crate::domain::clock::add(params.now, params.lease_for);
         Lease::born(key, token, &params.owner, until)
     }
 }

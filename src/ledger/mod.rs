@@ -2,30 +2,12 @@
 //! PostgreSQL (several workers). This module is the only place with SQL.
 //!
 //! Every transition (ARCHITECTURE.md, "State machines") is a conditional update
-//! (`WHERE state = <expected>`), so a late or duplicate writer can never move work backwards. Leases carry a fencing token that grows by
-//! one on every lease; every later write of a lease must present it, so a worker whose lease
-//! expired and was rescued cannot complete or reschedule that work afterwards.
-//!
-//! ```text
-//! job:       ready → rendering → delivering → done
-//!                    rendering → ready         (transient render failure; lease expiry)
-//!                    rendering → quarantined   (permanent failure, budget exhausted)
-//!                                delivering → quarantined (all deliveries terminal, one quarantined)
-//!            ready | quarantined → cancelled   (by an operator)
-//!            quarantined → ready | delivering  (redrive)
-//! delivery:  pending → sending → sent
-//!                      sending → pending       (transient, with a later ready_at; lease expiry; drain)
-//!                      sending → quarantined   (permanent, or budget exhausted)
-//!            quarantined → pending             (redrive)
-//! ```
-//!
-//! One file per concern, each with its statements beside it as compile-time text (one text
-//! per backend where they differ): `jobs` (insert, read, render outcomes, settle, cancel,
-//! redrive), `deliveries` (deliveries, attempts, the redrive audit), `leases` (claims and
-//! extensions), `rescue` (lost leases, sends cut at shutdown), `retention`, `schedule` (the
-//! tick's state) and `ingest` (signed run requests); `sql` holds the column lists and shared
-//! text, `types` the rows and typed leases. `sqlite` and `postgres` hold what only one backend
-//! has: connecting, how a write transaction begins, row locks, planner settings.
+//! (`WHERE state = <expected>`), so a late or duplicate writer can never move work backwards.
+//! Leases carry a fencing token that grows by one on every lease; every later write of a lease
+//! must present it, so a worker whose lease expired and was rescued cannot complete or
+//! reschedule that work afterwards. The files of this folder are the code map's `ledger/`
+//! entry; `sqlite` and `postgres` hold what only one backend has: connecting, how a write
+//! transaction begins, row locks, planner settings.
 
 /// Runs `$body` with `$p` bound to the backend's pool and `$d` to its dialect module, so SQL
 /// common to both backends is written once and backend-specific SQL lives in its own file.
@@ -99,8 +81,8 @@ use std::path::Path;
 
 use sqlx::{PgPool, SqlitePool};
 
-use crate::keys::Key;
-use crate::redact::redact_url;
+use crate::domain::keys::Key;
+use crate::domain::redact::redact_url;
 use audit::RedriveRecord;
 pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use deploy::{Blockers, HeldLease, Migrated};
@@ -345,7 +327,7 @@ impl Ledger {
             Backend::Sqlite(_) => Ok(None),
             Backend::Postgres(p) => {
                 let ms: i64 = sqlx::query_scalar(SERVER_TIME).fetch_one(p).await?;
-                Ok(Some(crate::clock::from_millis(ms)))
+                Ok(Some(crate::domain::clock::from_millis(ms)))
             }
         }
     }
@@ -370,7 +352,7 @@ impl Ledger {
             Backend::Sqlite(p) => sqlite::probe_write(p).await,
             Backend::Postgres(p) => postgres::probe_write(p).await,
         };
-        wrote.map_err(|e| LedgerError::CannotWrite(crate::words::error_chain(&e)))
+        wrote.map_err(|e| LedgerError::CannotWrite(crate::domain::words::error_chain(&e)))
     }
 
     /// Runs a query of rows `R` with one bind (`$1`) and converts each row to `T`.
@@ -395,7 +377,7 @@ impl Ledger {
     async fn select_by_job_keys<R, T>(
         &self,
         head: &'static str,
-        keys: &[&crate::keys::JobKey],
+        keys: &[&crate::domain::keys::JobKey],
     ) -> Result<Vec<T>>
     where
         R: BothRow,

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::tx::Statement;
 use super::{FIRST_WORK_FORMAT, Ledger, Result, WORK_FORMAT};
-use crate::clock::{from_millis, to_millis};
+use crate::domain::clock::{from_millis, to_millis};
 
 /// One node as the registry holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]

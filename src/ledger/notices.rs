@@ -7,9 +7,9 @@ use chrono::{DateTime, Utc};
 
 use super::tx::Statement;
 use super::{Ledger, LedgerError, PerBackend, Result};
-use crate::clock::{from_millis, to_millis};
-use crate::keys::{DestinationKind, JobKey};
-use crate::notice::{Cause, Composed, Item};
+use crate::delivery::notice::{Cause, Composed, Item};
+use crate::domain::clock::{from_millis, to_millis};
+use crate::domain::keys::{DestinationKind, JobKey};
 
 /// The `message` of a notice nobody was told of (its report has no owners any more).
 const NOBODY: &str = "";
@@ -300,7 +300,8 @@ impl Ledger {
                         let st = Statement::new(NEWEST_WINDOW).bind(report);
                         let newest = tx.fetch_optional::<(i64, i64)>(&st).await?;
                         let newest = newest.map(|(w, s)| (from_millis(w), s));
-                        match crate::notice::next_batch(newest, batch[0].noticed_at, now) {
+                        match crate::delivery::notice::next_batch(newest, batch[0].noticed_at, now)
+                        {
                             Some(next) => next,
                             None => continue,
                         }
@@ -309,7 +310,7 @@ impl Ledger {
                 let key = match cause {
                     Cause::Late => batch[0].key.clone(),
                     Cause::Quarantined => {
-                        crate::notice::quarantine_message_key(report, window, seq)
+                        crate::delivery::notice::quarantine_message_key(report, window, seq)
                     }
                 };
                 let items: Vec<Item> = (batch.iter())

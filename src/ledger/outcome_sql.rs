@@ -3,8 +3,8 @@
 //! and the column values a render or a finish writes.
 
 use super::{DeliveryNext, Finish, NewDelivery, Render};
-use crate::clock::to_millis;
-use crate::keys::JobKey;
+use crate::domain::clock::to_millis;
+use crate::domain::keys::JobKey;
 
 /// A delivery to insert: its job's key and number, its place among the job's deliveries, and
 /// the delivery.

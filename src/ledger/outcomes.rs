@@ -17,8 +17,8 @@ use super::{
     Claimed, Delivery, DeliveryRecord, Finish, Job, JobRecord, Lease, LeaseParams, LeasedDelivery,
 };
 use super::{Ledger, LedgerError, PerBackend, Render, Result, lease_lost};
-use crate::clock::to_millis;
-use crate::keys::{DeliveryKey, JobKey};
+use crate::domain::clock::to_millis;
+use crate::domain::keys::{DeliveryKey, JobKey};
 
 /// What one commit records.
 #[derive(Debug, Clone, Copy)]
@@ -226,7 +226,7 @@ async fn rendered_in(
         }
         Ok(rows)
     };
-    let lease = lease_to.map(|to| (to.owner, crate::clock::add(now, to.lease_for)));
+    let lease = lease_to.map(|to| (to.owner, crate::domain::clock::add(now, to.lease_for)));
     let first = (new(true)?, DELIVERY_INSERT_FIRST);
     let again = (new(false)?, DELIVERY_INSERT_AGAIN);
     let mut created = insert_deliveries(tx, first, lease, now_ms).await?;

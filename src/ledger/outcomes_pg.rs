@@ -15,7 +15,7 @@ use super::outcome_sql::{
 };
 use super::types::{DeliveryRecord, JobRecord};
 use super::{Finish, Render, Result};
-use crate::clock::to_millis;
+use crate::domain::clock::to_millis;
 
 /// Renders as parallel arrays (key, token, state, html, text, sha256, bytes, csv) at `$9`,
 /// then `outcome_sql::RENDERED_UPDATE`.

@@ -9,7 +9,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 
 use super::LedgerError;
 use super::PerBackend;
-use crate::redact::redact_url;
+use crate::domain::redact::redact_url;
 
 pub(super) const BEGIN: &str = "BEGIN";
 
@@ -34,7 +34,7 @@ const IDLE_IN_TRANSACTION: &str = "10s";
 pub(super) const LEASE_PLAN: &str = "SET LOCAL enable_sort = off";
 
 /// A list of job keys as one bind: a text array (`= ANY($n)`).
-pub(super) fn key_list(keys: &[&crate::keys::JobKey]) -> Vec<String> {
+pub(super) fn key_list(keys: &[&crate::domain::keys::JobKey]) -> Vec<String> {
     keys.iter().map(|k| k.to_string()).collect()
 }
 
@@ -161,7 +161,7 @@ fn words(e: &sqlx::Error) -> String {
         sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
             "nothing listens there (connection refused): is PostgreSQL running, on that host and port?".to_string()
         }
-        other => crate::words::error_chain(other),
+        other => crate::domain::words::error_chain(other),
     }
 }
 

@@ -4,9 +4,9 @@
 
 use super::tx::Statement;
 use super::{JobLease, Ledger, LedgerError, Result, SKIPPED_FORMAT, WAITING_FORMAT, fenced};
-use crate::clock::{from_millis, to_millis};
-use crate::keys::JobKey;
-use crate::readiness::ProbeOutcome;
+use crate::domain::clock::{from_millis, to_millis};
+use crate::domain::keys::JobKey;
+use crate::report::readiness::ProbeOutcome;
 use chrono::{DateTime, Utc};
 
 /// One probe as the ledger holds it.

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use super::audit::audit_row;
 use super::tx::{Statement, Tx};
 use super::{Audit, Job, JobRecord, Ledger, LedgerError, REISSUE_FORMAT, Result};
-use crate::clock::to_millis;
-use crate::keys::JobKey;
+use crate::domain::clock::to_millis;
+use crate::domain::keys::JobKey;
 
 /// The newest revision of report `$1`'s date `$2`.
 const LATEST: &str =
@@ -46,7 +46,7 @@ impl Ledger {
             let (job, newest) = finished_revisions(tx, key).await?;
             let (report, date) = (
                 key.report().as_str(),
-                crate::keys::IsoDate(key.date()).to_string(),
+                crate::domain::keys::IsoDate(key.date()).to_string(),
             );
             let next = key.with_revision(newest.key.revision().saturating_add(1));
             let (next_text, supersedes) = (next.to_string(), newest.key.to_string());
@@ -73,7 +73,7 @@ impl Ledger {
     /// Every revision of `key`'s report and date, oldest first (one, for a job never
     /// reissued).
     pub async fn job_revisions(&self, key: &JobKey) -> Result<Vec<Job>> {
-        let date = crate::keys::IsoDate(key.date()).to_string();
+        let date = crate::domain::keys::IsoDate(key.date()).to_string();
         let st = Statement::new(REVISIONS)
             .bind(key.report().as_str())
             .bind(date.as_str());
@@ -99,7 +99,7 @@ async fn finished_revisions(tx: &mut Tx, key: &JobKey) -> Result<(Job, Job)> {
             });
         }
     };
-    let date = crate::keys::IsoDate(key.date()).to_string();
+    let date = crate::domain::keys::IsoDate(key.date()).to_string();
     let latest = Statement::new(LATEST)
         .bind(key.report().as_str())
         .bind(date.as_str());

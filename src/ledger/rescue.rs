@@ -7,9 +7,9 @@
 use chrono::{DateTime, Duration, Utc};
 
 use super::{DeliveryLease, Ledger, RescueCounts, Result, fenced};
-use crate::clock::to_millis;
-use crate::retry::RetryPolicy;
-use crate::window::rfc3339;
+use crate::delivery::retry::RetryPolicy;
+use crate::domain::clock::to_millis;
+use crate::domain::window::rfc3339;
 
 /// The budget lost leases count against (`[retry]`'s `max_attempts` and `max_age`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,7 +126,7 @@ impl Ledger {
     ) -> Result<RescueCounts> {
         let now_ms = to_millis(now);
         let max_attempts = i64::from(budget.max_attempts);
-        let age_cutoff = to_millis(crate::clock::sub(now, budget.max_age));
+        let age_cutoff = to_millis(crate::domain::clock::sub(now, budget.max_age));
         let lost = format!(" times, last at {}", rfc3339(now));
         on_backend!(self, |p, d| {
             let mut tx = p.begin_with(d::BEGIN).await?;

@@ -91,8 +91,8 @@ use chrono::{DateTime, Utc};
 
 use super::tx::{Statement, Tx};
 use super::{Job, JobRecord, Ledger, Result, RetentionSizes};
-use crate::clock::to_millis;
-use crate::keys::JobKey;
+use crate::domain::clock::to_millis;
+use crate::domain::keys::JobKey;
 
 impl Ledger {
     /// Terminal jobs that became terminal before `before` and have no delivery in flight,

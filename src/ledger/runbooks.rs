@@ -1,5 +1,5 @@
 //! Bulk-redrive runbooks: their rows, the deliveries each step redrove, and the audit of every
-//! step. The engine that drives them is `crate::runbook`; this file only reads and writes.
+//! step. The engine that drives them is `crate::services::runbook`; this file only reads and writes.
 
 use std::collections::HashSet;
 
@@ -8,9 +8,9 @@ use serde::Serialize;
 
 use super::tx::Statement;
 use super::{Delivery, DeliveryRecord, Ledger, Result, Via};
-use crate::clock::{from_millis, to_millis};
-use crate::keys::DeliveryKey;
-use crate::outcome::ResponseClass;
+use crate::domain::clock::{from_millis, to_millis};
+use crate::domain::keys::DeliveryKey;
+use crate::domain::outcome::ResponseClass;
 
 /// What a runbook redrives and how: quarantined deliveries of `report` whose last class is
 /// `class`, at `host` (every host when empty), quarantined since `since`; a canary of

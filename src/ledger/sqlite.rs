@@ -17,7 +17,7 @@ pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
 pub(super) const RESCUE_WAIT: Option<&str> = None;
 
 /// A list of job keys as one bind: a JSON array (`json_each($n)`).
-pub(super) fn key_list(keys: &[&crate::keys::JobKey]) -> String {
+pub(super) fn key_list(keys: &[&crate::domain::keys::JobKey]) -> String {
     let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
     serde_json::to_string(&keys).unwrap_or_else(|_| "[]".into())
 }

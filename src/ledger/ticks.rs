@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 
 use super::jobs::{insert_jobs_pg, insert_jobs_sqlite};
 use super::{Ledger, NewJob, Result};
-use crate::clock::{from_millis, to_millis};
-use crate::keys::JobKey;
+use crate::domain::clock::{from_millis, to_millis};
+use crate::domain::keys::JobKey;
 
 /// Records ticks of the reports in `$1` at `$2`; never moves a report's last tick backwards.
 /// One statement however many reports: PostgreSQL takes them as an array.

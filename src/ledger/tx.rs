@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use sqlx::{Database, Encode, FromRow, Postgres, Sqlite, Transaction, Type};
 
 use super::{Backend, BothRow, Ledger, PerBackend, Result};
-use crate::keys::{DeliveryKey, JobKey};
+use crate::domain::keys::{DeliveryKey, JobKey};
 
 /// A value bound to one of a statement's parameters (`$1`, `$2`, … in order).
 #[derive(Debug, Clone)]
@@ -383,7 +383,7 @@ impl Tx {
                         "the ledger's clock read returned no row".into(),
                     ));
                 };
-                Ok(Some(crate::clock::from_millis(ms)))
+                Ok(Some(crate::domain::clock::from_millis(ms)))
             }
         }
     }

@@ -4,11 +4,11 @@ use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
 use super::{DeliveryLease, JobLease, LedgerError};
-use crate::artifact::ArtifactRef;
-use crate::clock::from_millis;
-use crate::keys::{DeliveryKey, JobKey};
-use crate::outcome::ResponseClass;
-use crate::window::Window;
+use crate::domain::clock::from_millis;
+use crate::domain::keys::{DeliveryKey, JobKey};
+use crate::domain::outcome::ResponseClass;
+use crate::domain::window::Window;
+use crate::report::artifact::ArtifactRef;
 
 /// The state of a job. `done`, `quarantined` and `cancelled` are terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
@@ -162,7 +162,7 @@ pub struct NewJob {
     pub origin: JobOrigin,
 }
 
-/// One job as the ledger holds it (what readers see of it is `crate::api::JobV1`).
+/// One job as the ledger holds it (what readers see of it is `crate::views::api::JobV1`).
 #[derive(Debug, Clone)]
 pub struct Job {
     pub key: JobKey,
@@ -466,7 +466,7 @@ impl TryFrom<AttemptRecord> for Attempt {
 /// a corrupt row.
 pub(super) fn parse_key<K>(text: &str) -> Result<K, LedgerError>
 where
-    K: std::str::FromStr<Err = crate::keys::KeyError>,
+    K: std::str::FromStr<Err = crate::domain::keys::KeyError>,
 {
     text.parse()
         .map_err(|e| LedgerError::Corrupt(format!("bad key {text:?}: {e}")))

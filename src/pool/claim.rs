@@ -17,9 +17,9 @@ use super::queue::{ClaimedWork, Queue, Queued};
 use super::running::{Held, Running};
 use super::send::JobArtifact;
 use super::{Pipeline, PoolError, Stats, throttle, work};
-use crate::keys::JobKey;
+use crate::domain::keys::JobKey;
 use crate::ledger;
-use crate::render::Rendered;
+use crate::report::render::Rendered;
 
 impl Pipeline {
     /// How long this idle pool waits before it asks again (see [`idle_wait`]).

@@ -22,8 +22,8 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::SharedClock;
-use crate::keys::JobKey;
+use crate::domain::clock::SharedClock;
+use crate::domain::keys::JobKey;
 use crate::ledger::{Claimed, DeliveryNext, Finish, LeaseTo, LeasedDelivery, Ledger, LedgerError};
 use crate::ledger::{Outcomes, Render};
 
@@ -123,7 +123,7 @@ pub(super) async fn run(
     ledger: Ledger,
     clock: SharedClock,
     (owner, lease_for): (String, chrono::Duration),
-    leadership: crate::registry::Leadership,
+    leadership: crate::runtime::leadership::Leadership,
     mut rx: mpsc::Receiver<Completion>,
     abandon: CancellationToken,
 ) {

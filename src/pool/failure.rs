@@ -1,11 +1,11 @@
 //! Why a render failed, and the one place where a failure becomes an outcome class: what can
 //! succeed on a later attempt is retried (transient), what cannot is quarantined (permanent).
-//! Sends are classified by their transports from the receiver's answer (see [`crate::deliver`]).
+//! Sends are classified by their transports from the receiver's answer (see [`crate::delivery`]).
 
-use crate::artifact::ArtifactError;
-use crate::outcome::ResponseClass;
-use crate::render::RenderError;
-use crate::source::SourceError;
+use crate::domain::outcome::ResponseClass;
+use crate::report::artifact::ArtifactError;
+use crate::report::render::RenderError;
+use crate::report::source::SourceError;
 
 /// Why a job could not be rendered into its artifact.
 #[derive(Debug, thiserror::Error)]

@@ -12,13 +12,13 @@ use chrono::{DateTime, Utc};
 
 use super::Pipeline;
 use super::failure::RenderFailure;
-use crate::artifact::{ArtifactError, ArtifactRef};
 use crate::config::Report;
-use crate::keys::JobKey;
+use crate::domain::keys::JobKey;
+use crate::domain::window::Window;
 use crate::ledger::{Job, SKIPPED_FORMAT};
-use crate::render::{Rendered, Templates};
-use crate::source::SourceError;
-use crate::window::Window;
+use crate::report::artifact::{ArtifactError, ArtifactRef};
+use crate::report::render::{Rendered, Templates};
+use crate::report::source::SourceError;
 
 /// What the step made: the stored artifact, its parts and whether this render wrote it, or
 /// nothing to send and why (`skip_if_empty`).
@@ -48,7 +48,7 @@ pub(super) async fn render_in_one_step(
     let stage = Arc::new(AtomicU8::new(READING));
     let at = stage.clone();
     let step = move || -> Result<Stepped, RenderFailure> {
-        let data = crate::source::read_json_file(&path, report.source_limit)?;
+        let data = crate::report::source::read_json_file(&path, report.source_limit)?;
         at.store(RENDERING, Ordering::Relaxed);
         let job_at = (&key, &window, generated_at);
         let drawn = render_data(&report, templates.as_deref(), job_at, data, allowed)?;
@@ -67,7 +67,7 @@ pub(super) async fn render_in_one_step(
         Ok(Ok(made)) => made,
         Ok(Err(stopped)) => Err(RenderFailure::Cut(format!("the render stopped: {stopped}"))),
         Err(_) => {
-            let waited = crate::duration::Span::from_std(backstop);
+            let waited = crate::domain::duration::Span::from_std(backstop);
             Err(match stage.load(Ordering::Relaxed) {
                 READING => RenderFailure::Source(SourceError::Transient(format!(
                     "no data within {waited}: the fetch was cut at its deadline"
@@ -114,11 +114,11 @@ pub(super) fn render_data(
     }
     let templates = templates.ok_or_else(|| RenderFailure::NotLoaded(report.template.clone()))?;
     let when = (key.date(), generated_at);
-    let context = crate::render::context(report, when, window, data, stale);
+    let context = crate::report::render::context(report, when, window, data, stale);
     Ok(Drawn::Parts(templates.render(context)?))
 }
 
-fn not_local(artifacts: &crate::artifact::ArtifactStore) -> ArtifactError {
+fn not_local(artifacts: &crate::report::artifact::ArtifactStore) -> ArtifactError {
     ArtifactError::Open {
         url: artifacts.url().to_string(),
         reason: "not a file:// store".into(),

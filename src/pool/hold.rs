@@ -64,7 +64,7 @@ impl Pipeline {
     /// Extends a held lease now; `hold` learns the new deadline.
     pub(super) async fn extend(&self, held: &Held, hold: &Hold) -> Result<(), LedgerError> {
         let asked = Instant::now();
-        let until = crate::clock::add(self.clock.now(), self.config.lease);
+        let until = crate::domain::clock::add(self.clock.now(), self.config.lease);
         match held {
             Held::Render(lease) => self.ledger.job_extend_lease(lease, until).await?,
             Held::Send(lease) => self.ledger.delivery_extend_lease(lease, until).await?,

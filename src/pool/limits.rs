@@ -13,12 +13,12 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::{Quota, RateLimiter};
 
-use crate::clock::SharedClock;
+use crate::domain::clock::SharedClock;
 
 use crate::config::RateLimitSpec;
-use crate::deliver::SendTarget;
-use crate::keys::{DeliveryKey, DestinationKind};
-use crate::metrics::Metrics;
+use crate::delivery::SendTarget;
+use crate::domain::keys::{DeliveryKey, DestinationKind};
+use crate::runtime::metrics::Metrics;
 
 /// The pool's injected clock as governor reads it: the time since the Unix epoch (never
 /// before it). The limits then keep the same time as everything else the pool decides.
@@ -35,7 +35,7 @@ impl governor::clock::Clock for PoolTime {
     type Instant = Duration;
 
     fn now(&self) -> Duration {
-        let ms = crate::clock::to_millis(self.0.now());
+        let ms = crate::domain::clock::to_millis(self.0.now());
         Duration::from_millis(u64::try_from(ms).unwrap_or(0))
     }
 }
@@ -137,7 +137,7 @@ impl RateLimits {
             metrics.rate_limit_deferred(&limit.spec.host);
         }
         let wait = chrono::Duration::from_std(wait).unwrap_or(chrono::Duration::MAX);
-        Some(crate::clock::add(now, wait))
+        Some(crate::domain::clock::add(now, wait))
     }
 
     fn limit_for(&self, host: &str) -> Option<&Limit> {
@@ -188,9 +188,9 @@ mod tests {
         }
     }
 
-    fn clock() -> (crate::clock::ManualClock, SharedClock) {
+    fn clock() -> (crate::domain::clock::ManualClock, SharedClock) {
         let t0 = chrono::DateTime::from_timestamp(1_764_547_200, 0).expect("an instant");
-        let manual = crate::clock::ManualClock::new(t0);
+        let manual = crate::domain::clock::ManualClock::new(t0);
         (manual.clone(), std::sync::Arc::new(manual))
     }
 
@@ -226,9 +226,9 @@ mod tests {
     #[test]
     fn emails_are_keyed_by_the_relay_webhooks_by_their_host() {
         let limits = RateLimits::new(&[], "smtp://Relay.Example:2525", clock().1);
-        let job: crate::keys::JobKey = "r:2026-11-30".parse().expect("job");
+        let job: crate::domain::keys::JobKey = "r:2026-11-30".parse().expect("job");
         let key = |kind, dest: &str| DeliveryKey::new(job.clone(), kind, dest);
-        use crate::keys::DestinationKind::{Email, Webhook};
+        use crate::domain::keys::DestinationKind::{Email, Webhook};
         assert_eq!(
             limits.target(&key(Email, "a@x.example")).as_str(),
             "relay.example:2525"

@@ -18,7 +18,6 @@ mod file_render;
 mod hold;
 pub mod limits;
 mod queue;
-pub mod rescuer;
 mod running;
 mod send;
 pub mod throttle;
@@ -36,18 +35,17 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use hold::Hold;
-pub use rescuer::Rescuer;
 use running::{Held, Running};
 use throttle::{Admission, HostThrottle};
 
-use crate::artifact::ArtifactStore;
-use crate::clock::SharedClock;
 use crate::config::Config;
-use crate::deliver::email::EmailSender;
-use crate::deliver::webhook::WebhookSender;
+use crate::delivery::email::EmailSender;
+use crate::delivery::retry::RetryPolicy;
+use crate::delivery::webhook::WebhookSender;
+use crate::domain::clock::SharedClock;
 use crate::ledger::{Ledger, LedgerError};
-use crate::metrics::Metrics;
-use crate::retry::RetryPolicy;
+use crate::report::artifact::ArtifactStore;
+use crate::runtime::metrics::Metrics;
 
 /// Pool limits. Defaults as in `dawnpost.toml`'s `[pool]`.
 #[derive(Debug, Clone)]
@@ -68,7 +66,7 @@ pub struct PoolConfig {
     /// This worker's name in lease rows.
     pub owner: String,
     /// How far the node's clock may be off a shared ledger's before it leases nothing.
-    pub max_clock_offset: crate::duration::Span,
+    pub max_clock_offset: crate::domain::duration::Span,
 }
 
 impl PoolConfig {
@@ -97,16 +95,16 @@ pub enum PoolError {
     #[error("report {report}: {source}")]
     Template {
         report: String,
-        source: crate::render::RenderError,
+        source: crate::report::render::RenderError,
     },
     #[error(transparent)]
-    Artifacts(#[from] crate::artifact::ArtifactError),
+    Artifacts(#[from] crate::report::artifact::ArtifactError),
     #[error("[server] link_secret_env: {0}")]
-    Links(#[from] crate::links::LinkError),
+    Links(#[from] crate::delivery::links::LinkError),
     #[error(transparent)]
-    Transport(#[from] crate::deliver::DeliverError),
+    Transport(#[from] crate::delivery::DeliverError),
     #[error("the HTTP source client: {0}")]
-    Http(#[from] crate::tls::TlsError),
+    Http(#[from] crate::runtime::tls::TlsError),
     #[error(transparent)]
     Ledger(#[from] LedgerError),
     #[error("the completer stopped: no outcome can be recorded")]
@@ -121,27 +119,24 @@ pub fn jitter() -> f64 {
     rand::rng().random()
 }
 
-/// The pool and its lease rescuer for a configuration, recording into `metrics`: what the
-/// daemon and `run --once` both work with.
+/// The pool for a configuration, recording into `metrics`: what the daemon and `run --once`
+/// both work with (each adds the lease rescuer, `services::rescuer::for_pool`).
 pub fn build(
     config: &Config,
     ledger: Ledger,
     clock: SharedClock,
     metrics: Arc<Metrics>,
     artifacts: ArtifactStore,
-) -> Result<(Arc<Pipeline>, Rescuer), PoolError> {
+) -> Result<Arc<Pipeline>, PoolError> {
     let pipeline = Pipeline::new(
         config,
-        ledger.clone(),
-        clock.clone(),
+        ledger,
+        clock,
         PoolConfig::from_config(config),
         artifacts,
     )?
-    .with_metrics(metrics.clone());
-    let rescuer = Rescuer::new(ledger, clock, rescuer::RescuerConfig::from_config(config))
-        .with_metrics(metrics)
-        .with_nudge(pipeline.nudge());
-    Ok((Arc::new(pipeline), rescuer))
+    .with_metrics(metrics);
+    Ok(Arc::new(pipeline))
 }
 
 /// What the server may see of this node's pool: whether its clock refuses work, and which
@@ -238,7 +233,7 @@ impl Stats {
 pub struct Pipeline {
     pub ledger: Ledger,
     /// The reports in force and their templates (replaced at a reload).
-    pub catalog: crate::catalog::Catalog,
+    pub catalog: crate::report::catalog::Catalog,
     pub artifacts: ArtifactStore,
     pub email: EmailSender,
     pub email_from: lettre::message::Mailbox,
@@ -247,7 +242,7 @@ pub struct Pipeline {
     pub email_list_domain: String,
     pub webhook: WebhookSender,
     /// Links to reports too large for a destination (`[server] public_url`); none without it.
-    pub links: Option<crate::links::Links>,
+    pub links: Option<crate::delivery::links::Links>,
     /// `email.max_message_bytes` and `webhook.max_body_bytes`: past them, a destination gets a
     /// bounded copy and a link.
     pub max_message_bytes: u64,
@@ -268,7 +263,7 @@ pub struct Pipeline {
     /// The email and webhook timeouts.
     send_timeouts: (Duration, Duration),
     /// Wakes the pool's loop: work due sooner than it would look, or arrivals to queue.
-    nudge: crate::periodic::Nudge,
+    nudge: crate::runtime::periodic::Nudge,
     /// Deliveries created leased to this node, waiting to be queued.
     arrivals: queue::Arrivals,
     /// Whether this node hears other processes' work notices (`wake.rs`): an idle pool then
@@ -276,7 +271,7 @@ pub struct Pipeline {
     hearing: std::sync::atomic::AtomicBool,
     /// How many live nodes share the ledger, as the registry's heartbeats see it: the
     /// completer gathers longer on a node that shares the load (see `completer::gathering`).
-    leadership: crate::registry::Leadership,
+    leadership: crate::runtime::leadership::Leadership,
 }
 
 /// How long an idle pool that hears other processes' work notices waits at most before it
@@ -295,10 +290,11 @@ impl Pipeline {
         artifacts: ArtifactStore,
     ) -> Result<Pipeline, PoolError> {
         let root: &Path = &config.root;
-        let catalog = crate::catalog::Catalog::load(config).map_err(|e| PoolError::Template {
-            report: e.report,
-            source: e.source,
-        })?;
+        let catalog =
+            crate::report::catalog::Catalog::load(config).map_err(|e| PoolError::Template {
+                report: e.report,
+                source: e.source,
+            })?;
         let ca = config.settings.tls.ca.as_deref();
         let email = EmailSender::from_settings(&config.settings.email, ca, root, pool.concurrency)?;
         let send_timeouts = (
@@ -319,10 +315,10 @@ impl Pipeline {
             email_reply_to: config.settings.email.reply_to.clone(),
             email_list_domain: config.settings.email.list_domain().to_string(),
             webhook: WebhookSender::new(config.settings.webhook.timeout.as_std(), ca)?,
-            links: crate::links::Links::from_settings(&config.settings.server)?,
+            links: crate::delivery::links::Links::from_settings(&config.settings.server)?,
             max_message_bytes: config.settings.email.max_message_bytes,
             max_body_bytes: config.settings.webhook.max_body_bytes,
-            http: crate::source::http_client(ca)?,
+            http: crate::report::source::http_client(ca)?,
             policy: RetryPolicy::from(&config.settings.retry),
             clock,
             // A probe that never answers expires after the longest a send may take.
@@ -341,9 +337,9 @@ impl Pipeline {
             config: pool,
             metrics: Arc::default(),
             send_timeouts,
-            nudge: crate::periodic::Nudge::default(),
+            nudge: crate::runtime::periodic::Nudge::default(),
             hearing: std::sync::atomic::AtomicBool::new(false),
-            leadership: crate::registry::Leadership::default(),
+            leadership: crate::runtime::leadership::Leadership::default(),
             arrivals: queue::Arrivals::default(),
         }
         .publishing_limits())
@@ -352,7 +348,7 @@ impl Pipeline {
     /// Why this node may not lease now: its clock is off a shared ledger's past
     /// `pool.max_clock_offset`.
     pub fn clock_refusal(&self) -> Option<String> {
-        crate::clock::refusal(&*self.clock, self.config.max_clock_offset)
+        crate::domain::clock::refusal(&*self.clock, self.config.max_clock_offset)
     }
 
     /// Records into shared metrics (the HTTP server's) instead of private ones.
@@ -378,17 +374,17 @@ impl Pipeline {
 
     /// The longest one send may take: its transport's own timeout plus [`SEND_GRACE`], and
     /// never past [`Pipeline::work_deadline`].
-    pub(crate) fn send_deadline(&self, kind: crate::keys::DestinationKind) -> Duration {
+    pub(crate) fn send_deadline(&self, kind: crate::domain::keys::DestinationKind) -> Duration {
         let own = match kind {
-            crate::keys::DestinationKind::Email => self.send_timeouts.0,
-            crate::keys::DestinationKind::Webhook => self.send_timeouts.1,
+            crate::domain::keys::DestinationKind::Email => self.send_timeouts.0,
+            crate::domain::keys::DestinationKind::Webhook => self.send_timeouts.1,
         };
         own.saturating_add(SEND_GRACE).min(self.work_deadline())
     }
 
     /// The nudge that makes an idle pool look for work at once (or at an instant): for whoever
     /// makes work due in this process.
-    pub fn nudge(&self) -> crate::periodic::Nudge {
+    pub fn nudge(&self) -> crate::runtime::periodic::Nudge {
         self.nudge.clone()
     }
 
@@ -400,7 +396,7 @@ impl Pipeline {
 
     /// What the registry's heartbeats tell this pool of the cluster: hand it to
     /// `Registry::with_leadership`. Without a registry (`run --once`) the node counts as alone.
-    pub fn leadership(&self) -> crate::registry::Leadership {
+    pub fn leadership(&self) -> crate::runtime::leadership::Leadership {
         self.leadership.clone()
     }
 

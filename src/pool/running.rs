@@ -8,7 +8,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinSet;
 
 use super::{Hold, Pipeline, PoolError, completer};
-use crate::keys::Key;
+use crate::domain::keys::Key;
 use crate::ledger::{DeliveryLease, JobLease};
 
 /// A lease a work item holds: a render's or a send's.

@@ -8,19 +8,19 @@ use chrono::{DateTime, Utc};
 
 use super::Pipeline;
 use super::hold::Hold;
-use crate::artifact::ArtifactRef;
 use crate::config::Report;
-use crate::deliver::Outcome;
-use crate::deliver::webhook::{
+use crate::delivery::Outcome;
+use crate::delivery::signing::Secret;
+use crate::delivery::webhook::{
     ArtifactBody, AttachmentBody, BodyHead, BodyVersion, EscapedParts, WebhookBody, WindowBody,
 };
-use crate::keys::DestinationKind;
+use crate::domain::keys::DestinationKind;
+use crate::domain::outcome::ResponseClass;
+use crate::domain::redact::redact_address;
+use crate::domain::window::rfc3339;
 use crate::ledger::{Delivery, DeliveryLease, Job, LedgerError};
-use crate::outcome::ResponseClass;
-use crate::redact::redact_address;
-use crate::render::Rendered;
-use crate::signing::Secret;
-use crate::window::rfc3339;
+use crate::report::artifact::ArtifactRef;
+use crate::report::render::Rendered;
 
 /// What one send needs, gathered before the transport is called.
 struct Ready<'a> {
@@ -131,7 +131,7 @@ async fn prepare<'a>(p: &'a Pipeline, shared: &'a JobArtifact) -> Result<Ready<'
         .get_or_try_init(|| p.artifacts.read_rendered(&artifact))
         .await;
     let rendered = read.map_err(|e| match e {
-        crate::artifact::ArtifactError::Store(object_store::Error::NotFound { .. }) => {
+        crate::report::artifact::ArtifactError::Store(object_store::Error::NotFound { .. }) => {
             permanent("the artifact is missing from the store: redrive the job to render it again")
         }
         e => Outcome::new(
@@ -167,15 +167,15 @@ where
             redact_address(delivery.key.destination())
         ))
     })?;
-    let subject = crate::deliver::email::subject_of(&ready.report.title, &ready.job.key);
-    let list = crate::deliver::email::ListHeaders {
+    let subject = crate::delivery::email::subject_of(&ready.report.title, &ready.job.key);
+    let list = crate::delivery::email::ListHeaders {
         report: ready.report.id.as_str(),
         domain: &p.email_list_domain,
         reply_to: p.email_reply_to.as_ref(),
         unsubscribe: ready.report.list_unsubscribe.as_deref(),
     };
     let (from, key) = (&p.email_from, &delivery.key);
-    let built = crate::deliver::email::build_message(
+    let built = crate::delivery::email::build_message(
         from,
         &to,
         &subject,
@@ -189,7 +189,7 @@ where
         None => message,
         Some(size) => {
             let text = linked_email_text(p, ready, size)?;
-            crate::deliver::email::build_linked_message(
+            crate::delivery::email::build_linked_message(
                 from,
                 &to,
                 &subject,
@@ -212,7 +212,7 @@ where
 fn email_over(p: &Pipeline, ready: &Ready<'_>, message: &lettre::Message) -> Option<u64> {
     let limit = p.max_message_bytes;
     *ready.email_over.get_or_init(|| {
-        if crate::deliver::email::size_bound(ready.rendered) <= limit {
+        if crate::delivery::email::size_bound(ready.rendered) <= limit {
             return None;
         }
         let size = message.formatted().len() as u64;
@@ -227,18 +227,18 @@ fn linked_email_text(p: &Pipeline, ready: &Ready<'_>, size: u64) -> Result<Strin
     let links = p.links.as_ref().ok_or_else(|| {
         permanent(format!(
             "the message is {} as sent, over email.max_message_bytes ({}): set [server] public_url and link_secret_env to send a bounded copy with a link instead",
-            crate::render::human_size(usize::try_from(size).unwrap_or(usize::MAX)),
+            crate::report::render::human_size(usize::try_from(size).unwrap_or(usize::MAX)),
             crate::config::shown_size(limit)
         ))
     })?;
     let link = links.link(
         &ready.job.key,
         &ready.artifact.sha256,
-        crate::links::Part::Html,
+        crate::delivery::links::Part::Html,
     );
     // Base64 takes 4/3 and its line breaks a little more: five eighths of the limit fit.
     let room = usize::try_from(limit / 8 * 5).unwrap_or(usize::MAX);
-    Ok(crate::deliver::email::linked_text(
+    Ok(crate::delivery::email::linked_text(
         &ready.rendered.text,
         &link,
         (size, limit),
@@ -353,17 +353,17 @@ fn linked_body(
     })?;
     let (job, sha) = (ready.job, ready.artifact.sha256.as_str());
     let link = |part| links.link(&job.key, sha, part);
-    let body = crate::deliver::webhook::LinkedBody {
-        version: crate::deliver::webhook::LinkedVersion,
+    let body = crate::delivery::webhook::LinkedBody {
+        version: crate::delivery::webhook::LinkedVersion,
         head: body_head(delivery, ready),
-        links: crate::deliver::webhook::PartLinks {
-            html: link(crate::links::Part::Html),
-            text: link(crate::links::Part::Text),
+        links: crate::delivery::webhook::PartLinks {
+            html: link(crate::delivery::links::Part::Html),
+            text: link(crate::delivery::links::Part::Text),
             csv: ready
                 .rendered
                 .csv
                 .as_ref()
-                .map(|_| link(crate::links::Part::Csv)),
+                .map(|_| link(crate::delivery::links::Part::Csv)),
         },
         inline_bytes,
         max_body_bytes: limit,

@@ -71,9 +71,9 @@ impl HostThrottle {
             Some(st)
                 if st
                     .probe_since
-                    .is_some_and(|since| crate::clock::add(since, ttl) > now) =>
+                    .is_some_and(|since| crate::domain::clock::add(since, ttl) > now) =>
             {
-                Gate::WaitUntil(crate::clock::add(now, PROBE_WAIT))
+                Gate::WaitUntil(crate::domain::clock::add(now, PROBE_WAIT))
             }
             Some(st) => {
                 st.probe_since = Some(now);

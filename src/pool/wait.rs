@@ -5,9 +5,9 @@
 
 use super::Pipeline;
 use crate::config::{OnLate, Readiness, Report};
+use crate::domain::window::rfc3339;
 use crate::ledger::{AfterProbe, Job, JobLease, ProbeRow, SKIPPED_FORMAT, WAITING_FORMAT};
-use crate::readiness::{Answer, ProbeOutcome};
-use crate::window::rfc3339;
+use crate::report::readiness::{Answer, ProbeOutcome};
 
 /// Whether a leased job renders now.
 pub(super) enum Gate {
@@ -24,8 +24,9 @@ pub(super) async fn gate(p: &Pipeline, job: &Job, lease: &JobLease, report: &Rep
     let Some(r) = &report.readiness else {
         return Gate::Render { stale: false };
     };
-    let deadline = crate::readiness::deadline(r, job.key.date(), job.fire_at, report.timezone());
-    let answer = crate::readiness::probe(r, job.key.date(), &job.window, &p.http).await;
+    let deadline =
+        crate::report::readiness::deadline(r, job.key.date(), job.fire_at, report.timezone());
+    let answer = crate::report::readiness::probe(r, job.key.date(), &job.window, &p.http).await;
     p.metrics.probed(answer.outcome.as_str());
     let at = p.clock.now();
     let next = after(p, job, r, &answer, (at, deadline));
@@ -80,7 +81,7 @@ fn after(
     }
     let write_format = p.ledger.write_format();
     if at < deadline {
-        let next = crate::readiness::next_probe(r, at, deadline, super::jitter());
+        let next = crate::report::readiness::next_probe(r, at, deadline, super::jitter());
         // A live node of an older version would not know a waiting job: probe again from
         // `ready` instead (such a node may render it without waiting).
         return if write_format >= WAITING_FORMAT {

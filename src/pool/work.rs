@@ -12,18 +12,18 @@ use super::hold::Hold;
 use super::running::Slot;
 use super::send::NotStarted;
 use super::{Pipeline, Stats};
-use crate::artifact::ArtifactRef;
 use crate::config::SourceSpec;
-use crate::deliver::{Outcome, SendTarget};
-use crate::keys::{DeliveryKey, DestinationKind};
+use crate::delivery::retry::Decision;
+use crate::delivery::{Outcome, SendTarget};
+use crate::domain::keys::{DeliveryKey, DestinationKind};
+use crate::domain::outcome::ResponseClass;
+use crate::domain::window::rfc3339;
 use crate::ledger::{
     Delivery, DeliveryLease, DeliveryNext, Finish, Job, JobLease, LeasedDelivery, LeasedJob,
     LedgerError, NewAttempt, NewDelivery, Render, SKIPPED_FORMAT,
 };
-use crate::outcome::ResponseClass;
-use crate::render::Rendered;
-use crate::retry::Decision;
-use crate::window::rfc3339;
+use crate::report::artifact::ArtifactRef;
+use crate::report::render::Rendered;
 
 /// Renders a leased job once and creates its deliveries, or reschedules / quarantines it.
 pub(super) async fn render_job(
@@ -202,9 +202,14 @@ async fn render_and_store(
         });
     }
     let (source, deadline) = (&report.source, p.work_deadline());
-    let data =
-        crate::source::fetch_within(source, &job.window, &p.http, deadline, report.source_limit)
-            .await?;
+    let data = crate::report::source::fetch_within(
+        source,
+        &job.window,
+        &p.http,
+        deadline,
+        report.source_limit,
+    )
+    .await?;
     let templates = reports.templates.get(&report.template).map(|t| &**t);
     let job_at = (&job.key, &job.window, generated_at(job));
     let allowed = (stale, p.ledger.write_format() >= SKIPPED_FORMAT);
@@ -258,7 +263,7 @@ pub(super) async fn deliver(
     } = leased;
     let shown = delivery.key.shown_lazily();
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
-    let requested_at = crate::clock::sub(lease.expires_at(), p.config.lease);
+    let requested_at = crate::domain::clock::sub(lease.expires_at(), p.config.lease);
     // Boxed: the HTTP or SMTP send's state is most of this future's size, and held inline it
     // would stay allocated in every finished send waiting for its outcome's commit (a batch
     // of them at a time).
@@ -320,7 +325,7 @@ pub(super) async fn deliver(
 /// or already went to another worker, whose retry keeps the same key).
 fn was_recorded(
     recorded: Option<super::completer::Recorded>,
-    shown: crate::keys::Redacted<'_>,
+    shown: crate::domain::keys::Redacted<'_>,
 ) -> bool {
     match recorded {
         Some(Ok(())) => true,
@@ -352,7 +357,7 @@ async fn attempt_within_deadline(
     match tokio::time::timeout(deadline, send).await {
         Ok(attempted) => attempted,
         Err(_) => {
-            let waited = crate::duration::Span::from_std(deadline);
+            let waited = crate::domain::duration::Span::from_std(deadline);
             let why = format!("no answer within {waited}: the send was cut at its deadline");
             Ok(Outcome::new(ResponseClass::Ambiguous, None, why))
         }
@@ -365,7 +370,7 @@ async fn attempt_within_deadline(
 async fn not_started(
     p: &Pipeline,
     lease: &DeliveryLease,
-    shown: crate::keys::Redacted<'_>,
+    shown: crate::domain::keys::Redacted<'_>,
     e: &LedgerError,
 ) {
     if matches!(e, LedgerError::LeaseLost { .. }) {
@@ -387,7 +392,7 @@ async fn not_started(
 /// Counts and logs an attempt whose outcome the ledger recorded.
 fn recorded_attempt(
     p: &Pipeline,
-    shown: crate::keys::Redacted<'_>,
+    shown: crate::domain::keys::Redacted<'_>,
     attempt_no: u32,
     class: ResponseClass,
     next: DeliveryNext,

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use super::{ApiError, ServerState, TIMESTAMP_TOLERANCE_SECS, header_str};
 use crate::ledger::{JobOrigin, NewJob};
-use crate::schedule::Fire;
+use crate::report::schedule::Fire;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,9 +41,9 @@ pub fn parse_run_request(body: &[u8]) -> Result<RunRequest, RunRequestError> {
     let req: RunBody = serde_json::from_slice(body)?;
     let date = match &req.date {
         None => None,
-        Some(d) => {
-            Some(crate::keys::parse_date(d).ok_or_else(|| RunRequestError::Date(d.clone()))?)
-        }
+        Some(d) => Some(
+            crate::domain::keys::parse_date(d).ok_or_else(|| RunRequestError::Date(d.clone()))?,
+        ),
     };
     Ok(RunRequest {
         report: req.report,
@@ -101,7 +101,7 @@ pub(super) async fn ingest(
     } else {
         StatusCode::ACCEPTED
     };
-    let reply = crate::api::RunAcceptedV1::new(&out.job_key, duplicate);
+    let reply = crate::views::api::RunAcceptedV1::new(&out.job_key, duplicate);
     Ok((status, axum::Json(reply)).into_response())
 }
 

@@ -1,5 +1,5 @@
 //! `GET /r/{job}/{sha256}[/text|/csv]?s=…`: the whole report behind a link that a
-//! destination got instead of a report too large for it. The signature (`crate::links`) names
+//! destination got instead of a report too large for it. The signature (`crate::delivery::links`) names
 //! the job and its artifact's digest; what is served is read back from the store and checked
 //! against that digest, as `show` does. Once retention deleted the artifact: 410, saying how
 //! long it was kept. A link that does not verify is 404, which says nothing.
@@ -10,10 +10,10 @@ use axum::response::{Html, IntoResponse, Response};
 use serde::Deserialize;
 
 use super::ServerState;
-use crate::artifact::StoredArtifact;
-use crate::keys::JobKey;
-use crate::links::Part;
-use crate::render::Rendered;
+use crate::delivery::links::Part;
+use crate::domain::keys::JobKey;
+use crate::report::artifact::StoredArtifact;
+use crate::report::render::Rendered;
 
 /// What a served report may do: its own inline styles and data images; no script, no request.
 const REPORT_CSP: &str =
@@ -100,7 +100,7 @@ async fn serve(
 
 /// The part asked for, under the report's policy.
 fn served(
-    links: &crate::links::Links,
+    links: &crate::delivery::links::Links,
     key: &JobKey,
     sha256: &str,
     part: Part,
@@ -143,7 +143,12 @@ fn served(
 }
 
 /// The links to a report's other parts, as a line above it.
-fn other_parts(links: &crate::links::Links, key: &JobKey, sha256: &str, csv: bool) -> String {
+fn other_parts(
+    links: &crate::delivery::links::Links,
+    key: &JobKey,
+    sha256: &str,
+    csv: bool,
+) -> String {
     let text = links.link(key, sha256, Part::Text);
     let mut line = format!(
         "<p style=\"margin:0;padding:8px 12px;font:14px/20px sans-serif;background-color:#f5f7fa;color:#1f2933\">Also as <a href=\"{}\">plain text</a>",

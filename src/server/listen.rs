@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::head::{HeadCheck, MAX_HEADERS, check_head};
-use crate::metrics::Metrics;
+use crate::runtime::metrics::Metrics;
 
 /// The bounds of every connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

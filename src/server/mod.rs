@@ -29,11 +29,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::json;
 
-use crate::clock::SharedClock;
+use crate::delivery::signing::Secret;
+use crate::domain::clock::SharedClock;
 use crate::ledger::{JobState, Ledger};
-use crate::metrics::Metrics;
-use crate::signing::Secret;
-use crate::supervisor::Health;
+use crate::runtime::metrics::Metrics;
+use crate::runtime::supervisor::Health;
 
 /// The largest request body accepted.
 pub const BODY_LIMIT: usize = 64 * 1024;
@@ -45,9 +45,9 @@ pub const TIMESTAMP_TOLERANCE_SECS: i64 = 5 * 60;
 pub struct ServerState {
     pub ledger: Ledger,
     /// Where artifacts are read back from (the console's preview).
-    pub artifacts: Arc<crate::artifact::ArtifactStore>,
+    pub artifacts: Arc<crate::report::artifact::ArtifactStore>,
     /// The reports in force (replaced at a reload).
-    pub reports: crate::catalog::Catalog,
+    pub reports: crate::report::catalog::Catalog,
     pub clock: SharedClock,
     pub ingest_secret: Option<Secret>,
     /// The ops token (the JSON ops API's bearer token and the console's operator login) and
@@ -57,7 +57,7 @@ pub struct ServerState {
     pub secure_cookies: bool,
     pub node: Node,
     /// Links to reports too large to send (`[server] public_url`); none without it.
-    pub links: Option<crate::links::Links>,
+    pub links: Option<crate::delivery::links::Links>,
 }
 
 /// This process's services, as the server reports them: metrics, health (`/readyz`), the
@@ -66,14 +66,14 @@ pub struct ServerState {
 pub struct Node {
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
-    pub sweeper: Arc<crate::sweeper::Sweeper>,
+    pub sweeper: Arc<crate::services::sweeper::Sweeper>,
     pub pool: crate::pool::PoolView,
     /// How long a node counts as live after its last heartbeat (three `heartbeat_every`).
     pub live_for: chrono::Duration,
     /// The reports late at the notifier's last round (the console's overview lists them first).
-    pub late: crate::notice::LateBoard,
+    pub late: crate::delivery::notice::LateBoard,
     /// Wakes this node's runbook driver (`runbook::Driver::with_waker`): the server started one.
-    pub runbooks: crate::periodic::Nudge,
+    pub runbooks: crate::runtime::periodic::Nudge,
 }
 
 impl std::fmt::Debug for ServerState {
@@ -269,7 +269,7 @@ pub(super) async fn read_json_body(
 
 /// The refusal of a body that could not be read.
 fn body_error(e: &axum::Error) -> ApiError {
-    for c in crate::words::causes(e) {
+    for c in crate::domain::words::causes(e) {
         if c.downcast_ref::<http_body_util::LengthLimitError>()
             .is_some()
         {
@@ -330,19 +330,19 @@ async fn metrics(State(st): State<ServerState>, headers: HeaderMap) -> Response 
     if let Ok(n) = st.ledger.job_waiting_overdue(now).await {
         st.node.metrics.waiting_overdue.set(n);
     }
-    let week = crate::clock::sub(now, chrono::Duration::days(8));
+    let week = crate::domain::clock::sub(now, chrono::Duration::days(8));
     if let Ok(last) = st.ledger.report_last_accepted(week).await {
         for (report, at) in last {
-            let secs = crate::clock::to_millis(at) as f64 / 1000.0;
+            let secs = crate::domain::clock::to_millis(at) as f64 / 1000.0;
             st.node.metrics.set_report_last_accepted(&report, secs);
         }
     }
     for (service, state) in st.node.health.snapshot() {
-        let up = matches!(state, crate::supervisor::ServiceState::Running);
+        let up = matches!(state, crate::runtime::supervisor::ServiceState::Running);
         st.node.metrics.set_service_up(service, up);
     }
     let accept = header_str(&headers, header::ACCEPT.as_str());
-    if crate::metrics::classic::wants_openmetrics(accept) {
+    if crate::runtime::metrics::classic::wants_openmetrics(accept) {
         let kind = "application/openmetrics-text; version=1.0.0; charset=utf-8";
         ([(header::CONTENT_TYPE, kind)], st.node.metrics.render()).into_response()
     } else {

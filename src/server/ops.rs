@@ -1,6 +1,6 @@
 //! The ops API: jobs, one job's history, dead letters and redrives, behind the bearer token
 //! named by `server.ops_token_env`. The token is checked (by [`require_token`], a route layer)
-//! before any part of the request is parsed. What it answers is `crate::api`'s contract,
+//! before any part of the request is parsed. What it answers is `crate::views::api`'s contract,
 //! recipient addresses and webhook paths redacted as the CLI does, unless `?reveal=true`.
 
 use axum::extract::{Path, Query, Request, State};
@@ -11,10 +11,12 @@ use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
 use super::{ApiError, ServerState, header_str};
-use crate::api::{DeliveryRedrivenV1, DlqV1, JobHistoryV1, JobRedrivenV1, JobV1, redacted_json};
-use crate::history::{Dlq, JobHistory, Redactions};
-use crate::keys::{DeliveryKey, JobKey};
+use crate::domain::keys::{DeliveryKey, JobKey};
 use crate::ledger::{Audit, JobFilter, JobState, LedgerError, Via};
+use crate::views::api::{
+    DeliveryRedrivenV1, DlqV1, JobHistoryV1, JobRedrivenV1, JobV1, redacted_json,
+};
+use crate::views::history::{Dlq, JobHistory, Redactions};
 
 /// Refuses a request without the ops token before its handler parses anything.
 pub(super) async fn require_token(

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use common::{Project, TestLedger, run_date};
 use dawnpost::Config;
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::DeliveryState;
-use dawnpost::outcome::ResponseClass;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_smtp_server_gets_one_message_per_accepted_recipient() {

@@ -35,7 +35,7 @@ fn the_alert_rules_read_only_series_dawnpost_exports() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prometheus/alerts.yml"),
     )
     .expect("alerts.yml");
-    let mut exported: Vec<&str> = dawnpost::metrics::NAMES.to_vec();
+    let mut exported: Vec<&str> = dawnpost::runtime::metrics::NAMES.to_vec();
     // Exported once a report has an accepted delivery (a family without series is not).
     exported.push("dawnpost_report_last_accepted_timestamp_seconds");
     // Exported while a report is late (no series while none is).

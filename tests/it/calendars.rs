@@ -6,10 +6,10 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use dawnpost::catalog::Catalog;
-use dawnpost::clock::Clock;
-use dawnpost::schedule::{plan, plan_all};
-use dawnpost::tick::SchedulerTick;
+use dawnpost::domain::clock::Clock;
+use dawnpost::report::catalog::Catalog;
+use dawnpost::report::schedule::{plan, plan_all};
+use dawnpost::services::tick::SchedulerTick;
 use dawnpost::{ManualClock, Span};
 
 use crate::common::{self, Project, TestLedger, at, utc};
@@ -219,7 +219,7 @@ async fn the_overview_says_a_next_fire_is_skipped(t: &TestLedger) {
     let s = crate::common::ops_server::start(t).await;
     // The fixture's clock: Monday 2026-11-30 09:00 UTC; the next fire is Tuesday's.
     let p = project("skip", "weekdays = \"MON\"\n");
-    let reports = dawnpost::catalog::Reports::load(&p.load()).expect("templates");
+    let reports = dawnpost::report::catalog::Reports::load(&p.load()).expect("templates");
     s.pipeline.catalog.replace(reports);
     let cookie = crate::common::console::sign_in(&s, crate::common::ops_server::VIEWER_TOKEN).await;
     let html = crate::common::console::page(&s, "/ui/", &cookie).await;

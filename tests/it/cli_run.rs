@@ -262,7 +262,7 @@ fn sweep_previews_with_dry_run_then_deletes_and_show_says_so() {
             .success()
     );
     let now = chrono::Utc::now();
-    let in_10_days = dawnpost::window::rfc3339(now + chrono::Duration::days(10));
+    let in_10_days = dawnpost::domain::window::rfc3339(now + chrono::Duration::days(10));
     let preview = run_in(
         dir.path(),
         &["sweep", "--dry-run", "--as-of", &in_10_days, "--json"],

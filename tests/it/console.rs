@@ -150,7 +150,7 @@ async fn the_overview_lists_late_reports_first(t: &TestLedger) {
     let cookie = sign_in(&s, TOKEN).await;
     let html = common::console::page(&s, "/ui/", &cookie).await;
     assert!(!html.contains("Late reports"), "none late: no section");
-    s.late.set(vec![dawnpost::notice::LateReport {
+    s.late.set(vec![dawnpost::delivery::notice::LateReport {
         key: common::jk("warehouse-17:2026-11-30"),
         deadline: at(2026, 11, 30, 7, 0),
         detail: "its job is rendering: HTTP 503 from the source".into(),

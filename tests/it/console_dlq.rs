@@ -8,9 +8,9 @@ use common::TestLedger;
 use common::console::{hidden, location, page, post_form, sign_in};
 use common::fixtures::*;
 use common::ops_server::{TOKEN, VIEWER_TOKEN, start};
-use dawnpost::clock::Clock;
+use dawnpost::domain::clock::Clock;
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::Via;
-use dawnpost::outcome::ResponseClass;
 use reqwest::StatusCode;
 
 async fn a_group_is_redriven_as_a_runbook_that_stops_on_its_canary(t: &TestLedger) {
@@ -131,7 +131,7 @@ async fn a_group_is_redriven_as_a_runbook_that_stops_on_its_canary(t: &TestLedge
         deliver_due(t, s.clock.now(), ResponseClass::Permanent).await,
         1
     );
-    let driver = dawnpost::runbook::Driver::new(
+    let driver = dawnpost::services::runbook::Driver::new(
         t.ledger.clone(),
         std::sync::Arc::new(s.clock.clone()),
         std::time::Duration::from_secs(2),
@@ -186,7 +186,7 @@ async fn a_planned_runbook_is_stopped_by_an_operator_not_started_by_a_viewer(t: 
         reason: "fixed".into(),
         via: Via::Cli,
     };
-    let (rb, _) = dawnpost::runbook::plan(&t.ledger, &spec, s.clock.now())
+    let (rb, _) = dawnpost::services::runbook::plan(&t.ledger, &spec, s.clock.now())
         .await
         .expect("plan");
     let path = format!("/ui/runbooks/{}", rb.id);
@@ -249,7 +249,7 @@ on_both_backends!(
 
 /// Whether `nudge` was woken since it was last waited on (a wake given while nobody waited
 /// counts once).
-async fn woken(nudge: &dawnpost::periodic::Nudge) -> bool {
+async fn woken(nudge: &dawnpost::runtime::periodic::Nudge) -> bool {
     tokio::time::timeout(std::time::Duration::ZERO, nudge.notified())
         .await
         .is_ok()

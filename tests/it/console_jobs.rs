@@ -9,7 +9,7 @@ use common::fixtures::*;
 use common::ops_server::{Server, TOKEN, VIEWER_TOKEN, start};
 use common::{TestLedger, jk};
 use dawnpost::ledger::{DeliveryLease, DeliveryState, JobState};
-use dawnpost::render::Rendered;
+use dawnpost::report::render::Rendered;
 use reqwest::StatusCode;
 use reqwest::header::CONTENT_SECURITY_POLICY;
 

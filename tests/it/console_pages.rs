@@ -9,9 +9,9 @@ use common::console::{get, page, sign_in};
 use common::fixtures::*;
 use common::ops_server::{Server, VIEWER_TOKEN, start};
 use common::{TestLedger, jk};
-use dawnpost::clock::Clock;
+use dawnpost::domain::clock::Clock;
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::DeliveryNext;
-use dawnpost::outcome::ResponseClass;
 use reqwest::StatusCode;
 
 /// Job `warehouse-17:2026-11-29`, its delivery to `ops@example.com` sent and one to

@@ -8,14 +8,14 @@
 use std::path::PathBuf;
 
 use chrono::Duration;
-use dawnpost::artifact::ArtifactRef;
-use dawnpost::deliver::webhook::{
+use dawnpost::delivery::webhook::{
     ArtifactBody, AttachmentBody, BodyHead, BodyVersion, WEBHOOK_BODY_VERSION, WebhookBody,
     WindowBody,
 };
-use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey};
+use dawnpost::domain::keys::{DeliveryKey, DestinationKind, JobKey};
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{DeliveryNext, LeaseParams, NewAttempt, NewDelivery};
-use dawnpost::outcome::ResponseClass;
+use dawnpost::report::artifact::ArtifactRef;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -117,9 +117,9 @@ fn the_webhook_body_is_version_1_as_documented() {
 
 #[test]
 fn the_linked_webhook_body_is_version_2_as_documented() {
-    use dawnpost::deliver::webhook::{LINKED_BODY_VERSION, LinkedBody, LinkedVersion, PartLinks};
+    use dawnpost::delivery::webhook::{LINKED_BODY_VERSION, LinkedBody, LinkedVersion, PartLinks};
     let (job, delivery, artifact) = sample_job(24_117_248);
-    let links = dawnpost::links::Links::new(
+    let links = dawnpost::delivery::links::Links::new(
         &url::Url::parse("https://dawnpost.example/").expect("url"),
         b"0123456789abcdef0123456789abcdef".to_vec(),
     );
@@ -128,9 +128,9 @@ fn the_linked_webhook_body_is_version_2_as_documented() {
         version: LinkedVersion,
         head: sample_head(&job, &delivery, &artifact),
         links: PartLinks {
-            html: link(dawnpost::links::Part::Html),
-            text: link(dawnpost::links::Part::Text),
-            csv: Some(link(dawnpost::links::Part::Csv)),
+            html: link(dawnpost::delivery::links::Part::Html),
+            text: link(dawnpost::delivery::links::Part::Text),
+            csv: Some(link(dawnpost::delivery::links::Part::Csv)),
         },
         inline_bytes: 25_165_824,
         max_body_bytes: 1 << 20,

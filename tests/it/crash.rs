@@ -120,8 +120,8 @@ async fn sigkill_mid_run_loses_nothing_and_resends_at_most_once() {
         .expect("list");
     assert_eq!(deliveries.len(), 12);
     assert!(deliveries.iter().all(|d| d.state == DeliveryState::Sent));
-    let store =
-        dawnpost::artifact::ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
+    let store = dawnpost::report::artifact::ArtifactStore::open("file://var/artifacts", p.root())
+        .expect("store");
     assert_eq!(
         store.count("crash", "2026-11-30").await.expect("count"),
         3,
@@ -179,7 +179,7 @@ async fn sigterm_drains_within_its_bound_and_records_cut_sends_as_unknown() {
                 assert_eq!(attempts.len(), 1, "{}", d.key);
                 assert_eq!(
                     attempts[0].class,
-                    dawnpost::outcome::ResponseClass::Unknown,
+                    dawnpost::domain::outcome::ResponseClass::Unknown,
                     "{:?}",
                     attempts[0]
                 );
@@ -285,7 +285,7 @@ async fn a_send_outliving_its_lease_is_cut_recorded_and_retried_with_its_key() {
     let attempts = l.attempt_list(&d.key).await.expect("attempts");
     assert_eq!(
         attempts[0].class,
-        dawnpost::outcome::ResponseClass::Ambiguous,
+        dawnpost::domain::outcome::ResponseClass::Ambiguous,
         "recorded by its worker, not rescued: {attempts:?}"
     );
     assert!(

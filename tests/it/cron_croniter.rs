@@ -10,7 +10,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use chrono::{NaiveDate, TimeZone, Utc};
-use dawnpost::cron::CronExpr;
+use dawnpost::domain::cron::CronExpr;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 

@@ -10,7 +10,7 @@
 
 use chrono::{DateTime, Datelike, LocalResult, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use chrono_tz::{TZ_VARIANTS, Tz};
-use dawnpost::cron::CronExpr;
+use dawnpost::domain::cron::CronExpr;
 use proptest::prelude::*;
 
 /// One field of a pattern: its text and the values it allows.
@@ -232,8 +232,8 @@ fn check_zone(p: &Pattern, s: &CronExpr, tz: Tz) -> Result<(), TestCaseError> {
             date
         );
     }
-    let from = dawnpost::window::start_of_local_date(first, tz).expect("start");
-    let until = dawnpost::window::start_of_local_date(day(2029, 1, 1), tz).expect("end");
+    let from = dawnpost::domain::window::start_of_local_date(first, tz).expect("start");
+    let until = dawnpost::domain::window::start_of_local_date(day(2029, 1, 1), tz).expect("end");
     let got: Vec<(NaiveDate, DateTime<Utc>)> = s
         .fires(from - chrono::Duration::seconds(1), until)
         .into_iter()
@@ -324,8 +324,10 @@ fn the_dates_lost_in_gaps_each_get_their_job_at_the_gaps_end() {
     for (expr, tz, date, at) in cases {
         let s = CronExpr::parse(expr, tz).expect("parse");
         let around = s.fires(
-            dawnpost::window::start_of_local_date(date.pred_opt().expect("d"), tz).expect("s"),
-            dawnpost::window::start_of_local_date(date.succ_opt().expect("d"), tz).expect("s")
+            dawnpost::domain::window::start_of_local_date(date.pred_opt().expect("d"), tz)
+                .expect("s"),
+            dawnpost::domain::window::start_of_local_date(date.succ_opt().expect("d"), tz)
+                .expect("s")
                 + chrono::Duration::hours(2),
         );
         let of_date: Vec<_> = around.iter().filter(|o| o.date == date).collect();
@@ -335,7 +337,7 @@ fn the_dates_lost_in_gaps_each_get_their_job_at_the_gaps_end() {
             "{expr} in {tz}: one job for {date}: {around:?}"
         );
         assert_eq!(
-            dawnpost::window::rfc3339(of_date[0].at),
+            dawnpost::domain::window::rfc3339(of_date[0].at),
             at,
             "{expr} in {tz} on {date}"
         );

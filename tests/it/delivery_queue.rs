@@ -10,8 +10,8 @@ use crate::common;
 
 use common::TestLedger;
 use common::fixtures::{attempt, params, rendered_job, t0};
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{DeliveryNext, DeliveryState};
-use dawnpost::outcome::ResponseClass;
 
 /// An older version writes `state` and `ready_at` only; the claim and the dead-letter list
 /// still find what it set back to pending or quarantined.

@@ -310,21 +310,21 @@ fn every_line_of_a_part_ends_in_crlf_whatever_it_ended_in() {
     // text each come out as CRLF lines, and the text reads back as it was written.
     let from: lettre::message::Mailbox = "Reports <reports@dawnpost.test>".parse().expect("from");
     let to: lettre::Address = "ops@example.com".parse().expect("to");
-    let key: dawnpost::keys::DeliveryKey =
+    let key: dawnpost::domain::keys::DeliveryKey =
         "w:2026-11-30/email:ops@example.com".parse().expect("key");
     let text = "\nfirst\nsecond — ä\r\nthird\n\nlast".to_string();
-    let rendered = dawnpost::render::Rendered {
+    let rendered = dawnpost::report::render::Rendered {
         html: format!("<p>{}</p>\n", "row\n".repeat(2_000)),
         text: text.clone(),
         csv: Some("a,b\n1,2\n".into()),
     };
-    let list = dawnpost::deliver::email::ListHeaders {
+    let list = dawnpost::delivery::email::ListHeaders {
         report: "w",
         domain: "dawnpost.test",
         reply_to: None,
         unsubscribe: None,
     };
-    let message = dawnpost::deliver::email::build_message(
+    let message = dawnpost::delivery::email::build_message(
         &from,
         &to,
         "w — 2026-11-30",

@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use dawnpost::catalog::Catalog;
 use dawnpost::config::{Config, NoSqlRows};
-use dawnpost::reload::{Reloaded, Reloader};
-use dawnpost::tick::SchedulerTick;
+use dawnpost::report::catalog::Catalog;
+use dawnpost::services::reload::{Reloaded, Reloader};
+use dawnpost::services::tick::SchedulerTick;
 use dawnpost::{ManualClock, Span};
 
 use crate::common::{self, Project, TestLedger, at};
@@ -94,12 +94,12 @@ fn each_row_makes_a_report_with_its_columns() {
     assert_eq!(config.families.len(), 1);
     assert_eq!(config.families[0].reports, 3);
     // The template sees the row as `row`.
-    let window = dawnpost::window::Window::previous_local_day(
+    let window = dawnpost::domain::window::Window::previous_local_day(
         chrono::NaiveDate::from_ymd_opt(2026, 12, 2).expect("date"),
         w21.timezone(),
     )
     .expect("window");
-    let context = dawnpost::render::context(
+    let context = dawnpost::report::render::context(
         w21,
         (window.end.date_naive(), window.end),
         &window,
@@ -276,7 +276,7 @@ async fn sql_rows_from_sqlite_and_postgres() {
     for (url, _pool) in &urls {
         // SAFETY: this test alone reads the variable; no other thread changes the environment.
         unsafe { std::env::set_var("FAMILY_ROWS_URL", url) };
-        let config = Config::load_with(&p.config_dir(), &dawnpost::source::SqlRows)
+        let config = Config::load_with(&p.config_dir(), &dawnpost::report::source::SqlRows)
             .unwrap_or_else(|e| panic!("{url}: {e}"));
         let ids: Vec<&str> = config.reports.iter().map(|r| r.id.as_str()).collect();
         assert_eq!(ids, ["warehouse-4", "warehouse-8"], "{url}");
@@ -305,7 +305,7 @@ async fn reload_adds_and_removes_rows(t: &TestLedger) {
     let p = family(THREE);
     let config = p.load();
     let catalog = Catalog::load(&config).expect("templates");
-    let metrics = Arc::new(dawnpost::metrics::Metrics::default());
+    let metrics = Arc::new(dawnpost::runtime::metrics::Metrics::default());
     // 2026-12-02 07:00 UTC: warehouse-17 (Berlin, 06:30 = 05:30 UTC) fired today already.
     let clock = ManualClock::new(at(2026, 12, 2, 7, 0));
     let reloader = Reloader::new(&config, catalog.clone(), metrics, Arc::new(clock.clone()));

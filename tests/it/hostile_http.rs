@@ -6,7 +6,7 @@ use crate::common;
 
 use common::TestLedger;
 use common::ops_server::{SECRET, Server, TOKEN, start};
-use dawnpost::signing::{MAX_SIGNATURES, Secret};
+use dawnpost::delivery::signing::{MAX_SIGNATURES, Secret};
 use reqwest::{Method, StatusCode};
 
 /// One request and what it must get.

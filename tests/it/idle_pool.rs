@@ -12,9 +12,10 @@ use chrono::Duration as Span;
 use common::fixtures::{attempt, new_job, params, ready_jobs, rendered_job, t0};
 use common::peers::Receiver;
 use common::{Project, TestLedger, jk};
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{DeliveryNext, Finish, JobState, LeaseTo, Outcomes, WORK_FORMAT};
-use dawnpost::outcome::ResponseClass;
-use dawnpost::pool::{Pipeline, PoolConfig, Rescuer};
+use dawnpost::pool::{Pipeline, PoolConfig};
+use dawnpost::services::rescuer::Rescuer;
 use dawnpost::{Clock, ManualClock, SystemClock};
 use tokio_util::sync::CancellationToken;
 
@@ -97,7 +98,7 @@ async fn the_rescuer_nudges_the_pool_when_it_rescued(t: &TestLedger) {
     let leased = t.ledger.job_lease(&params("w1", t0(), 1)).await;
     assert_eq!(leased.expect("lease").len(), 1);
     let clock = ManualClock::new(t0() + Span::minutes(1));
-    let pool = dawnpost::periodic::Nudge::default();
+    let pool = dawnpost::runtime::periodic::Nudge::default();
     let rescuer = Rescuer::new(
         t.ledger.clone(),
         Arc::new(clock.clone()),
@@ -134,7 +135,10 @@ async fn an_idle_pool_hears_work_another_process_made_due(t: &TestLedger) {
     let pipeline = slow_idle_pipeline(t, &config, &clock);
     let cancel = CancellationToken::new();
     let run = tokio::spawn(pipeline.clone().run(cancel.clone()));
-    let listen = tokio::spawn(dawnpost::wake::run(pipeline.clone(), cancel.clone()));
+    let listen = tokio::spawn(dawnpost::services::wake::run(
+        pipeline.clone(),
+        cancel.clone(),
+    ));
     let until = tokio::time::Instant::now() + Duration::from_secs(30);
     while !pipeline.is_hearing() {
         assert!(
@@ -210,9 +214,11 @@ fn slow_idle_pipeline(
         idle_max: Duration::from_secs(120),
         ..PoolConfig::from_config(config)
     };
-    let artifacts =
-        dawnpost::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
-            .expect("artifacts");
+    let artifacts = dawnpost::report::artifact::ArtifactStore::from_settings(
+        &config.settings.artifacts,
+        &config.root,
+    )
+    .expect("artifacts");
     let pipeline = Pipeline::new(config, t.ledger.clone(), clock.clone(), pool, artifacts);
     Arc::new(pipeline.expect("pipeline"))
 }

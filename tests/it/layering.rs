@@ -1,64 +1,36 @@
-//! The layering ARCHITECTURE.md states, checked on the source: each top-level module of `src/`
-//! uses only the modules below it in [`LAYERS`] (or before it in its own layer), no two sibling
-//! files of one module import each other (directly or around a cycle), root re-exports are not
-//! used inside the crate (a path names the module it comes from), and only the ledger and the
-//! sql source speak to a database. A new module goes into [`LAYERS`] and ARCHITECTURE.md's code
-//! map together.
+//! The layering ARCHITECTURE.md states, checked on the source. The code map's headings
+//! (`### \`folder/\``) list the folders of `src/`, bottom-up: each folder uses only the folders
+//! listed before it (and itself), no two sibling files of one folder import each other (directly
+//! or around a cycle), root re-exports are not used inside the crate (a path names the module it
+//! comes from), only the ledger and the sql source speak to a database, and every source path
+//! ARCHITECTURE.md cites exists. The map is the one list of the layers: a new folder is a new
+//! heading there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// The modules, bottom-up. A module may use those in earlier layers, and those listed before it
-/// in its own layer.
-const LAYERS: &[&[&str]] = &[
-    &[
-        "words",
-        "redact",
-        "keys",
-        "duration",
-        "clock",
-        "window",
-        "cron",
-        "outcome",
-        "logging",
-        "metrics",
-        "tls",
-        "periodic",
-        "data_path",
-    ],
-    &["config"],
-    &[
-        "schedule",
-        "render",
-        "catalog",
-        "source",
-        "readiness",
-        "artifact",
-        "retry",
-        "signing",
-        "links",
-        "deliver",
-        "notice",
-    ],
-    &["ledger"],
-    &[
-        "tick",
-        "timekeeper",
-        "registry",
-        "reload",
-        "pool",
-        "notifier",
-        "sweeper",
-        "history",
-        "api",
-        "runbook",
-        "preview",
-        "wake",
-    ],
-    &["supervisor", "server"],
-    &["daemon", "runner"],
-    &["cli"],
-];
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn architecture() -> String {
+    std::fs::read_to_string(root().join("ARCHITECTURE.md")).expect("read ARCHITECTURE.md")
+}
+
+/// The folders of the code map, bottom-up: each `### `name/`` heading of its section.
+fn layers(map: &str) -> Vec<String> {
+    let section = map
+        .split("\n## Code map\n")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a Code map section");
+    let section = section.split("\n## ").next().unwrap_or("");
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("### `"))
+        .filter_map(|l| l.split('`').next())
+        .map(|name| name.trim_end_matches('/').to_string())
+        .collect()
+}
 
 /// Every `.rs` file under `dir`.
 fn sources(dir: &Path) -> Vec<PathBuf> {
@@ -125,21 +97,33 @@ fn module_of(path: &Path) -> String {
 }
 
 #[test]
-fn every_module_uses_only_the_layers_below_it() {
-    let place: BTreeMap<&str, (usize, usize)> = LAYERS
+fn every_folder_uses_only_the_layers_below_it() {
+    let layers = layers(&architecture());
+    assert!(
+        layers.len() >= 8,
+        "the code map lists its folders: {layers:?}"
+    );
+    let place: BTreeMap<&str, usize> = layers
         .iter()
         .enumerate()
-        .flat_map(|(l, ms)| ms.iter().enumerate().map(move |(i, m)| (*m, (l, i))))
+        .map(|(i, m)| (m.as_str(), i))
         .collect();
+    let mut entries = BTreeSet::new();
+    for entry in std::fs::read_dir(src()).expect("read src").flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name != "lib.rs" && name != "main.rs" {
+            entries.insert(name);
+        }
+    }
+    let folders: BTreeSet<String> = layers.iter().cloned().collect();
+    assert_eq!(
+        entries, folders,
+        "src/ holds exactly the folders of ARCHITECTURE.md's code map (and lib.rs, main.rs)"
+    );
     let mut upward = Vec::new();
-    let mut unlisted = BTreeSet::new();
     for path in sources(&src()) {
         let from = module_of(&path);
-        if from == "lib" || from == "main" {
-            continue;
-        }
         let Some(&here) = place.get(from.as_str()) else {
-            unlisted.insert(from);
             continue;
         };
         for (n, line) in code(&path) {
@@ -151,23 +135,75 @@ fn every_module_uses_only_the_layers_below_it() {
                     ));
                     continue;
                 }
-                let Some(&there) = place.get(to.as_str()) else {
-                    continue;
-                };
-                if to != from && there > here {
+                if place.get(to.as_str()).is_some_and(|&there| there > here) {
                     upward.push(format!("{}:{n}: {from} uses {to}", path.display()));
                 }
             }
         }
     }
     assert!(
-        unlisted.is_empty(),
-        "modules missing from LAYERS: {unlisted:?}"
-    );
-    assert!(
         upward.is_empty(),
         "imports against the layering:\n{}",
         upward.join("\n")
+    );
+}
+
+/// Every file of the repository, as a path relative to its root (build output and
+/// dependencies left out).
+fn repository_files() -> Vec<String> {
+    fn walk(dir: &Path, base: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if name == "target" || name == ".git" || name == "node_modules" {
+                continue;
+            }
+            if path.is_dir() {
+                walk(&path, base, out);
+            } else if let Ok(rel) = path.strip_prefix(base) {
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&root(), &root(), &mut out);
+    out
+}
+
+/// The source paths a text cites in backticks: `name.rs`, `dir/name.rs`, `dir/`.
+fn cited_paths(text: &str) -> BTreeSet<String> {
+    text.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| !s.contains(char::is_whitespace) && !s.contains("::"))
+        .filter(|s| s.ends_with(".rs") || s.ends_with(".md") || s.ends_with(".sql"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Whether `cited` (a path, its tail, or a pattern with one `*`) names the repository's file
+/// `file`.
+fn cites(cited: &str, file: &str) -> bool {
+    let (head, tail) = cited.split_once('*').unwrap_or((cited, ""));
+    let at = |i: usize| i == 0 || file.as_bytes()[i - 1] == b'/';
+    file.match_indices(head).any(|(i, _)| {
+        at(i)
+            && file.ends_with(tail)
+            && file.len() >= i + head.len() + tail.len()
+            && (cited.contains('*') || file.len() == i + head.len())
+    })
+}
+
+#[test]
+fn every_path_the_map_cites_exists() {
+    let files = repository_files();
+    let missing: Vec<String> = cited_paths(&architecture())
+        .into_iter()
+        .filter(|cited| !files.iter().any(|f| cites(cited, f)))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md cites paths that do not exist: {missing:?}"
     );
 }
 
@@ -227,7 +263,7 @@ fn no_two_sibling_files_import_each_other() {
 fn only_the_ledger_and_the_sql_source_speak_to_a_database() {
     let allowed = |p: &Path| {
         let rel = p.strip_prefix(src()).expect("under src");
-        rel.starts_with("ledger") || rel == Path::new("source.rs")
+        rel.starts_with("ledger") || rel == Path::new("report/source.rs")
     };
     let speaking: Vec<String> = sources(&src())
         .into_iter()
@@ -236,6 +272,20 @@ fn only_the_ledger_and_the_sql_source_speak_to_a_database() {
         .map(|p| p.display().to_string())
         .collect();
     assert!(speaking.is_empty(), "sqlx used in {speaking:?}");
+}
+
+#[test]
+fn the_checker_reads_the_maps_headings_and_citations() {
+    let map = "# A\n## Code map\nintro `a/b.rs`\n### `domain/`\ntext\n### `ledger/`\n## Invariants\n### `not/`\n";
+    assert_eq!(layers(map), ["domain", "ledger"]);
+    assert!(cites("ledger/jobs.rs", "src/ledger/jobs.rs"));
+    assert!(cites("tests/it/ledger_*.rs", "tests/it/ledger_faults.rs"));
+    assert!(!cites("tests/layering.rs", "tests/it/layering.rs"));
+    assert!(!cites("jobs.rs", "src/ledger/old_jobs.rs"));
+    assert_eq!(
+        cited_paths("see `a/b.rs` and `tests/it/x.rs`, not `crate::x` or `a b.rs`"),
+        BTreeSet::from(["a/b.rs".to_string(), "tests/it/x.rs".to_string()])
+    );
 }
 
 #[test]

@@ -9,12 +9,12 @@ use crate::common;
 use chrono::Duration;
 use common::fixtures::*;
 use common::{TestLedger, jk};
-use dawnpost::keys::{DeliveryKey, JobKey};
+use dawnpost::domain::keys::{DeliveryKey, JobKey};
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{
     DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LedgerError, Outcomes,
     RescueBudget,
 };
-use dawnpost::outcome::ResponseClass;
 
 async fn many_jobs_and_their_deliveries_in_few_reads(t: &TestLedger) {
     let l = &t.ledger;

@@ -5,8 +5,8 @@ use crate::common;
 use common::{TestLedger, jk};
 
 use common::fixtures::*;
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{Audit, JobFilter, JobState, Via};
-use dawnpost::outcome::ResponseClass;
 
 fn keys(jobs: &[dawnpost::ledger::Job]) -> Vec<String> {
     jobs.iter().map(|j| j.key.to_string()).collect()

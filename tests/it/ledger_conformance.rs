@@ -10,8 +10,8 @@ use common::jk;
 use chrono::Duration;
 use common::fixtures::*;
 use common::{TestLedger, at};
+use dawnpost::domain::window::Window;
 use dawnpost::ledger::{DeliveryState, JobFilter, JobState, LedgerError, NewJob, RescueBudget};
-use dawnpost::window::Window;
 
 async fn duplicate_job_keys_insert_nothing(t: &TestLedger) {
     let l = &t.ledger;

@@ -7,9 +7,9 @@ use common::jk;
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{DeliveryNext, DeliveryState, JobState, LedgerError, RescueBudget};
-use dawnpost::outcome::ResponseClass;
 
 async fn rendered_job_gets_artifact_and_one_delivery_per_destination(t: &TestLedger) {
     let l = &t.ledger;

@@ -7,13 +7,13 @@ use common::jk;
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
-use dawnpost::keys::DeliveryKey;
+use dawnpost::domain::keys::DeliveryKey;
+use dawnpost::domain::outcome::ResponseClass;
+use dawnpost::domain::window::rfc3339;
 use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{
     DeliveryNext, DeliveryState, JobState, LeaseTo, LedgerError, Outcomes, Render, RescueBudget,
 };
-use dawnpost::outcome::ResponseClass;
-use dawnpost::window::rfc3339;
 
 /// A quarantined job whose artifact retention already deleted: all retention has left to do
 /// is delete its rows.

@@ -12,8 +12,8 @@ use crate::common;
 use chrono::Duration;
 use common::fixtures::*;
 use common::{TestLedger, jk};
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{DeliveryNext, Finish, Render, RescueBudget};
-use dawnpost::outcome::ResponseClass;
 
 /// A delivery's (job number, ordinal, its job's number).
 type DeliveryNumbers = (Option<i64>, Option<i64>, Option<i64>);

@@ -8,11 +8,11 @@ use common::{dk, jk};
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{
     DeliveryNext, DeliveryState, JobFilter, JobState, LedgerError, RescueBudget,
 };
-use dawnpost::outcome::ResponseClass;
 
 async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     let l = &t.ledger;

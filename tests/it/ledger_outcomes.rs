@@ -7,11 +7,11 @@ use crate::common;
 use chrono::Duration;
 use common::fixtures::*;
 use common::{TestLedger, jk};
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{
     DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LeaseTo, LeasedDelivery,
     LeasedJob, LedgerError, Outcomes, Render,
 };
-use dawnpost::outcome::ResponseClass;
 
 /// The renders of the leased jobs a (two destinations) and b (none, so done at once).
 fn renders_of_a_and_b(leased: &[LeasedJob]) -> [Render; 2] {

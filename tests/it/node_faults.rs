@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use common::daemon::{Daemon, get};
 use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger};
-use dawnpost::keys::JobKey;
+use dawnpost::domain::keys::JobKey;
 use dawnpost::ledger::DeliveryState;
 
 const SECRET_ENV: &str = "DAWNPOST_TEST_NODE_FAULTS_SECRET";
@@ -90,7 +90,7 @@ fn command(p: &Project, args: &[&str]) -> Command {
 
 /// Whether `hit` was signed with `secret`.
 fn signed_with(hit: &common::peers::Hit, secret: &str) -> bool {
-    let secret = dawnpost::signing::Secret::parse(secret).expect("secret");
+    let secret = dawnpost::delivery::signing::Secret::parse(secret).expect("secret");
     let (Some(id), Some(ts), Some(sig)) = (
         hit.header("webhook-id"),
         hit.header("webhook-timestamp").and_then(|t| t.parse().ok()),

@@ -253,7 +253,7 @@ async fn a_registry_round_beats_forgets_and_follows_the_live_nodes(t: &TestLedge
 /// leader, back, leads again while the other follows.
 async fn the_node_that_started_first_leads_until_it_falls_silent(t: &TestLedger) {
     use dawnpost::ManualClock;
-    use dawnpost::registry::Registry;
+    use dawnpost::services::registry::Registry;
     use std::sync::Arc;
     let config = Project::new(&report("warehouse-17", "0 30 6 * * *", "UTC")).load();
     let t0 = at(2026, 12, 1, 6, 0);
@@ -307,15 +307,15 @@ async fn the_node_that_started_first_leads_until_it_falls_silent(t: &TestLedger)
 /// timekeeper: a node whose wall clock is two hours fast learns its offset from its first
 /// heartbeat (PostgreSQL; SQLite has no clock of its own, and the node follows none).
 async fn a_heartbeat_reads_the_ledgers_clock_for_the_timekeeper(t: &TestLedger) {
-    use dawnpost::clock::LedgerClock;
-    use dawnpost::registry::Registry;
-    use dawnpost::timekeeper::Timekeeper;
+    use dawnpost::domain::clock::LedgerClock;
+    use dawnpost::services::registry::Registry;
+    use dawnpost::services::timekeeper::Timekeeper;
     use std::sync::Arc;
     let config = Project::new(&report("warehouse-17", "0 30 6 * * *", "UTC")).load();
     let wall = dawnpost::ManualClock::new(chrono::Utc::now() + Duration::hours(2));
     let clock = Arc::new(LedgerClock::new(Arc::new(wall)));
     let shared: dawnpost::SharedClock = clock.clone();
-    let metrics = Arc::new(dawnpost::metrics::Metrics::default());
+    let metrics = Arc::new(dawnpost::runtime::metrics::Metrics::default());
     let keeper = Timekeeper::new(
         (t.ledger.clone(), shared.clone()),
         metrics.clone(),

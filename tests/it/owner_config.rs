@@ -39,7 +39,7 @@ fn deadlines_are_local_on_the_fires_date() {
     let config = p.load();
     let expected = |id: &str, now: DateTime<Utc>| -> Vec<(String, DateTime<Utc>)> {
         let r = config.reports.iter().filter(|r| r.id.as_str() == id);
-        dawnpost::notice::expected(r, now)
+        dawnpost::delivery::notice::expected(r, now)
             .into_iter()
             .map(|e| (e.key.to_string(), e.deadline))
             .collect()

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use dawnpost::ManualClock;
-use dawnpost::catalog::Catalog;
-use dawnpost::metrics::Metrics;
-use dawnpost::notice::LateBoard;
-use dawnpost::notifier::Notifier;
+use dawnpost::delivery::notice::LateBoard;
 use dawnpost::pool::throttle::{Gate, HostThrottle};
+use dawnpost::report::catalog::Catalog;
+use dawnpost::runtime::metrics::Metrics;
+use dawnpost::services::notifier::Notifier;
 
 use crate::common::peers::Receiver;
 use crate::common::{Project, TestLedger, at};
@@ -67,7 +67,7 @@ async fn a_host_the_pool_paused_holds_the_owners_notice(t: &TestLedger) {
     let receiver =
         Receiver::start(Arc::new(|_: &str, _: usize, _| (200, None, Duration::ZERO))).await;
     let url = receiver.url("owners");
-    let host = dawnpost::keys::host_port(&url).expect("host");
+    let host = dawnpost::domain::keys::host_port(&url).expect("host");
     let eight = at(2026, 11, 30, 8, 0);
     let throttle = Arc::new(HostThrottle::default());
     throttle.pause(&host, eight + chrono::Duration::seconds(30));
@@ -112,7 +112,7 @@ async fn a_429_to_an_owners_notice_pauses_the_host_for_the_pool(t: &TestLedger) 
     }))
     .await;
     let url = receiver.url("owners");
-    let host = dawnpost::keys::host_port(&url).expect("host");
+    let host = dawnpost::domain::keys::host_port(&url).expect("host");
     let eight = at(2026, 11, 30, 8, 0);
     let throttle = Arc::new(HostThrottle::default());
     let (notifier, clock) = notifier(&project(&url), t, eight, &throttle);
@@ -147,7 +147,7 @@ async fn a_429_without_retry_after_pauses_the_host_until_the_notices_retry(t: &T
     let receiver =
         Receiver::start(Arc::new(|_: &str, _: usize, _| (429, None, Duration::ZERO))).await;
     let url = receiver.url("owners");
-    let host = dawnpost::keys::host_port(&url).expect("host");
+    let host = dawnpost::domain::keys::host_port(&url).expect("host");
     let eight = at(2026, 11, 30, 8, 0);
     let throttle = Arc::new(HostThrottle::default());
     let (notifier, clock) = notifier(&project(&url), t, eight, &throttle);
@@ -180,7 +180,7 @@ async fn a_notice_that_never_reached_its_host_leaves_the_pause(t: &TestLedger) {
     let receiver =
         Receiver::start(Arc::new(|_: &str, _: usize, _| (200, None, Duration::ZERO))).await;
     let url = receiver.url("owners");
-    let host = dawnpost::keys::host_port(&url).expect("host");
+    let host = dawnpost::domain::keys::host_port(&url).expect("host");
     let hook = format!(
         "owner_webhook = {{ url = \"{url}\", secret_env = \"DAWNPOST_TEST_NEVER_SET_SECRET\" }}"
     );

@@ -10,14 +10,14 @@ use std::sync::Arc;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use dawnpost::ManualClock;
-use dawnpost::catalog::Catalog;
 use dawnpost::config::Config;
-use dawnpost::keys::{JobKey, ReportId};
+use dawnpost::delivery::notice::LateBoard;
+use dawnpost::domain::keys::{JobKey, ReportId};
+use dawnpost::domain::window::Window;
 use dawnpost::ledger::{Audit, JobOrigin, NewJob, Via};
-use dawnpost::metrics::Metrics;
-use dawnpost::notice::LateBoard;
-use dawnpost::notifier::{Notifier, RoundCounts};
-use dawnpost::window::Window;
+use dawnpost::report::catalog::Catalog;
+use dawnpost::runtime::metrics::Metrics;
+use dawnpost::services::notifier::{Notifier, RoundCounts};
 
 use crate::common::fixtures::params;
 use crate::common::{Project, TestLedger, at, jk};
@@ -190,7 +190,7 @@ async fn a_fire_that_never_became_a_job_is_late_and_told_once(t: &TestLedger) {
     assert_eq!((after.late, after.noticed, after.sent), (0, 0, 0));
     assert!(rig.board.get().is_empty());
     assert!(!rig.metrics.render_text().contains("dawnpost_report_late{"));
-    let history = dawnpost::history::JobHistory::load(&t.ledger, &jk("wh:2026-11-30"))
+    let history = dawnpost::views::history::JobHistory::load(&t.ledger, &jk("wh:2026-11-30"))
         .await
         .expect("load")
         .expect("job");
@@ -202,7 +202,8 @@ async fn a_fire_that_never_became_a_job_is_late_and_told_once(t: &TestLedger) {
         history.render_text()
     );
     // `show --json` and `GET /v1/jobs/{key}` carry it too.
-    let json = serde_json::to_value(dawnpost::api::JobHistoryV1::from(&history)).expect("json");
+    let json =
+        serde_json::to_value(dawnpost::views::api::JobHistoryV1::from(&history)).expect("json");
     let notices = json["notices"].as_array().expect("notices");
     assert_eq!(notices.len(), 1, "{json}");
     assert_eq!(
@@ -238,9 +239,9 @@ async fn a_job_done_by_its_deadline_is_not_late(t: &TestLedger) {
         .expect("lease");
     for j in &leased {
         let to = [dawnpost::ledger::NewDelivery {
-            key: dawnpost::keys::DeliveryKey::new(
+            key: dawnpost::domain::keys::DeliveryKey::new(
                 j.job.key.clone(),
-                dawnpost::keys::DestinationKind::Email,
+                dawnpost::domain::keys::DestinationKind::Email,
                 "ops@example.com",
             ),
         }];
@@ -263,7 +264,7 @@ async fn a_job_done_by_its_deadline_is_not_late(t: &TestLedger) {
         .delivery_finish(
             &a.lease,
             &crate::common::fixtures::attempt(
-                dawnpost::outcome::ResponseClass::Accepted,
+                dawnpost::domain::outcome::ResponseClass::Accepted,
                 at(2026, 10, 25, 6, 0),
             ),
             dawnpost::ledger::DeliveryNext::Sent,
@@ -413,7 +414,7 @@ async fn the_owner_webhook_is_signed_retried_and_pinned(t: &TestLedger) {
         .parse()
         .expect("number");
     let signature = hits[1].header("webhook-signature").expect("signed");
-    dawnpost::signing::Secret::parse(SECRET)
+    dawnpost::delivery::signing::Secret::parse(SECRET)
         .expect("secret")
         .verify(&id, ts, &hits[1].body, &signature)
         .expect("a valid signature");

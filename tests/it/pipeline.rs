@@ -11,12 +11,12 @@ use std::time::Duration;
 use common::peers::{HttpRule, Receiver, SmtpPeer, SmtpRule};
 use common::{Project, TestLedger, run_date};
 use dawnpost::Config;
-use dawnpost::artifact::ArtifactStore;
+use dawnpost::delivery::signing::Secret;
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{DeliveryState, JobState};
-use dawnpost::outcome::ResponseClass;
-use dawnpost::runner::RunOnceSummary;
-use dawnpost::signing::Secret;
+use dawnpost::node::runner::RunOnceSummary;
+use dawnpost::report::artifact::ArtifactStore;
 
 const DATE: &str = "2026-11-30";
 const SECRET_ENV: &str = "DAWNPOST_TEST_PIPELINE_SECRET";
@@ -345,7 +345,7 @@ async fn webhooks_honour_retry_after_keep_keys_and_sign(t: &TestLedger) {
     let attempts = l.attempt_list(&key).await.expect("attempts");
     assert_eq!(attempts[0].retry_after_ms, Some(1000));
     assert_eq!(attempts[0].code, Some(429));
-    let dlq = dawnpost::history::Dlq::load(l).await.expect("dlq");
+    let dlq = dawnpost::views::history::Dlq::load(l).await.expect("dlq");
     assert_eq!(dlq.deliveries.len(), 2);
 }
 
@@ -431,7 +431,7 @@ async fn earlier_attempt(t: &TestLedger, key: &str) -> dawnpost::ledger::JobLeas
     let job = dawnpost::ledger::NewJob {
         key: jk(key),
         fire_at: now,
-        window: dawnpost::window::Window {
+        window: dawnpost::domain::window::Window {
             start: now - chrono::Duration::hours(24),
             end: now,
         },
@@ -457,7 +457,7 @@ async fn a_first_render_writes_its_own_artifact(t: &TestLedger) {
     let p = Project::new(&report_block("own", &["ops@example.com"], &[]));
     p.write("config/dawnpost.toml", &settings(peer.addr.port(), ""));
     let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
-    let stranger = dawnpost::render::Rendered {
+    let stranger = dawnpost::report::render::Rendered {
         html: "<p>left by a job deleted before</p>".into(),
         text: "left by a job deleted before".into(),
         csv: None,
@@ -492,7 +492,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     // An artifact stored by an earlier attempt whose lease came back before its render was
     // recorded (its node died, or its commit failed): reused, not redone.
     let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
-    let earlier = Arc::new(dawnpost::render::Rendered {
+    let earlier = Arc::new(dawnpost::report::render::Rendered {
         html: "<p>rendered before the crash</p>".into(),
         text: "rendered before the crash".into(),
         csv: None,

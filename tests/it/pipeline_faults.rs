@@ -11,12 +11,12 @@ use std::time::Duration;
 use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger, jk, run_date};
 use dawnpost::Config;
-use dawnpost::artifact::ArtifactStore;
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{DeliveryState, JobState};
-use dawnpost::outcome::ResponseClass;
-use dawnpost::runner::RunOnceSummary;
-use dawnpost::sweeper::{Sweeper, SweeperConfig};
+use dawnpost::node::runner::RunOnceSummary;
+use dawnpost::report::artifact::ArtifactStore;
+use dawnpost::services::sweeper::{Sweeper, SweeperConfig};
 
 const DATE: &str = "2026-11-30";
 
@@ -340,7 +340,7 @@ async fn claimed_work_that_waits_too_long_goes_back_uncounted(t: &TestLedger) {
 async fn a_node_whose_clock_is_refused_gives_its_queued_work_back(t: &TestLedger) {
     let (rx, p) = one_slot("skewed", 6, Duration::from_secs(3), "30s").await;
     let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
-    let clock = Arc::new(dawnpost::clock::LedgerClock::new(Arc::new(
+    let clock = Arc::new(dawnpost::domain::clock::LedgerClock::new(Arc::new(
         dawnpost::SystemClock,
     )));
     let cancel = tokio_util::sync::CancellationToken::new();

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger};
 use dawnpost::Config;
-use dawnpost::metrics::Metrics;
+use dawnpost::runtime::metrics::Metrics;
 
 const DATE: &str = "2026-11-30";
 const REPORTS: usize = 10;
@@ -77,13 +77,13 @@ async fn a_limited_host_is_held_to_its_rate_and_others_are_not(t: &TestLedger) {
     p.write("config/dawnpost.toml", &settings(limited.addr.port()));
     let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
     let metrics = Arc::new(Metrics::default());
-    let opts = dawnpost::runner::RunOnceOptions {
+    let opts = dawnpost::node::runner::RunOnceOptions {
         date: chrono::NaiveDate::parse_from_str(DATE, "%Y-%m-%d").ok(),
         max_wait: Duration::from_secs(120),
         progress: false,
         metrics: Some(metrics.clone()),
     };
-    let summary = dawnpost::runner::run_once(
+    let summary = dawnpost::node::runner::run_once(
         &config,
         t.ledger.clone(),
         Arc::new(dawnpost::SystemClock),

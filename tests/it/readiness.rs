@@ -14,7 +14,7 @@ use common::fixtures::{lease_of, params, ready_jobs, t0};
 use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger, jk, run_in};
 use dawnpost::ledger::{AfterProbe, JobState, LedgerError, ProbeRow, Via};
-use dawnpost::readiness::ProbeOutcome;
+use dawnpost::report::readiness::ProbeOutcome;
 
 fn probe(outcome: ProbeOutcome, at: DateTime<Utc>) -> ProbeRow {
     ProbeRow {
@@ -234,7 +234,7 @@ fn midnight() -> DateTime<Utc> {
 
 /// `run --once` for `date`, on a ledger that has seen the live nodes (none: every format is
 /// written, as the binary does once it looked).
-async fn run(p: &Project, t: &TestLedger, date: &str) -> dawnpost::runner::RunOnceSummary {
+async fn run(p: &Project, t: &TestLedger, date: &str) -> dawnpost::node::runner::RunOnceSummary {
     t.ledger.follow_formats(Utc::now()).await.expect("formats");
     common::run_date(&p.load(), &t.ledger, date, Duration::from_secs(60)).await
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::peers::{HttpRule, Receiver};
 use common::{Project, run_in};
-use dawnpost::readiness::ProbeOutcome;
+use dawnpost::report::readiness::ProbeOutcome;
 
 /// A readiness of `probe`, every minute, with `timeout`.
 fn readiness(probe: dawnpost::config::Probe, timeout: u64) -> dawnpost::config::Readiness {
@@ -22,13 +22,13 @@ fn readiness(probe: dawnpost::config::Probe, timeout: u64) -> dawnpost::config::
     }
 }
 
-async fn asked(r: &dawnpost::config::Readiness) -> dawnpost::readiness::Answer {
-    let window = dawnpost::window::Window {
+async fn asked(r: &dawnpost::config::Readiness) -> dawnpost::report::readiness::Answer {
+    let window = dawnpost::domain::window::Window {
         start: common::utc("2026-11-29T00:00:00Z"),
         end: common::utc("2026-11-30T00:00:00Z"),
     };
     let date = "2026-11-30".parse().expect("date");
-    dawnpost::readiness::probe(r, date, &window, &reqwest::Client::new()).await
+    dawnpost::report::readiness::probe(r, date, &window, &reqwest::Client::new()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::fixtures::{params, ready_jobs, t0};
 use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger, jk, run_in};
-use dawnpost::keys::JobKey;
+use dawnpost::domain::keys::JobKey;
 use dawnpost::ledger::{Audit, JobOrigin, JobState, LedgerError, Node, Via};
 use mail_parser::MessageParser;
 
@@ -198,7 +198,7 @@ url = "{}"
 
 /// The outbox's message to `to` of job `job`, parsed.
 fn eml(p: &Project, job: &str, to: &str) -> Vec<u8> {
-    let name = dawnpost::deliver::email::file_name(&format!("{job}/email:{to}"));
+    let name = dawnpost::delivery::email::file_name(&format!("{job}/email:{to}"));
     std::fs::read(p.root().join("var/outbox").join(name)).expect("the .eml")
 }
 

@@ -221,7 +221,7 @@ async fn a_link_serves_the_stored_artifact_refuses_an_altered_one_and_is_gone_af
         .job_lease(&params("w1", t0(), 1))
         .await
         .expect("lease");
-    let rendered = dawnpost::render::Rendered {
+    let rendered = dawnpost::report::render::Rendered {
         html: "<!DOCTYPE html><html><body><h1>Big</h1></body></html>".into(),
         text: "Big".into(),
         csv: Some("a,b\r\n1,2\r\n".into()),
@@ -244,29 +244,29 @@ async fn a_link_serves_the_stored_artifact_refuses_an_altered_one_and_is_gone_af
         let r = reqwest::get(u).await.expect("get");
         (r.status().as_u16(), r.text().await.expect("body"))
     };
-    let (status, html) = got(url(dawnpost::links::Part::Html)).await;
+    let (status, html) = got(url(dawnpost::delivery::links::Part::Html)).await;
     assert_eq!(status, 200, "{html}");
     assert!(
         html.contains("<h1>Big</h1>") && html.contains("CSV</a>"),
         "{html}"
     );
     assert_eq!(
-        got(url(dawnpost::links::Part::Csv)).await,
+        got(url(dawnpost::delivery::links::Part::Csv)).await,
         (200, "a,b\r\n1,2\r\n".into())
     );
     assert_eq!(
-        got(url(dawnpost::links::Part::Text)).await,
+        got(url(dawnpost::delivery::links::Part::Text)).await,
         (200, "Big".into())
     );
     let other = links()
-        .link(&key, "0000", dawnpost::links::Part::Html)
+        .link(&key, "0000", dawnpost::delivery::links::Part::Html)
         .replace(LINK_BASE, &s.base);
     assert_eq!(
         got(other).await.0,
         410,
         "a signed link to an artifact the job no longer has"
     );
-    let unsigned = url(dawnpost::links::Part::Html).replace("?s=", "?s=ab");
+    let unsigned = url(dawnpost::delivery::links::Part::Html).replace("?s=", "?s=ab");
     assert_eq!(got(unsigned).await.0, 404);
 
     // Altered in the store: not served.
@@ -276,7 +276,7 @@ async fn a_link_serves_the_stored_artifact_refuses_an_altered_one_and_is_gone_af
         .join("var/artifacts")
         .join(&artifact.html_key);
     std::fs::write(&stored, "<p>altered</p>").expect("alter");
-    assert_eq!(got(url(dawnpost::links::Part::Html)).await.0, 502);
+    assert_eq!(got(url(dawnpost::delivery::links::Part::Html)).await.0, 502);
 
     // Deleted by retention: 410, saying how long it was kept.
     let retired = t
@@ -284,7 +284,7 @@ async fn a_link_serves_the_stored_artifact_refuses_an_altered_one_and_is_gone_af
         .job_retire_artifact(&key, t0(), || async { Ok::<(), String>(()) })
         .await;
     assert!(matches!(retired, Ok(Some(Ok(())))), "{retired:?}");
-    let (status, page) = got(url(dawnpost::links::Part::Html)).await;
+    let (status, page) = got(url(dawnpost::delivery::links::Part::Html)).await;
     assert_eq!(status, 410, "{page}");
     assert!(page.contains("no longer kept"), "{page}");
 }

@@ -46,7 +46,7 @@ fn a_small_report_gets_its_sizes_and_no_warning() {
         .find(|l| l.starts_with("sizes: "))
         .expect(&said);
     assert!(sizes.contains("html ") && sizes.contains("csv "), "{sizes}");
-    let shown = dawnpost::render::human_size(usize::try_from(eml).expect("size"));
+    let shown = dawnpost::report::render::human_size(usize::try_from(eml).expect("size"));
     assert!(
         sizes.contains(&format!("email {shown} encoded")),
         "{sizes} ({eml} bytes)"

@@ -137,7 +137,7 @@ async fn a_dry_run_deletes_nothing_and_predicts_the_sweep(t: &TestLedger) {
             "dry run touched {k}"
         );
     }
-    let listed = |items: &[dawnpost::sweeper::SweepItem]| {
+    let listed = |items: &[dawnpost::services::sweeper::SweepItem]| {
         items.iter().map(|i| i.job.clone()).collect::<Vec<_>>()
     };
     assert_eq!(listed(&plan.artifact), [keys[0].clone(), keys[1].clone()]);

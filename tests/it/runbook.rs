@@ -7,10 +7,10 @@ use crate::common;
 use chrono::Duration;
 use common::TestLedger;
 use common::fixtures::*;
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::RunbookSpec;
 use dawnpost::ledger::Via;
-use dawnpost::outcome::ResponseClass;
-use dawnpost::runbook::{self, Advance};
+use dawnpost::services::runbook::{self, Advance};
 
 fn spec(canary: u32, batch: u32) -> RunbookSpec {
     RunbookSpec {
@@ -247,7 +247,7 @@ async fn the_driver_looks_seldom_while_no_runbook_runs(t: &TestLedger) {
     carrier_y_dead_letters(t, 3).await;
     let l = &t.ledger;
     let now = t0() + Duration::hours(1);
-    let clock = std::sync::Arc::new(dawnpost::clock::ManualClock::new(now));
+    let clock = std::sync::Arc::new(dawnpost::domain::clock::ManualClock::new(now));
     let every = std::time::Duration::from_secs(2);
     let driver = runbook::Driver::new(l.clone(), clock, every);
     let idle = every * runbook::IDLE_ROUNDS;

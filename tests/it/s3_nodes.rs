@@ -14,9 +14,9 @@ use common::daemon::Daemon;
 use common::moto::{self, S3};
 use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger};
-use dawnpost::artifact::ArtifactStore;
 use dawnpost::ledger::{DeliveryState, JobFilter, JobState};
-use dawnpost::render::Rendered;
+use dawnpost::report::artifact::ArtifactStore;
+use dawnpost::report::render::Rendered;
 use object_store::ObjectStoreExt;
 
 const REPORTS: usize = 3;
@@ -310,7 +310,7 @@ async fn racing_writes_of_one_artifact_store_it_once() {
         .expect("found");
     assert!(matches!(
         store.check(&found).await.expect("check"),
-        dawnpost::artifact::StoredArtifact::Intact(r) if r == *rendered
+        dawnpost::report::artifact::StoredArtifact::Intact(r) if r == *rendered
     ));
 }
 

@@ -5,8 +5,8 @@ use crate::common;
 
 use chrono::Duration;
 use common::{Project, at, report, utc};
-use dawnpost::schedule::plan;
-use dawnpost::window::Window;
+use dawnpost::domain::window::Window;
+use dawnpost::report::schedule::plan;
 
 fn ny_project() -> Project {
     let mut reports = report("ny-0130", "0 30 1 * * *", "America/New_York");
@@ -22,7 +22,12 @@ fn fires_of(p: &Project, report: &str, from: &str, to: &str) -> Vec<(String, Str
         utc(to),
     )
     .into_iter()
-    .map(|f| (f.key.to_string(), dawnpost::window::rfc3339(f.fire_at)))
+    .map(|f| {
+        (
+            f.key.to_string(),
+            dawnpost::domain::window::rfc3339(f.fire_at),
+        )
+    })
     .collect()
 }
 
@@ -147,7 +152,8 @@ fn berlin_sample_matches_the_design_example() {
         utc("2026-10-26T00:00:00Z"),
     );
     assert_eq!(fires.len(), 1);
-    let line = serde_json::to_string(&dawnpost::schedule::FireLine::from(&fires[0])).expect("json");
+    let line = serde_json::to_string(&dawnpost::report::schedule::FireLine::from(&fires[0]))
+        .expect("json");
     assert_eq!(
         line,
         r#"{"report":"warehouse-17","key":"warehouse-17:2026-10-25","fire_at":"2026-10-25T05:30:00Z","window_start":"2026-10-23T22:00:00Z","window_end":"2026-10-24T22:00:00Z"}"#

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chrono::Duration;
 use common::{Project, TestLedger, at, report};
 use dawnpost::ledger::{JobFilter, JobState};
-use dawnpost::tick::SchedulerTick;
+use dawnpost::services::tick::SchedulerTick;
 use dawnpost::{Clock, ManualClock, Span};
 
 async fn job_keys(t: &TestLedger) -> Vec<String> {
@@ -34,7 +34,7 @@ fn tick_for(
 ) -> SchedulerTick {
     SchedulerTick::new(
         t.ledger.clone(),
-        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
+        dawnpost::report::catalog::Catalog::of_reports(config.reports.clone()),
         Arc::new(clock.clone()),
         catch_up,
     )
@@ -45,7 +45,7 @@ async fn catch_up_after_three_day_outage_is_bounded(t: &TestLedger) {
     let config = p.load();
     let clock = ManualClock::new(at(2026, 10, 20, 12, 0));
     let tick = tick_for(t, &config, &clock, Span::from_secs(24 * 3600));
-    let pool = dawnpost::periodic::Nudge::default();
+    let pool = dawnpost::runtime::periodic::Nudge::default();
     let tick = tick.with_nudge(pool.clone());
     // First tick ever: catches up 24 h, so today's 06:30 (04:30Z) job is enqueued.
     let first = tick.run_once().await.expect("tick");
@@ -121,7 +121,7 @@ async fn concurrent_schedulers_insert_each_key_once(t: &TestLedger) {
         reports.push_str(&report(id, "0 0 * * * *", tz));
     }
     let p = Project::new(&reports);
-    let config = dawnpost::catalog::Catalog::of_reports(p.load().reports);
+    let config = dawnpost::report::catalog::Catalog::of_reports(p.load().reports);
     let clock = ManualClock::new(at(2026, 11, 30, 12, 0));
     let other = t.reopen().await;
     let mut tasks = Vec::new();
@@ -250,7 +250,7 @@ async fn the_tick_inserts_what_plan_lists_across_dst_gaps(t: &TestLedger) {
         tick.run_once().await.expect("tick");
     }
     let mut planned: Vec<(String, chrono::DateTime<chrono::Utc>)> =
-        dawnpost::schedule::plan(config.reports.iter(), start - Duration::hours(1), to)
+        dawnpost::report::schedule::plan(config.reports.iter(), start - Duration::hours(1), to)
             .into_iter()
             .map(|f| (f.key.to_string(), f.fire_at))
             .collect();
@@ -319,7 +319,7 @@ async fn daemon_ticks_at_start_and_stops_on_cancel() {
     let clock = ManualClock::new(at(2026, 11, 30, 9, 0));
     let tick = SchedulerTick::new(
         t.ledger.clone(),
-        dawnpost::catalog::Catalog::of_reports(config.reports.clone()),
+        dawnpost::report::catalog::Catalog::of_reports(config.reports.clone()),
         Arc::new(clock),
         Span::from_secs(24 * 3600),
     );

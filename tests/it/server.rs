@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use common::ops_server::{OTHER_SECRET, SECRET, TOKEN, start};
 use common::{TestLedger, at};
-use dawnpost::keys::{DeliveryKey, DestinationKind};
+use dawnpost::delivery::signing::Secret;
+use dawnpost::domain::keys::{DeliveryKey, DestinationKind};
+use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{DeliveryNext, JobState, LeaseParams, NewAttempt, NewDelivery};
-use dawnpost::outcome::ResponseClass;
+use dawnpost::runtime::supervisor::{OnFailure, Service, SupervisorConfig, supervise};
 use dawnpost::server::check_exposure;
-use dawnpost::signing::Secret;
-use dawnpost::supervisor::{OnFailure, Service, SupervisorConfig, supervise};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -177,7 +177,7 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         DestinationKind::Webhook,
         "https://carrier.example/hooks?x=1",
     );
-    let artifact = dawnpost::artifact::ArtifactRef {
+    let artifact = dawnpost::report::artifact::ArtifactRef {
         html_key: "a.html".into(),
         text_key: "a.txt".into(),
         csv_key: None,
@@ -369,14 +369,14 @@ async fn metrics_and_health(t: &TestLedger) {
         "{text}"
     );
     // A run recorded into the same metrics: the counters move.
-    let opts = dawnpost::runner::RunOnceOptions {
+    let opts = dawnpost::node::runner::RunOnceOptions {
         date: chrono::NaiveDate::from_ymd_opt(2026, 11, 30),
         max_wait: Duration::from_secs(30),
         progress: false,
         metrics: Some(s.metrics.clone()),
     };
     let config = s.project.load();
-    let summary = dawnpost::runner::run_once(
+    let summary = dawnpost::node::runner::run_once(
         &config,
         t.ledger.clone(),
         Arc::new(s.clock.clone()),
@@ -395,7 +395,7 @@ async fn metrics_and_health(t: &TestLedger) {
         .text()
         .await
         .expect("text");
-    for name in dawnpost::metrics::NAMES {
+    for name in dawnpost::runtime::metrics::NAMES {
         assert!(text.contains(name), "{name} missing from /metrics");
     }
     assert!(
@@ -412,7 +412,7 @@ async fn metrics_and_health(t: &TestLedger) {
         })
         .and_then(|v| v.parse::<f64>().ok())
         .unwrap_or_else(|| panic!("the report's last accepted delivery: {text}"));
-    let sent_at = dawnpost::clock::Clock::now(&s.clock).timestamp() as f64;
+    let sent_at = dawnpost::domain::clock::Clock::now(&s.clock).timestamp() as f64;
     assert!(
         (sent_at..sent_at + 60.0).contains(&last),
         "{last} vs {sent_at}"

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{Project, TestLedger, dk, run_date};
 use dawnpost::Config;
-use dawnpost::outcome::ResponseClass;
+use dawnpost::domain::outcome::ResponseClass;
 
 struct Relay {
     port: u16,

@@ -11,8 +11,8 @@ use axum::response::IntoResponse;
 use common::at;
 use dawnpost::Span;
 use dawnpost::config::SourceSpec;
-use dawnpost::source::{SourceError, fetch};
-use dawnpost::window::Window;
+use dawnpost::domain::window::Window;
+use dawnpost::report::source::{SourceError, fetch};
 use serde_json::json;
 
 fn window() -> Window {
@@ -291,7 +291,7 @@ async fn sql_source_on_postgres_binds_the_window() {
 /// limit, whether the body is announced (Content-Length), streamed, a file, or query rows.
 #[tokio::test]
 async fn every_source_kind_stops_at_its_limit() {
-    use dawnpost::source::fetch_within;
+    use dawnpost::report::source::fetch_within;
     use sqlx::Connection;
     let over = |r: &Result<serde_json::Value, SourceError>| matches!(r, Err(SourceError::Permanent(m)) if m.contains("source.limit"));
     let client = reqwest::Client::new();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Project, TestLedger, dk, run_date};
 use dawnpost::Config;
-use dawnpost::outcome::ResponseClass;
+use dawnpost::domain::outcome::ResponseClass;
 
 struct Peer {
     port: u16,
@@ -75,7 +75,7 @@ async fn run(
     peer: &Peer,
     trust: bool,
     source_https: bool,
-) -> (TestLedger, dawnpost::runner::RunOnceSummary) {
+) -> (TestLedger, dawnpost::node::runner::RunOnceSummary) {
     let p = project(peer, trust, source_https);
     let t = TestLedger::sqlite().await;
     let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));

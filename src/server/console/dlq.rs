@@ -12,9 +12,9 @@ use super::access::{CsrfForm, OperatorForm};
 use super::pages::{scroll_region, shell, state_badge, when};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
+use crate::domain::outcome::ResponseClass;
 use crate::ledger::{JobFilter, JobState, Runbook, RunbookSpec, RunbookState, RunbookStep, Via};
-use crate::outcome::ResponseClass;
-use crate::runbook::{self, Group, RunbookError};
+use crate::services::runbook::{self, Group, RunbookError};
 
 impl From<RunbookError> for ConsoleError {
     fn from(e: RunbookError) -> ConsoleError {
@@ -171,7 +171,7 @@ impl PlanForm {
         let since = match self.since.trim() {
             "" => None,
             d => Some(
-                crate::keys::parse_date(d)
+                crate::domain::keys::parse_date(d)
                     .and_then(|d| d.and_hms_opt(0, 0, 0))
                     .map(|t| t.and_utc())
                     .ok_or_else(|| invalid(format!("since: {d:?} is not a date (YYYY-MM-DD)")))?,

@@ -10,9 +10,9 @@ use super::access::{CsrfForm, OperatorForm};
 use super::job_view::{self, delivery_ref};
 use super::session::Session;
 use super::{ConsoleError, ServerState, page};
-use crate::history::JobHistory;
-use crate::keys::JobKey;
+use crate::domain::keys::JobKey;
 use crate::ledger::{Audit, LedgerError, Via};
+use crate::views::history::JobHistory;
 
 /// What the artifact frame may do: show the report's own inline styles and data images; no
 /// script, no request, no form; a unique origin (`sandbox`).
@@ -90,8 +90,8 @@ pub(super) async fn artifact_csv(
 /// A job's stored artifact, or the page that says why there is none to show.
 async fn stored(
     st: &ServerState,
-    key: &crate::keys::JobKey,
-) -> Result<Result<crate::render::Rendered, Response>, ConsoleError> {
+    key: &crate::domain::keys::JobKey,
+) -> Result<Result<crate::report::render::Rendered, Response>, ConsoleError> {
     let h = history(st, key).await?;
     Ok(match (&h.job.artifact, h.job.artifact_deleted_at) {
         (Some(a), None) => match st.artifacts.read_rendered(a).await {

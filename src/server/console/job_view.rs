@@ -7,9 +7,9 @@ use maud::{Markup, html};
 
 use super::pages::{age, scroll_region, shell, state_badge, when_in};
 use super::session::{Role, Session};
-use crate::history::{DeliveryHistory, JobHistory, Redactions};
-use crate::keys::DeliveryKey;
+use crate::domain::keys::DeliveryKey;
 use crate::ledger::{DeliveryState, JobState};
+use crate::views::history::{DeliveryHistory, JobHistory, Redactions};
 
 /// A delivery named in a form without its key (which holds a recipient address): the first
 /// 16 hex digits of the key's sha256.

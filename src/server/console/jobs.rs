@@ -10,9 +10,9 @@ use serde::Deserialize;
 use super::pages::{scroll_region, shell, state_badge, when_in};
 use super::session::Session;
 use super::{ConsoleError, ServerState, page};
-use crate::keys::JobKey;
+use crate::domain::keys::JobKey;
+use crate::domain::outcome::ResponseClass;
 use crate::ledger::{Job, JobFilter, JobState};
-use crate::outcome::ResponseClass;
 
 /// Jobs a page shows.
 pub const PAGE_SIZE: u32 = 50;
@@ -41,7 +41,7 @@ impl JobsQuery {
         let date = |field: &str, s: &str| -> Result<Option<NaiveDate>, String> {
             set(s)
                 .map(|d| {
-                    crate::keys::parse_date(&d)
+                    crate::domain::keys::parse_date(&d)
                         .ok_or_else(|| format!("{field}: {d:?} is not a date (YYYY-MM-DD)"))
                 })
                 .transpose()

@@ -69,7 +69,7 @@ impl IntoResponse for ConsoleError {
             ) => {
                 // A delivery's key holds its recipient: shown redacted.
                 let redacted = key
-                    .parse::<crate::keys::DeliveryKey>()
+                    .parse::<crate::domain::keys::DeliveryKey>()
                     .map(|d| d.redacted())
                     .unwrap_or_else(|_| key.clone());
                 self.to_string().replace(key.as_str(), &redacted)

@@ -12,9 +12,9 @@ use maud::{Markup, html};
 use super::pages::{age, counts, scroll_region, shell, when};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
+use crate::domain::outcome::ResponseClass;
 use crate::ledger::{DeliveryState, JobState};
-use crate::outcome::ResponseClass;
-use crate::sweeper::SweepCounts;
+use crate::services::sweeper::SweepCounts;
 
 /// Reports whose next fire the overview lists (the Reports page lists every one).
 const NEXT_FIRES: usize = 20;
@@ -40,7 +40,7 @@ pub struct Overview {
     pub reports: usize,
     /// The reports late now (their job not delivered by `deliver_by`), oldest deadline first,
     /// with each report's timezone.
-    pub late: Vec<(crate::notice::LateReport, chrono_tz::Tz)>,
+    pub late: Vec<(crate::delivery::notice::LateReport, chrono_tz::Tz)>,
     pub now: DateTime<Utc>,
 }
 
@@ -49,7 +49,7 @@ pub(super) async fn show(
     axum::Extension(session): axum::Extension<Session>,
 ) -> Result<Response, ConsoleError> {
     let now = st.clock.now();
-    let since = crate::clock::sub(now, Duration::hours(24));
+    let since = crate::domain::clock::sub(now, Duration::hours(24));
     let reports = st.reports.current();
     let mut ids: Vec<&String> = reports.by_id.keys().collect();
     ids.sort();
@@ -58,7 +58,9 @@ pub(super) async fn show(
         .take(NEXT_FIRES)
         .filter_map(|id| reports.by_id.get(id))
         .filter_map(|r| {
-            let next = crate::schedule::next_fires(r, now, 1).into_iter().next()?;
+            let next = crate::report::schedule::next_fires(r, now, 1)
+                .into_iter()
+                .next()?;
             let note = next.calendar.map(|c| match c.skipped {
                 true => format!("skipped: not a business day ({})", c.reason),
                 false => format!("moved to the next business day ({})", c.reason),
@@ -75,7 +77,7 @@ pub(super) async fn show(
         paused: st.node.pool.paused(now),
         nodes: st
             .ledger
-            .node_list(crate::clock::sub(now, st.node.live_for))
+            .node_list(crate::domain::clock::sub(now, st.node.live_for))
             .await?,
         last_sweep: st.node.sweeper.history().into_iter().next(),
         reload_error: st.node.sweeper.reload_error(),
@@ -95,7 +97,7 @@ pub(super) async fn show(
 
 pub fn view(session: &Session, o: &Overview) -> Markup {
     let oldest = o.oldest_ready.map(|at| age(at, o.now));
-    let hour_ago = crate::clock::sub(o.now, Duration::hours(1));
+    let hour_ago = crate::domain::clock::sub(o.now, Duration::hours(1));
     shell(
         "Overview",
         Some(session),
@@ -209,7 +211,7 @@ fn next_fires(o: &Overview) -> Markup {
 }
 
 /// The reports late now, first on the page: what an operator answers for before anything else.
-fn late_reports(late: &[(crate::notice::LateReport, chrono_tz::Tz)]) -> Markup {
+fn late_reports(late: &[(crate::delivery::notice::LateReport, chrono_tz::Tz)]) -> Markup {
     if late.is_empty() {
         return html! {};
     }
@@ -224,7 +226,7 @@ fn late_reports(late: &[(crate::notice::LateReport, chrono_tz::Tz)]) -> Markup {
                 tbody { @for (l, tz) in late { tr {
                     td { a href={ "/ui/jobs?report=" (l.key.report()) } { (l.key.report()) } }
                     td { a href={ "/ui/jobs/" (l.key) } { (l.key) } }
-                    td { (crate::notice::shown_deadline(l, *tz)) }
+                    td { (crate::delivery::notice::shown_deadline(l, *tz)) }
                     td { (l.detail) }
                 } } }
             } }))
@@ -233,8 +235,8 @@ fn late_reports(late: &[(crate::notice::LateReport, chrono_tz::Tz)]) -> Markup {
 }
 
 fn hour_start(t: DateTime<Utc>) -> DateTime<Utc> {
-    let ms = crate::clock::to_millis(t);
-    crate::clock::from_millis(ms - ms.rem_euclid(3_600_000))
+    let ms = crate::domain::clock::to_millis(t);
+    crate::domain::clock::from_millis(ms - ms.rem_euclid(3_600_000))
 }
 
 /// Totals per class, in the chart's order, of the classes that have any.
@@ -256,7 +258,7 @@ fn by_class<'a>(
 fn chart(rows: &[(DateTime<Utc>, ResponseClass, i64)], now: DateTime<Utc>) -> Markup {
     const W: i64 = 24 * 25;
     const H: i64 = 120;
-    let first = hour_start(crate::clock::sub(now, Duration::hours(23)));
+    let first = hour_start(crate::domain::clock::sub(now, Duration::hours(23)));
     let mut hours = vec![[0_i64; CLASSES.len()]; 24];
     for (at, class, n) in rows {
         let slot = at.signed_duration_since(first).num_hours();

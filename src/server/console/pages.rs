@@ -79,7 +79,7 @@ pub fn state_badge(state: &str) -> Markup {
 /// An instant, in UTC to the second, machine-readable in `datetime`.
 pub fn when(at: DateTime<Utc>) -> Markup {
     html! {
-        time datetime=(crate::window::rfc3339(at)) { (at.format("%Y-%m-%d %H:%M:%S UTC")) }
+        time datetime=(crate::domain::window::rfc3339(at)) { (at.format("%Y-%m-%d %H:%M:%S UTC")) }
     }
 }
 
@@ -98,7 +98,7 @@ pub fn when_in(tz: Option<chrono_tz::Tz>, at: DateTime<Utc>) -> Markup {
         at.format("%Y-%m-%d %H:%M:%S UTC").to_string()
     };
     html! {
-        time datetime=(crate::window::rfc3339(at)) {
+        time datetime=(crate::domain::window::rfc3339(at)) {
             (local.format("%Y-%m-%d %H:%M:%S %Z (UTC%:z)")) " · " (utc)
         }
     }

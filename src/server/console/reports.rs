@@ -15,8 +15,8 @@ use super::pages::{shell, when};
 use super::session::Session;
 use super::{ConsoleError, ServerState, page};
 use crate::config::Report;
+use crate::domain::redact::{redact_address, redact_endpoint};
 use crate::ledger::{JobFilter, JobState};
-use crate::redact::{redact_address, redact_endpoint};
 
 /// Reports a page shows.
 const PAGE: usize = 50;
@@ -84,9 +84,9 @@ async fn row(
         .take_while(|d| *d <= today)
         .map(|d| (d, by_date.get(&d).copied()))
         .collect();
-    let next = crate::schedule::next_fires(&report, now, 8)
+    let next = crate::report::schedule::next_fires(&report, now, 8)
         .into_iter()
-        .find(crate::schedule::Fire::fires)
+        .find(crate::report::schedule::Fire::fires)
         .map(|f| f.fire_at);
     Ok(Row { report, next, days })
 }

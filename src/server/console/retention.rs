@@ -12,7 +12,7 @@ use super::pages::{scroll_region, shell, when};
 use super::session::Session;
 use super::{ConsoleError, ServerState, page};
 use crate::config::RetentionPolicy;
-use crate::sweeper::{SweepCounts, SweepItem, SweepPlan};
+use crate::services::sweeper::{SweepCounts, SweepItem, SweepPlan};
 
 /// Items of each class the dry run lists by name.
 const LISTED: usize = 20;
@@ -33,14 +33,14 @@ pub(super) async fn show(
     let plan = match as_of.trim() {
         "" => None,
         d => {
-            let at = crate::keys::parse_date(d)
+            let at = crate::domain::keys::parse_date(d)
                 .and_then(|d| d.and_hms_opt(0, 0, 0))
                 .map(|t| t.and_utc())
                 .ok_or_else(|| {
                     ConsoleError::Invalid(format!("as_of: {d:?} is not a date (YYYY-MM-DD)"))
                 })?;
             let plan = sweeper.plan(at).await.map_err(|e| match e {
-                crate::sweeper::SweepError::Ledger(l) => ConsoleError::Ledger(l),
+                crate::services::sweeper::SweepError::Ledger(l) => ConsoleError::Ledger(l),
             })?;
             Some(plan)
         }

@@ -1,14 +1,14 @@
 //! Ledger fixtures shared by the store suites: a job, its destinations, leases, attempts.
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
-use dawnpost::artifact::ArtifactRef;
-use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
+use dawnpost::domain::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
+use dawnpost::domain::outcome::ResponseClass;
+use dawnpost::domain::window::Window;
 use dawnpost::ledger::{
     DeliveryLease, DeliveryNext, JobLease, JobOrigin, LeaseParams, LeasedJob, NewAttempt,
     NewDelivery, NewJob,
 };
-use dawnpost::outcome::ResponseClass;
-use dawnpost::window::Window;
+use dawnpost::report::artifact::ArtifactRef;
 
 use super::{TestLedger, at};
 

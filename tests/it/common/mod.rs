@@ -167,7 +167,7 @@ pub async fn run_date(
     ledger: &Ledger,
     date: &str,
     max_wait: std::time::Duration,
-) -> dawnpost::runner::RunOnceSummary {
+) -> dawnpost::node::runner::RunOnceSummary {
     let (clock, cancel) = (
         std::sync::Arc::new(dawnpost::SystemClock),
         Default::default(),
@@ -185,14 +185,14 @@ pub async fn run_date_on(
     max_wait: std::time::Duration,
     clock: dawnpost::SharedClock,
     cancel: tokio_util::sync::CancellationToken,
-) -> Result<dawnpost::runner::RunOnceSummary, dawnpost::runner::RunError> {
-    let opts = dawnpost::runner::RunOnceOptions {
+) -> Result<dawnpost::node::runner::RunOnceSummary, dawnpost::node::runner::RunError> {
+    let opts = dawnpost::node::runner::RunOnceOptions {
         date: Some(chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").expect("date")),
         max_wait,
         progress: false,
         metrics: None,
     };
-    dawnpost::runner::run_once(config, ledger.clone(), clock, &opts, cancel).await
+    dawnpost::node::runner::run_once(config, ledger.clone(), clock, &opts, cancel).await
 }
 
 /// A report block for reports.toml with the shipped template and sample data.
@@ -228,12 +228,12 @@ pub fn hooked_report(id: &str, base: &str, hooks: usize, secret_env: Option<&str
     toml
 }
 
-pub fn jk(s: &str) -> dawnpost::keys::JobKey {
+pub fn jk(s: &str) -> dawnpost::domain::keys::JobKey {
     s.parse().expect("job key")
 }
 
 /// A delivery key from its text.
-pub fn dk(s: &str) -> dawnpost::keys::DeliveryKey {
+pub fn dk(s: &str) -> dawnpost::domain::keys::DeliveryKey {
     s.parse().expect("delivery key")
 }
 

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use dawnpost::ManualClock;
-use dawnpost::metrics::Metrics;
+use dawnpost::delivery::signing::Secret;
+use dawnpost::runtime::metrics::Metrics;
+use dawnpost::runtime::supervisor::Health;
 use dawnpost::server::{ServerState, router};
-use dawnpost::signing::Secret;
-use dawnpost::supervisor::Health;
 use reqwest::StatusCode;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -23,8 +23,11 @@ pub const LINK_KEY: &[u8] = b"link-key-0123456789abcdef0123456789";
 pub const LINK_BASE: &str = "http://links.test";
 
 /// The links the server serves (made under [`LINK_BASE`]; their paths are the server's).
-pub fn links() -> dawnpost::links::Links {
-    dawnpost::links::Links::new(&url::Url::parse(LINK_BASE).expect("url"), LINK_KEY.to_vec())
+pub fn links() -> dawnpost::delivery::links::Links {
+    dawnpost::delivery::links::Links::new(
+        &url::Url::parse(LINK_BASE).expect("url"),
+        LINK_KEY.to_vec(),
+    )
 }
 
 pub struct Server {
@@ -36,13 +39,13 @@ pub struct Server {
     pub metrics: Arc<Metrics>,
     pub health: Arc<Health>,
     pub project: Project,
-    pub artifacts: Arc<dawnpost::artifact::ArtifactStore>,
-    pub sweeper: Arc<dawnpost::sweeper::Sweeper>,
+    pub artifacts: Arc<dawnpost::report::artifact::ArtifactStore>,
+    pub sweeper: Arc<dawnpost::services::sweeper::Sweeper>,
     pub pipeline: Arc<dawnpost::pool::Pipeline>,
     /// The late reports the console's overview lists (a notifier's round sets them).
-    pub late: dawnpost::notice::LateBoard,
+    pub late: dawnpost::delivery::notice::LateBoard,
     /// What the console wakes this node's runbook driver with when it starts a runbook.
-    pub runbooks: dawnpost::periodic::Nudge,
+    pub runbooks: dawnpost::runtime::periodic::Nudge,
 }
 
 pub async fn start(t: &TestLedger) -> Server {
@@ -50,15 +53,17 @@ pub async fn start(t: &TestLedger) -> Server {
     let config = p.load();
     let clock = ManualClock::new(at(2026, 11, 30, 9, 0));
     let metrics = Arc::new(Metrics::default());
-    let late = dawnpost::notice::LateBoard::default();
-    let runbooks = dawnpost::periodic::Nudge::default();
+    let late = dawnpost::delivery::notice::LateBoard::default();
+    let runbooks = dawnpost::runtime::periodic::Nudge::default();
     let health = Arc::new(Health::default());
-    let artifacts =
-        dawnpost::artifact::ArtifactStore::from_settings(&config.settings.artifacts, &config.root)
-            .expect("artifact store");
+    let artifacts = dawnpost::report::artifact::ArtifactStore::from_settings(
+        &config.settings.artifacts,
+        &config.root,
+    )
+    .expect("artifact store");
     let artifacts = Arc::new(artifacts);
-    let shared_clock: dawnpost::clock::SharedClock = Arc::new(clock.clone());
-    let (pipeline, _) = dawnpost::pool::build(
+    let shared_clock: dawnpost::domain::clock::SharedClock = Arc::new(clock.clone());
+    let pipeline = dawnpost::pool::build(
         &config,
         t.ledger.clone(),
         shared_clock.clone(),
@@ -67,7 +72,7 @@ pub async fn start(t: &TestLedger) -> Server {
     )
     .expect("pool");
     let sweeper = Arc::new(
-        dawnpost::sweeper::Sweeper::from_config(
+        dawnpost::services::sweeper::Sweeper::from_config(
             &config,
             t.ledger.clone(),
             shared_clock,

@@ -8,16 +8,16 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use dawnpost::ManualClock;
-use dawnpost::artifact::ArtifactStore;
 use dawnpost::config::RetentionPolicy;
-use dawnpost::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
+use dawnpost::domain::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
+use dawnpost::domain::outcome::ResponseClass;
+use dawnpost::domain::window::Window;
 use dawnpost::ledger::{
     DeliveryNext, JobState, LeaseParams, Ledger, NewAttempt, NewDelivery, NewJob,
 };
-use dawnpost::outcome::ResponseClass;
-use dawnpost::render::Rendered;
-use dawnpost::sweeper::{Sweeper, SweeperConfig};
-use dawnpost::window::Window;
+use dawnpost::report::artifact::ArtifactStore;
+use dawnpost::report::render::Rendered;
+use dawnpost::services::sweeper::{Sweeper, SweeperConfig};
 use proptest::prelude::*;
 use tempfile::TempDir;
 

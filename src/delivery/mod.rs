@@ -1,0 +1,190 @@
+//! Delivery: the transports — email (lettre) and webhooks (reqwest) — each send returning an
+//! [`Outcome`] classified as ARCHITECTURE.md's "Failure classes" describe; the retry policy that
+//! decides what follows; webhook signing; signed links to an artifact too large to send; and
+//! the owners' notices.
+
+pub mod email;
+pub mod links;
+pub mod notice;
+pub mod retry;
+pub mod signing;
+pub mod webhook;
+
+use chrono::Duration;
+
+use crate::domain::outcome::ResponseClass;
+use crate::domain::redact::redact_address;
+
+/// A transport that cannot be built from its settings.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliverError {
+    #[error("email.outbox_dir {path}: {source}")]
+    Outbox {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("email.smtp_url: {0}")]
+    SmtpUrl(String),
+    #[error("environment variable {0} is not set")]
+    MissingEnv(String),
+    #[error("the webhook client: {0}")]
+    Client(#[from] reqwest::Error),
+    #[error("tls.ca_file: {0}")]
+    Tls(#[from] crate::runtime::tls::TlsError),
+}
+
+/// Where a delivery's sends go: the SMTP relay's `host:port` for every email, the URL's
+/// `host:port` for a webhook. The one name the 429 throttle and the `[[rate_limit]]` entries
+/// key a delivery by (dead letters group by where it is *received*:
+/// `DestinationKind::receiver`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SendTarget(String);
+
+impl SendTarget {
+    /// The relay of an `smtp://` or `smtps://` URL (ports 25 and 465 by default).
+    pub fn relay(smtp_url: &str) -> SendTarget {
+        SendTarget(match url::Url::parse(smtp_url) {
+            Ok(u) => {
+                let default = if u.scheme() == "smtps" { 465 } else { 25 };
+                format!(
+                    "{}:{}",
+                    u.host_str().unwrap_or("").to_ascii_lowercase(),
+                    u.port().unwrap_or(default)
+                )
+            }
+            Err(_) => smtp_url.to_ascii_lowercase(),
+        })
+    }
+
+    /// A webhook URL's `host:port` (the URL itself, lowercase, if it does not parse).
+    pub fn webhook(url: &str) -> SendTarget {
+        SendTarget(crate::domain::keys::host_port(url).unwrap_or_else(|| url.to_ascii_lowercase()))
+    }
+
+    /// Where sends of `kind` to `destination` (an address, a webhook's URL) go, emails going
+    /// through `relay`.
+    pub fn to(
+        kind: crate::domain::keys::DestinationKind,
+        destination: &str,
+        relay: &SendTarget,
+    ) -> SendTarget {
+        match kind {
+            crate::domain::keys::DestinationKind::Email => relay.clone(),
+            crate::domain::keys::DestinationKind::Webhook => SendTarget::webhook(destination),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for SendTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// How one attempt ended, as the ledger records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub class: ResponseClass,
+    /// HTTP status or SMTP reply code.
+    pub code: Option<i64>,
+    /// The receiver's Retry-After, parsed.
+    pub retry_after: Option<Duration>,
+    /// Short and redacted: never a full recipient address, never a secret.
+    pub reason: String,
+    /// Bounded transport detail (at most [`DIAGNOSTICS_LIMIT`] bytes).
+    pub diagnostics: Option<String>,
+}
+
+/// The most transport detail kept per attempt.
+pub const DIAGNOSTICS_LIMIT: usize = 2048;
+
+impl Outcome {
+    pub fn new(class: ResponseClass, code: Option<i64>, reason: impl Into<String>) -> Outcome {
+        Outcome {
+            class,
+            code,
+            retry_after: None,
+            reason: reason.into(),
+            diagnostics: None,
+        }
+    }
+
+    pub fn with_diagnostics(mut self, d: impl Into<String>) -> Outcome {
+        self.diagnostics = Some(bounded(d.into(), DIAGNOSTICS_LIMIT));
+        self
+    }
+}
+
+/// Cuts a string to at most `limit` bytes on a character boundary.
+pub fn bounded(mut s: String, limit: usize) -> String {
+    if s.len() > limit {
+        let mut cut = limit;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+/// Replaces every occurrence of `addr` in `text`, in any case (servers echo addresses as they
+/// like), by its redacted form.
+pub fn scrub(text: &str, addr: &str) -> String {
+    if addr.is_empty() {
+        return text.to_string();
+    }
+    let (lower_text, lower_addr) = (text.to_ascii_lowercase(), addr.to_ascii_lowercase());
+    let mut out = String::with_capacity(text.len());
+    let mut rest = 0;
+    for (at, _) in lower_text.match_indices(&lower_addr) {
+        out.push_str(&text[rest..at]);
+        out.push_str(&redact_address(addr));
+        rest = at + addr.len();
+    }
+    out.push_str(&text[rest..]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_addresses() {
+        assert_eq!(redact_address("ops-17@example.com"), "o***@example.com");
+        assert_eq!(
+            scrub("550 <lead@example.com> unknown", "lead@example.com"),
+            "550 <l***@example.com> unknown"
+        );
+        assert_eq!(
+            scrub("550 <LEAD@Example.COM> unknown", "lead@example.com"),
+            "550 <l***@example.com> unknown"
+        );
+        assert_eq!(bounded("héllo".into(), 2), "h…");
+    }
+
+    #[test]
+    fn a_relay_is_its_host_and_port_with_the_scheme_default() {
+        assert_eq!(
+            SendTarget::relay("smtps://mail.example").as_str(),
+            "mail.example:465"
+        );
+        assert_eq!(
+            SendTarget::relay("smtp://Mail.Example").as_str(),
+            "mail.example:25"
+        );
+        assert_eq!(
+            SendTarget::relay("smtp://m.example:2525").as_str(),
+            "m.example:2525"
+        );
+        assert_eq!(
+            SendTarget::webhook("http://h.example/x").as_str(),
+            "h.example:80"
+        );
+    }
+}

@@ -1,0 +1,150 @@
+//! `check`'s part of rendering: every report's template against its sample data.
+
+use std::collections::HashMap;
+
+use chrono::NaiveDate;
+use serde_json::{Value, json};
+
+use super::{GMAIL_CLIP_BYTES, RenderError, Rendered, Templates, context, human_size};
+use crate::config::{Config, ConfigError, Report, SourceSpec};
+use crate::domain::window::Window;
+
+/// How many rows of each `[[family]]` `check` renders (they share one template).
+pub const FAMILY_ROWS_CHECKED: usize = 3;
+
+/// What `check` adds to loading the configuration: every report's template rendered against
+/// its sample data, each template loaded once. Returns the errors (file, report and field
+/// `template`) and the warnings.
+pub fn check_templates(config: &Config) -> (Vec<ConfigError>, Vec<String>) {
+    let mut loaded: HashMap<&str, Result<Templates, RenderError>> = HashMap::new();
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    let mut checked_rows: HashMap<&str, usize> = HashMap::new();
+    for report in &config.reports {
+        if let Some(family) = &report.family {
+            // A family's rows share its template: its first rows stand for the rest.
+            let n = checked_rows.entry(family.family.as_str()).or_default();
+            *n += 1;
+            if *n > FAMILY_ROWS_CHECKED {
+                continue;
+            }
+        }
+        let templates = loaded
+            .entry(report.template.as_str())
+            .or_insert_with(|| Templates::load(&config.root, &report.template));
+        let checked = match templates {
+            Ok(t) => check_report(t, report, config).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match checked {
+            Ok(said) => warnings.extend(said.into_iter().map(|warning| {
+                format!(
+                    "{}: report {:?}: {warning}",
+                    report.file.display(),
+                    report.id.as_str()
+                )
+            })),
+            Err(message) => errors.push(ConfigError {
+                file: report.file.clone(),
+                row: report.family.as_ref().map(|f| f.origin()),
+                report: Some(report.id.to_string()),
+                field: "template".into(),
+                message,
+            }),
+        }
+    }
+    (errors, warnings)
+}
+
+/// Renders a report's template against its sample data; the warnings: no sample to render
+/// strictly against, or a rendering too large for its destinations.
+fn check_report(
+    templates: &mut Templates,
+    report: &Report,
+    config: &Config,
+) -> Result<Vec<String>, RenderError> {
+    let sample = report.sample.clone().or_else(|| match &report.source {
+        SourceSpec::File { path } => Some(path.clone()),
+        _ => None,
+    });
+    let date = NaiveDate::from_ymd_opt(2026, 1, 15).unwrap_or_default();
+    let window =
+        Window::previous_local_day(date, report.timezone()).ok_or(RenderError::NoWindow)?;
+    let generated_at = window.end;
+    match sample {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(&path).map_err(|source| RenderError::SampleRead {
+                    path: path.clone(),
+                    source,
+                })?;
+            let data: Value =
+                serde_json::from_str(&text).map_err(|source| RenderError::Sample {
+                    path: path.clone(),
+                    source,
+                })?;
+            let rendered = templates
+                .render(context(report, (date, generated_at), &window, data, false))
+                .map_err(|e| RenderError::AgainstSample {
+                    path: path.clone(),
+                    source: Box::new(e),
+                })?;
+            Ok(too_large(&rendered, report, config))
+        }
+        None => {
+            templates
+                .render_lenient(context(
+                    report,
+                    (date, generated_at),
+                    &window,
+                    json!({}),
+                    false,
+                ))
+                .map_err(|e| RenderError::Lenient(Box::new(e)))?;
+            Ok(vec![
+                "no sample data (set `sample = \"…json\"`): fields were not checked, only helpers and partials".into(),
+            ])
+        }
+    }
+}
+
+/// What the sample's rendering passes: Gmail's clipping size, and (by its parts alone, which
+/// encoding only makes larger) `max_message_bytes` for an email, `max_body_bytes` for a webhook.
+/// `preview` says the exact sizes.
+fn too_large(rendered: &Rendered, report: &Report, config: &Config) -> Vec<String> {
+    let parts =
+        rendered.html.len() + rendered.text.len() + rendered.csv.as_ref().map_or(0, String::len);
+    let sizes = format!(
+        "html {}, text {}{}",
+        human_size(rendered.html.len()),
+        human_size(rendered.text.len()),
+        rendered
+            .csv
+            .as_ref()
+            .map_or(String::new(), |c| format!(", csv {}", human_size(c.len())))
+    );
+    let over = |limit: u64| u64::try_from(parts).unwrap_or(u64::MAX) > limit;
+    let mut out = Vec::new();
+    if !report.email.is_empty() && rendered.html.len() > GMAIL_CLIP_BYTES {
+        out.push(format!(
+            "the sample's HTML part ({}) is over Gmail's clipping size (102 KB)",
+            human_size(rendered.html.len())
+        ));
+    }
+    let email = config.settings.email.max_message_bytes;
+    if !report.email.is_empty() && over(email) {
+        out.push(format!(
+            "the sample's email ({sizes}) is over [email] max_message_bytes ({}): {}",
+            crate::config::shown_size(email),
+            config.settings.server.too_large_fate("its recipients")
+        ));
+    }
+    let body = config.settings.webhook.max_body_bytes;
+    if !report.webhooks.is_empty() && over(body) {
+        out.push(format!(
+            "the sample's webhook body ({sizes}) is over [webhook] max_body_bytes ({}): {}",
+            crate::config::shown_size(body),
+            config.settings.server.too_large_fate("its webhooks")
+        ));
+    }
+    out
+}

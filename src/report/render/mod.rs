@@ -1,0 +1,302 @@
+//! Rendering: handlebars in strict mode, an HTML part (escaped) and a plain-text part.
+//!
+//! Registration only catches syntax errors; unknown helpers, unknown partials and missing fields
+//! fail at render time. So `check` renders every report's template against its sample data
+//! ([`check_templates`]); other commands only load what they use.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, NaiveDate, Utc};
+use handlebars::Handlebars;
+use serde_json::{Value, json};
+
+use crate::config::Report;
+use crate::domain::window::{Window, rfc3339};
+
+mod check;
+mod csv;
+mod email_html;
+mod helpers;
+
+pub use check::{FAMILY_ROWS_CHECKED, check_templates};
+pub use helpers::grouped;
+
+/// The parts of one report template, each in its own registry: HTML escaping for the HTML
+/// part, none for the text part, CSV field quoting for the CSV part.
+#[derive(Debug)]
+pub struct Templates {
+    name: String,
+    html: Handlebars<'static>,
+    text: Handlebars<'static>,
+    /// `<name>.csv.hbs`, escaping each value as a CSV field.
+    csv: Option<Handlebars<'static>>,
+}
+
+/// What went wrong loading or rendering a template.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A template that does not parse: the file, where, and handlebars' reason.
+    #[error("{}{at}: {reason}", path.display())]
+    Syntax {
+        path: PathBuf,
+        at: String,
+        reason: String,
+    },
+    /// A render failed: a missing field, an unknown helper or partial. The text names the
+    /// part, the line and the column.
+    #[error("{part}{at}: {reason}")]
+    Render {
+        part: String,
+        at: String,
+        reason: String,
+    },
+    #[error("cannot read sample {path}: {source}")]
+    SampleRead {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("sample {path} is not valid JSON: {source}")]
+    Sample {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("does not render against sample {path}: {source}")]
+    AgainstSample {
+        path: PathBuf,
+        source: Box<RenderError>,
+    },
+    /// The rendered HTML cannot be sent: its CSS does not parse, or an image has no alt text.
+    #[error("{part}: {reason}")]
+    Html {
+        part: String,
+        reason: email_html::HtmlError,
+    },
+    #[error("does not render: {0}")]
+    Lenient(Box<RenderError>),
+    #[error("no window for the sample date")]
+    NoWindow,
+}
+
+/// The rendered parts of one job: the email's HTML (CSS inlined) and text, and the CSV
+/// attachment when the report's template has one (`<name>.csv.hbs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    pub html: String,
+    pub text: String,
+    pub csv: Option<String>,
+}
+
+impl Templates {
+    /// Loads `templates/<name>.html.hbs`, `templates/<name>.txt.hbs`, `templates/<name>.csv.hbs`
+    /// when it exists (the report then attaches its data as CSV), and any partials in
+    /// `templates/partials/*.hbs`.
+    pub fn load(root: &Path, name: &str) -> Result<Templates, RenderError> {
+        let dir = root.join("templates");
+        let mut html = strict_registry();
+        let mut text = strict_registry();
+        text.register_escape_fn(handlebars::no_escape);
+        for (registry, ext) in [(&mut html, "html.hbs"), (&mut text, "txt.hbs")] {
+            let path = dir.join(format!("{name}.{ext}"));
+            registry
+                .register_template_string(name, read(&path)?)
+                .map_err(|e| syntax(&path, e))?;
+        }
+        let csv_path = dir.join(format!("{name}.csv.hbs"));
+        let csv = match std::fs::metadata(&csv_path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            _ => {
+                let mut registry = strict_registry();
+                registry.register_escape_fn(csv::escape);
+                registry.register_helper("local_time", helpers::local_time(csv::escape));
+                registry.register_helper("number", helpers::number(csv::escape));
+                registry
+                    .register_template_string(name, read(&csv_path)?)
+                    .map_err(|e| syntax(&csv_path, e))?;
+                Some(registry)
+            }
+        };
+        let mut templates = Templates {
+            name: name.to_string(),
+            html,
+            text,
+            csv,
+        };
+        for (stem, path, source) in partials(&dir)? {
+            for registry in templates.registries() {
+                registry
+                    .register_partial(&stem, source.clone())
+                    .map_err(|e| syntax(&path, e))?;
+            }
+        }
+        Ok(templates)
+    }
+
+    /// Every part's registry: HTML, text, and CSV when there is one.
+    fn registries(&mut self) -> impl Iterator<Item = &mut Handlebars<'static>> {
+        [
+            Some(&mut self.html),
+            Some(&mut self.text),
+            self.csv.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    /// Renders every part; a missing field is an error that names it. The HTML part then has
+    /// its `<style>` rules inlined on each element (the block is kept for clients that read it)
+    /// and every image must carry alt text. The context is taken as it is, for all the parts:
+    /// handlebars' `render` would copy it into a value of its own for each.
+    pub fn render(&self, context: Value) -> Result<Rendered, RenderError> {
+        let context = handlebars::Context::from(context);
+        let part = |ext: &str, e: handlebars::RenderError| RenderError::Render {
+            part: format!("{}.{ext}", self.name),
+            at: position(e.line_no.zip(e.column_no)),
+            reason: render_reason(&e),
+        };
+        let html = self
+            .html
+            .render_with_context(&self.name, &context)
+            .map_err(|e| part("html.hbs", e))?;
+        let html = email_html::prepare(&html).map_err(|reason| RenderError::Html {
+            part: format!("{}.html.hbs", self.name),
+            reason,
+        })?;
+        let text = self
+            .text
+            .render_with_context(&self.name, &context)
+            .map_err(|e| part("txt.hbs", e))?;
+        let csv = match &self.csv {
+            Some(registry) => Some(
+                registry
+                    .render_with_context(&self.name, &context)
+                    .map_err(|e| part("csv.hbs", e))?,
+            ),
+            None => None,
+        };
+        Ok(Rendered { html, text, csv })
+    }
+
+    /// Renders without strict mode: used when no sample data exists, to still catch unknown
+    /// helpers and partials.
+    pub(super) fn render_lenient(&mut self, context: Value) -> Result<Rendered, RenderError> {
+        self.registries().for_each(|r| r.set_strict_mode(false));
+        let result = self.render(context);
+        self.registries().for_each(|r| r.set_strict_mode(true));
+        result
+    }
+}
+
+/// The partials in `templates/partials/*.hbs`, by file stem, in name order.
+fn partials(dir: &Path) -> Result<Vec<(String, PathBuf, String)>, RenderError> {
+    let Ok(entries) = std::fs::read_dir(dir.join("partials")) else {
+        return Ok(Vec::new());
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for path in paths
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|x| x == "hbs"))
+    {
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let source = read(&path)?;
+        out.push((stem.to_string(), path, source));
+    }
+    Ok(out)
+}
+
+fn strict_registry() -> Handlebars<'static> {
+    let mut h = Handlebars::new();
+    h.set_strict_mode(true);
+    h.register_helper("local_time", helpers::local_time(str::to_string));
+    h.register_helper("number", helpers::number(str::to_string));
+    h
+}
+
+fn read(path: &Path) -> Result<String, RenderError> {
+    std::fs::read_to_string(path).map_err(|source| RenderError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn syntax(path: &Path, e: handlebars::TemplateError) -> RenderError {
+    RenderError::Syntax {
+        path: path.to_path_buf(),
+        at: position(e.pos()),
+        reason: e.reason().to_string(),
+    }
+}
+
+/// ` line L, column C`, or nothing when handlebars does not say.
+fn position(at: Option<(usize, usize)>) -> String {
+    at.map_or(String::new(), |(line, column)| {
+        format!(" line {line}, column {column}")
+    })
+}
+
+/// Why a render failed, in words: a missing field by its path (handlebars' own text prints an
+/// `Option`'s debug form), anything else as handlebars says it.
+fn render_reason(e: &handlebars::RenderError) -> String {
+    use handlebars::RenderErrorReason as R;
+    match e.reason() {
+        R::MissingVariable(Some(path)) => {
+            format!(
+                "no field {path} in the data (templates are strict: a missing field is an error)"
+            )
+        }
+        R::MissingVariable(None) => {
+            "a field is missing from the data (templates are strict)".to_string()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The template context (README.md, "Configuration"): `stale` when the job rendered at its
+/// deadline without its data ready (`ready_when`, `on_late = "send"`); `row`, a `[[family]]`
+/// report's row.
+pub fn context(
+    report: &Report,
+    (date, generated_at): (NaiveDate, DateTime<Utc>),
+    window: &Window,
+    data: Value,
+    stale: bool,
+) -> Value {
+    let mut context = json!({
+        "report": { "id": report.id.as_str(), "title": report.title, "timezone": report.timezone().name() },
+        "date": crate::domain::keys::IsoDate(date).to_string(),
+        "window": { "start": rfc3339(window.start), "end": rfc3339(window.end) },
+        "generated_at": rfc3339(generated_at),
+        "stale": stale,
+    });
+    if let Value::Object(c) = &mut context {
+        // Moved in, not written into `json!`, which would copy the whole source through
+        // serialization.
+        c.insert("data".into(), data);
+        if let Some(family) = &report.family {
+            c.insert("row".into(), Value::Object(family.values.clone()));
+        }
+    }
+    context
+}
+
+/// Gmail shows only the start of a message whose HTML is larger than this (its "clipping").
+pub const GMAIL_CLIP_BYTES: usize = 102_000;
+
+/// A size for a person: `812 B`, `101.6 KiB`, `24.9 MiB`.
+pub fn human_size(n: usize) -> String {
+    #[allow(clippy::cast_precision_loss)] // a size shown to one decimal
+    let x = n as f64;
+    match n {
+        0..1024 => format!("{n} B"),
+        1024..1_048_576 => format!("{:.1} KiB", x / 1024.0),
+        _ => format!("{:.1} MiB", x / 1_048_576.0),
+    }
+}
