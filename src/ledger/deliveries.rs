@@ -44,15 +44,17 @@ fn redrive(key: &DeliveryKey, now_ms: i64) -> Statement<'static> {
 /// The job of a redriven delivery delivers again, or renders again first when retention
 /// deleted its artifact (the same bytes: see `generated_at`); its redriven delivery waits.
 fn redrive_job(job: &str, now_ms: i64) -> Statement<'_> {
-    Statement::new(
+    Statement::new(sql!(
         "UPDATE jobs
          SET state = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL
                           THEN 'ready' ELSE 'delivering' END,
              ready_at = CASE WHEN artifact_key IS NULL OR artifact_deleted_at IS NOT NULL
                              THEN $1 ELSE ready_at END,
              redrive_count = redrive_count + 1, updated_at = $1, terminal_at = NULL
-         WHERE key = $2 AND state IN ('quarantined', 'done', 'delivering')",
-    )
+         WHERE key = $2 AND state IN (",
+        super::states::JOBS_RENDERED,
+        ")"
+    ))
     .bind(now_ms)
     .bind(job)
 }

@@ -152,7 +152,7 @@ impl Ledger {
     pub async fn leases_held(&self, now: DateTime<Utc>) -> Result<Vec<HeldLease>> {
         macro_rules! held {
             ($job:literal, $live:expr) => {
-                concat!(
+                sql!(
                     "SELECT 'render' AS work, key, lease_owner, lease_expires_at FROM jobs
                       WHERE state = 'rendering' AND lease_owner IS NOT NULL AND lease_expires_at > $1
                     UNION ALL
@@ -166,8 +166,8 @@ impl Ledger {
                 )
             };
         }
-        const BY_NUMBER: &str = held!("job_number", live_job_numbers!());
-        const BY_KEY: &str = held!("job_key", live_job_keys!());
+        const BY_NUMBER: &str = held!("job_number", super::LIVE_JOB_NUMBERS);
+        const BY_KEY: &str = held!("job_key", super::LIVE_JOB_KEYS);
         if !self.has_table("jobs").await? {
             return Ok(Vec::new());
         }

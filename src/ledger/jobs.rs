@@ -53,33 +53,36 @@ const RENDER_SKIP: &str =
         lease_expires_at = NULL, updated_at = $5, terminal_at = $5
      WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
 
+/// What [`SETTLE_KEYED`] shares: a delivering job with no unfinished delivery settles.
+const SETTLE_HEAD: &str = sql!(
+    "UPDATE jobs
+     SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
+                                   AND (d.state = 'quarantined') IS TRUE)
+                      THEN 'quarantined' ELSE 'done' END,
+         updated_at = $1, terminal_at = $1
+     WHERE (state = 'delivering') IS TRUE
+       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
+                       AND (d.state IN (",
+    super::states::DELIVERIES_UNFINISHED,
+    ")) IS TRUE)
+       AND "
+);
+
 /// Settles the delivering jobs among the keys `$2` with nothing left to send, at `$1`: `done`,
 /// or `quarantined` when a delivery is. The keys are a JSON array on SQLite, a `text[]` on
 /// PostgreSQL. The state tests are `(…) IS TRUE`, which no index serves, so the jobs are found
 /// by key and their deliveries probed by job whatever the statistics say.
 pub(super) const SETTLE_KEYED: PerBackend = PerBackend {
-    sqlite: "UPDATE jobs
-             SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
-                                           AND (d.state = 'quarantined') IS TRUE)
-                              THEN 'quarantined' ELSE 'done' END,
-                 updated_at = $1, terminal_at = $1
-             WHERE (state = 'delivering') IS TRUE
-               AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
-                               AND (d.state IN ('pending', 'sending')) IS TRUE)
-               AND key IN (SELECT value FROM json_each($2))",
-    postgres: "UPDATE jobs
-               SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
-                                             AND (d.state = 'quarantined') IS TRUE)
-                                THEN 'quarantined' ELSE 'done' END,
-                   updated_at = $1, terminal_at = $1
-               WHERE (state = 'delivering') IS TRUE
-                 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
-                                 AND (d.state IN ('pending', 'sending')) IS TRUE)
-                 AND key = ANY($2)",
+    sqlite: sql!(SETTLE_HEAD, "key IN (SELECT value FROM json_each($2))"),
+    postgres: sql!(SETTLE_HEAD, "key = ANY($2)"),
 };
 
-const CANCEL: &str = "UPDATE jobs SET state = 'cancelled', updated_at = $1, terminal_at = $1
-     WHERE key = $2 AND state IN ('ready', 'waiting', 'quarantined')";
+const CANCEL: &str = sql!(
+    "UPDATE jobs SET state = 'cancelled', updated_at = $1, terminal_at = $1
+     WHERE key = $2 AND state IN (",
+    super::states::JOBS_CANCELLABLE,
+    ")"
+);
 
 /// A job redriven to render again has its deliveries waiting: they close with it, or they
 /// would wait forever (and keep the job from retention).

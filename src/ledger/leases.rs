@@ -99,7 +99,7 @@ pub struct LeaseParams {
 /// `LIMIT ?` with the value bound and re-prepares the statement whenever that value changes,
 /// which is at almost every claim (the free slots vary) — ~385,000 instructions each, 10% of
 /// the pipeline's CPU before this.
-const JOB_LEASE: PerBackend = PerBackend {
+pub(super) const JOB_LEASE: PerBackend = PerBackend {
     sqlite: "UPDATE jobs
              SET state = 'rendering', lease_owner = $1, lease_token = lease_token + 1,
                  lease_expires_at = $2, attempts = attempts + 1, updated_at = $3,
@@ -401,7 +401,7 @@ mod tests {
         let Backend::Sqlite(pool) = &ledger.backend else {
             panic!("a SQLite ledger");
         };
-        let live = concat!("SELECT key FROM ", live_job_keys!());
+        let live = sql!("SELECT key FROM ", super::super::LIVE_JOB_KEYS);
         let reads = [
             ("the claim of jobs", JOB_LEASE.sqlite),
             ("the claim of deliveries", DELIVERY_LEASE.sqlite),

@@ -9,6 +9,9 @@
 //! entry; `sqlite` and `postgres` hold what only one backend has: connecting, how a write
 //! transaction begins, row locks, planner settings.
 
+#[macro_use]
+mod states;
+
 /// Runs `$body` with `$p` bound to the backend's pool and `$d` to its dialect module, so SQL
 /// common to both backends is written once and backend-specific SQL lives in its own file.
 macro_rules! on_backend {
@@ -28,28 +31,35 @@ macro_rules! on_backend {
     };
 }
 
-/// The keys of the jobs whose deliveries may be in flight: a delivery is leased (`sending`) only
-/// while its job is live, and deliveries have no index of their own by state (a finish would
-/// change an indexed column, so it would never be a HOT update). One arm per index of live jobs
-/// (`jobs_delivering`, `jobs_leased`, `jobs_due`), so each is read through its own: the last
-/// arm's test is written as that index's predicate, the form SQLite can match it by.
-macro_rules! live_job_keys {
-    () => {
-        "(SELECT key FROM jobs WHERE state = 'delivering'
-          UNION ALL SELECT key FROM jobs WHERE state = 'rendering'
-          UNION ALL SELECT key FROM jobs WHERE state = 'ready' OR state = 'waiting')"
+/// The `column` (`key`, `number`) of the jobs whose deliveries may be in flight: a delivery is
+/// leased (`sending`) only while its job is live, and deliveries have no index of their own by
+/// state (a finish would change an indexed column, so it would never be a HOT update). One arm
+/// per index of live jobs (`jobs_delivering`, `jobs_leased`, `jobs_due`), so each is read
+/// through its own: the last arm's test is `jobs_due`'s predicate, in the form SQLite can match
+/// it by. The arms together are [`JobState::LIVE`] (a unit test checks).
+macro_rules! live_jobs {
+    ($column:literal) => {
+        sql!(
+            "(SELECT ",
+            $column,
+            " FROM jobs WHERE state = 'delivering'
+              UNION ALL SELECT ",
+            $column,
+            " FROM jobs WHERE state = 'rendering'
+              UNION ALL SELECT ",
+            $column,
+            " FROM jobs WHERE ",
+            $crate::ledger::states::JOBS_CLAIMABLE,
+            ")"
+        )
     };
 }
 
-/// The numbers of [`live_job_keys`]'s jobs: what deliveries' statements test (the primary
-/// key's prefix), since no index holds deliveries' job keys.
-macro_rules! live_job_numbers {
-    () => {
-        "(SELECT number FROM jobs WHERE state = 'delivering'
-          UNION ALL SELECT number FROM jobs WHERE state = 'rendering'
-          UNION ALL SELECT number FROM jobs WHERE state = 'ready' OR state = 'waiting')"
-    };
-}
+/// The keys of the live jobs ([`live_jobs!`]).
+const LIVE_JOB_KEYS: &str = live_jobs!("key");
+/// The numbers of the live jobs: what deliveries' statements test (the primary key's
+/// prefix), since no index holds deliveries' job keys.
+const LIVE_JOB_NUMBERS: &str = live_jobs!("number");
 
 mod audit;
 mod bind;
@@ -98,6 +108,7 @@ pub use probes::{AfterProbe, ProbeRow};
 pub use rescue::RescueBudget;
 pub use runbooks::{Runbook, RunbookSpec, RunbookState, RunbookStep, StepRecord, Transition};
 pub use schema::{MigrationInfo, MigrationKind, Opening, SchemaFit};
+pub use states::{DeliveryState, JobState};
 use tx::{Arg, Statement};
 pub use types::*;
 

@@ -221,9 +221,13 @@ const INSERT_ATTEMPT: &str =
 
 /// Messages made before `$1` whose sends are all finished go, with their sends and attempts;
 /// then the notices told before it.
-const FORGET_MESSAGES: &str = "DELETE FROM notice_messages WHERE created_at < $1
+const FORGET_MESSAGES: &str = sql!(
+    "DELETE FROM notice_messages WHERE created_at < $1
      AND NOT EXISTS (SELECT 1 FROM notice_sends s WHERE s.message = notice_messages.key
-                     AND s.state IN ('pending', 'sending'))";
+                     AND s.state IN (",
+    super::states::DELIVERIES_UNFINISHED,
+    "))"
+);
 const FORGET_NOTICES: &str = "DELETE FROM notices WHERE noticed_at < $1 AND message IS NOT NULL";
 
 impl Ledger {

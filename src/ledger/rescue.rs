@@ -48,7 +48,7 @@ const RESCUE_RENDERS: &str =
 
 /// The attempt row of each send whose lease expired before `$1`: its outcome is unknown. Its
 /// budget is spent at `$2` attempts, or when it started at or before `$3`.
-const RECORD_LOST_SENDS: &str = concat!(
+const RECORD_LOST_SENDS: &str = sql!(
     "INSERT INTO delivery_attempts
         (delivery_key, job_number, ordinal, attempt, requested_at, finished_at, class, reason,
          next_ready_at)
@@ -59,12 +59,12 @@ const RECORD_LOST_SENDS: &str = concat!(
             CASE WHEN (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)
                  THEN NULL ELSE $1 END
      FROM deliveries WHERE state = 'sending' AND lease_expires_at < $1 AND job_number IN ",
-    live_job_numbers!(),
+    super::LIVE_JOB_NUMBERS,
     " ON CONFLICT DO NOTHING"
 );
 
 /// Lost sends (as above) whose budget is spent: quarantined, `$4` saying how often.
-const QUARANTINE_LOST_SENDS: &str = concat!(
+const QUARANTINE_LOST_SENDS: &str = sql!(
     "UPDATE deliveries
      SET state = 'quarantined', lease_owner = NULL, lease_expires_at = NULL,
          lease_losses = lease_losses + 1, last_class = 'unknown',
@@ -74,29 +74,33 @@ const QUARANTINE_LOST_SENDS: &str = concat!(
      WHERE state = 'sending' AND lease_expires_at < $1
        AND (attempts - budget_attempts >= $2 OR COALESCE(budget_since, created_at) <= $3)
        AND job_number IN ",
-    live_job_numbers!()
+    super::LIVE_JOB_NUMBERS
 );
 
 /// The other lost sends wait again, at once.
-const RESCUE_SENDS: &str = concat!(
+const RESCUE_SENDS: &str = sql!(
     "UPDATE deliveries
      SET state = 'pending', ready_at = $1, lease_owner = NULL, lease_expires_at = NULL,
          lease_losses = lease_losses + 1,
          last_class = 'unknown', last_error = 'lease expired', updated_at = $1
      WHERE state = 'sending' AND lease_expires_at < $1 AND job_number IN ",
-    live_job_numbers!()
+    super::LIVE_JOB_NUMBERS
 );
 
 /// Settles every delivering job with nothing left to send, at `$1`: `done`, or `quarantined`
 /// when a delivery is.
-const SETTLE_ALL: &str = "UPDATE jobs
+const SETTLE_ALL: &str = sql!(
+    "UPDATE jobs
      SET state = CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                                    AND d.state = 'quarantined')
                       THEN 'quarantined' ELSE 'done' END,
          updated_at = $1, terminal_at = $1
      WHERE state = 'delivering'
        AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
-                       AND d.state IN ('pending', 'sending'))";
+                       AND d.state IN (",
+    super::states::DELIVERIES_UNFINISHED,
+    "))"
+);
 
 /// A send cut at shutdown: its attempt row (`$1` now, `$2` and `$3` the delivery's job number
 /// and ordinal, `$4` token), written while

@@ -7,6 +7,16 @@
 
 use std::future::Future;
 
+/// A job retention may retire (on `jobs`): terminal, with no delivery unfinished.
+const RETIRABLE: &str = sql!(
+    "state IN (",
+    super::states::JOBS_TERMINAL,
+    ") AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
+                       AND d.state IN (",
+    super::states::DELIVERIES_UNFINISHED,
+    "))"
+);
+
 /// What a retention step may retire: a job terminal with nothing in flight, and for each
 /// step its own condition on the artifact.
 #[derive(Debug, Clone, Copy)]
@@ -24,26 +34,17 @@ impl Retire {
     /// redrive committed before).
     fn check(self, key: &JobKey) -> Statement<'static> {
         Statement::new(match self {
-            Retire::Artifact => {
-                "SELECT key FROM jobs
-                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled', 'skipped')
-                   AND artifact_key IS NOT NULL AND artifact_deleted_at IS NULL
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
-                                   AND d.state IN ('pending', 'sending'))"
-            }
-            Retire::Diagnostics => {
-                "SELECT key FROM jobs
-                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled', 'skipped')
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
-                                   AND d.state IN ('pending', 'sending'))"
-            }
-            Retire::Rows => {
-                "SELECT key FROM jobs
-                 WHERE key = $1 AND state IN ('done', 'quarantined', 'cancelled', 'skipped')
-                   AND (artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
-                                   AND d.state IN ('pending', 'sending'))"
-            }
+            Retire::Artifact => sql!(
+                "SELECT key FROM jobs WHERE key = $1 AND ",
+                RETIRABLE,
+                " AND artifact_key IS NOT NULL AND artifact_deleted_at IS NULL"
+            ),
+            Retire::Diagnostics => sql!("SELECT key FROM jobs WHERE key = $1 AND ", RETIRABLE),
+            Retire::Rows => sql!(
+                "SELECT key FROM jobs WHERE key = $1 AND ",
+                RETIRABLE,
+                " AND (artifact_key IS NULL OR artifact_deleted_at IS NOT NULL)"
+            ),
         })
         .bind(key)
     }
@@ -108,14 +109,12 @@ impl Ledger {
             None => (i64::MIN, String::new()),
         };
         let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
-            sqlx::query_as(
-                "SELECT * FROM jobs
-                 WHERE state IN ('done', 'quarantined', 'cancelled', 'skipped') AND terminal_at < $1
-                   AND (terminal_at > $2 OR (terminal_at = $2 AND key > $3))
-                   AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
-                                   AND d.state IN ('pending', 'sending'))
-                 ORDER BY terminal_at, key LIMIT $4",
-            )
+            sqlx::query_as(sql!(
+                "SELECT * FROM jobs WHERE ",
+                RETIRABLE,
+                " AND terminal_at < $1 AND (terminal_at > $2 OR (terminal_at = $2 AND key > $3))
+                 ORDER BY terminal_at, key LIMIT $4"
+            ))
             .bind(to_millis(before))
             .bind(cursor_at)
             .bind(&cursor_key)

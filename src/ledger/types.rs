@@ -3,108 +3,13 @@
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 
+use super::states::{DeliveryState, JobState};
 use super::{DeliveryLease, JobLease, LedgerError};
 use crate::domain::clock::from_millis;
 use crate::domain::keys::{DeliveryKey, JobKey};
 use crate::domain::outcome::ResponseClass;
 use crate::domain::window::Window;
 use crate::report::artifact::ArtifactRef;
-
-/// The state of a job. `done`, `quarantined` and `cancelled` are terminal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
-#[serde(rename_all = "lowercase")]
-pub enum JobState {
-    /// Waiting for `ready_at`; the scheduler, `enqueue`, a render retry or a redrive put it here.
-    Ready,
-    /// Waiting for its report's data (`ready_when`): probed again at `ready_at`, until its
-    /// deadline (`wait_until`). Holds no lease between probes.
-    Waiting,
-    /// Leased by a worker that is fetching and rendering it.
-    Rendering,
-    /// Rendered; its deliveries are in flight.
-    Delivering,
-    /// Every delivery was sent.
-    Done,
-    /// The render failed for good, or a delivery was quarantined. An operator may redrive it.
-    Quarantined,
-    /// Withdrawn by an operator.
-    Cancelled,
-    /// Ended with nothing to send (its data was empty); the reason is its `last_error`.
-    Skipped,
-}
-
-impl JobState {
-    pub const ALL: [JobState; 8] = [
-        JobState::Ready,
-        JobState::Waiting,
-        JobState::Rendering,
-        JobState::Delivering,
-        JobState::Done,
-        JobState::Quarantined,
-        JobState::Cancelled,
-        JobState::Skipped,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Ready => "ready",
-            JobState::Waiting => "waiting",
-            JobState::Rendering => "rendering",
-            JobState::Delivering => "delivering",
-            JobState::Done => "done",
-            JobState::Quarantined => "quarantined",
-            JobState::Cancelled => "cancelled",
-            JobState::Skipped => "skipped",
-        }
-    }
-
-    pub fn parse(s: &str) -> Result<JobState, LedgerError> {
-        JobState::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| LedgerError::Corrupt(format!("unknown job state {s:?}")))
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            JobState::Done | JobState::Quarantined | JobState::Cancelled | JobState::Skipped
-        )
-    }
-}
-
-/// The state of one delivery. `sent` and `quarantined` are terminal; `sent` never moves back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeliveryState {
-    Pending,
-    Sending,
-    Sent,
-    Quarantined,
-}
-
-impl DeliveryState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryState::Pending => "pending",
-            DeliveryState::Sending => "sending",
-            DeliveryState::Sent => "sent",
-            DeliveryState::Quarantined => "quarantined",
-        }
-    }
-
-    pub fn parse(s: &str) -> Result<DeliveryState, LedgerError> {
-        match s {
-            "pending" => Ok(DeliveryState::Pending),
-            "sending" => Ok(DeliveryState::Sending),
-            "sent" => Ok(DeliveryState::Sent),
-            "quarantined" => Ok(DeliveryState::Quarantined),
-            _ => Err(LedgerError::Corrupt(format!(
-                "unknown delivery state {s:?}"
-            ))),
-        }
-    }
-}
 
 /// Where a job came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -38,6 +38,7 @@ mod ledger_faults;
 mod ledger_numbers;
 mod ledger_operations;
 mod ledger_outcomes;
+mod ledger_states;
 mod log_pipe;
 mod messages;
 mod metrics_format;
