@@ -41,10 +41,10 @@ macro_rules! errln {
     };
 }
 
-mod bulk;
 mod commands;
 mod deploy;
 mod print;
+mod runbook;
 
 /// Exit code for invalid configuration or input.
 pub const EXIT_ERROR: u8 = 1;
@@ -456,13 +456,13 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Command::Preview(args) => commands::preview(c, &args, clock).await,
         Command::Sweep(args) => commands::sweep(c, &mut ledger, &args, clock).await,
         Command::Redrive(args) if args.report.is_some() => {
-            bulk::redrive(&mut ledger, &args, clock).await
+            runbook::redrive(&mut ledger, &args, clock).await
         }
         Command::Redrive(args) => commands::redrive(&mut ledger, &args, clock).await,
         Command::Reissue(args) => commands::reissue(&mut ledger, &args, clock).await,
     };
     if makes_work {
-        ledger.notify_work().await;
+        ledger.signal_work().await;
     }
     ledger.close().await;
     result
@@ -507,11 +507,11 @@ impl<'a> LedgerSlot<'a> {
 
     /// Tells the nodes listening on the ledger, if it was opened, that work may be due (a
     /// failure only delays them to their next look).
-    async fn notify_work(&self) {
+    async fn signal_work(&self) {
         if let Some(l) = &self.opened
-            && let Err(e) = l.notify_work().await
+            && let Err(e) = l.signal_work().await
         {
-            tracing::debug!(error = %e, "could not notify the nodes of new work");
+            tracing::debug!(error = %e, "could not signal new work to the nodes");
         }
     }
 

@@ -143,7 +143,7 @@ impl Ledger {
     /// for a lease no longer held (that finish changes nothing; the others still record). An
     /// `Err` of the whole call means nothing was recorded.
     pub async fn delivery_finish_many(&self, finishes: &[Finish]) -> Result<Vec<Result<()>>> {
-        let outcomes = super::Outcomes {
+        let outcomes = super::GroupCommit {
             renders: &[],
             finishes,
             settle: &[],
@@ -151,7 +151,7 @@ impl Ledger {
             claim: None,
             now: DateTime::<Utc>::UNIX_EPOCH,
         };
-        Ok(self.record_outcomes(outcomes).await?.finishes)
+        Ok(self.commit_group(outcomes).await?.finishes)
     }
 
     /// `sending → pending` without counting an attempt: the worker is draining for shutdown.

@@ -233,7 +233,7 @@ impl Ledger {
         renders: &[Render],
         now: DateTime<Utc>,
     ) -> Result<Vec<Result<()>>> {
-        let outcomes = super::Outcomes {
+        let outcomes = super::GroupCommit {
             renders,
             finishes: &[],
             settle: &[],
@@ -241,7 +241,7 @@ impl Ledger {
             claim: None,
             now,
         };
-        let recorded = self.record_outcomes(outcomes).await?.renders;
+        let recorded = self.commit_group(outcomes).await?.renders;
         Ok(recorded.into_iter().map(|r| r.map(drop)).collect())
     }
 

@@ -347,7 +347,7 @@ fn claim_statement<'a>(sql: &'static str, params: &'a LeaseParams) -> Statement<
 }
 
 impl<K> Lease<K> {
-    /// The first lease of a row created leased (see `Outcomes::lease_to`).
+    /// The first lease of a row created leased (see `GroupCommit::lease_to`).
     pub(super) fn born(key: K, token: i64, owner: &str, expires_at: DateTime<Utc>) -> Lease<K> {
         Lease {
             key,

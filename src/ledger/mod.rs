@@ -66,15 +66,14 @@ mod bind;
 mod browse;
 mod deliveries;
 mod deploy;
+mod group_commit;
+mod group_commit_pg;
+mod group_commit_sql;
 mod ingest;
 mod jobs;
 mod leases;
 mod nodes;
 mod notices;
-mod notify;
-mod outcome_sql;
-mod outcomes;
-mod outcomes_pg;
 mod postgres;
 mod probes;
 mod reissue;
@@ -82,6 +81,7 @@ mod rescue;
 mod retention;
 mod runbooks;
 mod schema;
+mod signal;
 mod sqlite;
 mod ticks;
 mod tx;
@@ -96,18 +96,18 @@ use crate::domain::redact::redact_url;
 use audit::RedriveRecord;
 pub use audit::{Audit, Redrive, Unaudited, Via};
 pub use deploy::{Blockers, HeldLease, Migrated};
+pub use group_commit::{Committed, GroupCommit, LeaseTo};
 pub use leases::{Claimed, DeliveryLease, JobLease, Lease, LeaseParams, LeasedDelivery, LeasedJob};
 pub use nodes::{Beat, Node, leader};
 pub use notices::{
     Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,
     Told,
 };
-pub use notify::{WORK_CHANNEL, WorkListener};
-pub use outcomes::{LeaseTo, Outcomes, RecordedOutcomes};
 pub use probes::{AfterProbe, ProbeRow};
 pub use rescue::RescueBudget;
 pub use runbooks::{Runbook, RunbookSpec, RunbookState, RunbookStep, StepRecord, Transition};
 pub use schema::{MigrationInfo, MigrationKind, Opening, SchemaFit};
+pub use signal::{WORK_CHANNEL, WorkListener};
 pub use states::{DeliveryState, JobState};
 use tx::{Arg, Statement};
 pub use types::*;
@@ -164,10 +164,10 @@ pub enum LedgerError {
         "{what} needs every live node to read work format {format}; a node of an older version is live (dawnpost nodes)"
     )]
     OlderNodes { what: &'static str, format: i64 },
-    /// The readiness probe: no answer, or no tables.
+    /// The health check of `/readyz`: no answer, or no tables.
     #[error("the ledger is unreachable or not migrated")]
     Unreachable,
-    /// The readiness probe: a write was refused (a full disk, a read-only server, no grants).
+    /// The health check of `/readyz`: a write was refused (a full disk, a read-only server, no grants).
     #[error("the ledger cannot write: {0}")]
     CannotWrite(String),
     /// The schema does not fit this binary: what it has, what is needed, what to run.
@@ -360,8 +360,8 @@ impl Ledger {
             return Err(LedgerError::Unreachable);
         }
         let wrote = match &self.backend {
-            Backend::Sqlite(p) => sqlite::probe_write(p).await,
-            Backend::Postgres(p) => postgres::probe_write(p).await,
+            Backend::Sqlite(p) => sqlite::check_writable(p).await,
+            Backend::Postgres(p) => postgres::check_writable(p).await,
         };
         wrote.map_err(|e| LedgerError::CannotWrite(crate::domain::words::error_chain(&e)))
     }

@@ -102,10 +102,10 @@ pub(super) async fn connect(
     Ok(pool)
 }
 
-/// The write probe of `/readyz`, in one transaction: an update (of no row) that a read-only
+/// The write check of `/readyz`, in one transaction: an update (of no row) that a read-only
 /// server, a standby or a role without write grants refuses, and a transaction id, whose commit
 /// record must be written and flushed to the WAL.
-pub(super) async fn probe_write(pool: &PgPool) -> Result<(), sqlx::Error> {
+pub(super) async fn check_writable(pool: &PgPool) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query("UPDATE jobs SET updated_at = updated_at WHERE false")
         .execute(&mut *tx)

@@ -83,10 +83,10 @@ unsafe extern "C" fn busy_nap(_: *mut std::ffi::c_void, count: std::ffi::c_int) 
     }
 }
 
-/// The write probe of `/readyz`: rewrites the database header's user version with its own
+/// The write check of `/readyz`: rewrites the database header's user version with its own
 /// value, in a write transaction, so a file that cannot take a write (a full disk, a read-only
 /// mount) fails it as the ledger's own writes do.
-pub(super) async fn probe_write(pool: &SqlitePool) -> Result<(), sqlx::Error> {
+pub(super) async fn check_writable(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin_with(BEGIN).await?;
     let version: i64 = sqlx::query_scalar("PRAGMA user_version")
         .fetch_one(&mut *tx)

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::clock::SharedClock;
 use crate::domain::keys::JobKey;
 use crate::ledger::{Claimed, DeliveryNext, Finish, LeaseTo, LeasedDelivery, Ledger, LedgerError};
-use crate::ledger::{Outcomes, Render};
+use crate::ledger::{GroupCommit, Render};
 
 /// The most outcomes one commit records.
 pub(super) const MAX_BATCH: usize = 256;
@@ -364,7 +364,7 @@ async fn record(
     let carried: Vec<&JobKey> = carried.iter().collect();
     let asked = tokio::time::Instant::now();
     let written = until_committed("outcomes", abandon, || {
-        r.ledger.record_outcomes(Outcomes {
+        r.ledger.commit_group(GroupCommit {
             renders: &renders,
             finishes: &finishes,
             settle: &carried,

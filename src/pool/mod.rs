@@ -4,7 +4,7 @@
 //! admission (new leases per second, adaptive — see [`throttle`]). The pool claims at most what
 //! it can admit, ahead of its free slots into a local queue ([`queue`], [`claim`]) from which
 //! work starts as slots free. Each lease is extended while its work runs; a lease lost to the
-//! rescuer stops the work. Outcomes are recorded by one `completer` task in group commits; a
+//! rescuer stops the work. GroupCommit are recorded by one `completer` task in group commits; a
 //! work item frees its slot when it hands its outcome over. On cancel (SIGTERM/SIGINT) the pool
 //! stops claiming, gives back what it claimed and never started (uncounted), lets in-flight
 //! work finish up to `drain_timeout`, lets the completer record what it was handed, and returns
@@ -266,7 +266,7 @@ pub struct Pipeline {
     nudge: crate::runtime::periodic::Nudge,
     /// Deliveries created leased to this node, waiting to be queued.
     arrivals: queue::Arrivals,
-    /// Whether this node hears other processes' work notices (`wake.rs`): an idle pool then
+    /// Whether this node hears other processes' work signals (`wake.rs`): an idle pool then
     /// looks for work they made due only every [`HEARING_IDLE_MAX`], not every `idle_max`.
     hearing: std::sync::atomic::AtomicBool,
     /// How many live nodes share the ledger, as the registry's heartbeats see it: the
@@ -274,8 +274,8 @@ pub struct Pipeline {
     leadership: crate::runtime::leadership::Leadership,
 }
 
-/// How long an idle pool that hears other processes' work notices waits at most before it
-/// looks again: a notice lost (the listening connection dropped and came back) costs this.
+/// How long an idle pool that hears other processes' work signals waits at most before it
+/// looks again: a signal lost (the listening connection dropped and came back) costs this.
 pub const HEARING_IDLE_MAX: Duration = Duration::from_secs(5);
 
 impl Pipeline {
@@ -388,7 +388,7 @@ impl Pipeline {
         self.nudge.clone()
     }
 
-    /// Whether this node hears other processes' work notices now: while it does, an idle pool
+    /// Whether this node hears other processes' work signals now: while it does, an idle pool
     /// waits up to [`HEARING_IDLE_MAX`] instead of `idle_max` before it looks again.
     pub fn hearing(&self, on: bool) {
         (self.hearing).store(on, std::sync::atomic::Ordering::Relaxed);
@@ -400,7 +400,7 @@ impl Pipeline {
         self.leadership.clone()
     }
 
-    /// Whether this node hears other processes' work notices now (see [`Pipeline::hearing`]).
+    /// Whether this node hears other processes' work signals now (see [`Pipeline::hearing`]).
     pub fn is_hearing(&self) -> bool {
         self.hearing.load(std::sync::atomic::Ordering::Relaxed)
     }

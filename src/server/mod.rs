@@ -134,7 +134,7 @@ pub(super) fn making_work(
 }
 
 /// A write the server took made work due: this node's pool, and on PostgreSQL every listening
-/// node's (`Ledger::notify_work`), looks for it at once rather than at its next look.
+/// node's (`Ledger::signal_work`), looks for it at once rather than at its next look.
 async fn nudge_after_writes(
     State(st): State<ServerState>,
     request: axum::extract::Request,
@@ -146,8 +146,8 @@ async fn nudge_after_writes(
     if writes && !(status.is_client_error() || status.is_server_error()) {
         st.node.pool.nudge();
         // The other nodes' pools look at once too (a failure only delays them).
-        if let Err(e) = st.ledger.notify_work().await {
-            tracing::debug!(error = %e, "could not notify the other nodes of new work");
+        if let Err(e) = st.ledger.signal_work().await {
+            tracing::debug!(error = %e, "could not signal new work to the other nodes");
         }
     }
     response
@@ -363,7 +363,7 @@ async fn healthz() -> Response {
 /// what is wrong.
 async fn readyz(State(st): State<ServerState>) -> Response {
     let mut problems = st.node.health.down();
-    // A ledger that does not answer within a second is not ready: a probe must not hang.
+    // A ledger that does not answer within a second is not ready: a health check must not hang.
     let ledger_ready = tokio::time::timeout(std::time::Duration::from_secs(1), st.ledger.ready())
         .await
         .map_err(|_| "the ledger does not answer within 1 s".to_string())

@@ -121,9 +121,9 @@ impl SchedulerTick {
         }
         // The other nodes' pools look at once too.
         if counts.inserted > 0
-            && let Err(e) = self.ledger.notify_work().await
+            && let Err(e) = self.ledger.signal_work().await
         {
-            tracing::debug!(error = %e, "could not notify the other nodes of the tick's jobs");
+            tracing::debug!(error = %e, "could not signal the tick's jobs to the other nodes");
         }
         Ok(counts)
     }

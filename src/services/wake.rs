@@ -1,5 +1,5 @@
-//! The daemon's `wake` service: on a PostgreSQL ledger, other processes' work notices
-//! (`Ledger::notify_work`: another node's tick, its server, the CLI) wake this node's pool at
+//! The daemon's `wake` service: on a PostgreSQL ledger, other processes' work signals
+//! (`Ledger::signal_work`: another node's tick, its server, the CLI) wake this node's pool at
 //! once, so an idle pool need not poll every second for work it did not make due itself; while
 //! it hears them it polls every `pool::HEARING_IDLE_MAX` instead. Nothing on SQLite.
 
@@ -16,7 +16,7 @@ use crate::runtime::periodic::sleep_or_cancel;
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_CAP: Duration = Duration::from_secs(30);
 
-/// Listens until `cancel`, nudging `pipeline` at each notice. While it cannot listen the pool
+/// Listens until `cancel`, nudging `pipeline` at each signal. While it cannot listen the pool
 /// polls at its own pace (`idle_max`).
 pub async fn run(pipeline: Arc<Pipeline>, cancel: CancellationToken) {
     let ledger: &Ledger = &pipeline.ledger;
@@ -32,7 +32,7 @@ pub async fn run(pipeline: Arc<Pipeline>, cancel: CancellationToken) {
             // SQLite: nothing to hear; the service idles until the daemon stops.
             Ok(None) => return cancel.cancelled().await,
             Err(e) => {
-                tracing::warn!(error = %e, retry_in = ?pause, "cannot listen for other nodes' work notices; polling meanwhile");
+                tracing::warn!(error = %e, retry_in = ?pause, "cannot listen for other nodes' work signals; polling meanwhile");
                 if sleep_or_cancel(pause, &cancel).await {
                     return;
                 }
@@ -48,10 +48,10 @@ pub async fn run(pipeline: Arc<Pipeline>, cancel: CancellationToken) {
                 h = listener.next() => h,
             };
             match heard {
-                // A notice, or a lost connection (notices may have been missed): look now.
+                // A signal, or a lost connection (signals may have been missed): look now.
                 Ok(_) => nudge.now(),
                 Err(e) => {
-                    tracing::warn!(error = %e, "lost the connection that hears other nodes' work notices; polling meanwhile");
+                    tracing::warn!(error = %e, "lost the connection that hears other nodes' work signals; polling meanwhile");
                     break;
                 }
             }

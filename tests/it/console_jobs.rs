@@ -306,7 +306,7 @@ async fn an_operator_cancels_a_ready_job_with_a_reason(t: &TestLedger) {
     s.cancel.cancel();
 }
 
-/// Also: only the redrive, which made work due, tells the other nodes (a work notice on
+/// Also: only the redrive, which made work due, tells the other nodes (a work signal on
 /// PostgreSQL); the sign-ins and the refused cancel make nothing due and tell nobody.
 async fn an_operator_redrives_the_whole_job_and_a_viewer_cannot_cancel(t: &TestLedger) {
     let s = start(t).await;
@@ -330,7 +330,7 @@ async fn an_operator_redrives_the_whole_job_and_a_viewer_cannot_cancel(t: &TestL
     if let Some(listener) = &mut listener {
         let quiet =
             tokio::time::timeout(std::time::Duration::from_millis(300), listener.next()).await;
-        assert!(quiet.is_err(), "a sign-in or a refusal sent a work notice");
+        assert!(quiet.is_err(), "a sign-in or a refusal sent a work signal");
     }
     let r = post_form(&s, &format!("{path}/redrive"), Some(&operator), &form).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);

@@ -13,15 +13,15 @@ use common::fixtures::{attempt, new_job, params, ready_jobs, rendered_job, t0};
 use common::peers::Receiver;
 use common::{Project, TestLedger, jk};
 use dawnpost::domain::outcome::ResponseClass;
-use dawnpost::ledger::{DeliveryNext, Finish, JobState, LeaseTo, Outcomes, WORK_FORMAT};
+use dawnpost::ledger::{DeliveryNext, Finish, GroupCommit, JobState, LeaseTo, WORK_FORMAT};
 use dawnpost::pool::{Pipeline, PoolConfig};
 use dawnpost::services::rescuer::Rescuer;
 use dawnpost::{Clock, ManualClock, SystemClock};
 use tokio_util::sync::CancellationToken;
 
 /// A claim for node `w1` riding an empty commit at `now`.
-fn claim_at(now: chrono::DateTime<chrono::Utc>) -> Outcomes<'static> {
-    Outcomes {
+fn claim_at(now: chrono::DateTime<chrono::Utc>) -> GroupCommit<'static> {
+    GroupCommit {
         renders: &[],
         finishes: &[],
         settle: &[],
@@ -37,11 +37,7 @@ fn claim_at(now: chrono::DateTime<chrono::Utc>) -> Outcomes<'static> {
 async fn an_empty_claim_says_when_work_falls_due(t: &TestLedger) {
     let l = &t.ledger;
     let next_due = |now| async move {
-        let claimed = l
-            .record_outcomes(claim_at(now))
-            .await
-            .expect("claim")
-            .claimed;
+        let claimed = l.commit_group(claim_at(now)).await.expect("claim").claimed;
         assert!(claimed.is_empty(), "nothing due at {now}");
         claimed.next_due
     };
@@ -61,7 +57,7 @@ async fn an_empty_claim_says_when_work_falls_due(t: &TestLedger) {
         next: DeliveryNext::Retry { ready_at: retry_at },
     }];
     let recorded = l
-        .record_outcomes(Outcomes {
+        .commit_group(GroupCommit {
             finishes: &finish,
             lease_to: None,
             claim: None,
@@ -84,7 +80,7 @@ async fn an_empty_claim_says_when_work_falls_due(t: &TestLedger) {
     assert_eq!(next_due(t0()).await, Some(later), "then the later job");
 
     // Once it is due it is claimed, and a claim that took something says nothing more.
-    let claimed = l.record_outcomes(claim_at(later)).await.expect("claim");
+    let claimed = l.commit_group(claim_at(later)).await.expect("claim");
     let keys: Vec<String> = (claimed.claimed.jobs.iter())
         .map(|j| j.job.key.to_string())
         .collect();
@@ -114,12 +110,12 @@ async fn the_rescuer_nudges_the_pool_when_it_rescued(t: &TestLedger) {
     assert!(pool.due_by(clock.now()), "the pool is told at once");
 }
 
-/// Another process's work notice (`Ledger::notify_work`: another node's tick, the CLI) wakes
+/// Another process's work signal (`Ledger::signal_work`: another node's tick, the CLI) wakes
 /// an idle pool that listens (`wake::run`) at once, not at its longest idle wait. On
 /// PostgreSQL; SQLite has no notices (`work_listener` is `None`) and its nodes poll.
 async fn an_idle_pool_hears_work_another_process_made_due(t: &TestLedger) {
     t.ledger
-        .notify_work()
+        .signal_work()
         .await
         .expect("a notice is sent or is nothing");
     let listener = t.ledger.work_listener().await.expect("listen");
@@ -152,7 +148,7 @@ async fn an_idle_pool_hears_work_another_process_made_due(t: &TestLedger) {
     let now = clock.now();
     let job = new_job("heard", "2026-01-01", now);
     t.ledger.job_insert_many(&[job], now).await.expect("insert");
-    t.ledger.notify_work().await.expect("notify");
+    t.ledger.signal_work().await.expect("notify");
     assert!(
         rx.reached(1, Duration::from_secs(30)).await,
         "the notice did not wake the idle pool"
@@ -162,7 +158,7 @@ async fn an_idle_pool_hears_work_another_process_made_due(t: &TestLedger) {
     listen.await.expect("join");
 }
 
-/// A work notice reaches the listeners of its own ledger only: a ledger in another schema of
+/// A work signal reaches the listeners of its own ledger only: a ledger in another schema of
 /// the same database wakes nobody here (PostgreSQL; SQLite has no notices).
 async fn a_work_notice_reaches_its_own_ledgers_listeners_only(t: &TestLedger) {
     let Some(mut listener) = t.ledger.work_listener().await.expect("listen") else {
@@ -170,13 +166,13 @@ async fn a_work_notice_reaches_its_own_ledgers_listeners_only(t: &TestLedger) {
         return;
     };
     let other = TestLedger::postgres().await.expect("a PostgreSQL ledger");
-    other.ledger.notify_work().await.expect("notify");
+    other.ledger.signal_work().await.expect("notify");
     let quiet = tokio::time::timeout(Duration::from_millis(300), listener.next()).await;
     assert!(
         quiet.is_err(),
         "another schema's notice woke this ledger's listener"
     );
-    t.ledger.notify_work().await.expect("notify");
+    t.ledger.signal_work().await.expect("notify");
     let heard = tokio::time::timeout(Duration::from_secs(10), listener.next()).await;
     assert!(heard.expect("heard within 10 s").expect("listening"));
 }

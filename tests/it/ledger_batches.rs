@@ -12,7 +12,7 @@ use common::{TestLedger, jk};
 use dawnpost::domain::keys::{DeliveryKey, JobKey};
 use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{
-    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LedgerError, Outcomes,
+    DeliveryLease, DeliveryNext, DeliveryState, Finish, GroupCommit, JobState, LedgerError,
     RescueBudget,
 };
 
@@ -242,7 +242,7 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
     let carried = [&jk("a:2026-10-25")];
     let second = [sent(&b[0])];
     let results = l
-        .record_outcomes(Outcomes {
+        .commit_group(GroupCommit {
             renders: &[],
             finishes: &second,
             settle: &carried,
@@ -266,7 +266,7 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
     );
     // No finishes: the carried settle runs alone.
     let carried = [&jk("b:2026-10-25")];
-    let alone = Outcomes {
+    let alone = GroupCommit {
         renders: &[],
         finishes: &[],
         settle: &carried,
@@ -275,7 +275,7 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
         now: settled_at,
     };
     assert!(
-        l.record_outcomes(alone)
+        l.commit_group(alone)
             .await
             .expect("alone")
             .finishes

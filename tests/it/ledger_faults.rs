@@ -12,7 +12,7 @@ use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::domain::window::rfc3339;
 use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{
-    DeliveryNext, DeliveryState, JobState, LeaseTo, LedgerError, Outcomes, Render, RescueBudget,
+    DeliveryNext, DeliveryState, GroupCommit, JobState, LeaseTo, LedgerError, Render, RescueBudget,
 };
 
 /// A quarantined job whose artifact retention already deleted: all retention has left to do
@@ -396,7 +396,7 @@ async fn a_render_again_keeps_the_deliveries_an_earlier_render_created(t: &TestL
         },
     ];
     let recorded = l
-        .record_outcomes(Outcomes {
+        .commit_group(GroupCommit {
             renders: &renders,
             finishes: &[],
             settle: &[],

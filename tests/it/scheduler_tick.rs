@@ -280,7 +280,7 @@ async fn the_tick_inserts_what_plan_lists_across_dst_gaps(t: &TestLedger) {
     );
 }
 
-/// A tick that enqueues tells the other nodes on a PostgreSQL ledger (a work notice, which
+/// A tick that enqueues tells the other nodes on a PostgreSQL ledger (a work signal, which
 /// their `wake` service hears); a quiet tick sends none. SQLite has no notices.
 async fn a_tick_that_enqueues_sends_a_work_notice(t: &TestLedger) {
     let Some(mut listener) = t.ledger.work_listener().await.expect("listen") else {

@@ -12,6 +12,7 @@ mod overview;
 pub mod pages;
 mod reports;
 mod retention;
+mod runbook;
 pub mod session;
 
 use axum::Router;
@@ -111,12 +112,12 @@ pub fn router(state: ServerState) -> Router<ServerState> {
         .route("/ui/reports", get(reports::list))
         .route("/ui/retention", get(retention::show))
         .route("/ui/dlq/plan", post(dlq::plan))
-        .route("/ui/runbooks/{id}", get(dlq::show))
+        .route("/ui/runbooks/{id}", get(runbook::show))
         .route(
             "/ui/runbooks/{id}/start",
-            making_work(post(dlq::start), &state),
+            making_work(post(runbook::start), &state),
         )
-        .route("/ui/runbooks/{id}/stop", post(dlq::stop))
+        .route("/ui/runbooks/{id}/stop", post(runbook::stop))
         .route("/ui/logout", post(logout))
         .route_layer(axum::middleware::from_fn_with_state(state, require_session));
     Router::new()

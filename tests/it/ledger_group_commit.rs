@@ -9,8 +9,8 @@ use common::fixtures::*;
 use common::{TestLedger, jk};
 use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{
-    DeliveryLease, DeliveryNext, DeliveryState, Finish, JobState, LeaseTo, LeasedDelivery,
-    LeasedJob, LedgerError, Outcomes, Render,
+    DeliveryLease, DeliveryNext, DeliveryState, Finish, GroupCommit, JobState, LeaseTo,
+    LeasedDelivery, LeasedJob, LedgerError, Render,
 };
 
 /// The renders of the leased jobs a (two destinations) and b (none, so done at once).
@@ -99,7 +99,7 @@ async fn renders_leased_to_w1(
     now: chrono::DateTime<chrono::Utc>,
 ) -> Vec<Result<Vec<LeasedDelivery>, LedgerError>> {
     t.ledger
-        .record_outcomes(Outcomes {
+        .commit_group(GroupCommit {
             renders,
             finishes: &[],
             settle: &[],
@@ -203,7 +203,7 @@ async fn a_claim_rides_the_commit_of_the_outcomes(t: &TestLedger) {
         owner: "w2",
         lease_for: Duration::minutes(5),
     };
-    let outcomes = |finishes, lease_to, claim| Outcomes {
+    let outcomes = |finishes, lease_to, claim| GroupCommit {
         renders: &[],
         finishes,
         settle: &[],
@@ -212,7 +212,7 @@ async fn a_claim_rides_the_commit_of_the_outcomes(t: &TestLedger) {
         now,
     };
     let recorded = l
-        .record_outcomes(outcomes(&finish, Some(to), Some(3)))
+        .commit_group(outcomes(&finish, Some(to), Some(3)))
         .await
         .expect("record and claim");
     assert!(recorded.finishes.iter().all(Result::is_ok));
@@ -247,7 +247,7 @@ async fn a_claim_rides_the_commit_of_the_outcomes(t: &TestLedger) {
     assert_eq!(x.state, JobState::Rendering);
 
     let none = l
-        .record_outcomes(outcomes(&[], None, Some(5)))
+        .commit_group(outcomes(&[], None, Some(5)))
         .await
         .expect("no node");
     assert!(

@@ -1,5 +1,5 @@
-//! What both backends' forms of the outcome statements share (`outcomes.rs` writes SQLite's
-//! `VALUES` lists, `outcomes_pg.rs` PostgreSQL's arrays): the updates that follow the rows `v`,
+//! What both backends' forms of the outcome statements share (`group_commit.rs` writes SQLite's
+//! `VALUES` lists, `group_commit_pg.rs` PostgreSQL's arrays): the updates that follow the rows `v`,
 //! and the column values a render or a finish writes.
 
 use super::{DeliveryNext, Finish, NewDelivery, Render};

@@ -1,4 +1,4 @@
-//! PostgreSQL's form of the outcome statements (`outcomes.rs`, `outcome_sql.rs`): each kind of row a commit
+//! PostgreSQL's form of the outcome statements (`group_commit.rs`, `group_commit_sql.rs`): each kind of row a commit
 //! writes goes as parallel arrays in one statement (`UNNEST`), whatever the batch's size. The
 //! `VALUES` lists SQLite takes went in power-of-two chunks, each its own statement and round
 //! trip (a batch of 150 finishes was four updates and four inserts), each a text of its own to
@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 
 use sqlx::PgConnection;
 
-use super::outcome_sql::{
+use super::group_commit_sql::{
     FINISH_UPDATE, NewRow, RENDERED_UPDATE, finish_columns, last_error, rendered_state,
 };
 use super::types::{DeliveryRecord, JobRecord};
@@ -18,7 +18,7 @@ use super::{Finish, Render, Result};
 use crate::domain::clock::to_millis;
 
 /// Renders as parallel arrays (key, token, state, html, text, sha256, bytes, csv) at `$9`,
-/// then `outcome_sql::RENDERED_UPDATE`.
+/// then `group_commit_sql::RENDERED_UPDATE`.
 static RENDERED: LazyLock<String> = LazyLock::new(|| {
     let head = "WITH v (key, token, state, html, text, sha256, bytes, csv, now) AS (
         SELECT *, $9::int8 FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::text[],
@@ -39,7 +39,7 @@ const DELIVERIES_HEAD: &str = "INSERT INTO deliveries (key, job_key, kind, desti
 
 /// Finishes as parallel arrays: the update's columns (key, token, state, ready_at, class,
 /// error, finished, terminal), then the attempt's (requested, code, retry_after, reason,
-/// diagnostics), then the delivery's place (job number, ordinal). The update is `outcome_sql::FINISH_UPDATE`; each delivery it changed gets its
+/// diagnostics), then the delivery's place (job number, ordinal). The update is `group_commit_sql::FINISH_UPDATE`; each delivery it changed gets its
 /// attempt row, numbered by the attempts its row counts. Returns the update's rows.
 static FINISHED: LazyLock<String> = LazyLock::new(|| {
     let head = "WITH v (key, token, state, ready_at, class, error, finished, terminal,
@@ -102,7 +102,7 @@ pub(super) async fn rendered(
     Ok(rows)
 }
 
-/// Inserts `new` with the statement's `tail` (see `outcomes::insert_deliveries`), `sending`
+/// Inserts `new` with the statement's `tail` (see `group_commit::insert_deliveries`), `sending`
 /// under `lease` (owner, until in ms) when given, else `pending`: the rows created.
 pub(super) async fn deliveries(
     conn: &mut PgConnection,

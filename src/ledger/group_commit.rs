@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 
 use super::bind::shaped;
-use super::outcome_sql::{
+use super::group_commit_sql::{
     FINISH_UPDATE, NewRow, RENDERED_UPDATE, finish_columns, last_error, rendered_state,
 };
 use super::tx::{Statement, Tx};
@@ -22,7 +22,7 @@ use crate::domain::keys::{DeliveryKey, JobKey};
 
 /// What one commit records.
 #[derive(Debug, Clone, Copy)]
-pub struct Outcomes<'a> {
+pub struct GroupCommit<'a> {
     pub renders: &'a [Render],
     pub finishes: &'a [Finish],
     /// Jobs to settle ([`Ledger::job_settle_many`]): only jobs whose finishes an *earlier*
@@ -49,14 +49,14 @@ pub struct LeaseTo<'a> {
 
 /// One result per render and per finish, in order: `LeaseLost` for a lease no longer held
 /// (that item changed nothing; the others still recorded). A recorded render carries the
-/// deliveries it created leased to [`Outcomes::lease_to`] (none without it, and none for a
+/// deliveries it created leased to [`GroupCommit::lease_to`] (none without it, and none for a
 /// delivery that existed already: an earlier render of the job created it, and it keeps its
 /// state).
 #[derive(Debug, Default)]
-pub struct RecordedOutcomes {
+pub struct Committed {
     pub renders: Vec<Result<Vec<LeasedDelivery>>>,
     pub finishes: Vec<Result<()>>,
-    /// What [`Outcomes::claim`] took, leased to [`Outcomes::lease_to`].
+    /// What [`GroupCommit::claim`] took, leased to [`GroupCommit::lease_to`].
     pub claimed: Claimed,
 }
 
@@ -112,8 +112,8 @@ const ROWS_PER_STATEMENT: usize = 128;
 
 impl Ledger {
     /// Records `outcomes` in one transaction (one commit). An `Err` means nothing was recorded.
-    pub async fn record_outcomes(&self, outcomes: Outcomes<'_>) -> Result<RecordedOutcomes> {
-        let Outcomes {
+    pub async fn commit_group(&self, outcomes: GroupCommit<'_>) -> Result<Committed> {
+        let GroupCommit {
             renders,
             finishes,
             settle,
@@ -125,7 +125,7 @@ impl Ledger {
             if !settle.is_empty() {
                 self.job_settle_many(settle, now).await?;
             }
-            return Ok(RecordedOutcomes::default());
+            return Ok(Committed::default());
         }
         let (rendered, numbers, claimed) = self
             .within(async |tx| {
@@ -157,7 +157,7 @@ impl Ledger {
                 false => Err(lease_lost(&f.lease)),
             })
             .collect();
-        Ok(RecordedOutcomes {
+        Ok(Committed {
             renders: rendered,
             finishes: finished,
             claimed,
@@ -177,7 +177,7 @@ async fn rendered_in(
     let mut updated: HashMap<(String, i64), Arc<Job>> = HashMap::with_capacity(renders.len());
     let rows = match tx.postgres() {
         _ if renders.is_empty() => Vec::new(),
-        Some(conn) => super::outcomes_pg::rendered(conn, renders, now_ms).await?,
+        Some(conn) => super::group_commit_pg::rendered(conn, renders, now_ms).await?,
         None => rendered_rows(tx, renders, now_ms).await?,
     };
     for rec in rows {
@@ -325,7 +325,9 @@ async fn insert_deliveries(
     }
     let lease_ms = lease.map(|(owner, until)| (owner, to_millis(until)));
     let rows = match tx.postgres() {
-        Some(conn) => super::outcomes_pg::deliveries(conn, (&new, tail), lease_ms, now_ms).await?,
+        Some(conn) => {
+            super::group_commit_pg::deliveries(conn, (&new, tail), lease_ms, now_ms).await?
+        }
         None => delivery_rows(tx, (&new, tail), lease_ms, now_ms).await?,
     };
     for rec in rows {
@@ -384,7 +386,7 @@ async fn finished_in(tx: &mut Tx, finishes: &[Finish]) -> Result<HashMap<(String
         return Ok(HashMap::new());
     }
     Ok(match tx.postgres() {
-        Some(conn) => (super::outcomes_pg::finished(conn, finishes).await?)
+        Some(conn) => (super::group_commit_pg::finished(conn, finishes).await?)
             .into_iter()
             .map(|(k, t, n)| ((k, t), n))
             .collect(),
