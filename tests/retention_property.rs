@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use chrono::{DateTime, Duration, Utc};
 use common::TestLedger;
 use common::world::*;
-use dawnpost::domain::keys::{DeliveryKey, DestinationKind, JobKey};
+use dawnpost::domain::keys::{DeliveryKey, JobKey};
 use dawnpost::ledger::{Audit, Via};
 use dawnpost::ledger::{DeliveryState, JobState, Ledger, RescueBudget};
 use proptest::prelude::*;
@@ -204,7 +204,8 @@ async fn run_case(t: &TestLedger, c: Case) {
                     .await;
             }
             Op::RedriveDelivery(i) => {
-                let dk = DeliveryKey::new(pick(i), DestinationKind::Email, "ops@example.com");
+                let dk =
+                    DeliveryKey::new(pick(i), dawnpost::delivery::email::KIND, "ops@example.com");
                 let _ = l
                     .delivery_redrive(
                         &dk,

@@ -137,7 +137,7 @@ pub(super) fn print_fire(fire: &Fire, json: bool, inserted: Option<bool>) -> any
 /// One line per `[[rate_limit]]`: its rate and the destinations it holds back, in the order
 /// the pool applies them (the first entry matching a host wins).
 fn rate_limit_lines(config: &Config) -> Vec<String> {
-    let relay = crate::delivery::SendTarget::relay(&config.settings.email.smtp_url).to_string();
+    let relay = crate::delivery::SendTarget::relay(&config.settings.email.smtp_url);
     let specs = &config.settings.rate_limits;
     let first_match = |host: &str| specs.iter().position(|s| s.matches(host));
     specs
@@ -145,28 +145,25 @@ fn rate_limit_lines(config: &Config) -> Vec<String> {
         .enumerate()
         .map(|(i, spec)| {
             let mut hosts: Vec<String> = Vec::new();
-            let emails = config
-                .reports
-                .iter()
-                .filter(|r| !r.email.is_empty())
-                .count();
-            if emails > 0 && first_match(&relay) == Some(i) {
-                hosts.push(format!("the SMTP relay {relay} ({emails} report(s))"));
+            for kind in crate::delivery::kinds() {
+                // Each target of this kind, with how many reports send there.
+                let mut targets = std::collections::BTreeMap::<String, usize>::new();
+                for report in &config.reports {
+                    let mut theirs: Vec<String> = (kind.of_report(report).iter())
+                        .map(|d| kind.send_target(d, &relay).to_string())
+                        .collect();
+                    theirs.sort();
+                    theirs.dedup();
+                    for t in theirs {
+                        *targets.entry(t).or_default() += 1;
+                    }
+                }
+                hosts.extend(
+                    (targets.into_iter())
+                        .filter(|(t, _)| first_match(t) == Some(i))
+                        .map(|(t, reports)| kind.target_shown(&t, reports)),
+                );
             }
-            let mut webhook_hosts: Vec<String> = config
-                .reports
-                .iter()
-                .flat_map(|r| &r.webhooks)
-                .map(|w| crate::delivery::SendTarget::webhook(w.url.as_str()).to_string())
-                .filter(|h| first_match(h) == Some(i))
-                .collect();
-            webhook_hosts.sort();
-            webhook_hosts.dedup();
-            hosts.extend(
-                webhook_hosts
-                    .into_iter()
-                    .map(|h| format!("webhook host {h}")),
-            );
             let applies = if hosts.is_empty() {
                 "matches no destination of these reports".to_string()
             } else {
@@ -185,17 +182,9 @@ fn owners_line(o: &crate::config::Owners) -> Option<String> {
     let by = o
         .deliver_by
         .map(|t| format!("deliver by {} local", t.format("%H:%M")));
-    let mut told: Vec<String> = o
-        .emails
-        .iter()
-        .map(|a| crate::domain::redact::redact_address(a.as_ref()))
+    let told: Vec<String> = (crate::delivery::kinds().iter())
+        .flat_map(|kind| kind.of_owners(o).into_iter().map(|d| kind.shown(&d)))
         .collect();
-    if let Some(w) = &o.webhook {
-        told.push(format!(
-            "webhook {}",
-            crate::domain::redact::redact_endpoint(w.url.as_str())
-        ));
-    }
     let owners = (!told.is_empty())
         .then(|| format!("owners told when late or quarantined: {}", told.join(", ")));
     match (by, owners) {
@@ -273,7 +262,7 @@ fn check_report(config: &Config, report: &crate::config::Report, now: DateTime<U
         .join("templates")
         .join(format!("{}.csv.hbs", report.template));
     out!(
-        "\n{}  \"{}\"  schedule \"{}\" in {}  template {}{}  destinations: {} email, {} webhook",
+        "\n{}  \"{}\"  schedule \"{}\" in {}  template {}{}  destinations: {}",
         report.id,
         report.title,
         report.schedule.expr(),
@@ -284,8 +273,7 @@ fn check_report(config: &Config, report: &crate::config::Report, now: DateTime<U
         } else {
             ""
         },
-        report.email.len(),
-        report.webhooks.len()
+        crate::delivery::counted(report)
     );
     if let Some(family) = &report.family {
         out!("  from {}", family.origin());

@@ -1,8 +1,13 @@
-//! Delivery: the transports — email (lettre) and webhooks (reqwest) — each send returning an
-//! [`Outcome`] classified as ARCHITECTURE.md's "Failure classes" describe; the retry policy that
-//! decides what follows; webhook signing; signed links to an artifact too large to send; and
-//! the owners' notices.
+//! Delivery: the destination seam and its kinds — email (lettre) and webhooks (reqwest), each
+//! send returning an [`Outcome`] classified as ARCHITECTURE.md's "Failure classes" describe;
+//! the retry policy that decides what follows; webhook signing; signed links to an artifact too
+//! large to send; and the owners' notices.
+//!
+//! Every kind of destination is one [`Destination`] (`destination.rs`, the seam) in [`KINDS`],
+//! and the rest of the code asks it instead of naming kinds. A kind is one file (or folder) of
+//! this folder that implements the trait, and one line in [`KINDS`].
 
+pub mod destination;
 pub mod email;
 pub mod links;
 pub mod notice;
@@ -12,8 +17,50 @@ pub mod webhook;
 
 use chrono::Duration;
 
+use crate::config::{Owners, Report};
+use crate::domain::keys::DestinationKind;
+use destination::Destination;
+
 use crate::domain::outcome::ResponseClass;
 use crate::domain::redact::redact_address;
+
+/// Every kind this version sends. Adding a kind is a file and a line here.
+const KINDS: &[&dyn Destination] = &[&email::Email, &webhook::Webhook];
+
+/// Every kind this version sends.
+pub fn kinds() -> &'static [&'static dyn Destination] {
+    KINDS
+}
+
+/// The kind named `kind`, if this version sends it.
+pub fn of(kind: DestinationKind) -> Option<&'static dyn Destination> {
+    KINDS.iter().copied().find(|d| d.kind() == kind)
+}
+
+/// A report's destinations, each kind's in turn.
+pub fn of_report(report: &Report) -> Vec<(DestinationKind, String)> {
+    KINDS
+        .iter()
+        .flat_map(|d| d.of_report(report).into_iter().map(|to| (d.kind(), to)))
+        .collect()
+}
+
+/// A report's owners' destinations, each kind's in turn.
+pub fn of_owners(owners: &Owners) -> Vec<(DestinationKind, String)> {
+    KINDS
+        .iter()
+        .flat_map(|d| d.of_owners(owners).into_iter().map(|to| (d.kind(), to)))
+        .collect()
+}
+
+/// How many of a report's destinations each kind has, for a summary (`2 email, 1 webhook`).
+pub fn counted(report: &Report) -> String {
+    KINDS
+        .iter()
+        .map(|d| format!("{} {}", d.of_report(report).len(), d.kind()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// A transport that cannot be built from its settings.
 #[derive(Debug, thiserror::Error)]
@@ -31,12 +78,14 @@ pub enum DeliverError {
     Client(#[from] reqwest::Error),
     #[error("tls.ca_file: {0}")]
     Tls(#[from] crate::runtime::tls::TlsError),
+    #[error("[server] link_secret_env: {0}")]
+    Links(#[from] links::LinkError),
 }
 
 /// Where a delivery's sends go: the SMTP relay's `host:port` for every email, the URL's
 /// `host:port` for a webhook. The one name the 429 throttle and the `[[rate_limit]]` entries
 /// key a delivery by (dead letters group by where it is *received*:
-/// `DestinationKind::receiver`).
+/// `domain::keys::receiver`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SendTarget(String);
 
@@ -61,16 +110,12 @@ impl SendTarget {
         SendTarget(crate::domain::keys::host_port(url).unwrap_or_else(|| url.to_ascii_lowercase()))
     }
 
-    /// Where sends of `kind` to `destination` (an address, a webhook's URL) go, emails going
-    /// through `relay`.
-    pub fn to(
-        kind: crate::domain::keys::DestinationKind,
-        destination: &str,
-        relay: &SendTarget,
-    ) -> SendTarget {
-        match kind {
-            crate::domain::keys::DestinationKind::Email => relay.clone(),
-            crate::domain::keys::DestinationKind::Webhook => SendTarget::webhook(destination),
+    /// Where sends of `kind` to `destination` go, emails going through `relay`; a kind this
+    /// version does not send goes to where it is received.
+    pub fn to(kind: DestinationKind, destination: &str, relay: &SendTarget) -> SendTarget {
+        match of(kind) {
+            Some(d) => d.send_target(destination, relay),
+            None => SendTarget(crate::domain::keys::receiver(destination)),
         }
     }
 
@@ -153,6 +198,18 @@ pub fn scrub(text: &str, addr: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_kind_is_registered_once_under_its_own_name() {
+        let mut names: Vec<DestinationKind> = KINDS.iter().map(|d| d.kind()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), KINDS.len());
+        for d in KINDS {
+            assert_eq!(of(d.kind()).map(|o| o.kind()), Some(d.kind()));
+        }
+        assert!(of(DestinationKind::named("fax")).is_none());
+    }
 
     #[test]
     fn redacts_addresses() {

@@ -12,16 +12,227 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::{Outcome, bounded};
+use super::destination::{
+    Build, Confirm, Destination, NotConfirmed, Notice, Parcel, Sender, Sending, permanent,
+};
+use super::links::Part;
+use super::{Outcome, SendTarget, bounded};
 use crate::delivery::retry::parse_retry_after;
 use crate::delivery::signing::Secret;
-use crate::domain::keys::{DeliveryKey, JobKey, ReportId};
+use crate::domain::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
 use crate::domain::outcome::ResponseClass;
 use crate::report::artifact::ArtifactRef;
 
 /// The version of the webhook body, its first field. A receiver checks it; a change of a
 /// field's name, type or meaning is a new version (`docs/contracts/webhook-v1.json` is the
 /// sample `tests/it/contracts.rs` pins).
+/// The webhook kind: a report's `[[report.webhook]]` entries and its `owner_webhook`, each a
+/// Standard Webhooks POST.
+pub struct Webhook;
+
+/// The webhook kind's name.
+pub const KIND: DestinationKind = DestinationKind::named("webhook");
+
+impl Destination for Webhook {
+    fn kind(&self) -> DestinationKind {
+        KIND
+    }
+
+    fn of_report(&self, report: &crate::config::Report) -> Vec<String> {
+        report.webhooks.iter().map(|w| w.url.to_string()).collect()
+    }
+
+    fn of_owners(&self, owners: &crate::config::Owners) -> Vec<String> {
+        owners.webhook.iter().map(|w| w.url.to_string()).collect()
+    }
+
+    fn send_target(&self, destination: &str, _relay: &SendTarget) -> SendTarget {
+        SendTarget::webhook(destination)
+    }
+
+    fn timeout(&self, settings: &crate::config::Settings) -> std::time::Duration {
+        settings.webhook.timeout.as_std()
+    }
+
+    fn sender(&self, build: &Build<'_>) -> Result<Box<dyn Sender>, super::DeliverError> {
+        let s = &build.config.settings;
+        Ok(Box::new(WebhookSending {
+            sender: WebhookSender::new(s.webhook.timeout.as_std(), build.ca)?,
+            max_body_bytes: s.webhook.max_body_bytes,
+            links: super::links::Links::from_settings(&s.server)?,
+        }))
+    }
+
+    /// One owner webhook a report: its key does not carry the URL (which may hold a token).
+    fn notice_send(&self, message: &str, _destination: &str) -> String {
+        format!("{message}/webhook")
+    }
+}
+
+/// The webhook kind's sender: the client, and the largest body it posts whole.
+struct WebhookSending {
+    sender: WebhookSender,
+    /// `webhook.max_body_bytes`: past it, a receiver gets the artifact's links instead.
+    max_body_bytes: u64,
+    /// Links to reports too large to send (`[server] public_url`); none without it.
+    links: Option<super::links::Links>,
+}
+
+impl Sender for WebhookSending {
+    fn send<'a>(
+        &'a self,
+        parcel: &'a Parcel<'a>,
+        to: &'a DeliveryKey,
+        confirm: Confirm<'a>,
+    ) -> Sending<'a, Result<Outcome, NotConfirmed>> {
+        Box::pin(async move {
+            let hook = (parcel.report.webhooks.iter()).find(|w| w.url.as_str() == to.destination());
+            let (secret, body) = match secret_of(hook).and_then(|s| Ok((s, self.body(parcel, to)?)))
+            {
+                Ok(ready) => ready,
+                Err(outcome) => return Ok(outcome),
+            };
+            confirm().await?;
+            let secret = secret.as_ref();
+            Ok(match hook {
+                // Parsed once, when the configuration was loaded.
+                Some(hook) => {
+                    (self.sender)
+                        .send(hook.url.clone(), secret, to, body, parcel.now)
+                        .await
+                }
+                None => {
+                    (self.sender)
+                        .send(to.destination(), secret, to, body, parcel.now)
+                        .await
+                }
+            })
+        })
+    }
+
+    fn notify<'a>(&'a self, notice: &'a Notice<'a>) -> Sending<'a, Outcome> {
+        Box::pin(async move {
+            let hook = notice.owners.and_then(|o| o.webhook.as_ref());
+            let secret = match secret_of(hook) {
+                Ok(secret) => secret,
+                Err(outcome) => return outcome,
+            };
+            let body = notice.webhook_body.as_bytes().to_vec();
+            (self.sender)
+                .send(
+                    notice.destination,
+                    secret.as_ref(),
+                    &notice.key,
+                    body,
+                    notice.now,
+                )
+                .await
+        })
+    }
+}
+
+/// The signing secret a webhook names, read from its environment variable.
+fn secret_of(hook: Option<&crate::config::Webhook>) -> Result<Option<Secret>, Outcome> {
+    let Some(env) = hook.and_then(|w| w.secret_env.as_ref()) else {
+        return Ok(None);
+    };
+    let value = std::env::var(env)
+        .map_err(|_| permanent(format!("environment variable {env} is not set")))?;
+    Secret::parse(&value)
+        .map(Some)
+        .map_err(|e| permanent(format!("{env}: {e}")))
+}
+
+impl WebhookSending {
+    /// The body posted to `to`: the report inlined, or its links when that passes
+    /// `webhook.max_body_bytes`.
+    fn body(&self, parcel: &Parcel<'_>, to: &DeliveryKey) -> Result<Vec<u8>, Outcome> {
+        let escaped = parcel.memo.get_or_init(KIND, || {
+            EscapedParts::of(parcel.rendered).map_err(|e| e.to_string())
+        });
+        let escaped = (escaped.as_ref().as_ref())
+            .map_err(|e| permanent(format!("cannot encode the body: {e}")))?;
+        let body = WebhookBody {
+            version: BodyVersion,
+            head: head(parcel, to),
+            html: &escaped.html,
+            text: &escaped.text,
+            csv: escaped.csv.as_deref(),
+            attachments: AttachmentBody::csv_of(
+                parcel.job,
+                parcel.artifact,
+                parcel.rendered.csv.as_deref(),
+            ),
+        };
+        // Sized for the escaped parts up front: grown from empty, a body of tens of KB was
+        // reallocated and copied a dozen times, per delivery.
+        let parts = escaped.html.get().len()
+            + escaped.text.get().len()
+            + escaped.csv.as_ref().map_or(0, |c| c.get().len());
+        let mut encoded = Vec::with_capacity(parts + 2048);
+        serde_json::to_writer(&mut encoded, &body)
+            .map_err(|e| permanent(format!("cannot encode the body: {e}")))?;
+        match encoded.len() as u64 > self.max_body_bytes {
+            true => self.linked_body(parcel, to, encoded.len() as u64),
+            false => Ok(encoded),
+        }
+    }
+
+    /// The body of a webhook whose inlined parts (`inline_bytes` in all) pass
+    /// `webhook.max_body_bytes`: the artifact's references and links to its parts.
+    fn linked_body(
+        &self,
+        parcel: &Parcel<'_>,
+        to: &DeliveryKey,
+        inline_bytes: u64,
+    ) -> Result<Vec<u8>, Outcome> {
+        let limit = self.max_body_bytes;
+        let links = self.links.as_ref().ok_or_else(|| {
+            permanent(format!(
+                "the body is {inline_bytes} bytes with the report inlined, over webhook.max_body_bytes ({}): set [server] public_url and link_secret_env to send links instead",
+                crate::config::shown_size(limit)
+            ))
+        })?;
+        let link = |part| links.link(parcel.job, &parcel.artifact.sha256, part);
+        let body = LinkedBody {
+            version: LinkedVersion,
+            head: head(parcel, to),
+            links: PartLinks {
+                html: link(Part::Html),
+                text: link(Part::Text),
+                csv: parcel.rendered.csv.as_ref().map(|_| link(Part::Csv)),
+            },
+            inline_bytes,
+            max_body_bytes: limit,
+            attachments: AttachmentBody::csv_of(
+                parcel.job,
+                parcel.artifact,
+                parcel.rendered.csv.as_deref(),
+            ),
+        };
+        serde_json::to_vec(&body).map_err(|e| permanent(format!("cannot encode the body: {e}")))
+    }
+}
+
+/// The fields of both webhook bodies that name the job, its delivery and its artifact.
+fn head<'a>(parcel: &'a Parcel<'a>, to: &'a DeliveryKey) -> BodyHead<'a> {
+    let job = parcel.job;
+    BodyHead {
+        job,
+        delivery: to,
+        report: job.report(),
+        title: &parcel.report.title,
+        date: job.date(),
+        window: WindowBody {
+            start: crate::domain::window::rfc3339(parcel.window.start),
+            end: crate::domain::window::rfc3339(parcel.window.end),
+        },
+        revision: (job.revision() > 1).then(|| job.revision()),
+        supersedes: parcel.supersedes,
+        artifact: ArtifactBody::of(parcel.artifact),
+    }
+}
+
 pub const WEBHOOK_BODY_VERSION: u32 = 1;
 
 /// The body of a webhook delivery: a contract with receivers, version

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use chrono::NaiveDate;
 use serde::{Serialize, Serializer};
 
-use crate::domain::redact::{redact_address, redact_endpoint};
+use crate::domain::redact::redact_destination;
 
 /// A report id: `[a-z0-9][a-z0-9-]*`, at most 63 characters.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -218,50 +218,99 @@ impl Serialize for JobKey {
     }
 }
 
-/// The kind of a destination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DestinationKind {
-    Email,
-    Webhook,
+/// The longest name of a destination kind.
+const KIND_MAX: usize = 15;
+
+/// The kind of a destination, by its name (`email`, `webhook`): lowercase ASCII letters,
+/// digits and `_`, at most 15 bytes. The kinds this version sends are those
+/// `delivery::destination` registers; a key holds any well-formed name, so a row of a kind
+/// this version does not know still reads (its sends then fail, saying so).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DestinationKind {
+    len: u8,
+    name: [u8; KIND_MAX],
 }
 
 impl DestinationKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DestinationKind::Email => "email",
-            DestinationKind::Webhook => "webhook",
+    /// The kind called `name`, for a constant: a malformed name stops the build.
+    pub const fn named(name: &str) -> DestinationKind {
+        match DestinationKind::of_bytes(name.as_bytes()) {
+            Some(kind) => kind,
+            None => panic!("a destination kind's name is [a-z0-9_], 1 to 15 bytes"),
         }
     }
 
-    /// A destination of this kind as a person may read it: an address masked, a webhook URL
-    /// without its path and query.
-    pub fn redact(self, destination: &str) -> String {
-        match self {
-            DestinationKind::Email => redact_address(destination),
-            DestinationKind::Webhook => redact_endpoint(destination),
-        }
-    }
-
-    /// Where a destination of this kind is received, for grouping dead letters: an address's
-    /// domain (lowercase), a webhook URL's `host:port`. Not where it is *sent* (an email goes
-    /// to the relay): that is `deliver::SendTarget`.
-    pub fn receiver(self, destination: &str) -> String {
-        match self {
-            DestinationKind::Email => destination
-                .rsplit_once('@')
-                .map_or("", |(_, domain)| domain)
-                .to_ascii_lowercase(),
-            DestinationKind::Webhook => host_port(destination).unwrap_or_default(),
-        }
-    }
-
+    /// The kind a text names, when it is a well-formed name.
     pub fn parse(s: &str) -> Option<DestinationKind> {
-        match s {
-            "email" => Some(DestinationKind::Email),
-            "webhook" => Some(DestinationKind::Webhook),
-            _ => None,
+        DestinationKind::of_bytes(s.as_bytes())
+    }
+
+    const fn of_bytes(b: &[u8]) -> Option<DestinationKind> {
+        if b.is_empty() || b.len() > KIND_MAX {
+            return None;
         }
+        let mut name = [0u8; KIND_MAX];
+        let mut i = 0;
+        while i < b.len() {
+            if !(b[i].is_ascii_lowercase() || b[i].is_ascii_digit() || b[i] == b'_') {
+                return None;
+            }
+            name[i] = b[i];
+            i += 1;
+        }
+        Some(DestinationKind {
+            len: b.len() as u8,
+            name,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        let name = &self.name[..usize::from(self.len)];
+        std::str::from_utf8(name).unwrap_or("")
+    }
+}
+
+impl Ord for DestinationKind {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl PartialOrd for DestinationKind {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Debug for DestinationKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for DestinationKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for DestinationKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Where a destination is received, for grouping dead letters, by its shape: a URL's
+/// `host:port`, an address's domain (lowercase), else the destination as
+/// [`redact_destination`] shows it. Not where it is *sent* (an email goes to the relay): that
+/// is `delivery::SendTarget`.
+pub fn receiver(destination: &str) -> String {
+    if destination.contains("://") {
+        host_port(destination).unwrap_or_default()
+    } else if let Some((_, domain)) = destination.rsplit_once('@') {
+        domain.to_ascii_lowercase()
+    } else {
+        redact_destination(destination)
     }
 }
 
@@ -288,8 +337,8 @@ impl DeliveryKey {
         &self.job
     }
 
-    pub fn kind(&self) -> DestinationKind {
-        self.kind
+    pub fn kind(&self) -> &DestinationKind {
+        &self.kind
     }
 
     /// The recipient address or webhook URL, in full.
@@ -297,9 +346,10 @@ impl DeliveryKey {
         &self.destination
     }
 
-    /// The key safe to log: an email address masked, a webhook URL without its path and query.
+    /// The key safe to log: an email address masked, a URL without its path and query
+    /// ([`redact_destination`]).
     pub fn redacted(&self) -> String {
-        let destination = self.kind.redact(&self.destination);
+        let destination = redact_destination(&self.destination);
         format!("{}/{}:{destination}", self.job, self.kind.as_str())
     }
 
@@ -484,7 +534,7 @@ mod tests {
         let s = "warehouse-17:2026-10-25/webhook:https://x.example/a/b:1?c=d";
         let k: DeliveryKey = s.parse().unwrap();
         assert_eq!(k.job().to_string(), "warehouse-17:2026-10-25");
-        assert_eq!(k.kind(), DestinationKind::Webhook);
+        assert_eq!(k.kind().as_str(), "webhook");
         assert_eq!(k.destination(), "https://x.example/a/b:1?c=d");
         assert_eq!(k.to_string(), s);
         assert_eq!(
@@ -494,9 +544,16 @@ mod tests {
         );
         let e: DeliveryKey = "w:2026-10-25/email:lead@example.com".parse().unwrap();
         assert_eq!(e.redacted(), "w:2026-10-25/email:l***@example.com");
+        let fax: DeliveryKey = "w:2026-10-25/fax:1".parse().unwrap();
+        assert_eq!(
+            (fax.kind().as_str(), fax.redacted().as_str()),
+            ("fax", "w:2026-10-25/fax:1"),
+            "any well-formed kind reads; what this version sends is the registry's to say"
+        );
         for bad in [
             "w:2026-10-25",
-            "w:2026-10-25/fax:1",
+            "w:2026-10-25/Fax:1",
+            "w:2026-10-25/a_kind_name_too_long:1",
             "w:2026-10-25/email:",
             "w/email:a@b",
         ] {

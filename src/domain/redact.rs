@@ -13,6 +13,25 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// A destination of any kind as a person may read it, by its shape: a URL as
+/// [`redact_endpoint`] shows it, an address as [`redact_address`] does, a plain name (an
+/// environment variable's, a channel's: letters, digits, `_`, `-`, `.`, `#`, at most 64) as it
+/// is, and anything else not at all.
+pub fn redact_destination(destination: &str) -> String {
+    if destination.contains("://") {
+        redact_endpoint(destination)
+    } else if destination.contains('@') {
+        redact_address(destination)
+    } else if !destination.is_empty()
+        && destination.len() <= 64
+        && (destination.chars()).all(|c| c.is_ascii_alphanumeric() || "_-.#".contains(c))
+    {
+        destination.to_string()
+    } else {
+        "***".into()
+    }
+}
+
 /// `ops-17@example.com` → `o***@example.com`.
 pub fn redact_address(addr: &str) -> String {
     match addr.split_once('@') {
@@ -55,6 +74,23 @@ pub fn http_error(e: &reqwest::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_destination_is_shown_by_its_shape() {
+        use super::redact_destination as shown;
+        assert_eq!(
+            shown("https://hooks.example/t/abc?k=1"),
+            "https://hooks.example/…"
+        );
+        assert_eq!(
+            shown("https://u:pw@hooks.example/"),
+            "https://hooks.example"
+        );
+        assert_eq!(shown("ops-17@example.com"), "o***@example.com");
+        assert_eq!(shown("SLACK_OPS_WEBHOOK"), "SLACK_OPS_WEBHOOK");
+        assert_eq!(shown("a secret with spaces"), "***");
+        assert_eq!(shown(""), "***");
+    }
+
     use super::*;
 
     #[test]

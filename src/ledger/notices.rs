@@ -495,9 +495,9 @@ async fn insert_message(
         .bind(to_millis(now));
     tx.execute(&st).await?;
     for (kind, destination) in owners {
-        let send_key = match kind {
-            DestinationKind::Email => format!("{key}/email:{destination}"),
-            DestinationKind::Webhook => format!("{key}/webhook"),
+        let send_key = match crate::delivery::of(*kind) {
+            Some(d) => d.notice_send(key, destination),
+            None => format!("{key}/{kind}:{destination}"),
         };
         let st = Statement::new(INSERT_SEND)
             .bind(send_key.as_str())

@@ -61,10 +61,10 @@ pub struct RateLimits {
     /// back is due one period later, so a backlog comes back one by one at the host's rate
     /// instead of all at once (and being turned back again).
     queue_end: Mutex<HashMap<String, Duration>>,
-    /// Webhook URLs' targets as found: a URL parse costs thousands of instructions and every
-    /// delivery asks for its target; a configuration names few URLs (cleared past
-    /// [`TARGETS_KEPT`], so a ledger of many keeps it bounded).
-    targets: Mutex<HashMap<String, SendTarget>>,
+    /// Destinations' targets as found, with their kind: a URL parse costs thousands of
+    /// instructions and every delivery asks for its target; a configuration names few
+    /// destinations (cleared past [`TARGETS_KEPT`], so a ledger of many keeps it bounded).
+    targets: Mutex<HashMap<String, (DestinationKind, SendTarget)>>,
 }
 
 /// How many webhook URLs' targets [`RateLimits`] keeps.
@@ -104,23 +104,22 @@ impl RateLimits {
 
     /// Where a delivery's sends go (the relay for an email).
     pub fn target(&self, key: &DeliveryKey) -> SendTarget {
-        self.target_to(key.kind(), key.destination())
+        self.target_to(*key.kind(), key.destination())
     }
 
     /// Where sends of `kind` to `destination` go (the relay for an email).
     pub fn target_to(&self, kind: DestinationKind, destination: &str) -> SendTarget {
-        if kind == DestinationKind::Email {
-            return self.relay.clone();
-        }
         let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(target) = targets.get(destination) {
+        if let Some((known, target)) = targets.get(destination)
+            && *known == kind
+        {
             return target.clone();
         }
         if targets.len() >= TARGETS_KEPT {
             targets.clear();
         }
         let target = SendTarget::to(kind, destination, &self.relay);
-        targets.insert(destination.to_string(), target.clone());
+        targets.insert(destination.to_string(), (kind, target.clone()));
         target
     }
 
@@ -228,7 +227,7 @@ mod tests {
         let limits = RateLimits::new(&[], "smtp://Relay.Example:2525", clock().1);
         let job: crate::domain::keys::JobKey = "r:2026-11-30".parse().expect("job");
         let key = |kind, dest: &str| DeliveryKey::new(job.clone(), kind, dest);
-        use crate::domain::keys::DestinationKind::{Email, Webhook};
+        use crate::delivery::{email::KIND as Email, webhook::KIND as Webhook};
         assert_eq!(
             limits.target(&key(Email, "a@x.example")).as_str(),
             "relay.example:2525"

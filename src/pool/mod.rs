@@ -24,7 +24,6 @@ pub mod throttle;
 mod wait;
 mod work;
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -39,9 +38,8 @@ use running::{Held, Running};
 use throttle::{Admission, HostThrottle};
 
 use crate::config::Config;
-use crate::delivery::email::EmailSender;
+use crate::delivery::destination::{Build, Senders};
 use crate::delivery::retry::RetryPolicy;
-use crate::delivery::webhook::WebhookSender;
 use crate::domain::clock::SharedClock;
 use crate::ledger::{Ledger, LedgerError};
 use crate::report::artifact::ArtifactStore;
@@ -235,18 +233,8 @@ pub struct Pipeline {
     /// The reports in force and their templates (replaced at a reload).
     pub catalog: crate::report::catalog::Catalog,
     pub artifacts: ArtifactStore,
-    pub email: EmailSender,
-    pub email_from: lettre::message::Mailbox,
-    pub email_reply_to: Option<lettre::message::Mailbox>,
-    /// The domain of every email's `List-Id`.
-    pub email_list_domain: String,
-    pub webhook: WebhookSender,
-    /// Links to reports too large for a destination (`[server] public_url`); none without it.
-    pub links: Option<crate::delivery::links::Links>,
-    /// `email.max_message_bytes` and `webhook.max_body_bytes`: past them, a destination gets a
-    /// bounded copy and a link.
-    pub max_message_bytes: u64,
-    pub max_body_bytes: u64,
+    /// Each destination kind's sender.
+    pub senders: Senders,
     pub http: reqwest::Client,
     pub policy: RetryPolicy,
     pub clock: SharedClock,
@@ -260,8 +248,8 @@ pub struct Pipeline {
     pub stats: Stats,
     pub config: PoolConfig,
     pub metrics: Arc<Metrics>,
-    /// The email and webhook timeouts.
-    send_timeouts: (Duration, Duration),
+    /// Each destination kind's send timeout.
+    send_timeouts: Vec<(crate::domain::keys::DestinationKind, Duration)>,
     /// Wakes the pool's loop: work due sooner than it would look, or arrivals to queue.
     nudge: crate::runtime::periodic::Nudge,
     /// Deliveries created leased to this node, waiting to be queued.
@@ -289,18 +277,21 @@ impl Pipeline {
         pool: PoolConfig,
         artifacts: ArtifactStore,
     ) -> Result<Pipeline, PoolError> {
-        let root: &Path = &config.root;
         let catalog =
             crate::report::catalog::Catalog::load(config).map_err(|e| PoolError::Template {
                 report: e.report,
                 source: e.source,
             })?;
         let ca = config.settings.tls.ca.as_deref();
-        let email = EmailSender::from_settings(&config.settings.email, ca, root, pool.concurrency)?;
-        let send_timeouts = (
-            config.settings.email.timeout.as_std(),
-            config.settings.webhook.timeout.as_std(),
-        );
+        let senders = Senders::build(&Build {
+            config,
+            ca,
+            concurrency: pool.concurrency,
+        })?;
+        let send_timeouts: Vec<_> = (crate::delivery::kinds().iter())
+            .map(|d| (d.kind(), d.timeout(&config.settings)))
+            .collect();
+        let longest_send = (send_timeouts.iter().map(|(_, t)| *t).max()).unwrap_or_default();
         let limits = Arc::new(limits::RateLimits::new(
             &config.settings.rate_limits,
             &config.settings.email.smtp_url,
@@ -310,26 +301,14 @@ impl Pipeline {
             ledger,
             catalog,
             artifacts,
-            email,
-            email_from: config.settings.email.from.clone(),
-            email_reply_to: config.settings.email.reply_to.clone(),
-            email_list_domain: config.settings.email.list_domain().to_string(),
-            webhook: WebhookSender::new(config.settings.webhook.timeout.as_std(), ca)?,
-            links: crate::delivery::links::Links::from_settings(&config.settings.server)?,
-            max_message_bytes: config.settings.email.max_message_bytes,
-            max_body_bytes: config.settings.webhook.max_body_bytes,
+            senders,
             http: crate::report::source::http_client(ca)?,
             policy: RetryPolicy::from(&config.settings.retry),
             clock,
             // A probe that never answers expires after the longest a send may take.
             throttle: Arc::new(HostThrottle::new(
-                chrono::Duration::from_std(
-                    send_timeouts
-                        .0
-                        .max(send_timeouts.1)
-                        .saturating_add(SEND_GRACE),
-                )
-                .unwrap_or(throttle::DEFAULT_PROBE_TTL),
+                chrono::Duration::from_std(longest_send.saturating_add(SEND_GRACE))
+                    .unwrap_or(throttle::DEFAULT_PROBE_TTL),
             )),
             limits,
             admission: Admission::new(pool.admission_per_second),
@@ -375,10 +354,9 @@ impl Pipeline {
     /// The longest one send may take: its transport's own timeout plus [`SEND_GRACE`], and
     /// never past [`Pipeline::work_deadline`].
     pub(crate) fn send_deadline(&self, kind: crate::domain::keys::DestinationKind) -> Duration {
-        let own = match kind {
-            crate::domain::keys::DestinationKind::Email => self.send_timeouts.0,
-            crate::domain::keys::DestinationKind::Webhook => self.send_timeouts.1,
-        };
+        let own = (self.send_timeouts.iter())
+            .find(|(k, _)| *k == kind)
+            .map_or(Duration::ZERO, |(_, t)| *t);
         own.saturating_add(SEND_GRACE).min(self.work_deadline())
     }
 

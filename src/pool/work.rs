@@ -15,7 +15,7 @@ use super::{Pipeline, Stats};
 use crate::config::SourceSpec;
 use crate::delivery::retry::Decision;
 use crate::delivery::{Outcome, SendTarget};
-use crate::domain::keys::{DeliveryKey, DestinationKind};
+use crate::domain::keys::DeliveryKey;
 use crate::domain::outcome::ResponseClass;
 use crate::domain::window::rfc3339;
 use crate::ledger::{
@@ -161,16 +161,8 @@ async fn render_and_store(
         .by_id
         .get(job.key.report().as_str())
         .ok_or_else(|| RenderFailure::Unconfigured(job.key.report().to_string()))?;
-    let deliveries: Vec<NewDelivery> = report
-        .email
-        .iter()
-        .map(|a| (DestinationKind::Email, a.to_string()))
-        .chain(
-            report
-                .webhooks
-                .iter()
-                .map(|w| (DestinationKind::Webhook, w.url.to_string())),
-        )
+    let deliveries: Vec<NewDelivery> = crate::delivery::of_report(report)
+        .into_iter()
         .map(|(kind, destination)| NewDelivery {
             key: DeliveryKey::new(job.key.clone(), kind, destination),
         })
@@ -352,7 +344,7 @@ async fn attempt_within_deadline(
     held: (&DeliveryLease, &Hold),
     artifact: &super::send::JobArtifact,
 ) -> Result<Outcome, NotStarted> {
-    let deadline = p.send_deadline(delivery.key.kind());
+    let deadline = p.send_deadline(*delivery.key.kind());
     let send = super::send::attempt(p, delivery, held, artifact, p.clock.now());
     match tokio::time::timeout(deadline, send).await {
         Ok(attempted) => attempted,

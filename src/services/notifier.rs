@@ -19,20 +19,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use lettre::message::Mailbox;
-use lettre::message::header::{ContentType, HeaderName, HeaderValue};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Report};
-use crate::delivery::email::EmailSender;
+use crate::delivery::destination::{Build, Notice, Senders};
 use crate::delivery::notice::{Cause, Expected, Item, LateBoard, LateReport, Standing};
 use crate::delivery::retry::{Decision, RetryPolicy};
-use crate::delivery::webhook::WebhookSender;
 use crate::delivery::{DeliverError, Outcome, SendTarget};
 use crate::domain::clock::SharedClock;
-use crate::domain::keys::{DestinationKind, JobKey};
+use crate::domain::keys::JobKey;
 use crate::domain::outcome::ResponseClass;
-use crate::domain::redact::{redact_address, redact_endpoint};
 use crate::ledger::{Addressed, SendNext};
 use crate::ledger::{Ledger, LedgerError, NewNotice, NoticeAttempt, NoticeMessage, NoticeSend};
 use crate::pool::limits::RateLimits;
@@ -92,9 +88,8 @@ pub struct Notifier {
     clock: SharedClock,
     metrics: Arc<Metrics>,
     board: LateBoard,
-    email: EmailSender,
-    from: Mailbox,
-    webhook: WebhookSender,
+    /// Each destination kind's sender (one SMTP pool of its own).
+    senders: Senders,
     policy: RetryPolicy,
     /// `[[rate_limit]]`, by send target.
     limits: Arc<RateLimits>,
@@ -118,11 +113,16 @@ impl Notifier {
     ) -> Result<Notifier, NotifierError> {
         let s = &config.settings;
         let ca = s.tls.ca.as_deref();
-        let longest = s.email.timeout.as_std().max(s.webhook.timeout.as_std());
+        let longest = (crate::delivery::kinds().iter())
+            .map(|d| d.timeout(s))
+            .max()
+            .unwrap_or_default();
         Ok(Notifier {
-            email: EmailSender::from_settings(&s.email, ca, &config.root, IN_FLIGHT as u32)?,
-            from: s.email.from.clone(),
-            webhook: WebhookSender::new(s.webhook.timeout.as_std(), ca)?,
+            senders: Senders::build(&Build {
+                config,
+                ca,
+                concurrency: IN_FLIGHT as u32,
+            })?,
             policy: RetryPolicy::from(&s.retry),
             limits: Arc::new(RateLimits::new(
                 &s.rate_limits,
@@ -394,10 +394,7 @@ impl Notifier {
             SendNext::Quarantine => "quarantined",
         };
         self.metrics.owner_notice(outcome_name);
-        let to = match send.kind {
-            DestinationKind::Email => redact_address(&send.destination),
-            DestinationKind::Webhook => redact_endpoint(&send.destination),
-        };
+        let to = crate::domain::redact::redact_destination(&send.destination);
         tracing::info!(message = %send.message, to = %to, attempt, outcome = outcome_name, reason = %outcome.reason, "owners' notice");
         Ok(Some(next))
     }
@@ -438,71 +435,26 @@ impl Notifier {
         }
     }
 
-    /// Hands `send` of message `m` to its transport.
+    /// Hands `send` of message `m` to its kind's sender.
     async fn transmit(&self, send: &NoticeSend, m: &NoticeMessage) -> Outcome {
-        match send.kind {
-            DestinationKind::Email => match self.email_of(send, m) {
-                Ok(message) => {
-                    self.email
-                        .send(&message, &send.key, &send.destination)
-                        .await
-                }
-                Err(why) => Outcome::new(ResponseClass::Permanent, None, why),
-            },
-            DestinationKind::Webhook => {
-                let secret = match self.secret_of(&m.report) {
-                    Ok(secret) => secret,
-                    Err(why) => return Outcome::new(ResponseClass::Permanent, None, why),
-                };
-                let body = m.webhook_body.clone().into_bytes();
-                let now = self.clock.now();
-                (self.webhook)
-                    .send(&send.destination, secret.as_ref(), &send.key, body, now)
-                    .await
-            }
-        }
-    }
-
-    /// The plain-text email of `send`: its Message-ID from the send's key, the same on every
-    /// retry.
-    fn email_of(&self, send: &NoticeSend, m: &NoticeMessage) -> Result<lettre::Message, String> {
-        let to: lettre::Address = (send.destination.parse())
-            .map_err(|_| format!("{} is not an address", redact_address(&send.destination)))?;
-        let mut message = lettre::Message::builder()
-            .from(self.from.clone())
-            .to(Mailbox::new(None, to))
-            .subject(m.subject.clone())
-            .message_id(Some(crate::delivery::email::message_id(
-                &send.key, &self.from,
-            )))
-            .header(ContentType::TEXT_PLAIN)
-            .body(m.body.clone())
-            .map_err(|e| format!("cannot build the message: {e}"))?;
-        let headers = message.headers_mut();
-        for (name, value) in [
-            ("X-Dawnpost-Notice", send.message.clone()),
-            ("Auto-Submitted", "auto-generated".to_string()),
-        ] {
-            headers.insert_raw(HeaderValue::new(
-                HeaderName::new_from_ascii_str(name),
-                value,
+        let Some(sender) = self.senders.of(send.kind) else {
+            return crate::delivery::destination::permanent(format!(
+                "this version of dawnpost does not send {} destinations",
+                send.kind
             ));
-        }
-        Ok(message)
-    }
-
-    /// The signing secret of `report`'s owner webhook, if it names one.
-    fn secret_of(&self, report: &str) -> Result<Option<crate::delivery::signing::Secret>, String> {
-        let reports = self.catalog.current();
-        let env = (reports.by_id.get(report))
-            .and_then(|r| r.owners.webhook.as_ref())
-            .and_then(|w| w.secret_env.clone());
-        let Some(env) = env else { return Ok(None) };
-        let value =
-            std::env::var(&env).map_err(|_| format!("environment variable {env} is not set"))?;
-        crate::delivery::signing::Secret::parse(&value)
-            .map(Some)
-            .map_err(|e| format!("{env}: {e}"))
+        };
+        let report = self.catalog.current().by_id.get(&m.report).cloned();
+        let notice = Notice {
+            key: &send.key,
+            message: &send.message,
+            destination: &send.destination,
+            owners: report.as_deref().map(|r| &r.owners),
+            subject: &m.subject,
+            body: &m.body,
+            webhook_body: &m.webhook_body,
+            now: self.clock.now(),
+        };
+        sender.notify(&notice).await
     }
 
     /// Forgets old messages and notices, once an hour.
@@ -537,11 +489,5 @@ fn addressed(
         return None;
     }
     let words = crate::delivery::notice::compose(report, cause, items, key, public_url);
-    let mut owners: Vec<(DestinationKind, String)> = (report.owners.emails.iter())
-        .map(|a| (DestinationKind::Email, a.to_string()))
-        .collect();
-    if let Some(w) = &report.owners.webhook {
-        owners.push((DestinationKind::Webhook, w.url.to_string()));
-    }
-    Some((words, owners))
+    Some((words, crate::delivery::of_owners(&report.owners)))
 }

@@ -53,7 +53,7 @@ pub async fn groups(ledger: &Ledger) -> Result<(Vec<Group>, bool), RunbookError>
     for d in all.iter().take(SCAN_LIMIT as usize) {
         let class = d.last_class.map_or("unknown", |c| c.as_str()).to_string();
         let report = d.key.job().report().to_string();
-        let host = d.key.kind().receiver(d.key.destination());
+        let host = crate::domain::keys::receiver(d.key.destination());
         let g = by
             .entry((report.clone(), host.clone(), class.clone()))
             .or_insert(Group {
@@ -81,7 +81,9 @@ pub async fn members(ledger: &Ledger, spec: &RunbookSpec) -> Result<Vec<Delivery
         .await?;
     Ok(found
         .into_iter()
-        .filter(|d| spec.host.is_empty() || d.key.kind().receiver(d.key.destination()) == spec.host)
+        .filter(|d| {
+            spec.host.is_empty() || crate::domain::keys::receiver(d.key.destination()) == spec.host
+        })
         .collect())
 }
 

@@ -90,7 +90,7 @@ pub struct ArtifactV1 {
 pub struct DeliveryV1 {
     pub key: String,
     pub job_key: String,
-    pub kind: &'static str,
+    pub kind: String,
     pub destination: String,
     pub state: &'static str,
     pub ready_at: DateTime<Utc>,
@@ -299,7 +299,7 @@ impl From<&Delivery> for DeliveryV1 {
         DeliveryV1 {
             key: d.key.to_string(),
             job_key: d.key.job().to_string(),
-            kind: d.key.kind().as_str(),
+            kind: d.key.kind().to_string(),
             destination: d.key.destination().to_string(),
             state: d.state.as_str(),
             ready_at: d.ready_at,

@@ -364,7 +364,7 @@ impl Redactions {
             pairs.push((d.key.to_string(), d.key.redacted()));
             pairs.push((
                 d.key.destination().to_string(),
-                d.key.kind().redact(d.key.destination()),
+                crate::domain::redact::redact_destination(d.key.destination()),
             ));
         }
         // The longest first: a key holds its destination.

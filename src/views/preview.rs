@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::config::{Config, Report};
-use crate::delivery::email::{ListHeaders, build_message, subject};
-use crate::domain::keys::{DeliveryKey, DestinationKind};
+use crate::delivery::email::message::{ListHeaders, build_message, subject};
+use crate::domain::keys::DeliveryKey;
 use crate::report::render::{GMAIL_CLIP_BYTES, RenderError, Rendered, Templates, human_size};
 use crate::report::schedule::Fire;
 use crate::report::source::SourceError;
@@ -249,7 +249,11 @@ fn email(
         return Ok(None);
     };
     let settings = &config.settings.email;
-    let key = DeliveryKey::new(fire.key.clone(), DestinationKind::Email, to.to_string());
+    let key = DeliveryKey::new(
+        fire.key.clone(),
+        crate::delivery::email::KIND,
+        to.to_string(),
+    );
     let message = build_message(
         &settings.from,
         to,

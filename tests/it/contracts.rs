@@ -12,7 +12,7 @@ use dawnpost::delivery::webhook::{
     ArtifactBody, AttachmentBody, BodyHead, BodyVersion, WEBHOOK_BODY_VERSION, WebhookBody,
     WindowBody,
 };
-use dawnpost::domain::keys::{DeliveryKey, DestinationKind, JobKey};
+use dawnpost::domain::keys::{DeliveryKey, JobKey};
 use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{DeliveryNext, LeaseParams, NewAttempt, NewDelivery};
 use dawnpost::report::artifact::ArtifactRef;
@@ -57,7 +57,7 @@ fn sample_job(bytes: i64) -> (JobKey, DeliveryKey, ArtifactRef) {
     let job: JobKey = "warehouse-17:2026-10-25".parse().expect("job key");
     let delivery = DeliveryKey::new(
         job.clone(),
-        DestinationKind::Webhook,
+        dawnpost::delivery::webhook::KIND,
         "https://hooks.example/carrier/7",
     );
     let artifact = ArtifactRef {
@@ -160,12 +160,12 @@ async fn quarantined_job(t: &TestLedger) -> (JobKey, DeliveryKey) {
     let leased = l.job_lease(&params).await.expect("lease").remove(0);
     let hook = DeliveryKey::new(
         job.key.clone(),
-        DestinationKind::Webhook,
+        dawnpost::delivery::webhook::KIND,
         "https://carrier.example/hooks/secret-path?x=1",
     );
     let mail = DeliveryKey::new(
         job.key.clone(),
-        DestinationKind::Email,
+        dawnpost::delivery::email::KIND,
         "ops@warehouse.example",
     );
     let artifact = ArtifactRef {
@@ -191,14 +191,14 @@ async fn quarantined_job(t: &TestLedger) -> (JobKey, DeliveryKey) {
         .await
         .expect("lease")
     {
-        let (class, code, reason, next) = match d.delivery.key.kind() {
-            DestinationKind::Webhook => (
+        let (class, code, reason, next) = match *d.delivery.key.kind() {
+            dawnpost::delivery::webhook::KIND => (
                 ResponseClass::Permanent,
                 410,
                 "HTTP 410 from https://carrier.example/hooks/secret-path?x=1",
                 DeliveryNext::Quarantine,
             ),
-            DestinationKind::Email => (
+            _ => (
                 ResponseClass::Accepted,
                 250,
                 "250 queued for ops@warehouse.example",

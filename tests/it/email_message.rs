@@ -318,13 +318,13 @@ fn every_line_of_a_part_ends_in_crlf_whatever_it_ended_in() {
         text: text.clone(),
         csv: Some("a,b\n1,2\n".into()),
     };
-    let list = dawnpost::delivery::email::ListHeaders {
+    let list = dawnpost::delivery::email::message::ListHeaders {
         report: "w",
         domain: "dawnpost.test",
         reply_to: None,
         unsubscribe: None,
     };
-    let message = dawnpost::delivery::email::build_message(
+    let message = dawnpost::delivery::email::message::build_message(
         &from,
         &to,
         "w — 2026-11-30",

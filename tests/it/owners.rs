@@ -241,7 +241,7 @@ async fn a_job_done_by_its_deadline_is_not_late(t: &TestLedger) {
         let to = [dawnpost::ledger::NewDelivery {
             key: dawnpost::domain::keys::DeliveryKey::new(
                 j.job.key.clone(),
-                dawnpost::domain::keys::DestinationKind::Email,
+                dawnpost::delivery::email::KIND,
                 "ops@example.com",
             ),
         }];

@@ -198,7 +198,7 @@ url = "{}"
 
 /// The outbox's message to `to` of job `job`, parsed.
 fn eml(p: &Project, job: &str, to: &str) -> Vec<u8> {
-    let name = dawnpost::delivery::email::file_name(&format!("{job}/email:{to}"));
+    let name = dawnpost::delivery::email::message::file_name(&format!("{job}/email:{to}"));
     std::fs::read(p.root().join("var/outbox").join(name)).expect("the .eml")
 }
 

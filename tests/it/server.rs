@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::ops_server::{OTHER_SECRET, SECRET, TOKEN, start};
 use common::{TestLedger, at};
 use dawnpost::delivery::signing::Secret;
-use dawnpost::domain::keys::{DeliveryKey, DestinationKind};
+use dawnpost::domain::keys::DeliveryKey;
 use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{DeliveryNext, JobState, LeaseParams, NewAttempt, NewDelivery};
 use dawnpost::runtime::supervisor::{OnFailure, Service, SupervisorConfig, supervise};
@@ -174,7 +174,7 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
     let job = l.job_lease(&params).await.expect("lease").remove(0);
     let dkey = DeliveryKey::new(
         job.job.key.clone(),
-        DestinationKind::Webhook,
+        dawnpost::delivery::webhook::KIND,
         "https://carrier.example/hooks?x=1",
     );
     let artifact = dawnpost::report::artifact::ArtifactRef {

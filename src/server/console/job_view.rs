@@ -195,7 +195,7 @@ fn delivery(
     let dl = &d.delivery;
     html! {
         section.delivery aria-label={ "Delivery " (dl.key.redacted()) } {
-            h3 { (dl.key.kind().as_str()) " " (dl.key.kind().redact(dl.key.destination())) " " (state_badge(dl.state.as_str())) }
+            h3 { (dl.key.kind().as_str()) " " (crate::domain::redact::redact_destination(dl.key.destination())) " " (state_badge(dl.state.as_str())) }
             p.hint {
                 (dl.attempts) " attempt(s), " (dl.redrive_count) " redrive(s)"
                 @if dl.state == DeliveryState::Pending { "; next try " (when_in(tz, dl.ready_at)) }

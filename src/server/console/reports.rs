@@ -15,7 +15,7 @@ use super::pages::{shell, when};
 use super::session::Session;
 use super::{ConsoleError, ServerState, page};
 use crate::config::Report;
-use crate::domain::redact::{redact_address, redact_endpoint};
+use crate::domain::redact::redact_destination;
 use crate::ledger::{JobFilter, JobState};
 
 /// Reports a page shows.
@@ -125,8 +125,7 @@ fn report(r: &Row) -> Markup {
                     }
                 }
                 dt { "Destinations" } dd {
-                    @for a in &rep.email { span.dest { "email " (redact_address(a.as_ref())) } " " }
-                    @for w in &rep.webhooks { span.dest { "webhook " (redact_endpoint(w.url.as_str())) } " " }
+                    @for (kind, d) in crate::delivery::of_report(rep) { span.dest { (kind) " " (redact_destination(&d)) } " " }
                 }
             }
             ol.days aria-label="Last 14 days" {

@@ -1,7 +1,7 @@
 //! Ledger fixtures shared by the store suites: a job, its destinations, leases, attempts.
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
-use dawnpost::domain::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
+use dawnpost::domain::keys::{DeliveryKey, JobKey, ReportId};
 use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::domain::window::Window;
 use dawnpost::ledger::{
@@ -54,7 +54,7 @@ pub fn destinations(job: &str, emails: &[&str]) -> Vec<NewDelivery> {
     emails
         .iter()
         .map(|e| NewDelivery {
-            key: DeliveryKey::new(key.clone(), DestinationKind::Email, *e),
+            key: DeliveryKey::new(key.clone(), dawnpost::delivery::email::KIND, *e),
         })
         .collect()
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use dawnpost::ManualClock;
 use dawnpost::config::RetentionPolicy;
-use dawnpost::domain::keys::{DeliveryKey, DestinationKind, JobKey, ReportId};
+use dawnpost::domain::keys::{DeliveryKey, JobKey, ReportId};
 use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::domain::window::Window;
 use dawnpost::ledger::{
@@ -169,7 +169,11 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         .await
         .expect("artifact");
     let deliveries = vec![NewDelivery {
-        key: DeliveryKey::new(key.clone(), DestinationKind::Email, "ops@example.com"),
+        key: DeliveryKey::new(
+            key.clone(),
+            dawnpost::delivery::email::KIND,
+            "ops@example.com",
+        ),
     }];
     l.job_rendered(&leased.lease, &artifact, &deliveries, start)
         .await

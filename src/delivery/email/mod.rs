@@ -14,28 +14,229 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use lettre::message::Mailbox;
 use lettre::message::header::{ContentType, HeaderName, HeaderValue};
-use lettre::message::{Mailbox, MultiPart, SinglePart};
 use lettre::transport::smtp::AsyncSmtpTransportBuilder;
 use lettre::transport::smtp::PoolConfig;
 use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
-use sha2::{Digest, Sha256};
 
-use super::DeliverError;
-use super::{Outcome, scrub};
+pub mod message;
+
+use super::destination::{
+    Build, Confirm, Destination, NotConfirmed, Notice, Parcel, Sender, Sending, permanent,
+};
+use super::{DeliverError, Outcome, SendTarget, scrub};
 use crate::config::{EmailSettings, EmailTransport};
-use crate::domain::keys::DeliveryKey;
+use crate::domain::keys::{DeliveryKey, DestinationKind};
 use crate::domain::outcome::ResponseClass;
-use crate::report::render::Rendered;
 
 /// How much longer than `email.timeout` a whole send may take before it counts as ambiguous:
 /// room for lettre's own connect timeout to fire first.
 const CONNECT_SLACK: Duration = Duration::from_secs(2);
+
+/// The email kind: a report's `email` recipients and its `owners`, each sent through the
+/// SMTP relay (or written as a `.eml` file).
+pub struct Email;
+
+/// The email kind's name.
+pub const KIND: DestinationKind = DestinationKind::named("email");
+
+impl Destination for Email {
+    fn kind(&self) -> DestinationKind {
+        KIND
+    }
+
+    fn of_report(&self, report: &crate::config::Report) -> Vec<String> {
+        report.email.iter().map(|a| a.to_string()).collect()
+    }
+
+    fn of_owners(&self, owners: &crate::config::Owners) -> Vec<String> {
+        owners.emails.iter().map(|a| a.to_string()).collect()
+    }
+
+    fn send_target(&self, _destination: &str, relay: &SendTarget) -> SendTarget {
+        relay.clone()
+    }
+
+    fn timeout(&self, settings: &crate::config::Settings) -> std::time::Duration {
+        settings.email.timeout.as_std()
+    }
+
+    fn sender(&self, build: &Build<'_>) -> Result<Box<dyn Sender>, DeliverError> {
+        let s = &build.config.settings;
+        Ok(Box::new(EmailSending {
+            sender: EmailSender::from_settings(
+                &s.email,
+                build.ca,
+                &build.config.root,
+                build.concurrency,
+            )?,
+            from: s.email.from.clone(),
+            reply_to: s.email.reply_to.clone(),
+            list_domain: s.email.list_domain().to_string(),
+            max_message_bytes: s.email.max_message_bytes,
+            links: super::links::Links::from_settings(&s.server)?,
+        }))
+    }
+
+    /// An address needs no kind before it.
+    fn shown(&self, destination: &str) -> String {
+        crate::domain::redact::redact_address(destination)
+    }
+
+    fn target_shown(&self, target: &str, reports: usize) -> String {
+        format!("the SMTP relay {target} ({reports} report(s))")
+    }
+}
+
+/// The email kind's sender: the transport, and what every message carries.
+struct EmailSending {
+    sender: EmailSender,
+    from: Mailbox,
+    reply_to: Option<Mailbox>,
+    /// The domain of every email's `List-Id`.
+    list_domain: String,
+    /// `email.max_message_bytes`: past it, a recipient gets a bounded copy and a link.
+    max_message_bytes: u64,
+    /// Links to reports too large to send (`[server] public_url`); none without it.
+    links: Option<super::links::Links>,
+}
+
+impl Sender for EmailSending {
+    fn send<'a>(
+        &'a self,
+        parcel: &'a Parcel<'a>,
+        to: &'a DeliveryKey,
+        confirm: Confirm<'a>,
+    ) -> Sending<'a, Result<Outcome, NotConfirmed>> {
+        Box::pin(async move {
+            let message = match self.message(parcel, to) {
+                Ok(message) => message,
+                Err(outcome) => return Ok(outcome),
+            };
+            confirm().await?;
+            Ok(self.sender.send(&message, to, to.destination()).await)
+        })
+    }
+
+    fn notify<'a>(&'a self, notice: &'a Notice<'a>) -> Sending<'a, Outcome> {
+        Box::pin(async move {
+            match self.notice_message(notice) {
+                Ok(message) => {
+                    (self.sender)
+                        .send(&message, &notice.key, notice.destination)
+                        .await
+                }
+                Err(why) => permanent(why),
+            }
+        })
+    }
+}
+
+impl EmailSending {
+    /// The message to `to`: the whole report, or its bounded copy with a link when the whole
+    /// passes `email.max_message_bytes`.
+    fn message(&self, parcel: &Parcel<'_>, to: &DeliveryKey) -> Result<Message, Outcome> {
+        let address: lettre::Address = to.destination().parse().map_err(|_| {
+            permanent(format!(
+                "invalid address {}",
+                crate::domain::redact::redact_address(to.destination())
+            ))
+        })?;
+        let subject = message::subject_of(&parcel.report.title, parcel.job);
+        let list = message::ListHeaders {
+            report: parcel.report.id.as_str(),
+            domain: &self.list_domain,
+            reply_to: self.reply_to.as_ref(),
+            unsubscribe: parcel.report.list_unsubscribe.as_deref(),
+        };
+        let (from, date) = (&self.from, parcel.now.into());
+        let built =
+            message::build_message(from, &address, &subject, to, date, parcel.rendered, &list);
+        let whole = built.map_err(|e| permanent(format!("cannot build the message: {e}")))?;
+        let Some(size) = self.over(parcel, &whole) else {
+            return Ok(whole);
+        };
+        let text = self.linked_text(parcel, size)?;
+        message::build_linked_message(from, &address, &subject, to, date, text, &list)
+            .map_err(|e| permanent(format!("cannot build the message: {e}")))
+    }
+
+    /// The encoded size of `message` when it passes `email.max_message_bytes`: measured only
+    /// when a bound of it does, and once for all the job's recipients (theirs differ by an
+    /// address).
+    fn over(&self, parcel: &Parcel<'_>, message: &Message) -> Option<u64> {
+        let limit = self.max_message_bytes;
+        *parcel.memo.get_or_init(KIND, || {
+            if message::size_bound(parcel.rendered) <= limit {
+                return None;
+            }
+            let size = message.formatted().len() as u64;
+            (size > limit.saturating_sub(1 << 10)).then_some(size)
+        })
+    }
+
+    /// The text of a bounded copy of the job's report, with its link; without links (no
+    /// `[server] public_url`) the email cannot be sent, and says what would let it.
+    fn linked_text(&self, parcel: &Parcel<'_>, size: u64) -> Result<String, Outcome> {
+        let limit = self.max_message_bytes;
+        let links = self.links.as_ref().ok_or_else(|| {
+            permanent(format!(
+                "the message is {} as sent, over email.max_message_bytes ({}): set [server] public_url and link_secret_env to send a bounded copy with a link instead",
+                crate::report::render::human_size(usize::try_from(size).unwrap_or(usize::MAX)),
+                crate::config::shown_size(limit)
+            ))
+        })?;
+        let link = links.link(
+            parcel.job,
+            &parcel.artifact.sha256,
+            super::links::Part::Html,
+        );
+        // Base64 takes 4/3 and its line breaks a little more: five eighths of the limit fit.
+        let room = usize::try_from(limit / 8 * 5).unwrap_or(usize::MAX);
+        Ok(message::linked_text(
+            &parcel.rendered.text,
+            &link,
+            (size, limit),
+            room,
+        ))
+    }
+
+    /// The plain-text email of an owners' notice: its Message-ID from the send's key, the
+    /// same on every retry.
+    fn notice_message(&self, notice: &Notice<'_>) -> Result<Message, String> {
+        let to: lettre::Address = (notice.destination.parse()).map_err(|_| {
+            format!(
+                "{} is not an address",
+                crate::domain::redact::redact_address(notice.destination)
+            )
+        })?;
+        let mut message = Message::builder()
+            .from(self.from.clone())
+            .to(Mailbox::new(None, to))
+            .subject(notice.subject)
+            .message_id(Some(message::message_id(&notice.key, &self.from)))
+            .header(ContentType::TEXT_PLAIN)
+            .body(notice.body.to_string())
+            .map_err(|e| format!("cannot build the message: {e}"))?;
+        let headers = message.headers_mut();
+        for (name, value) in [
+            ("X-Dawnpost-Notice", notice.message.to_string()),
+            ("Auto-Submitted", "auto-generated".to_string()),
+        ] {
+            headers.insert_raw(HeaderValue::new(
+                HeaderName::new_from_ascii_str(name),
+                value,
+            ));
+        }
+        Ok(message)
+    }
+}
 
 /// The header that carries the delivery key.
 pub const DELIVERY_HEADER: &str = "X-Dawnpost-Delivery";
@@ -125,7 +326,7 @@ impl EmailSender {
     ) -> Outcome {
         match self {
             EmailSender::File { dir } => {
-                let name = file_name(&delivery_key.to_string());
+                let name = message::file_name(&delivery_key.to_string());
                 let path = dir.join(&name);
                 let tmp = dir.join(format!(".{name}.tmp"));
                 let result = async {
@@ -245,201 +446,4 @@ pub fn classify(e: &lettre::transport::smtp::Error, to: &str) -> Outcome {
             .with_diagnostics(detail);
     }
     Outcome::new(ResponseClass::Transient, None, "SMTP connection failed").with_diagnostics(detail)
-}
-
-/// The Subject of a report's email: `Warehouse 17 daily operations — 2026-11-29`.
-pub fn subject(title: &str, date: &str) -> String {
-    format!("{title} — {date}")
-}
-
-/// The Subject of job `job`'s emails: a reissued revision's says it is a correction.
-pub fn subject_of(title: &str, job: &crate::domain::keys::JobKey) -> String {
-    let plain = subject(title, &crate::domain::keys::IsoDate(job.date()).to_string());
-    match job.revision() {
-        1 => plain,
-        n => format!("Correction (revision {n}): {plain}"),
-    }
-}
-
-/// The Message-ID of a delivery: the same for every retry.
-pub fn message_id(delivery_key: &(dyn std::fmt::Display + Sync), from: &Mailbox) -> String {
-    let digest = hex::encode(Sha256::digest(delivery_key.to_string().as_bytes()));
-    format!("<{}.dawnpost@{}>", &digest[..32], from.email.domain())
-}
-
-/// `<delivery key>.eml` with characters unsafe in file names replaced.
-pub fn file_name(delivery_key: &str) -> String {
-    let safe: String = delivery_key
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '+') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("{safe}.eml")
-}
-
-/// What a report's emails carry besides their content: the headers receivers expect of an
-/// automated list (RFC 2919 `List-Id`, RFC 3834 `Auto-Submitted`, RFC 2369
-/// `List-Unsubscribe`) and an optional `Reply-To`.
-#[derive(Debug, Clone, Copy)]
-pub struct ListHeaders<'a> {
-    /// `List-Id: <REPORT.dawnpost.DOMAIN>`.
-    pub report: &'a str,
-    pub domain: &'a str,
-    pub reply_to: Option<&'a Mailbox>,
-    /// A `mailto:` URL.
-    pub unsubscribe: Option<&'a str>,
-}
-
-/// The message to one recipient: the report's text and HTML as alternatives (inside
-/// multipart/mixed with the CSV attachment when it has one), under [`head`]'s headers.
-pub fn build_message(
-    from: &Mailbox,
-    to: &lettre::Address,
-    subject: &str,
-    delivery_key: &DeliveryKey,
-    date: SystemTime,
-    rendered: &Rendered,
-    list: &ListHeaders<'_>,
-) -> Result<Message, lettre::error::Error> {
-    let builder = head(from, to, subject, delivery_key, date, list);
-    let alternative = MultiPart::alternative()
-        .singlepart(
-            SinglePart::builder()
-                .header(ContentType::TEXT_PLAIN)
-                .body(rendered.text.clone()),
-        )
-        .singlepart(
-            SinglePart::builder()
-                .header(ContentType::TEXT_HTML)
-                .body(rendered.html.clone()),
-        );
-    let message = match &rendered.csv {
-        None => builder.multipart(alternative)?,
-        Some(csv) => {
-            // A constant that parses; lettre has no error of its own for it.
-            let csv_type = ContentType::parse("text/csv; charset=utf-8")
-                .map_err(|_| lettre::error::Error::CannotParseFilename)?;
-            let attachment = lettre::message::Attachment::new(delivery_key.job().csv_filename())
-                .body(csv.clone(), csv_type);
-            builder.multipart(
-                MultiPart::mixed()
-                    .multipart(alternative)
-                    .singlepart(attachment),
-            )?
-        }
-    };
-    Ok(with_list_headers(message, delivery_key, list))
-}
-
-/// The bounded copy of a report too large for email: one text part, `text` (a notice with the
-/// link to the whole report, then as much of its text part as fits), under the same headers —
-/// the same Message-ID — as the whole message would have had.
-pub fn build_linked_message(
-    from: &Mailbox,
-    to: &lettre::Address,
-    subject: &str,
-    delivery_key: &DeliveryKey,
-    date: SystemTime,
-    text: String,
-    list: &ListHeaders<'_>,
-) -> Result<Message, lettre::error::Error> {
-    let message =
-        head(from, to, subject, delivery_key, date, list).singlepart(SinglePart::plain(text))?;
-    Ok(with_list_headers(message, delivery_key, list))
-}
-
-/// From, To, Subject, Date, the Message-ID the delivery key makes, and Reply-To.
-fn head(
-    from: &Mailbox,
-    to: &lettre::Address,
-    subject: &str,
-    delivery_key: &DeliveryKey,
-    date: SystemTime,
-    list: &ListHeaders<'_>,
-) -> lettre::message::MessageBuilder {
-    let mut builder = Message::builder()
-        .from(from.clone())
-        .to(Mailbox::new(None, to.clone()))
-        .subject(subject)
-        .date(date)
-        .message_id(Some(message_id(delivery_key, from)));
-    if let Some(r) = list.reply_to {
-        builder = builder.reply_to(r.clone());
-    }
-    // A correction threads under the first revision's message to the same recipient.
-    let job = delivery_key.job();
-    if job.revision() > 1 {
-        let first = DeliveryKey::new(
-            job.with_revision(1),
-            delivery_key.kind(),
-            delivery_key.destination(),
-        );
-        let original = message_id(&first, from);
-        builder = builder.in_reply_to(original.clone()).references(original);
-    }
-    builder
-}
-
-/// The delivery key's header, `Auto-Submitted`, `List-Id` and `List-Unsubscribe`.
-fn with_list_headers(
-    mut message: Message,
-    delivery_key: &DeliveryKey,
-    list: &ListHeaders<'_>,
-) -> Message {
-    let headers = message.headers_mut();
-    let mut raw = |name: &'static str, value: String| {
-        headers.insert_raw(HeaderValue::new(
-            HeaderName::new_from_ascii_str(name),
-            value,
-        ));
-    };
-    raw(DELIVERY_HEADER, delivery_key.to_string());
-    raw("Auto-Submitted", "auto-generated".into());
-    raw(
-        "List-Id",
-        format!("<{}.dawnpost.{}>", list.report, list.domain),
-    );
-    if let Some(u) = list.unsubscribe {
-        raw("List-Unsubscribe", format!("<{u}>"));
-    }
-    message
-}
-
-/// At least the encoded size of the message [`build_message`] makes of `rendered`: every part
-/// in base64 (4/3, in lines of 76 and CRLF), and 16 KiB for headers and boundaries. Under the
-/// relay's limit, the message is too, and needs no encoding to be measured.
-pub fn size_bound(rendered: &Rendered) -> u64 {
-    let parts =
-        rendered.html.len() + rendered.text.len() + rendered.csv.as_ref().map_or(0, String::len);
-    let base64 = (parts as u64).div_ceil(3) * 4;
-    base64 + base64.div_ceil(76) * 2 + (16 << 10)
-}
-
-/// The text of a bounded copy: a notice with the link to the whole report (`size` its encoded
-/// size, `limit` the relay's), then the report's text part, cut at a line's end to
-/// `max_bytes`.
-pub fn linked_text(text: &str, link: &str, (size, limit): (u64, u64), max_bytes: usize) -> String {
-    let mut out = format!(
-        "This report is too large to send by email ({} as a message; the limit is {}).\n\
-         The whole report, with its plain text and CSV, is here:\n\n{link}\n\n",
-        crate::report::render::human_size(usize::try_from(size).unwrap_or(usize::MAX)),
-        crate::report::render::human_size(usize::try_from(limit).unwrap_or(usize::MAX)),
-    );
-    if text.len() <= max_bytes {
-        out.push_str(text);
-        return out;
-    }
-    let mut end = max_bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let end = text[..end].rfind('\n').map_or(end, |i| i + 1);
-    out.push_str(&text[..end]);
-    out.push_str("\n[… cut here: the rest is in the whole report, at the link above.]\n");
-    out
 }

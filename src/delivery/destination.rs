@@ -1,0 +1,193 @@
+//! The destination seam. A kind of destination (email, webhook, …) is a [`Destination`]: it
+//! says which of a report's and its owners' destinations are its, where its sends go, how long
+//! one may take, how an owners' notice's send is keyed, and builds the [`Sender`] that sends a
+//! job's delivery (a [`Parcel`]) or an owners' [`Notice`]. Everything else — the pool, the
+//! notifier, `check`, the console — asks the kinds registered in `delivery::KINDS` and names
+//! none of them.
+
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+
+use super::{DeliverError, Outcome, SendTarget};
+use crate::config::{Config, Owners, Report, Settings};
+use crate::domain::keys::{DeliveryKey, DestinationKind, JobKey};
+use crate::domain::window::Window;
+use crate::report::artifact::ArtifactRef;
+use crate::report::render::Rendered;
+use crate::runtime::tls::CaBundle;
+
+/// A future a [`Sender`] returns.
+pub type Sending<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One kind of destination.
+pub trait Destination: Sync {
+    /// Its name, in delivery keys, the ledger and the configuration.
+    fn kind(&self) -> DestinationKind;
+
+    /// Its destinations among a report's, in the order configured.
+    fn of_report(&self, report: &Report) -> Vec<String>;
+
+    /// Its destinations among a report's owners.
+    fn of_owners(&self, owners: &Owners) -> Vec<String>;
+
+    /// Where sends to `destination` go: the name a 429 pauses and `[[rate_limit]]` counts by.
+    /// `relay` is the SMTP relay's.
+    fn send_target(&self, destination: &str, relay: &SendTarget) -> SendTarget;
+
+    /// The most one send may take, its transport's own timeout.
+    fn timeout(&self, settings: &Settings) -> std::time::Duration;
+
+    /// Its sender, built once per pool (or notifier) from the configuration.
+    fn sender(&self, build: &Build<'_>) -> Result<Box<dyn Sender>, DeliverError>;
+
+    /// A destination of this kind as a person may read it: its kind and
+    /// [`redact_destination`](crate::domain::redact::redact_destination)'s form.
+    fn shown(&self, destination: &str) -> String {
+        let redacted = crate::domain::redact::redact_destination(destination);
+        format!("{} {redacted}", self.kind())
+    }
+
+    /// A send target of this kind that `reports` reports send to, as `check` lists it.
+    fn target_shown(&self, target: &str, _reports: usize) -> String {
+        format!("{} host {target}", self.kind())
+    }
+
+    /// The key of an owners' notice's send to `destination`, within message `message`.
+    fn notice_send(&self, message: &str, destination: &str) -> String {
+        format!("{message}/{}:{destination}", self.kind())
+    }
+}
+
+/// What a kind's [`Sender`] is built from.
+pub struct Build<'a> {
+    pub config: &'a Config,
+    pub ca: Option<&'a CaBundle>,
+    /// How many sends may be in flight at once (a connection pool's size).
+    pub concurrency: u32,
+}
+
+/// A kind's sender: its transport and the settings it sends with.
+pub trait Sender: Send + Sync {
+    /// Sends one delivery of `parcel` to `to`: builds what goes (a message that cannot be built
+    /// is a permanent outcome), asks `confirm` whether the lease still holds, then calls the
+    /// transport. `Err` only when `confirm` said no: nothing was sent.
+    fn send<'a>(
+        &'a self,
+        parcel: &'a Parcel<'a>,
+        to: &'a DeliveryKey,
+        confirm: Confirm<'a>,
+    ) -> Sending<'a, Result<Outcome, NotConfirmed>>;
+
+    /// Sends an owners' notice.
+    fn notify<'a>(&'a self, notice: &'a Notice<'a>) -> Sending<'a, Outcome>;
+}
+
+/// The lease check before a send: whether the send may start.
+pub type Confirm<'a> = &'a (dyn Fn() -> Sending<'a, Result<(), NotConfirmed>> + Send + Sync);
+
+/// The lease check said no: the send must not start.
+#[derive(Debug)]
+pub struct NotConfirmed;
+
+/// One job's rendered report, as every kind's sends read it.
+pub struct Parcel<'a> {
+    pub job: &'a JobKey,
+    pub window: &'a Window,
+    /// The revision this one corrects, for a reissue.
+    pub supersedes: Option<&'a JobKey>,
+    pub report: &'a Report,
+    pub artifact: &'a ArtifactRef,
+    pub rendered: &'a Rendered,
+    /// What a kind works out once for the job's deliveries leased together.
+    pub memo: &'a Memo,
+    pub now: DateTime<Utc>,
+}
+
+/// What a kind works out once for all of a job's deliveries leased together (a body encoded,
+/// a message measured), kept by kind.
+#[derive(Default)]
+pub struct Memo(Mutex<Vec<(DestinationKind, Arc<dyn Any + Send + Sync>)>>);
+
+impl Memo {
+    /// `kind`'s value, made by `init` the first time it is asked for.
+    pub fn get_or_init<T: Any + Send + Sync>(
+        &self,
+        kind: DestinationKind,
+        init: impl FnOnce() -> T,
+    ) -> Arc<T> {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let found = held
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map(|(_, v)| v.clone());
+        if let Some(Ok(value)) = found.map(|v| v.downcast::<T>()) {
+            return value;
+        }
+        let value = Arc::new(init());
+        held.retain(|(k, _)| *k != kind);
+        held.push((kind, value.clone()));
+        value
+    }
+}
+
+impl std::fmt::Debug for Memo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Memo")
+    }
+}
+
+/// One send of an owners' notice.
+pub struct Notice<'a> {
+    /// The send's key: its Message-ID or Idempotency-Key, the same on every retry.
+    pub key: &'a str,
+    /// The message's key.
+    pub message: &'a str,
+    pub destination: &'a str,
+    /// The report's owners as configured now (`None`: the report is gone).
+    pub owners: Option<&'a Owners>,
+    pub subject: &'a str,
+    pub body: &'a str,
+    /// The owner webhook's body (`delivery::notice::NoticeBody`).
+    pub webhook_body: &'a str,
+    pub now: DateTime<Utc>,
+}
+
+/// Every registered kind's sender.
+pub struct Senders(Vec<(DestinationKind, Box<dyn Sender>)>);
+
+impl Senders {
+    pub fn build(build: &Build<'_>) -> Result<Senders, DeliverError> {
+        let senders = (super::kinds().iter())
+            .map(|d| Ok((d.kind(), d.sender(build)?)))
+            .collect::<Result<_, DeliverError>>()?;
+        Ok(Senders(senders))
+    }
+
+    /// The sender of `kind`, if this version sends it.
+    pub fn of(&self, kind: DestinationKind) -> Option<&dyn Sender> {
+        (self.0.iter())
+            .find(|(k, _)| *k == kind)
+            .map(|(_, s)| s.as_ref())
+    }
+}
+
+impl std::fmt::Debug for Senders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(k, _)| k))
+            .finish()
+    }
+}
+
+/// An outcome of a send that never reached its transport: permanent, with its reason.
+pub fn permanent(reason: impl Into<String>) -> Outcome {
+    Outcome::new(
+        crate::domain::outcome::ResponseClass::Permanent,
+        None,
+        reason,
+    )
+}
