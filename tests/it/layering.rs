@@ -46,10 +46,11 @@ fn sources(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A file's code without comments and without its unit tests (which may use anything).
+/// A file's code without comments and without its unit tests (the `#[cfg(test)] mod tests`
+/// that ends a file, which may use anything).
 fn code(path: &Path) -> Vec<(usize, String)> {
     let text = std::fs::read_to_string(path).expect("read a source file");
-    let text = text.split("#[cfg(test)]").next().unwrap_or("");
+    let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
     text.lines()
         .enumerate()
         .map(|(n, l)| (n + 1, l.split("//").next().unwrap_or("").to_string()))
