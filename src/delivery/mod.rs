@@ -11,6 +11,8 @@ pub mod destination;
 pub mod email;
 pub mod links;
 pub mod notice;
+#[cfg(test)]
+mod probe;
 pub mod retry;
 pub mod signing;
 pub mod webhook;
@@ -25,7 +27,12 @@ use crate::domain::outcome::ResponseClass;
 use crate::domain::redact::redact_address;
 
 /// Every kind this version sends. Adding a kind is a file and a line here.
-const KINDS: &[&dyn Destination] = &[&email::Email, &webhook::Webhook];
+const KINDS: &[&dyn Destination] = &[
+    &email::Email,
+    &webhook::Webhook,
+    #[cfg(test)]
+    &probe::Probe,
+];
 
 /// Every kind this version sends.
 pub fn kinds() -> &'static [&'static dyn Destination] {
