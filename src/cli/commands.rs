@@ -253,11 +253,11 @@ pub(super) async fn preview(
     for path in files.paths() {
         out!("{}", path.display());
     }
-    if files.eml.is_none() {
+    if !(files.messages.iter()).any(|m| m.extension().is_some_and(|e| e == "eml")) {
         errln!("no .eml: report {} has no email recipient", args.report);
     }
     errln!("{}", files.sizes.summary());
-    for w in files.sizes.warnings(config) {
+    for w in &files.warnings {
         errln!("warning: {w}");
     }
     Ok(ExitCode::SUCCESS)

@@ -60,6 +60,43 @@ pub trait Destination: Sync {
     fn notice_send(&self, message: &str, destination: &str) -> String {
         format!("{message}/{}:{destination}", self.kind())
     }
+
+    /// What `preview` shows of this kind for `report`, rendered as `rendered` for job `job`
+    /// at `now`: what one destination of it would get. Asked only of a kind the report sends
+    /// to; `None` when the kind shows nothing.
+    fn preview(&self, _shown: &Shown<'_>) -> Result<Option<Preview>, String> {
+        Ok(None)
+    }
+
+    /// What `check` warns of a report of this kind whose sample renders as `rendered` (`parts`:
+    /// its parts' sizes in words, and their total in bytes): a limit it passes.
+    fn checked(
+        &self,
+        _rendered: &Rendered,
+        _parts: &(String, u64),
+        _config: &Config,
+    ) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// A report's render as `preview` shows it to a kind.
+pub struct Shown<'a> {
+    pub report: &'a Report,
+    pub job: &'a JobKey,
+    pub rendered: &'a Rendered,
+    pub config: &'a Config,
+    pub now: DateTime<Utc>,
+}
+
+/// What `preview` shows of one kind.
+pub struct Preview {
+    /// The message one destination gets, as a file: its extension and bytes.
+    pub file: Option<(&'static str, Vec<u8>)>,
+    /// Its size, in words (`email 12.3 KB encoded`).
+    pub size: String,
+    /// What a person should know before it goes out: a limit it passes.
+    pub warnings: Vec<String>,
 }
 
 /// What a kind's [`Sender`] is built from.

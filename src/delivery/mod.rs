@@ -60,6 +60,35 @@ pub fn of_owners(owners: &Owners) -> Vec<(DestinationKind, String)> {
         .collect()
 }
 
+/// What each kind the report sends to warns of its sample's render (`check`).
+pub fn checked(
+    report: &Report,
+    rendered: &crate::report::render::Rendered,
+    config: &crate::config::Config,
+) -> Vec<String> {
+    let parts = crate::report::render::part_sizes(rendered);
+    (KINDS.iter())
+        .filter(|d| !d.of_report(report).is_empty())
+        .flat_map(|d| d.checked(rendered, &parts, config))
+        .collect()
+}
+
+/// What each kind the report sends to shows of its render (`preview`).
+pub fn previews(
+    shown: &destination::Shown<'_>,
+) -> Result<Vec<(DestinationKind, destination::Preview)>, String> {
+    let mut out = Vec::new();
+    for d in KINDS
+        .iter()
+        .filter(|d| !d.of_report(shown.report).is_empty())
+    {
+        if let Some(p) = d.preview(shown)? {
+            out.push((d.kind(), p));
+        }
+    }
+    Ok(out)
+}
+
 /// How many of a report's destinations each kind has, for a summary (`2 email, 1 webhook`).
 pub fn counted(report: &Report) -> String {
     KINDS

@@ -13,7 +13,8 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::destination::{
-    Build, Confirm, Destination, NotConfirmed, Notice, Parcel, Sender, Sending, permanent,
+    Build, Confirm, Destination, NotConfirmed, Notice, Parcel, Preview, Sender, Sending, Shown,
+    permanent,
 };
 use super::links::Part;
 use super::{Outcome, SendTarget, bounded};
@@ -66,6 +67,50 @@ impl Destination for Webhook {
     /// One owner webhook a report: its key does not carry the URL (which may hold a token).
     fn notice_send(&self, message: &str, _destination: &str) -> String {
         format!("{message}/webhook")
+    }
+
+    /// The least a body is: the inlined parts, JSON-escaped.
+    fn preview(&self, s: &Shown<'_>) -> Result<Option<Preview>, String> {
+        let json = |t: &str| serde_json::to_string(t).map_or(t.len(), |j| j.len());
+        let r = s.rendered;
+        let least = json(&r.html) + json(&r.text) + r.csv.as_deref().map_or(0, json);
+        let shown = crate::report::render::human_size(least);
+        let limit = s.config.settings.webhook.max_body_bytes;
+        let over = u64::try_from(least).unwrap_or(u64::MAX) > limit;
+        let warnings = (over.then(|| {
+            format!(
+                "a webhook body (at least {shown}) is over [webhook] max_body_bytes ({}): {}",
+                crate::config::shown_size(limit),
+                s.config.settings.server.too_large_fate("its webhooks")
+            )
+        }))
+        .into_iter()
+        .collect();
+        Ok(Some(Preview {
+            file: None,
+            size: format!("webhook body at least {shown}"),
+            warnings,
+        }))
+    }
+
+    /// `max_body_bytes`, by the parts alone (escaping only makes them larger).
+    fn checked(
+        &self,
+        _rendered: &crate::report::render::Rendered,
+        (sizes, parts): &(String, u64),
+        config: &crate::config::Config,
+    ) -> Vec<String> {
+        let limit = config.settings.webhook.max_body_bytes;
+        (*parts > limit)
+            .then(|| {
+                format!(
+                    "the sample's webhook body ({sizes}) is over [webhook] max_body_bytes ({}): {}",
+                    crate::config::shown_size(limit),
+                    config.settings.server.too_large_fate("its webhooks")
+                )
+            })
+            .into_iter()
+            .collect()
     }
 }
 

@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, NaiveDate, Utc};
 
 use crate::config::{Config, Report};
-use crate::delivery::email::message::{ListHeaders, build_message, subject};
-use crate::domain::keys::DeliveryKey;
-use crate::report::render::{GMAIL_CLIP_BYTES, RenderError, Rendered, Templates, human_size};
+use crate::report::render::{RenderError, Rendered, Templates, human_size};
 use crate::report::schedule::Fire;
 use crate::report::source::SourceError;
 
@@ -24,7 +22,7 @@ pub enum PreviewError {
     Source { report: String, source: SourceError },
     #[error("report {report}: {source}")]
     Render { report: String, source: RenderError },
-    #[error("report {report}: cannot build the email: {reason}")]
+    #[error("report {report}: {reason}")]
     Message { report: String, reason: String },
     #[error("cannot write {path}: {source}")]
     Write {
@@ -39,22 +37,23 @@ pub struct PreviewFiles {
     pub html: PathBuf,
     pub text: PathBuf,
     pub csv: Option<PathBuf>,
-    /// The message to the report's first recipient; `None` for a report without email.
-    pub eml: Option<PathBuf>,
+    /// The message one destination of each kind that has one would get (the report's first
+    /// recipient's `.eml`).
+    pub messages: Vec<PathBuf>,
     /// How large each part is, and what that means for the report's destinations.
     pub sizes: PartSizes,
+    /// What a person should know before this goes out: a destination's limit the report passes.
+    pub warnings: Vec<String>,
 }
 
-/// The sizes of what a report sends, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The sizes of what a report sends.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PartSizes {
     pub html: usize,
     pub text: usize,
     pub csv: Option<usize>,
-    /// The whole encoded message to one recipient (base64 included); `None` without email.
-    pub email: Option<usize>,
-    /// The least a webhook body is: its inlined parts, JSON-escaped; `None` without webhooks.
-    pub webhook: Option<usize>,
+    /// What each kind the report sends to would send, in words (`email 12.3 KB encoded`).
+    pub destinations: Vec<String>,
 }
 
 impl PartSizes {
@@ -65,67 +64,18 @@ impl PartSizes {
             format!("text {}", human_size(self.text)),
         ];
         parts.extend(self.csv.map(|n| format!("csv {}", human_size(n))));
-        parts.extend(
-            self.email
-                .map(|n| format!("email {} encoded", human_size(n))),
-        );
-        parts.extend(
-            self.webhook
-                .map(|n| format!("webhook body at least {}", human_size(n))),
-        );
+        parts.extend(self.destinations.iter().cloned());
         format!("sizes: {}", parts.join(", "))
-    }
-
-    /// What a person should know before this goes out: Gmail's clipping, and a destination
-    /// whose limit the report passes.
-    pub fn warnings(&self, config: &Config) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.html > GMAIL_CLIP_BYTES {
-            out.push(format!(
-                "the HTML part ({}) is over Gmail's clipping size (102 KB): Gmail shows its start \
-                 and a \"View entire message\" link",
-                human_size(self.html)
-            ));
-        }
-        let email_limit = config.settings.email.max_message_bytes;
-        if let Some(n) = self
-            .email
-            .filter(|n| u64::try_from(*n).unwrap_or(u64::MAX) > email_limit)
-        {
-            out.push(format!(
-                "the email ({} encoded) is over [email] max_message_bytes ({}): {}",
-                human_size(n),
-                crate::config::shown_size(email_limit),
-                config.settings.server.too_large_fate("its recipients")
-            ));
-        }
-        let body_limit = config.settings.webhook.max_body_bytes;
-        if let Some(n) = self
-            .webhook
-            .filter(|n| u64::try_from(*n).unwrap_or(u64::MAX) > body_limit)
-        {
-            out.push(format!(
-                "a webhook body (at least {}) is over [webhook] max_body_bytes ({}): {}",
-                human_size(n),
-                crate::config::shown_size(body_limit),
-                config.settings.server.too_large_fate("its webhooks")
-            ));
-        }
-        out
     }
 }
 
 impl PreviewFiles {
     pub fn paths(&self) -> impl Iterator<Item = &Path> {
-        [
-            Some(&self.html),
-            Some(&self.text),
-            self.csv.as_ref(),
-            self.eml.as_ref(),
-        ]
-        .into_iter()
-        .flatten()
-        .map(PathBuf::as_path)
+        [Some(&self.html), Some(&self.text), self.csv.as_ref()]
+            .into_iter()
+            .flatten()
+            .chain(&self.messages)
+            .map(PathBuf::as_path)
     }
 }
 
@@ -163,17 +113,28 @@ pub async fn preview(
         path: out.to_path_buf(),
         source,
     })?;
-    let message = email(config, report, &fire, &rendered, now)?;
+    let shown = crate::delivery::destination::Shown {
+        report,
+        job: &fire.key,
+        rendered: &rendered,
+        config,
+        now,
+    };
+    let previews = crate::delivery::previews(&shown).map_err(|reason| PreviewError::Message {
+        report: report.id.to_string(),
+        reason,
+    })?;
+    let mut messages = Vec::new();
+    for (_, p) in &previews {
+        if let Some((ext, bytes)) = &p.file {
+            messages.push(write(ext, bytes)?);
+        }
+    }
     let sizes = PartSizes {
         html: rendered.html.len(),
         text: rendered.text.len(),
         csv: rendered.csv.as_ref().map(String::len),
-        email: message.as_ref().map(Vec::len),
-        webhook: (!report.webhooks.is_empty()).then(|| escaped_len(&rendered)),
-    };
-    let eml = match message {
-        Some(message) => Some(write("eml", &message)?),
-        None => None,
+        destinations: previews.iter().map(|(_, p)| p.size.clone()).collect(),
     };
     Ok(PreviewFiles {
         html: write("html", rendered.html.as_bytes())?,
@@ -182,15 +143,10 @@ pub async fn preview(
             Some(csv) => Some(write("csv", csv.as_bytes())?),
             None => None,
         },
-        eml,
+        messages,
         sizes,
+        warnings: previews.into_iter().flat_map(|(_, p)| p.warnings).collect(),
     })
-}
-
-/// The length of a rendering's parts as a webhook body inlines them (JSON strings).
-fn escaped_len(rendered: &Rendered) -> usize {
-    let json = |s: &str| serde_json::to_string(s).map_or(s.len(), |j| j.len());
-    json(&rendered.html) + json(&rendered.text) + rendered.csv.as_deref().map_or(0, json)
 }
 
 /// Fetches the source within the job's bound and renders, as a work item does.
@@ -235,45 +191,4 @@ async fn render(
             report: name,
             source,
         })
-}
-
-/// The message the pool would send to the report's first recipient, as bytes.
-fn email(
-    config: &Config,
-    report: &Report,
-    fire: &Fire,
-    rendered: &Rendered,
-    now: DateTime<Utc>,
-) -> Result<Option<Vec<u8>>, PreviewError> {
-    let Some(to) = report.email.first() else {
-        return Ok(None);
-    };
-    let settings = &config.settings.email;
-    let key = DeliveryKey::new(
-        fire.key.clone(),
-        crate::delivery::email::KIND,
-        to.to_string(),
-    );
-    let message = build_message(
-        &settings.from,
-        to,
-        &subject(
-            &report.title,
-            &crate::domain::keys::IsoDate(fire.key.date()).to_string(),
-        ),
-        &key,
-        now.into(),
-        rendered,
-        &ListHeaders {
-            report: report.id.as_str(),
-            domain: settings.list_domain(),
-            reply_to: settings.reply_to.as_ref(),
-            unsubscribe: report.list_unsubscribe.as_deref(),
-        },
-    )
-    .map_err(|e| PreviewError::Message {
-        report: report.id.to_string(),
-        reason: e.to_string(),
-    })?;
-    Ok(Some(message.formatted()))
 }

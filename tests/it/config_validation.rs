@@ -42,7 +42,9 @@ fn apply(p: &Project, edits: &[Edit]) {
 /// against its sample).
 fn errors_of(p: &Project) -> Vec<ConfigError> {
     match Config::load(&p.config_dir()) {
-        Ok(config) => dawnpost::report::render::check_templates(&config).0,
+        Ok(config) => {
+            dawnpost::report::render::check_templates(&config, &dawnpost::delivery::checked).0
+        }
         Err(e) => e.0,
     }
 }

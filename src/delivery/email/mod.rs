@@ -28,12 +28,14 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 pub mod message;
 
 use super::destination::{
-    Build, Confirm, Destination, NotConfirmed, Notice, Parcel, Sender, Sending, permanent,
+    Build, Confirm, Destination, NotConfirmed, Notice, Parcel, Preview, Sender, Sending, Shown,
+    permanent,
 };
 use super::{DeliverError, Outcome, SendTarget, scrub};
 use crate::config::{EmailSettings, EmailTransport};
 use crate::domain::keys::{DeliveryKey, DestinationKind};
 use crate::domain::outcome::ResponseClass;
+use crate::report::render::{GMAIL_CLIP_BYTES, Rendered, human_size};
 
 /// How much longer than `email.timeout` a whole send may take before it counts as ambiguous:
 /// room for lettre's own connect timeout to fire first.
@@ -91,6 +93,81 @@ impl Destination for Email {
 
     fn target_shown(&self, target: &str, reports: usize) -> String {
         format!("the SMTP relay {target} ({reports} report(s))")
+    }
+
+    /// The message to the report's first recipient, as `.eml`.
+    fn preview(&self, s: &Shown<'_>) -> Result<Option<Preview>, String> {
+        let Some(to) = s.report.email.first() else {
+            return Ok(None);
+        };
+        let settings = &s.config.settings.email;
+        let key = DeliveryKey::new(s.job.clone(), KIND, to.to_string());
+        let list = message::ListHeaders {
+            report: s.report.id.as_str(),
+            domain: settings.list_domain(),
+            reply_to: settings.reply_to.as_ref(),
+            unsubscribe: s.report.list_unsubscribe.as_deref(),
+        };
+        let subject = message::subject_of(&s.report.title, s.job);
+        let message = message::build_message(
+            &settings.from,
+            to,
+            &subject,
+            &key,
+            s.now.into(),
+            s.rendered,
+            &list,
+        )
+        .map_err(|e| format!("cannot build the email: {e}"))?;
+        let bytes = message.formatted();
+        let mut warnings = Vec::new();
+        if s.rendered.html.len() > GMAIL_CLIP_BYTES {
+            warnings.push(format!(
+                "the HTML part ({}) is over Gmail's clipping size (102 KB): Gmail shows its start \
+                 and a \"View entire message\" link",
+                human_size(s.rendered.html.len())
+            ));
+        }
+        let limit = settings.max_message_bytes;
+        if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limit {
+            warnings.push(format!(
+                "the email ({} encoded) is over [email] max_message_bytes ({}): {}",
+                human_size(bytes.len()),
+                crate::config::shown_size(limit),
+                s.config.settings.server.too_large_fate("its recipients")
+            ));
+        }
+        Ok(Some(Preview {
+            size: format!("email {} encoded", human_size(bytes.len())),
+            file: Some(("eml", bytes)),
+            warnings,
+        }))
+    }
+
+    /// Gmail's clipping size, and (by the parts alone, which encoding only makes larger)
+    /// `max_message_bytes`.
+    fn checked(
+        &self,
+        rendered: &Rendered,
+        (sizes, parts): &(String, u64),
+        config: &crate::config::Config,
+    ) -> Vec<String> {
+        let mut out = Vec::new();
+        if rendered.html.len() > GMAIL_CLIP_BYTES {
+            out.push(format!(
+                "the sample's HTML part ({}) is over Gmail's clipping size (102 KB)",
+                human_size(rendered.html.len())
+            ));
+        }
+        let limit = config.settings.email.max_message_bytes;
+        if *parts > limit {
+            out.push(format!(
+                "the sample's email ({sizes}) is over [email] max_message_bytes ({}): {}",
+                crate::config::shown_size(limit),
+                config.settings.server.too_large_fate("its recipients")
+            ));
+        }
+        out
     }
 }
 

@@ -5,17 +5,21 @@ use std::collections::HashMap;
 use chrono::NaiveDate;
 use serde_json::{Value, json};
 
-use super::{GMAIL_CLIP_BYTES, RenderError, Rendered, Templates, context, human_size};
+use super::{RenderError, Rendered, Templates, context, human_size};
 use crate::config::{Config, ConfigError, Report, SourceSpec};
 use crate::domain::window::Window;
 
 /// How many rows of each `[[family]]` `check` renders (they share one template).
 pub const FAMILY_ROWS_CHECKED: usize = 3;
 
+/// What a report's destinations make of its sample's render: a warning per limit it passes
+/// (the destination kinds say; `check` hands them in).
+pub type SizeCheck<'a> = &'a dyn Fn(&Report, &Rendered, &Config) -> Vec<String>;
+
 /// What `check` adds to loading the configuration: every report's template rendered against
-/// its sample data, each template loaded once. Returns the errors (file, report and field
-/// `template`) and the warnings.
-pub fn check_templates(config: &Config) -> (Vec<ConfigError>, Vec<String>) {
+/// its sample data, each template loaded once, and what `sizes` says of each render. Returns
+/// the errors (file, report and field `template`) and the warnings.
+pub fn check_templates(config: &Config, sizes: SizeCheck<'_>) -> (Vec<ConfigError>, Vec<String>) {
     let mut loaded: HashMap<&str, Result<Templates, RenderError>> = HashMap::new();
     let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     let mut checked_rows: HashMap<&str, usize> = HashMap::new();
@@ -32,7 +36,7 @@ pub fn check_templates(config: &Config) -> (Vec<ConfigError>, Vec<String>) {
             .entry(report.template.as_str())
             .or_insert_with(|| Templates::load(&config.root, &report.template));
         let checked = match templates {
-            Ok(t) => check_report(t, report, config).map_err(|e| e.to_string()),
+            Ok(t) => check_report(t, report, config, sizes).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
         match checked {
@@ -61,6 +65,7 @@ fn check_report(
     templates: &mut Templates,
     report: &Report,
     config: &Config,
+    sizes: SizeCheck<'_>,
 ) -> Result<Vec<String>, RenderError> {
     let sample = report.sample.clone().or_else(|| match &report.source {
         SourceSpec::File { path } => Some(path.clone()),
@@ -88,7 +93,7 @@ fn check_report(
                     path: path.clone(),
                     source: Box::new(e),
                 })?;
-            Ok(too_large(&rendered, report, config))
+            Ok(sizes(report, &rendered, config))
         }
         None => {
             templates
@@ -107,10 +112,9 @@ fn check_report(
     }
 }
 
-/// What the sample's rendering passes: Gmail's clipping size, and (by its parts alone, which
-/// encoding only makes larger) `max_message_bytes` for an email, `max_body_bytes` for a webhook.
-/// `preview` says the exact sizes.
-fn too_large(rendered: &Rendered, report: &Report, config: &Config) -> Vec<String> {
+/// A rendering's parts and their sizes in words: `html 12.3 KB, text 4.1 KB, csv 2 KB`; and
+/// their total, in bytes.
+pub fn part_sizes(rendered: &Rendered) -> (String, u64) {
     let parts =
         rendered.html.len() + rendered.text.len() + rendered.csv.as_ref().map_or(0, String::len);
     let sizes = format!(
@@ -122,29 +126,5 @@ fn too_large(rendered: &Rendered, report: &Report, config: &Config) -> Vec<Strin
             .as_ref()
             .map_or(String::new(), |c| format!(", csv {}", human_size(c.len())))
     );
-    let over = |limit: u64| u64::try_from(parts).unwrap_or(u64::MAX) > limit;
-    let mut out = Vec::new();
-    if !report.email.is_empty() && rendered.html.len() > GMAIL_CLIP_BYTES {
-        out.push(format!(
-            "the sample's HTML part ({}) is over Gmail's clipping size (102 KB)",
-            human_size(rendered.html.len())
-        ));
-    }
-    let email = config.settings.email.max_message_bytes;
-    if !report.email.is_empty() && over(email) {
-        out.push(format!(
-            "the sample's email ({sizes}) is over [email] max_message_bytes ({}): {}",
-            crate::config::shown_size(email),
-            config.settings.server.too_large_fate("its recipients")
-        ));
-    }
-    let body = config.settings.webhook.max_body_bytes;
-    if !report.webhooks.is_empty() && over(body) {
-        out.push(format!(
-            "the sample's webhook body ({sizes}) is over [webhook] max_body_bytes ({}): {}",
-            crate::config::shown_size(body),
-            config.settings.server.too_large_fate("its webhooks")
-        ));
-    }
-    out
+    (sizes, u64::try_from(parts).unwrap_or(u64::MAX))
 }

@@ -18,7 +18,7 @@ mod csv;
 mod email_html;
 mod helpers;
 
-pub use check::{FAMILY_ROWS_CHECKED, check_templates};
+pub use check::{FAMILY_ROWS_CHECKED, SizeCheck, check_templates, part_sizes};
 pub use helpers::grouped;
 
 /// The parts of one report template, each in its own registry: HTML escaping for the HTML
