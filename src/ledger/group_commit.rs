@@ -195,37 +195,7 @@ async fn rendered_in(
         .filter_map(|(_, h)| h.as_ref().ok()?.number)
         .collect();
     let existing = existing(tx, &again).await?;
-    let none = Existing::default();
-    let new = |first: bool| -> Result<Vec<NewRow>> {
-        let mut rows = Vec::new();
-        for (r, h) in renders.iter().zip(&held) {
-            let Ok(job) = h else { continue };
-            if r.lease.is_first() != first {
-                continue;
-            }
-            let job_number = job.number.ok_or_else(|| unnumbered(&job.key))?;
-            // A first render's deliveries are the job's first; a later render keeps the job's
-            // and puts the ones it adds after them.
-            let had = existing.get(&job_number).unwrap_or(&none);
-            // Each key once (a render's list may name a destination twice).
-            let mut seen: HashSet<&DeliveryKey> = HashSet::with_capacity(r.deliveries.len());
-            let added =
-                (r.deliveries.iter()).filter(|d| !had.keys.contains(&d.key) && seen.insert(&d.key));
-            for (i, delivery) in added.enumerate() {
-                let ordinal = i32::try_from(i)
-                    .ok()
-                    .and_then(|i| had.next.checked_add(i))
-                    .ok_or_else(|| unnumbered(&job.key))?;
-                rows.push(NewRow {
-                    job: r.lease.key(),
-                    job_number,
-                    ordinal,
-                    delivery,
-                });
-            }
-        }
-        Ok(rows)
-    };
+    let new = |first| new_rows(renders, &held, &existing, first);
     let lease = lease_to.map(|to| (to.owner, crate::domain::clock::add(now, to.lease_for)));
     let first = (new(true)?, DELIVERY_INSERT_FIRST);
     let again = (new(false)?, DELIVERY_INSERT_AGAIN);
@@ -253,6 +223,45 @@ async fn rendered_in(
                 .collect())
         })
         .collect())
+}
+
+/// The rows of the deliveries `renders` add, for the jobs `held` (each render's job, or why
+/// its lease was lost) under a first lease (`first`) or a later one: a first render's
+/// deliveries are the job's first; a later render keeps the job's (`existing`) and puts the
+/// ones it adds after them.
+fn new_rows<'r>(
+    renders: &'r [Render],
+    held: &[Result<Arc<Job>>],
+    existing: &HashMap<i64, Existing>,
+    first: bool,
+) -> Result<Vec<NewRow<'r>>> {
+    let none = Existing::default();
+    let mut rows = Vec::new();
+    for (r, h) in renders.iter().zip(held) {
+        let Ok(job) = h else { continue };
+        if r.lease.is_first() != first {
+            continue;
+        }
+        let job_number = job.number.ok_or_else(|| unnumbered(&job.key))?;
+        let had = existing.get(&job_number).unwrap_or(&none);
+        // Each key once (a render's list may name a destination twice).
+        let mut seen: HashSet<&DeliveryKey> = HashSet::with_capacity(r.deliveries.len());
+        let added =
+            (r.deliveries.iter()).filter(|d| !had.keys.contains(&d.key) && seen.insert(&d.key));
+        for (i, delivery) in added.enumerate() {
+            let ordinal = i32::try_from(i)
+                .ok()
+                .and_then(|i| had.next.checked_add(i))
+                .ok_or_else(|| unnumbered(&job.key))?;
+            rows.push(NewRow {
+                job: r.lease.key(),
+                job_number,
+                ordinal,
+                delivery,
+            });
+        }
+    }
+    Ok(rows)
 }
 
 /// What a later render of these jobs must know to add deliveries, by job number: the keys of

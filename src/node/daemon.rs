@@ -109,20 +109,8 @@ impl Parts {
             &config.settings.artifacts,
             &config.root,
         )?;
-        let pipeline = crate::pool::build(
-            config,
-            ledger.clone(),
-            clock.clone(),
-            metrics.clone(),
-            artifacts.clone(),
-        )?;
-        let rescuer = crate::services::rescuer::for_pool(
-            config,
-            ledger.clone(),
-            clock.clone(),
-            metrics.clone(),
-            &pipeline,
-        );
+        let (pipeline, rescuer) =
+            super::pool_and_rescuer(config, (ledger, clock), metrics, artifacts.clone())?;
         let sweeper =
             Sweeper::from_config(config, ledger.clone(), clock.clone(), artifacts.clone())?
                 .with_metrics(metrics.clone());

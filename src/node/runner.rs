@@ -120,20 +120,8 @@ pub async fn run_once(
         &config.settings.artifacts,
         &config.root,
     )?;
-    let pipeline = crate::pool::build(
-        config,
-        ledger.clone(),
-        clock.clone(),
-        metrics.clone(),
-        artifacts,
-    )?;
-    let rescuer = crate::services::rescuer::for_pool(
-        config,
-        ledger.clone(),
-        clock.clone(),
-        metrics,
-        &pipeline,
-    );
+    let (pipeline, rescuer) =
+        super::pool_and_rescuer(config, (&ledger, &clock), &metrics, artifacts)?;
     let work = cancel.child_token();
     let pool = tokio::spawn(pipeline.clone().run(work.clone()));
     let rescue = tokio::spawn({

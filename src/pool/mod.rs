@@ -421,14 +421,7 @@ impl Pipeline {
             // A node whose clock is far off the ledger's claims nothing and starts nothing of
             // what it claimed before (the timekeeper says why): that goes back.
             let refused = self.clock_refusal().is_some();
-            let stale = match refused {
-                true => queue.take_all(),
-                false => queue.stale(self.lease_std()),
-            };
-            if !stale.is_empty() {
-                self.give_back(stale, "waited a third of its lease, or the clock is off")
-                    .await;
-            }
+            self.give_back_stale(&mut queue, refused).await;
             if let Err(e) = self.start_queued(&mut queue, &mut running).await {
                 tracing::error!(error = %e, "could not start claimed work");
             }
@@ -465,6 +458,19 @@ impl Pipeline {
         drop(asked);
         self.drain(running, queue, completer, abandon).await;
         Ok(())
+    }
+
+    /// What was claimed but may not start now goes back unstarted: all of it while the clock
+    /// is refused, else what waited a third of its lease.
+    async fn give_back_stale(&self, queue: &mut queue::Queue, refused: bool) {
+        let stale = match refused {
+            true => queue.take_all(),
+            false => queue.stale(self.lease_std()),
+        };
+        if !stale.is_empty() {
+            self.give_back(stale, "waited a third of its lease, or the clock is off")
+                .await;
+        }
     }
 
     /// Queues what the claim in flight took. Returns until when the next claim waits: a claim

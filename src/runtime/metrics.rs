@@ -324,7 +324,7 @@ impl Metrics {
         self.register_http(registry);
     }
 
-    /// The queue and the work: states, leases, attempts, throttles, renders.
+    /// The queue and the work: states, waits, probes, leases; then the sends.
     fn register_work(&self, registry: &mut Registry) {
         let m = self;
         registry.register("jobs", "Jobs by state", m.jobs.clone());
@@ -359,6 +359,12 @@ impl Metrics {
             "Work items in flight",
             m.active_workers.clone(),
         );
+        self.register_sends(registry);
+    }
+
+    /// Attempts, their limits and retries, and what renders cost.
+    fn register_sends(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "delivery_attempts",
             "Delivery attempts by response class",

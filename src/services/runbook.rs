@@ -238,21 +238,20 @@ pub async fn advance(
         let last = ledger.delivery_get_many(&items).await?;
         let open = last
             .iter()
-            .filter(|d| matches!(d.state, DeliveryState::Pending | DeliveryState::Sending))
+            .filter(|d| DeliveryState::UNFINISHED.contains(&d.state))
             .count();
         if open > 0 {
             return Ok(Advance::Waiting(open));
         }
         if let Some(why) = repeated(&rb, &last) {
-            return finish(ledger, &rb, RunbookState::Stopped, &why, now)
-                .await
-                .map(|moved| {
-                    if moved {
-                        Advance::Stopped(why)
-                    } else {
-                        Advance::Finished
-                    }
-                });
+            return end(
+                ledger,
+                &rb,
+                (RunbookState::Stopped, why),
+                now,
+                Advance::Stopped,
+            )
+            .await;
         }
     }
     let taken = ledger.runbook_items(id, None).await?;
@@ -269,15 +268,7 @@ pub async fn advance(
         .collect();
     if next.is_empty() {
         let why = format!("done: {} deliver(ies) redriven", taken.len());
-        return finish(ledger, &rb, RunbookState::Done, &why, now)
-            .await
-            .map(|moved| {
-                if moved {
-                    Advance::Done(why)
-                } else {
-                    Advance::Finished
-                }
-            });
+        return end(ledger, &rb, (RunbookState::Done, why), now, Advance::Done).await;
     }
     let step = rb.step + 1;
     let action = if step == 1 { "canary" } else { "batch" };
@@ -302,6 +293,19 @@ pub async fn advance(
         }),
         None => Ok(Advance::Finished),
     }
+}
+
+/// Ends `rb` in a state, saying why: `then(why)` when this call moved it, else `Finished`
+/// (another driver or an operator moved it first).
+async fn end(
+    ledger: &Ledger,
+    rb: &Runbook,
+    (state, why): (RunbookState, String),
+    now: DateTime<Utc>,
+    then: fn(String) -> Advance,
+) -> Result<Advance, RunbookError> {
+    let moved = finish(ledger, rb, state, &why, now).await?;
+    Ok(if moved { then(why) } else { Advance::Finished })
 }
 
 /// Why the last step's deliveries say stop: the canary back in quarantine with the group's

@@ -160,7 +160,7 @@ async fn an_idle_pool_hears_work_another_process_made_due(t: &TestLedger) {
 
 /// A work signal reaches the listeners of its own ledger only: a ledger in another schema of
 /// the same database wakes nobody here (PostgreSQL; SQLite has no notices).
-async fn a_work_notice_reaches_its_own_ledgers_listeners_only(t: &TestLedger) {
+async fn a_work_signal_reaches_its_own_ledgers_listeners_only(t: &TestLedger) {
     let Some(mut listener) = t.ledger.work_listener().await.expect("listen") else {
         assert_eq!(t.ledger.backend_name(), "sqlite", "PostgreSQL listens");
         return;
@@ -182,7 +182,7 @@ on_both_backends!(
     the_rescuer_nudges_the_pool_when_it_rescued,
     an_idle_pool_looks_when_work_falls_due_or_when_nudged,
     an_idle_pool_hears_work_another_process_made_due,
-    a_work_notice_reaches_its_own_ledgers_listeners_only,
+    a_work_signal_reaches_its_own_ledgers_listeners_only,
 );
 
 /// Waits (polling the ledger, at most `limit`) until the job is done: its finish and

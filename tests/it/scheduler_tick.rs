@@ -282,7 +282,7 @@ async fn the_tick_inserts_what_plan_lists_across_dst_gaps(t: &TestLedger) {
 
 /// A tick that enqueues tells the other nodes on a PostgreSQL ledger (a work signal, which
 /// their `wake` service hears); a quiet tick sends none. SQLite has no notices.
-async fn a_tick_that_enqueues_sends_a_work_notice(t: &TestLedger) {
+async fn a_tick_that_enqueues_sends_a_work_signal(t: &TestLedger) {
     let Some(mut listener) = t.ledger.work_listener().await.expect("listen") else {
         return;
     };
@@ -307,7 +307,7 @@ on_both_backends!(
     catch_up_after_three_day_outage_is_bounded,
     restart_before_catch_up_runs_out_enqueues_the_missed_report,
     concurrent_schedulers_insert_each_key_once,
-    a_tick_that_enqueues_sends_a_work_notice,
+    a_tick_that_enqueues_sends_a_work_signal,
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -233,7 +233,7 @@ fn job_actions(session: &Session, h: &JobHistory) -> Markup {
         @if j.state == JobState::Quarantined {
             (action_form(session, &format!("/ui/jobs/{}/redrive", j.key), None, "Redrive the job"))
         }
-        @if matches!(j.state, JobState::Ready | JobState::Waiting | JobState::Quarantined) {
+        @if JobState::CANCELLABLE.contains(&j.state) {
             (action_form(session, &format!("/ui/jobs/{}/cancel", j.key), None, "Cancel the job"))
         }
         @if j.state.is_terminal() {
