@@ -26,5 +26,6 @@ pub mod views;
 pub use config::Config;
 pub use domain::clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use domain::duration::Span;
-pub use domain::keys::{DestinationKind, JobKey, ReportId};
+pub use domain::keys::DestinationKind;
+pub use domain::keys::{JobKey, ReportId};
 pub use ledger::Ledger;

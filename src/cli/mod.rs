@@ -47,7 +47,7 @@ mod print;
 mod runbook;
 
 /// Exit code for invalid configuration or input.
-pub const EXIT_ERROR: u8 = 1;
+pub(crate) const EXIT_ERROR: u8 = 1;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -541,7 +541,7 @@ pub(crate) async fn shutdown_signal() {
 /// Opens the ledger named by `DAWNPOST_DATABASE_URL` or `database.url`.
 /// The ledger of `config` (or `DAWNPOST_DATABASE_URL`), its schema checked as
 /// `database.migrate` says (see [`crate::ledger::Opening`]).
-pub async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
+pub(crate) async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
     let db = &config.settings.database;
     let opening = if db.migrate_on_open {
         Opening::Migrate
@@ -552,7 +552,7 @@ pub async fn open_ledger(config: &Config) -> anyhow::Result<Ledger> {
 }
 
 /// The ledger of `config`, opened as `opening` says.
-pub async fn open_ledger_as(config: &Config, opening: Opening) -> anyhow::Result<Ledger> {
+pub(crate) async fn open_ledger_as(config: &Config, opening: Opening) -> anyhow::Result<Ledger> {
     let url = std::env::var("DAWNPOST_DATABASE_URL")
         .unwrap_or_else(|_| config.settings.database.url.clone());
     let db = &config.settings.database;
@@ -586,7 +586,7 @@ pub(crate) fn plan_range_all(config: &Config, from: DateTime<Utc>, to: DateTime<
 }
 
 /// `2026-10-25T05:30:00Z`, `2026-10-25T07:30:00+02:00`, or `2026-10-25` (midnight UTC).
-pub fn parse_instant(s: &str) -> anyhow::Result<DateTime<Utc>> {
+pub(crate) fn parse_instant(s: &str) -> anyhow::Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
         return Ok(t.with_timezone(&Utc));
     }

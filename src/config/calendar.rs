@@ -65,7 +65,7 @@ impl Calendar {
 
     /// The days before `date` that are not business days, nearest first, back to the previous
     /// business day (within a year): the dates whose fires move to `date`.
-    pub fn closed_before(&self, date: NaiveDate) -> Vec<NaiveDate> {
+    pub(crate) fn closed_before(&self, date: NaiveDate) -> Vec<NaiveDate> {
         (1..=SEARCH_DAYS)
             .map_while(|n| date.checked_sub_days(Days::new(n)))
             .take_while(|d| self.closed(*d).is_some())

@@ -5,7 +5,7 @@ use super::ConfigError;
 use super::fields::Fields;
 
 /// Connections a PostgreSQL ledger holds per process unless `database.max_connections` says.
-pub const DEFAULT_PG_CONNECTIONS: u32 = 16;
+pub(crate) const DEFAULT_PG_CONNECTIONS: u32 = 16;
 
 #[derive(Debug, Clone)]
 pub struct DatabaseSettings {

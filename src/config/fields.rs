@@ -11,7 +11,7 @@ use crate::domain::duration::Span;
 
 /// Where a table sits: its file, the report it belongs to, and the field path leading to it.
 #[derive(Debug, Clone)]
-pub(crate) struct Place<'a> {
+pub struct Place<'a> {
     pub file: &'a Path,
     /// A `[[family]]` report's row: `family "…", <rows file> line N`.
     pub row: Option<&'a str>,
@@ -39,7 +39,7 @@ impl<'a> Place<'a> {
         }
     }
 
-    pub fn nested(&self, name: &str) -> Place<'a> {
+    pub(crate) fn nested(&self, name: &str) -> Place<'a> {
         Place {
             file: self.file,
             row: self.row,
@@ -98,7 +98,7 @@ impl<'t, 'a> Fields<'t, 'a> {
     }
 
     /// An optional field; a value of the wrong shape is an error and reads as absent.
-    pub fn opt<T: DeserializeOwned>(
+    pub(crate) fn opt<T: DeserializeOwned>(
         &mut self,
         name: &'static str,
         errors: &mut Vec<ConfigError>,
@@ -172,7 +172,11 @@ impl<'t, 'a> Fields<'t, 'a> {
 
     /// Reports every key that no reader asked for.
     /// An optional duration that must be longer than zero.
-    pub fn positive(&mut self, name: &'static str, errors: &mut Vec<ConfigError>) -> Option<Span> {
+    pub(crate) fn positive(
+        &mut self,
+        name: &'static str,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<Span> {
         let span = self.opt::<Span>(name, errors)?;
         if span.is_zero() {
             errors.push(self.place.error(name, "must be longer than zero"));
@@ -203,7 +207,7 @@ impl<'t, 'a> Fields<'t, 'a> {
     }
 
     /// An optional whole number of at least 1.
-    pub fn at_least_one(
+    pub(crate) fn at_least_one(
         &mut self,
         name: &'static str,
         errors: &mut Vec<ConfigError>,
@@ -222,7 +226,7 @@ impl<'t, 'a> Fields<'t, 'a> {
     }
 
     /// An optional field naming an environment variable (the secret stays in the environment).
-    pub fn env_name(
+    pub(crate) fn env_name(
         &mut self,
         name: &'static str,
         errors: &mut Vec<ConfigError>,
@@ -232,7 +236,7 @@ impl<'t, 'a> Fields<'t, 'a> {
     }
 
     /// [`Fields::env_name`] for a required field.
-    pub fn env_name_required(
+    pub(crate) fn env_name_required(
         &mut self,
         name: &'static str,
         errors: &mut Vec<ConfigError>,
@@ -293,7 +297,7 @@ pub(crate) fn parse_file(path: &Path, errors: &mut Vec<ConfigError>) -> Option<t
 }
 
 /// A size as TOML gives it: a whole number of bytes, or a string `"512KiB"`, `"10MiB"`, `"1GiB"`.
-pub fn size_of(value: &toml::Value) -> Option<u64> {
+pub(crate) fn size_of(value: &toml::Value) -> Option<u64> {
     match value {
         toml::Value::Integer(n) => u64::try_from(*n).ok(),
         toml::Value::String(s) => parse_bytes(s),
@@ -316,7 +320,7 @@ fn parse_bytes(s: &str) -> Option<u64> {
 }
 
 /// A size for a person, in the largest binary unit it is a whole number of (`10MiB`, `1500B`).
-pub fn shown_size(n: u64) -> String {
+pub(crate) fn shown_size(n: u64) -> String {
     [(1u64 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
         .into_iter()
         .find(|(unit, _)| n >= *unit && n.is_multiple_of(*unit))
@@ -328,7 +332,7 @@ pub fn shown_size(n: u64) -> String {
 
 /// Why `u` is not an http(s) URL templated with `{{window.start}}` and `{{window.end}}` only,
 /// if it is not (checked with sample values in place of the window).
-pub fn window_url(u: &str) -> Result<(), String> {
+pub(crate) fn window_url(u: &str) -> Result<(), String> {
     let sample = u
         .replace("{{window.start}}", "2026-01-01T00:00:00Z")
         .replace("{{window.end}}", "2026-01-02T00:00:00Z");

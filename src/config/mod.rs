@@ -27,21 +27,32 @@ use std::sync::Arc;
 
 use fields::{Fields, Place, parse_file};
 
-pub use calendar::{Calendar, CalendarCell, OnHoliday, ReportCalendar};
-pub use database::{DEFAULT_PG_CONNECTIONS, DatabaseSettings};
-pub use fields::shown_size;
+pub(crate) use calendar::Calendar;
+pub use calendar::CalendarCell;
+pub use calendar::OnHoliday;
+pub use calendar::ReportCalendar;
+pub(crate) use database::DEFAULT_PG_CONNECTIONS;
+pub use database::DatabaseSettings;
+pub(crate) use fields::shown_size;
 pub use owners::Owners;
 pub use rate_limits::RateLimitSpec;
 pub use readiness::{Deadline, OnLate, Probe, Readiness};
-pub use report::{DEFAULT_SOURCE_LIMIT, MAX_SOURCE_LIMIT, Report, SourceSpec};
-pub use retention::{RetentionOverride, RetentionPolicy, Thresholds};
-pub use rows::{Family, FamilyRow, MAX_ROWS_FILE, NoSqlRows, RowReader, RowsSpec};
+pub(crate) use report::DEFAULT_SOURCE_LIMIT;
+pub use report::{Report, SourceSpec};
+pub use retention::RetentionPolicy;
+pub use retention::{RetentionOverride, Thresholds};
+pub(crate) use rows::MAX_ROWS_FILE;
+pub use rows::NoSqlRows;
+pub use rows::RowsSpec;
+pub use rows::{Family, FamilyRow, RowReader};
 pub use server::ServerSettings;
-pub use services::ServiceSettings;
-pub use settings::{
-    ArtifactSettings, EmailSettings, EmailTransport, PoolSettings, RetrySettings, ScheduleSettings,
-    Settings, WebhookSettings,
-};
+pub use settings::EmailSettings;
+pub(crate) use settings::EmailTransport;
+pub use settings::PoolSettings;
+pub use settings::RetrySettings;
+pub use settings::ScheduleSettings;
+pub use settings::WebhookSettings;
+pub use settings::{ArtifactSettings, Settings};
 pub use webhook::Webhook;
 
 /// One problem in the configuration.
@@ -192,7 +203,7 @@ impl Config {
     /// What a command that only reads or redrives the ledger needs: `dawnpost.toml` (the
     /// ledger's URL). Reports, samples and the retention policy are not read, so a bad edit
     /// there cannot lock an operator out of `jobs`, `show`, `dlq` or `redrive`.
-    pub fn load_ledger_settings(dir: &Path) -> Result<Config, ConfigErrors> {
+    pub(crate) fn load_ledger_settings(dir: &Path) -> Result<Config, ConfigErrors> {
         let mut errors = Vec::new();
         let root = project_root(dir);
         let settings = settings::load(&dir.join("dawnpost.toml"), &mut errors);
@@ -215,11 +226,6 @@ impl Config {
             .iter()
             .find(|r| r.id.as_str() == id)
             .map(|r| &**r)
-    }
-
-    /// Resolves a path from the configuration against the project root.
-    pub fn resolve(&self, path: &Path) -> PathBuf {
-        resolve(&self.root, path)
     }
 }
 

@@ -474,9 +474,9 @@ fn load_source(
 }
 
 /// The default of `source.limit`.
-pub const DEFAULT_SOURCE_LIMIT: u64 = 32 << 20;
+pub(crate) const DEFAULT_SOURCE_LIMIT: u64 = 32 << 20;
 /// The largest `source.limit`.
-pub const MAX_SOURCE_LIMIT: u64 = 1 << 30;
+pub(crate) const MAX_SOURCE_LIMIT: u64 = 1 << 30;
 
 /// `source.limit`: bytes, written `4096`, `"512KiB"`, `"32MiB"` or `"1GiB"` (at most 1 GiB).
 fn source_limit_of(

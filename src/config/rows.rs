@@ -12,7 +12,7 @@ use super::resolve;
 use crate::domain::duration::Span;
 
 /// The largest rows file read (a CSV or JSON file of rows).
-pub const MAX_ROWS_FILE: u64 = 64 << 20;
+pub(crate) const MAX_ROWS_FILE: u64 = 64 << 20;
 
 /// Where a family's rows come from. Paths are resolved against the project root.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub enum RowsSpec {
 
 impl RowsSpec {
     /// Where the rows come from, in words, paths relative to `root`: `CSV config/w.csv`.
-    pub fn describe(&self, root: &Path) -> String {
+    pub(crate) fn describe(&self, root: &Path) -> String {
         match self {
             RowsSpec::Csv { path } => format!("CSV {}", shown(path, root)),
             RowsSpec::Json { path } => format!("JSON {}", shown(path, root)),
@@ -288,7 +288,7 @@ fn json_rows(path: &Path, name: &str) -> Result<Vec<Row>, String> {
 
 /// `text` with each `{{row.<column>}}` (spaces allowed inside the braces) replaced; any other
 /// `{{…}}` (`{{date}}`, `{{window.start}}`) is left for the field's own reader.
-pub fn substitute(text: &str, row: &Map<String, Value>) -> Result<String, String> {
+pub(crate) fn substitute(text: &str, row: &Map<String, Value>) -> Result<String, String> {
     if !text.contains("{{") {
         return Ok(text.to_string());
     }

@@ -80,7 +80,7 @@ pub(super) fn read(mut f: Fields<'_, '_>, s: &mut ServerSettings, errors: &mut V
 impl ServerSettings {
     /// What becomes of a report too large for a destination (`to` names who gets what):
     /// a bounded copy and a link, or, without `public_url`, nothing.
-    pub fn too_large_fate(&self, to: &str) -> String {
+    pub(crate) fn too_large_fate(&self, to: &str) -> String {
         match &self.public_url {
             Some(_) => format!("{to} get a bounded copy and a link to the whole report instead"),
             None => format!(

@@ -7,7 +7,7 @@ use super::fields::Fields;
 use crate::domain::duration::Span;
 
 /// The shortest interval a service may be given: a faster round only loads the ledger.
-pub const SHORTEST: Span = Span::from_millis(100);
+pub(crate) const SHORTEST: Span = Span::from_millis(100);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServiceSettings {

@@ -46,7 +46,7 @@ pub struct WebhookSettings {
 }
 
 /// The largest `max_message_bytes` or `max_body_bytes`.
-pub const MAX_MESSAGE_LIMIT: u64 = 1 << 30;
+pub(crate) const MAX_MESSAGE_LIMIT: u64 = 1 << 30;
 
 #[derive(Debug, Clone, Default)]
 pub struct ArtifactSettings {
@@ -226,7 +226,7 @@ impl Default for Settings {
 
 impl Settings {
     /// The environment variables this file names for secrets.
-    pub fn secret_envs(&self) -> Vec<&str> {
+    pub(crate) fn secret_envs(&self) -> Vec<&str> {
         let mut v = Vec::new();
         if self.email.transport == EmailTransport::Smtp {
             v.extend(self.email.smtp_user_env.as_deref());

@@ -124,7 +124,7 @@ pub trait Sender: Send + Sync {
 }
 
 /// The lease check before a send: whether the send may start.
-pub type Confirm<'a> = &'a (dyn Fn() -> Sending<'a, Result<(), NotConfirmed>> + Send + Sync);
+pub(crate) type Confirm<'a> = &'a (dyn Fn() -> Sending<'a, Result<(), NotConfirmed>> + Send + Sync);
 
 /// The lease check said no: the send must not start.
 #[derive(Debug)]

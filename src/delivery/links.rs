@@ -9,7 +9,7 @@ use sha2::Sha256;
 use crate::domain::keys::JobKey;
 
 /// The shortest signing key accepted: 32 bytes, as for an HMAC-SHA256 key.
-pub const MIN_KEY_BYTES: usize = 32;
+pub(crate) const MIN_KEY_BYTES: usize = 32;
 
 /// One part of an artifact, as a link names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl std::fmt::Debug for Links {
 
 impl Links {
     /// Links under `base` signed with the key in variable `key_env`.
-    pub fn from_env(base: &url::Url, key_env: &str) -> Result<Links, LinkError> {
+    pub(crate) fn from_env(base: &url::Url, key_env: &str) -> Result<Links, LinkError> {
         let key = std::env::var(key_env).map_err(|_| LinkError::MissingKey(key_env.into()))?;
         if key.len() < MIN_KEY_BYTES {
             return Err(LinkError::ShortKey(key_env.into()));

@@ -45,7 +45,7 @@ pub fn of(kind: DestinationKind) -> Option<&'static dyn Destination> {
 }
 
 /// A report's destinations, each kind's in turn.
-pub fn of_report(report: &Report) -> Vec<(DestinationKind, String)> {
+pub(crate) fn of_report(report: &Report) -> Vec<(DestinationKind, String)> {
     KINDS
         .iter()
         .flat_map(|d| d.of_report(report).into_iter().map(|to| (d.kind(), to)))
@@ -53,7 +53,7 @@ pub fn of_report(report: &Report) -> Vec<(DestinationKind, String)> {
 }
 
 /// A report's owners' destinations, each kind's in turn.
-pub fn of_owners(owners: &Owners) -> Vec<(DestinationKind, String)> {
+pub(crate) fn of_owners(owners: &Owners) -> Vec<(DestinationKind, String)> {
     KINDS
         .iter()
         .flat_map(|d| d.of_owners(owners).into_iter().map(|to| (d.kind(), to)))
@@ -74,7 +74,7 @@ pub fn checked(
 }
 
 /// What each kind the report sends to shows of its render (`preview`).
-pub fn previews(
+pub(crate) fn previews(
     shown: &destination::Shown<'_>,
 ) -> Result<Vec<(DestinationKind, destination::Preview)>, String> {
     let mut out = Vec::new();
@@ -181,7 +181,7 @@ pub struct Outcome {
 }
 
 /// The most transport detail kept per attempt.
-pub const DIAGNOSTICS_LIMIT: usize = 2048;
+pub(crate) const DIAGNOSTICS_LIMIT: usize = 2048;
 
 impl Outcome {
     pub fn new(class: ResponseClass, code: Option<i64>, reason: impl Into<String>) -> Outcome {
@@ -194,7 +194,7 @@ impl Outcome {
         }
     }
 
-    pub fn with_diagnostics(mut self, d: impl Into<String>) -> Outcome {
+    pub(crate) fn with_diagnostics(mut self, d: impl Into<String>) -> Outcome {
         self.diagnostics = Some(bounded(d.into(), DIAGNOSTICS_LIMIT));
         self
     }
@@ -215,7 +215,7 @@ pub fn bounded(mut s: String, limit: usize) -> String {
 
 /// Replaces every occurrence of `addr` in `text`, in any case (servers echo addresses as they
 /// like), by its redacted form.
-pub fn scrub(text: &str, addr: &str) -> String {
+pub(crate) fn scrub(text: &str, addr: &str) -> String {
     if addr.is_empty() {
         return text.to_string();
     }

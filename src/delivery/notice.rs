@@ -22,11 +22,11 @@ use crate::report::schedule::Fire;
 
 /// How far back deadlines are judged: a deadline that passed longer ago than this is no longer
 /// looked at (so a daemon down for longer tells of the last two days only).
-pub const LOOKBACK: Duration = Duration::days(2);
+pub(crate) const LOOKBACK: Duration = Duration::days(2);
 /// A report's quarantines within this span of its first notice go out as one more message.
-pub const BATCH_WINDOW: Duration = Duration::hours(1);
+pub(crate) const BATCH_WINDOW: Duration = Duration::hours(1);
 /// The jobs a message lists by key; the rest are counted, with the command that lists them.
-pub const LISTED: usize = 20;
+pub(crate) const LISTED: usize = 20;
 
 /// Why owners are told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -188,7 +188,7 @@ impl LateBoard {
 /// and when the earliest of them was noticed: a new window's first, at once; in an open window,
 /// nothing until it ends; then the window's second, for the notices of that hour (notices that
 /// all came after the window ended open a new one instead). `None`: wait.
-pub fn next_batch(
+pub(crate) fn next_batch(
     newest: Option<(DateTime<Utc>, i64)>,
     earliest: DateTime<Utc>,
     now: DateTime<Utc>,
@@ -203,7 +203,7 @@ pub fn next_batch(
 }
 
 /// The key of a report's quarantine message `seq` of the window starting at `start`.
-pub fn quarantine_message_key(report: &str, start: DateTime<Utc>, seq: i64) -> String {
+pub(crate) fn quarantine_message_key(report: &str, start: DateTime<Utc>, seq: i64) -> String {
     format!("{report}/quarantined/{}/{seq}", start.timestamp_millis())
 }
 
@@ -216,7 +216,7 @@ pub struct Item {
 
 /// A message's words, fixed when it is made.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Composed {
+pub(crate) struct Composed {
     pub subject: String,
     pub body: String,
     /// The owner webhook's JSON body ([`NoticeBody`]).
@@ -225,7 +225,7 @@ pub struct Composed {
 
 /// The owner webhook's body, version 1 (a public contract: `docs/contracts/owner-notice-v1.json`).
 #[derive(Debug, Serialize)]
-pub struct NoticeBody<'a> {
+pub(crate) struct NoticeBody<'a> {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub version: u32,
@@ -249,14 +249,14 @@ pub struct NoticeBody<'a> {
 }
 
 #[derive(Debug, Serialize)]
-pub struct NoticeJob<'a> {
+pub(crate) struct NoticeJob<'a> {
     pub job: String,
     pub date: String,
     pub detail: &'a str,
 }
 
 /// The words of message `message` to `report`'s owners about `items` (at least one).
-pub fn compose(
+pub(crate) fn compose(
     report: &Report,
     cause: Cause,
     items: &[Item],
@@ -375,7 +375,7 @@ fn how_to_see(
 }
 
 /// When `late`'s fire was due, for a page: its deadline in the report's local time.
-pub fn shown_deadline(late: &LateReport, tz: chrono_tz::Tz) -> String {
+pub(crate) fn shown_deadline(late: &LateReport, tz: chrono_tz::Tz) -> String {
     format!(
         "{} ({})",
         late.deadline.with_timezone(&tz).format("%Y-%m-%d %H:%M %Z"),

@@ -39,7 +39,7 @@ pub fn route(report: &str, desks: &[&str]) {
 }
 
 /// The stubborn desk `desk` accepts from now on.
-pub fn relent(desk: &str) {
+pub(crate) fn relent(desk: &str) {
     locked(&RELENTED).push(desk.to_string());
 }
 

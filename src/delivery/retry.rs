@@ -60,7 +60,7 @@ impl From<&RetrySettings> for RetryPolicy {
 
 /// What the policy decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     Sent,
     Retry {
         at: DateTime<Utc>,
@@ -75,14 +75,14 @@ pub enum Decision {
 impl RetryPolicy {
     /// How much of a receiver's Retry-After is honoured: never less than nothing, at most
     /// `max_retry_after`. The retry waits this long (plus jitter), and so does its host's pause.
-    pub fn honoured(&self, asked: Duration) -> Duration {
+    pub(crate) fn honoured(&self, asked: Duration) -> Duration {
         asked.max(Duration::zero()).min(self.max_retry_after)
     }
 
     /// Until when a rate-limited reply pauses its host: the Retry-After it asked (clamped, as
     /// [`RetryPolicy::honoured`]), else the instant the retry was put at, else (no retry
     /// follows) the base delay. Deliveries and owners' notices pause a host alike.
-    pub fn pause_until(
+    pub(crate) fn pause_until(
         &self,
         now: DateTime<Utc>,
         retry_after: Option<Duration>,
@@ -98,7 +98,7 @@ impl RetryPolicy {
     /// Decides what follows attempt number `attempt` (1-based) of a delivery created at
     /// `created_at`. `jitter_sample` is a uniform sample in `[0, 1)`; passing it in keeps the
     /// function pure.
-    pub fn decide(
+    pub(crate) fn decide(
         &self,
         now: DateTime<Utc>,
         created_at: DateTime<Utc>,

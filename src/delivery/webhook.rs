@@ -418,7 +418,7 @@ impl AttachmentBody {
 /// An artifact's parts as JSON strings, escaped once for all the webhooks of its job (the
 /// HTML is most of a body, and escaping it was a twentieth of a delivery's CPU).
 #[derive(Debug)]
-pub struct EscapedParts {
+pub(crate) struct EscapedParts {
     pub html: Box<RawValue>,
     pub text: Box<RawValue>,
     pub csv: Option<Box<RawValue>>,
@@ -446,7 +446,7 @@ pub struct WindowBody {
 }
 
 #[derive(Debug, Clone)]
-pub struct WebhookSender {
+pub(crate) struct WebhookSender {
     client: reqwest::Client,
 }
 
@@ -551,7 +551,7 @@ impl WebhookSender {
 }
 
 /// The most of a reply's body kept (and read).
-pub const REPLY_LIMIT: usize = 512;
+pub(crate) const REPLY_LIMIT: usize = 512;
 
 /// The start of a reply's body, for diagnostics: at most [`REPLY_LIMIT`] bytes are read, the
 /// rest is never fetched.

@@ -107,7 +107,7 @@ pub fn refusal(clock: &dyn Clock, bound: crate::domain::duration::Span) -> Optio
 }
 
 /// An offset as a person reads it: `+7200.0 s`, `-0.4 s`.
-pub fn signed_seconds(d: Duration) -> String {
+pub(crate) fn signed_seconds(d: Duration) -> String {
     format!("{:+.1} s", d.num_milliseconds() as f64 / 1000.0)
 }
 
@@ -154,7 +154,7 @@ impl Clock for ManualClock {
 pub type SharedClock = Arc<dyn Clock>;
 
 /// UTC milliseconds since the Unix epoch: how the ledger stores instants.
-pub fn to_millis(t: DateTime<Utc>) -> i64 {
+pub(crate) fn to_millis(t: DateTime<Utc>) -> i64 {
     t.timestamp_millis()
 }
 

@@ -121,12 +121,12 @@ impl CronExpr {
     }
 
     /// The wall-clock time of a day the schedule fires at (its first matching time).
-    pub fn time_of_day(&self) -> NaiveTime {
+    pub(crate) fn time_of_day(&self) -> NaiveTime {
         self.pattern.first
     }
 
     /// Whether the pattern's day fields (day-of-month, month, day-of-week) match `date`.
-    pub fn matches_date(&self, date: NaiveDate) -> bool {
+    pub(crate) fn matches_date(&self, date: NaiveDate) -> bool {
         let p = &self.pattern.cron.pattern;
         p.month_match(date.month()).unwrap_or(false)
             && p.day_match(date.year(), date.month(), date.day())

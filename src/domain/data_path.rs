@@ -61,7 +61,7 @@ impl fmt::Display for DataPath {
 
 impl DataPath {
     /// The value at this path in `data`, if there is one.
-    pub fn resolve<'v>(&self, data: &'v Value) -> Option<&'v Value> {
+    pub(crate) fn resolve<'v>(&self, data: &'v Value) -> Option<&'v Value> {
         self.steps.iter().try_fold(data, |v, step| match step {
             Step::Key(k) => v.get(k.as_str()),
             Step::Index(i) => v.get(*i),
@@ -70,7 +70,7 @@ impl DataPath {
 
     /// Why `data` counts as empty here — the path missing or null, an empty array or object,
     /// an empty string — if it does.
-    pub fn empty_in(&self, data: &Value) -> Option<String> {
+    pub(crate) fn empty_in(&self, data: &Value) -> Option<String> {
         match self.resolve(data) {
             None | Some(Value::Null) => Some(format!("{self} is missing")),
             Some(Value::Array(a)) if a.is_empty() => Some(format!("{self} is empty")),

@@ -38,7 +38,7 @@ impl Span {
         self.0.is_zero()
     }
 
-    pub fn as_millis_i64(self) -> i64 {
+    pub(crate) fn as_millis_i64(self) -> i64 {
         i64::try_from(self.0.as_millis()).unwrap_or(i64::MAX)
     }
 }

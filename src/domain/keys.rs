@@ -68,7 +68,7 @@ pub fn host_port(url: &str) -> Option<String> {
 
 /// A local date written `YYYY-MM-DD`, with a four-digit year and nothing else (chrono's `%Y`
 /// alone would take `+99999-01-01`).
-pub fn parse_date(s: &str) -> Option<NaiveDate> {
+pub(crate) fn parse_date(s: &str) -> Option<NaiveDate> {
     let b = s.as_bytes();
     let shape = b.len() == 10
         && b.iter().enumerate().all(|(i, c)| {
@@ -355,7 +355,7 @@ impl DeliveryKey {
 
     /// [`DeliveryKey::redacted`], made only when printed: a log line its level filters out
     /// does not parse the URL.
-    pub fn shown_lazily(&self) -> Redacted<'_> {
+    pub(crate) fn shown_lazily(&self) -> Redacted<'_> {
         Redacted(self)
     }
 }

@@ -28,7 +28,7 @@ impl ResponseClass {
 
     /// A class dead letters can have, by its name (not `accepted`: nothing accepted is
     /// quarantined), or `None`.
-    pub fn of_dead_letter(name: &str) -> Option<ResponseClass> {
+    pub(crate) fn of_dead_letter(name: &str) -> Option<ResponseClass> {
         Self::ALL
             .into_iter()
             .find(|c| c.as_str() == name && *c != ResponseClass::Accepted)

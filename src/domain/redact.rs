@@ -3,7 +3,7 @@
 //! without the URL they name. Full values stay in the ledger, where they are identities.
 
 /// A URL safe to print: the password replaced.
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(mut u) if u.password().is_some() => {
             let _ = u.set_password(Some("***"));
@@ -17,7 +17,7 @@ pub fn redact_url(url: &str) -> String {
 /// [`redact_endpoint`] shows it, an address as [`redact_address`] does, a plain name (an
 /// environment variable's, a channel's: letters, digits, `_`, `-`, `.`, `#`, at most 64) as it
 /// is, and anything else not at all.
-pub fn redact_destination(destination: &str) -> String {
+pub(crate) fn redact_destination(destination: &str) -> String {
     if destination.contains("://") {
         redact_endpoint(destination)
     } else if destination.contains('@') {
@@ -33,7 +33,7 @@ pub fn redact_destination(destination: &str) -> String {
 }
 
 /// `ops-17@example.com` → `o***@example.com`.
-pub fn redact_address(addr: &str) -> String {
+pub(crate) fn redact_address(addr: &str) -> String {
     match addr.split_once('@') {
         Some((local, domain)) => {
             let first = local.chars().next().map(String::from).unwrap_or_default();
@@ -46,7 +46,7 @@ pub fn redact_address(addr: &str) -> String {
 /// An endpoint safe to print: scheme, host and port only; a path or query (which often holds a
 /// token) becomes `/…`, credentials are dropped. `https://hooks.example/t/abc?k=1` →
 /// `https://hooks.example/…`.
-pub fn redact_endpoint(url: &str) -> String {
+pub(crate) fn redact_endpoint(url: &str) -> String {
     let Ok(u) = url::Url::parse(url) else {
         return "(not a URL)".into();
     };
@@ -61,7 +61,7 @@ pub fn redact_endpoint(url: &str) -> String {
 }
 
 /// A transport error with its causes, without the URL it names (see [`redact_endpoint`]).
-pub fn http_error(e: &reqwest::Error) -> String {
+pub(crate) fn http_error(e: &reqwest::Error) -> String {
     let mut s = crate::domain::words::error_chain(e);
     if let Some(url) = e.url() {
         s = s.replace(url.as_str(), &redact_endpoint(url.as_str()));

@@ -34,7 +34,7 @@ pub fn start_of_local_date(date: NaiveDate, tz: Tz) -> Option<DateTime<Utc>> {
 
 /// The instant a local wall-clock time names: itself, its first occurrence when an overlap
 /// repeats it, or the first valid instant after the gap that swallows it.
-pub fn resolve_local(local: NaiveDateTime, tz: Tz) -> Option<DateTime<Utc>> {
+pub(crate) fn resolve_local(local: NaiveDateTime, tz: Tz) -> Option<DateTime<Utc>> {
     match tz.from_local_datetime(&local) {
         LocalResult::Single(t) => Some(t.with_timezone(&Utc)),
         LocalResult::Ambiguous(first, _) => Some(first.with_timezone(&Utc)),

@@ -1,7 +1,7 @@
 //! Words a person reads: an error with its causes, each said once.
 
 /// An error and each of its causes, outermost first.
-pub fn causes<'a>(
+pub(crate) fn causes<'a>(
     e: &'a (dyn std::error::Error + 'static),
 ) -> impl Iterator<Item = &'a (dyn std::error::Error + 'static)> {
     std::iter::successors(Some(e), |c| c.source())
@@ -10,7 +10,7 @@ pub fn causes<'a>(
 /// An error and its causes in one line, each said once: `a: b: c`. Many errors print their
 /// cause after their own words (`Connection error: …`), so a level's text loses the text of
 /// the level below it before they are joined.
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let texts: Vec<String> = causes(e).map(ToString::to_string).collect();
     let mut own: Vec<String> = Vec::with_capacity(texts.len());
     for (i, text) in texts.iter().enumerate() {

@@ -53,7 +53,7 @@ fn iso(d: chrono::NaiveDate) -> String {
 
 impl Ledger {
     /// Attempts finished at or after `since`, by hour (the hour's start, UTC) and class.
-    pub async fn attempt_counts_by_hour(
+    pub(crate) async fn attempt_counts_by_hour(
         &self,
         since: chrono::DateTime<chrono::Utc>,
     ) -> Result<
@@ -85,7 +85,7 @@ impl Ledger {
 
 impl Ledger {
     /// Each report's last accepted delivery finished at or after `since`.
-    pub async fn report_last_accepted(
+    pub(crate) async fn report_last_accepted(
         &self,
         since: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<(String, chrono::DateTime<chrono::Utc>)>> {

@@ -162,7 +162,7 @@ impl Ledger {
 
     /// `sending → pending` at `ready_at` without counting an attempt: the pool leased work for a
     /// host that is paused (a receiver asked to wait), so the work waits for the pause to end.
-    pub async fn delivery_defer(
+    pub(crate) async fn delivery_defer(
         &self,
         lease: &DeliveryLease,
         ready_at: DateTime<Utc>,

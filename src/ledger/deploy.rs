@@ -37,7 +37,7 @@ pub struct Blockers {
 
 impl Blockers {
     /// What is in the way, for a person.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut parts = Vec::new();
         if !self.nodes.is_empty() {
             let nodes: Vec<String> = self
@@ -195,7 +195,7 @@ impl Ledger {
     /// ones nothing is in the way of (nodes that heartbeat at or after `live_since` count as
     /// live; leases unexpired at `now` as held; none, `expand_only`), in order; and the first
     /// contract migration that waits, with what it waits for.
-    pub async fn migration_plan(
+    pub(crate) async fn migration_plan(
         &self,
         now: DateTime<Utc>,
         live_since: DateTime<Utc>,

@@ -17,7 +17,7 @@ impl Ledger {
     /// A signed run request: records its webhook-id and inserts its job in one transaction.
     /// A webhook-id seen before returns the job it made; an existing job key is not inserted
     /// again.
-    pub async fn ingest_run(
+    pub(crate) async fn ingest_run(
         &self,
         webhook_id: &str,
         job: &NewJob,

@@ -147,7 +147,10 @@ impl Ledger {
     }
 
     /// The `ready_at` of the oldest ready job that is due at `now`.
-    pub async fn job_oldest_ready(&self, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
+    pub(crate) async fn job_oldest_ready(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>> {
         let row: (Option<i64>,) = on_backend!(self, |p, _d| {
             sqlx::query_as(
                 "SELECT MIN(ready_at) FROM jobs WHERE state = 'ready' AND ready_at <= $1",

@@ -211,7 +211,7 @@ impl Ledger {
     }
 
     /// Pushes a delivery lease's deadline to `until`, if the lease is still held.
-    pub async fn delivery_extend_lease(
+    pub(crate) async fn delivery_extend_lease(
         &self,
         lease: &DeliveryLease,
         until: DateTime<Utc>,

@@ -94,20 +94,28 @@ use sqlx::{PgPool, SqlitePool};
 use crate::domain::keys::Key;
 use crate::domain::redact::redact_url;
 use audit::RedriveRecord;
-pub use audit::{Audit, Redrive, Unaudited, Via};
-pub use deploy::{Blockers, HeldLease, Migrated};
-pub use group_commit::{Committed, GroupCommit, LeaseTo};
+pub use audit::Unaudited;
+pub use audit::{Audit, Redrive, Via};
+pub(crate) use deploy::Blockers;
+pub use deploy::{HeldLease, Migrated};
+pub use group_commit::Committed;
+pub use group_commit::{GroupCommit, LeaseTo};
 pub use leases::{Claimed, DeliveryLease, JobLease, Lease, LeaseParams, LeasedDelivery, LeasedJob};
-pub use nodes::{Beat, Node, leader};
-pub use notices::{
-    Addressed, Addresser, NewNotice, NoticeAttempt, NoticeMessage, NoticeRow, NoticeSend, SendNext,
-    Told,
-};
+pub use nodes::Beat;
+pub use nodes::{Node, leader};
+pub use notices::Told;
+pub(crate) use notices::{Addressed, NewNotice, NoticeAttempt, NoticeMessage, SendNext};
+pub use notices::{NoticeRow, NoticeSend};
 pub use probes::{AfterProbe, ProbeRow};
 pub use rescue::RescueBudget;
-pub use runbooks::{Runbook, RunbookSpec, RunbookState, RunbookStep, StepRecord, Transition};
-pub use schema::{MigrationInfo, MigrationKind, Opening, SchemaFit};
-pub use signal::{WORK_CHANNEL, WorkListener};
+pub use runbooks::RunbookSpec;
+pub use runbooks::RunbookState;
+pub use runbooks::{Runbook, RunbookStep};
+pub(crate) use runbooks::{StepRecord, Transition};
+pub use schema::MigrationInfo;
+pub use schema::Opening;
+pub use schema::SchemaFit;
+pub use signal::WorkListener;
 pub use states::{DeliveryState, JobState};
 use tx::{Arg, Statement};
 pub use types::*;
@@ -194,7 +202,7 @@ fn out_of_transaction<C: sqlx::Connection>(conn: &C) -> bool {
 impl LedgerError {
     /// A statement gave up waiting for a row another transaction holds (PostgreSQL's
     /// `lock_timeout`, SQLSTATE 55P03).
-    pub fn is_lock_timeout(&self) -> bool {
+    pub(crate) fn is_lock_timeout(&self) -> bool {
         matches!(self, LedgerError::Db(sqlx::Error::Database(e)) if e.code().as_deref() == Some("55P03"))
     }
 }
@@ -228,19 +236,19 @@ pub const WORK_FORMAT: i64 = 4;
 
 /// The format of a reissued revision: its key and origin are new to older versions, so a
 /// reissue is refused while one is live, and the revision keeps the format.
-pub const REISSUE_FORMAT: i64 = 4;
+pub(crate) const REISSUE_FORMAT: i64 = 4;
 
 /// The format of a job that waits for its data: a node moves a job to `waiting` only while
 /// every live node reads that state (an older node would not know the row), and the job keeps
 /// that format, so an older node never takes it.
-pub const WAITING_FORMAT: i64 = 3;
+pub(crate) const WAITING_FORMAT: i64 = 3;
 
 /// The format in which a job may be `skipped`: a node skips a job only while every live node
 /// reads it, and the skipped job records it.
 pub const SKIPPED_FORMAT: i64 = 2;
 
 /// The oldest work format: the most a write may use until the ledger has seen the live nodes.
-pub const FIRST_WORK_FORMAT: i64 = 1;
+pub(crate) const FIRST_WORK_FORMAT: i64 = 1;
 
 /// A handle on the ledger; cheap to clone.
 #[derive(Debug, Clone)]
@@ -258,7 +266,11 @@ impl Ledger {
     }
 
     /// [`Ledger::connect`] with at most `pg_connections` connections on PostgreSQL.
-    pub async fn connect_sized(url: &str, root: &Path, pg_connections: u32) -> Result<Ledger> {
+    pub(crate) async fn connect_sized(
+        url: &str,
+        root: &Path,
+        pg_connections: u32,
+    ) -> Result<Ledger> {
         Self::open(url, root, pg_connections, Opening::Migrate).await
     }
 
@@ -323,17 +335,9 @@ impl Ledger {
         on_backend!(self, |p, _d| p.close().await)
     }
 
-    /// True when the ledger answers a query.
-    pub async fn ping(&self) -> bool {
-        on_backend!(self, |p, _d| sqlx::query("SELECT 1")
-            .execute(p)
-            .await
-            .is_ok())
-    }
-
     /// The ledger's own clock, which the nodes sharing it keep (PostgreSQL's
     /// `clock_timestamp()`); `None` on SQLite, whose machine's clock is the reference.
-    pub async fn server_time(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+    pub(crate) async fn server_time(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
         match &self.backend {
             Backend::Sqlite(_) => Ok(None),
             Backend::Postgres(p) => {

@@ -75,7 +75,7 @@ fn newest_read(formats: &str) -> i64 {
 }
 
 /// The newest format this binary writes that every node of `live` reads.
-pub fn write_format_for(live: &[Node]) -> i64 {
+pub(crate) fn write_format_for(live: &[Node]) -> i64 {
     live.iter()
         .map(|n| newest_read(&n.formats))
         .fold(WORK_FORMAT, i64::min)

@@ -16,7 +16,7 @@ const NOBODY: &str = "";
 
 /// A notice owed to a report's owners.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewNotice {
+pub(crate) struct NewNotice {
     pub report: String,
     pub job: JobKey,
     pub cause: Cause,
@@ -130,7 +130,7 @@ impl TryFrom<SendRecord> for NoticeSend {
 
 /// A message's words.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct NoticeMessage {
+pub(crate) struct NoticeMessage {
     pub key: String,
     pub report: String,
     pub subject: String,
@@ -140,7 +140,7 @@ pub struct NoticeMessage {
 
 /// What follows an attempt of a send.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SendNext {
+pub(crate) enum SendNext {
     Sent,
     Retry { at: DateTime<Utc> },
     Quarantine,
@@ -148,18 +148,18 @@ pub enum SendNext {
 
 /// One attempt of a send, as recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NoticeAttempt {
+pub(crate) struct NoticeAttempt {
     pub class: String,
     pub code: Option<i64>,
     pub reason: String,
 }
 
 /// What a report's owners get for a batch of its notices: the words and who gets them.
-pub type Addressed = (Composed, Vec<(DestinationKind, String)>);
+pub(crate) type Addressed = (Composed, Vec<(DestinationKind, String)>);
 
 /// Gives a batch of a report's notices (report, cause, items, message key) its words and
 /// owners; `None` when the report has nobody to tell.
-pub type Addresser<'a> = dyn Fn(&str, Cause, &[Item], &str) -> Option<Addressed> + Sync + 'a;
+pub(crate) type Addresser<'a> = dyn Fn(&str, Cause, &[Item], &str) -> Option<Addressed> + Sync + 'a;
 
 const INSERT_NOTICE: &str = "INSERT INTO notices (key, report, job_key, cause, detail, noticed_at)
      VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key) DO NOTHING";
@@ -232,7 +232,7 @@ const FORGET_NOTICES: &str = "DELETE FROM notices WHERE noticed_at < $1 AND mess
 
 impl Ledger {
     /// Records the notices not recorded yet (by key: one per job and cause); how many were new.
-    pub async fn notice_insert_many(
+    pub(crate) async fn notice_insert_many(
         &self,
         notices: &[NewNotice],
         now: DateTime<Utc>,
@@ -256,7 +256,7 @@ impl Ledger {
     }
 
     /// The jobs that entered `quarantined` after `since`: (key, report, why).
-    pub async fn notice_quarantined_since(
+    pub(crate) async fn notice_quarantined_since(
         &self,
         since: DateTime<Utc>,
     ) -> Result<Vec<(JobKey, String, Option<String>)>> {
@@ -282,7 +282,7 @@ impl Ledger {
     /// in its own, at once; a report's quarantines batched (`notice::next_batch`). `address`
     /// gives a batch's words and owners (`None`: nobody to tell, and the notices are closed).
     /// How many messages were made.
-    pub async fn notice_make_messages(
+    pub(crate) async fn notice_make_messages(
         &self,
         now: DateTime<Utc>,
         address: &Addresser<'_>,
@@ -345,7 +345,7 @@ impl Ledger {
     }
 
     /// Leases up to `limit` due sends for `owner` until `until`.
-    pub async fn notice_claim(
+    pub(crate) async fn notice_claim(
         &self,
         owner: &str,
         now: DateTime<Utc>,
@@ -365,7 +365,7 @@ impl Ledger {
     }
 
     /// The words of message `key`.
-    pub async fn notice_message(&self, key: &str) -> Result<Option<NoticeMessage>> {
+    pub(crate) async fn notice_message(&self, key: &str) -> Result<Option<NoticeMessage>> {
         let sql =
             "SELECT key, report, subject, body, webhook_body FROM notice_messages WHERE key = $1";
         Ok(on_backend!(self, |p, _d| {
@@ -375,7 +375,7 @@ impl Ledger {
 
     /// Records an attempt of leased send `send` and what follows it, in one transaction;
     /// refused ([`LedgerError::LeaseLost`]) when the lease no longer holds.
-    pub async fn notice_attempted(
+    pub(crate) async fn notice_attempted(
         &self,
         send: &NoticeSend,
         attempt: &NoticeAttempt,
@@ -415,7 +415,7 @@ impl Ledger {
     /// Puts leased send `send` back, due at `until`, without counting an attempt (nothing was
     /// sent: its host's `[[rate_limit]]` had no send left); refused
     /// ([`LedgerError::LeaseLost`]) when the lease no longer holds.
-    pub async fn notice_defer(
+    pub(crate) async fn notice_defer(
         &self,
         send: &NoticeSend,
         until: DateTime<Utc>,
@@ -435,7 +435,7 @@ impl Ledger {
     }
 
     /// The notices of job `job`'s report and date, oldest first.
-    pub async fn notice_list_for_job(&self, job: &JobKey) -> Result<Vec<NoticeRow>> {
+    pub(crate) async fn notice_list_for_job(&self, job: &JobKey) -> Result<Vec<NoticeRow>> {
         let sql = "SELECT * FROM notices WHERE job_key = $1 ORDER BY noticed_at, key";
         self.select::<NoticeRecord, _, _>(sql, job).await
     }
@@ -447,7 +447,7 @@ impl Ledger {
     }
 
     /// Forgets finished messages and told notices older than `before`; how many messages went.
-    pub async fn notice_forget(&self, before: DateTime<Utc>) -> Result<u64> {
+    pub(crate) async fn notice_forget(&self, before: DateTime<Utc>) -> Result<u64> {
         let at = to_millis(before);
         self.within(async |tx| {
             let gone = tx

@@ -98,7 +98,7 @@ use crate::domain::keys::JobKey;
 impl Ledger {
     /// Terminal jobs that became terminal before `before` and have no delivery in flight,
     /// oldest first, after the cursor `(terminal_at, key)`: what retention may consider.
-    pub async fn job_terminal_page(
+    pub(crate) async fn job_terminal_page(
         &self,
         before: DateTime<Utc>,
         after: Option<(DateTime<Utc>, JobKey)>,
@@ -223,7 +223,7 @@ impl Ledger {
     /// [`Ledger::job_delete`], running `purge` (say, deleting whatever is left under the job's
     /// artifact prefix) after the check and before the rows go, with the job's row locked
     /// throughout. `Ok(Some(Err(e)))`: `purge` failed and nothing was deleted.
-    pub async fn job_delete_with<F, Fut, E>(
+    pub(crate) async fn job_delete_with<F, Fut, E>(
         &self,
         key: &JobKey,
         purge: F,

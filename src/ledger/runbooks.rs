@@ -45,7 +45,7 @@ pub struct Runbook {
 }
 
 impl Runbook {
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.state.is_finished()
     }
 }
@@ -85,7 +85,7 @@ impl RunbookState {
             .ok_or_else(|| super::LedgerError::Corrupt(format!("unknown runbook state {s:?}")))
     }
 
-    pub fn is_finished(self) -> bool {
+    pub(crate) fn is_finished(self) -> bool {
         matches!(self, RunbookState::Stopped | RunbookState::Done)
     }
 }
@@ -186,7 +186,7 @@ fn step_row<'a>(id: i64, step: i64, record: &StepRecord<'a>, at_ms: i64) -> Stat
 /// A runbook's move: from state `from` at step `step` to state `to` (at `step + 1` when
 /// `next_step`), with the `outcome` it ends with, if any.
 #[derive(Debug, Clone, Copy)]
-pub struct Transition<'a> {
+pub(crate) struct Transition<'a> {
     pub from: RunbookState,
     pub to: RunbookState,
     pub step: i64,
@@ -196,7 +196,7 @@ pub struct Transition<'a> {
 
 /// One audited step: what happened, to how many, in words, by whom.
 #[derive(Debug, Clone, Copy)]
-pub struct StepRecord<'a> {
+pub(crate) struct StepRecord<'a> {
     pub action: &'a str,
     pub count: i64,
     pub detail: &'a str,
@@ -206,7 +206,7 @@ pub struct StepRecord<'a> {
 impl Ledger {
     /// Quarantined deliveries of `report`'s jobs whose last class is `class`, quarantined at or
     /// after `since`, oldest first, at most `limit`.
-    pub async fn dlq_members(
+    pub(crate) async fn dlq_members(
         &self,
         report: &str,
         class: ResponseClass,
@@ -232,7 +232,7 @@ impl Ledger {
     }
 
     /// Records a planned runbook and its dry run (`plan` step); returns its id.
-    pub async fn runbook_create(
+    pub(crate) async fn runbook_create(
         &self,
         spec: &RunbookSpec,
         planned: i64,
@@ -312,7 +312,11 @@ impl Ledger {
     }
 
     /// The deliveries a runbook redrove: at `step`, or at any step.
-    pub async fn runbook_items(&self, id: i64, step: Option<i64>) -> Result<HashSet<String>> {
+    pub(crate) async fn runbook_items(
+        &self,
+        id: i64,
+        step: Option<i64>,
+    ) -> Result<HashSet<String>> {
         let rows: Vec<(String,)> = on_backend!(self, |p, _d| {
             sqlx::query_as(
                 "SELECT delivery_key FROM runbook_items WHERE runbook_id = $1
@@ -328,7 +332,7 @@ impl Ledger {
 
     /// Moves runbook `id` as `t` says, with an audited step; false when another driver moved
     /// it first (its state or step no longer what `t` expects).
-    pub async fn runbook_move(
+    pub(crate) async fn runbook_move(
         &self,
         id: i64,
         t: Transition<'_>,
@@ -370,7 +374,7 @@ impl Ledger {
     /// other driver can take it), redrives each of `keys` still quarantined with an audit row,
     /// records them as the step's items and audits the step (`record`, its count the number
     /// redriven). `None` when another driver took the step first.
-    pub async fn runbook_redrive_step(
+    pub(crate) async fn runbook_redrive_step(
         &self,
         id: i64,
         step: i64,
@@ -425,7 +429,7 @@ impl Ledger {
 
     /// The deliveries with these keys (any job), in no particular order. Each is found through
     /// its job (a delivery key is `<job-key>/…`; no index holds the text keys).
-    pub async fn delivery_get_many(&self, keys: &HashSet<String>) -> Result<Vec<Delivery>> {
+    pub(crate) async fn delivery_get_many(&self, keys: &HashSet<String>) -> Result<Vec<Delivery>> {
         let mut out = Vec::with_capacity(keys.len());
         let keys: Vec<&String> = keys.iter().collect();
         for chunk in keys.chunks(500) {

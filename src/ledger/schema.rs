@@ -100,7 +100,7 @@ pub struct SchemaFit {
 
 impl SchemaFit {
     /// Whether this binary may use the ledger as it is (pending migrations aside).
-    pub fn check_newer(&self) -> Result<()> {
+    pub(crate) fn check_newer(&self) -> Result<()> {
         let contract = self
             .unknown
             .iter()
@@ -118,7 +118,7 @@ impl SchemaFit {
 
     /// Refuses a ledger that lacks an expand migration this binary needs (a pending contract
     /// migration only removes what older versions use).
-    pub fn check_current(&self) -> Result<()> {
+    pub(crate) fn check_current(&self) -> Result<()> {
         if !self.pending.iter().any(|m| m.kind == MigrationKind::Expand) {
             return Ok(());
         }
@@ -246,7 +246,7 @@ impl Ledger {
     }
 
     /// The newest schema version this binary knows.
-    pub fn schema_known(&self) -> i64 {
+    pub(crate) fn schema_known(&self) -> i64 {
         self.migrator().iter().map(|m| m.version).max().unwrap_or(0)
     }
 

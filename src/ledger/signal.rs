@@ -11,7 +11,7 @@ use super::{Backend, Ledger, Result};
 /// The prefix of the channel work signals go on: `dawnpost_work_` and 16 hex digits of the
 /// MD5 of the ledger's schema (`current_schema()`), so ledgers in different schemas of one
 /// database do not wake each other's nodes.
-pub const WORK_CHANNEL: &str = "dawnpost_work_";
+pub(crate) const WORK_CHANNEL: &str = "dawnpost_work_";
 
 /// A work signal on the channel of the session's schema (`$1`: [`WORK_CHANNEL`]).
 const NOTIFY: &str =

@@ -59,7 +59,7 @@ impl JobState {
 
     /// Finished: never leased again, and what retention may retire once no delivery of it is
     /// unfinished.
-    pub const TERMINAL: &[JobState] = &[
+    pub(crate) const TERMINAL: &[JobState] = &[
         JobState::Done,
         JobState::Quarantined,
         JobState::Cancelled,
@@ -67,11 +67,11 @@ impl JobState {
     ];
 
     /// What an operator may cancel: nothing of it is leased or on its way.
-    pub const CANCELLABLE: &[JobState] =
+    pub(crate) const CANCELLABLE: &[JobState] =
         &[JobState::Ready, JobState::Waiting, JobState::Quarantined];
 
     /// A job whose quarantined deliveries may be redriven one by one: it was rendered.
-    pub const RENDERED: &[JobState] =
+    pub(crate) const RENDERED: &[JobState] =
         &[JobState::Delivering, JobState::Done, JobState::Quarantined];
 
     pub const fn as_str(self) -> &'static str {
@@ -118,10 +118,12 @@ impl DeliveryState {
     ];
 
     /// Not finished: due, or leased and maybe on its way.
-    pub const UNFINISHED: &[DeliveryState] = &[DeliveryState::Pending, DeliveryState::Sending];
+    pub(crate) const UNFINISHED: &[DeliveryState] =
+        &[DeliveryState::Pending, DeliveryState::Sending];
 
     /// Finished until an operator redrives it.
-    pub const TERMINAL: &[DeliveryState] = &[DeliveryState::Sent, DeliveryState::Quarantined];
+    pub(crate) const TERMINAL: &[DeliveryState] =
+        &[DeliveryState::Sent, DeliveryState::Quarantined];
 
     pub const fn as_str(self) -> &'static str {
         match self {

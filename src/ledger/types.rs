@@ -439,7 +439,7 @@ pub struct RetentionSizes {
 
 /// What a signed run request did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct IngestOutcome {
+pub(crate) struct IngestOutcome {
     pub job_key: JobKey,
     /// This request inserted the job.
     pub created: bool,

@@ -19,9 +19,9 @@ use crate::report::schedule::Fire;
 use crate::views::history::Redactions;
 
 /// Exit codes of `run --once` (README.md, "Command line").
-pub const EXIT_DELIVERED: u8 = 0;
-pub const EXIT_QUARANTINED: u8 = 3;
-pub const EXIT_PENDING: u8 = 4;
+pub(crate) const EXIT_DELIVERED: u8 = 0;
+pub(crate) const EXIT_QUARANTINED: u8 = 3;
+pub(crate) const EXIT_PENDING: u8 = 4;
 
 #[derive(Debug, Clone)]
 pub struct RunOnceOptions {

@@ -108,7 +108,7 @@ impl RateLimits {
     }
 
     /// Where sends of `kind` to `destination` go (the relay for an email).
-    pub fn target_to(&self, kind: DestinationKind, destination: &str) -> SendTarget {
+    pub(crate) fn target_to(&self, kind: DestinationKind, destination: &str) -> SendTarget {
         let mut targets = self.targets.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((known, target)) = targets.get(destination)
             && *known == kind
@@ -125,7 +125,7 @@ impl RateLimits {
 
     /// Takes one send from `target`'s budget (`None`: send now), or says when to send instead
     /// (see [`RateLimits::take`]), the send turned back counted under its entry's pattern.
-    pub fn take_or_defer(
+    pub(crate) fn take_or_defer(
         &self,
         target: &SendTarget,
         now: DateTime<Utc>,

@@ -112,7 +112,7 @@ pub enum PoolError {
 }
 
 /// A uniform draw in `[0, 1)`: the jitter of retries and readiness probes.
-pub fn jitter() -> f64 {
+pub(crate) fn jitter() -> f64 {
     use rand::RngExt;
     rand::rng().random()
 }
@@ -149,7 +149,7 @@ impl PoolView {
     }
 
     /// Why this node's clock refuses work, if it does (see [`Pipeline::clock_refusal`]).
-    pub fn clock_refusal(&self) -> Option<String> {
+    pub(crate) fn clock_refusal(&self) -> Option<String> {
         self.0.clock_refusal()
     }
 
@@ -178,7 +178,7 @@ async fn answer_to(
 }
 
 /// `hostname:pid`: who holds a lease.
-pub fn default_owner() -> String {
+pub(crate) fn default_owner() -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "dawnpost".into());
     format!("{host}:{}", std::process::id())
 }
@@ -264,7 +264,7 @@ pub struct Pipeline {
 
 /// How long an idle pool that hears other processes' work signals waits at most before it
 /// looks again: a signal lost (the listening connection dropped and came back) costs this.
-pub const HEARING_IDLE_MAX: Duration = Duration::from_secs(5);
+pub(crate) const HEARING_IDLE_MAX: Duration = Duration::from_secs(5);
 
 impl Pipeline {
     /// Wires the pipeline from validated configuration: the pool over `artifacts`, the daemon's one store (shared with the sweeper and the
@@ -326,12 +326,12 @@ impl Pipeline {
 
     /// Why this node may not lease now: its clock is off a shared ledger's past
     /// `pool.max_clock_offset`.
-    pub fn clock_refusal(&self) -> Option<String> {
+    pub(crate) fn clock_refusal(&self) -> Option<String> {
         crate::domain::clock::refusal(&*self.clock, self.config.max_clock_offset)
     }
 
     /// Records into shared metrics (the HTTP server's) instead of private ones.
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Pipeline {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Pipeline {
         self.metrics = metrics;
         self.publishing_limits()
     }
@@ -368,7 +368,7 @@ impl Pipeline {
 
     /// Whether this node hears other processes' work signals now: while it does, an idle pool
     /// waits up to [`HEARING_IDLE_MAX`] instead of `idle_max` before it looks again.
-    pub fn hearing(&self, on: bool) {
+    pub(crate) fn hearing(&self, on: bool) {
         (self.hearing).store(on, std::sync::atomic::Ordering::Relaxed);
     }
 

@@ -16,13 +16,13 @@ use chrono::{DateTime, Duration, Utc};
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 
 /// Quiet time after the last rate-limited reply before admission recovers.
-pub const RECOVERY_QUIET: Duration = Duration::seconds(10);
+pub(crate) const RECOVERY_QUIET: Duration = Duration::seconds(10);
 
 /// How long a delivery waits while another one probes its host.
 pub const PROBE_WAIT: Duration = Duration::seconds(1);
 
 /// How long a probe may stay unanswered by default before another delivery may probe.
-pub const DEFAULT_PROBE_TTL: Duration = Duration::seconds(90);
+pub(crate) const DEFAULT_PROBE_TTL: Duration = Duration::seconds(90);
 
 #[derive(Debug, Clone, Copy)]
 struct HostState {
@@ -178,7 +178,7 @@ impl Admission {
         }
     }
 
-    pub fn on_rate_limited(&self, now: DateTime<Utc>) {
+    pub(crate) fn on_rate_limited(&self, now: DateTime<Utc>) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.last_rate_limited = Some(now);
         let next = (st.rate / 2).max(1);
@@ -192,7 +192,7 @@ impl Admission {
         }
     }
 
-    pub fn on_accepted(&self, now: DateTime<Utc>) {
+    pub(crate) fn on_accepted(&self, now: DateTime<Utc>) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if st.rate >= self.configured {
             return;

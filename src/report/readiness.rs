@@ -74,7 +74,7 @@ pub fn deadline(r: &Readiness, date: NaiveDate, fire_at: DateTime<Utc>, tz: Tz) 
 
 /// When to probe again after a probe at `now` that was not ready: `every` later, jittered by up
 /// to a tenth either way (`jitter` in `[0, 1)`), never past the deadline.
-pub fn next_probe(
+pub(crate) fn next_probe(
     r: &Readiness,
     now: DateTime<Utc>,
     deadline: DateTime<Utc>,
@@ -161,7 +161,7 @@ async fn ask_http(url: &str, limit: Span, http: &reqwest::Client) -> Answer {
 }
 
 /// A file probe's path for a job: `{{date}}` is its local date, the window's bounds RFC 3339.
-pub fn file_path(template: &str, date: NaiveDate, window: &Window) -> String {
+pub(crate) fn file_path(template: &str, date: NaiveDate, window: &Window) -> String {
     template
         .replace("{{date}}", &date.to_string())
         .replace("{{window.start}}", &rfc3339(window.start))

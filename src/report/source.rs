@@ -54,7 +54,7 @@ pub async fn fetch(
 /// (a body, a file, the rows of a query as JSON); more is a permanent failure that says so.
 /// The HTTP client of `http` sources (each request bounded by the source's own timeout).
 /// The platform's roots are trusted, and `ca`'s besides (`tls.ca_file`).
-pub fn http_client(
+pub(crate) fn http_client(
     ca: Option<&crate::runtime::tls::CaBundle>,
 ) -> Result<reqwest::Client, crate::runtime::tls::TlsError> {
     let builder = reqwest::Client::builder()
@@ -107,7 +107,7 @@ async fn fetch_limited(
 /// The first column of the first row of the query in file `query`, against the database named
 /// by the variable `url_env`, with the window bound as for an sql source; `None` without rows.
 /// Cut at `timeout` (on the server too, on PostgreSQL).
-pub async fn first_cell(
+pub(crate) async fn first_cell(
     url_env: &str,
     query: &std::path::Path,
     window: &Window,
@@ -196,7 +196,7 @@ async fn read_file(path: std::path::PathBuf, max_bytes: u64) -> Result<Value, So
 
 /// A file source's data, read here (the caller is on a blocking thread) and at most
 /// `max_bytes` of it: a file that grows past the limit while it is read fails like a larger one.
-pub fn read_json_file(path: &std::path::Path, max_bytes: u64) -> Result<Value, SourceError> {
+pub(crate) fn read_json_file(path: &std::path::Path, max_bytes: u64) -> Result<Value, SourceError> {
     use std::io::Read;
     let cannot =
         |e: std::io::Error| SourceError::Transient(format!("cannot read {}: {e}", path.display()));
@@ -230,7 +230,7 @@ fn too_large(what: &str, max_bytes: u64) -> SourceError {
 }
 
 /// The source URL for a window.
-pub fn http_url(template: &str, window: &Window) -> String {
+pub(crate) fn http_url(template: &str, window: &Window) -> String {
     let enc = |t| url::form_urlencoded::byte_serialize(rfc3339(t).as_bytes()).collect::<String>();
     template
         .replace("{{window.start}}", &enc(window.start))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A node that does not lead takes one housekeeping round in this many.
-pub const FOLLOWER_ROUNDS: u32 = 6;
+pub(crate) const FOLLOWER_ROUNDS: u32 = 6;
 
 /// Whether this node leads the live nodes, and how many they are, as its last heartbeat saw
 /// them. A node leads, alone, until a heartbeat says otherwise: one that cannot reach the

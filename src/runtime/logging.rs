@@ -19,7 +19,7 @@ use prometheus_client::metrics::counter::Counter;
 use tracing_subscriber::fmt::MakeWriter;
 
 /// Lines the queue holds before new lines are dropped.
-pub const QUEUE_LINES: usize = 8192;
+pub(crate) const QUEUE_LINES: usize = 8192;
 
 enum Msg {
     Line(Vec<u8>),
@@ -35,7 +35,7 @@ static SINK: OnceLock<Sink> = OnceLock::new();
 static DROPPED: OnceLock<Counter> = OnceLock::new();
 
 /// Log lines dropped because the sink was full or broken (shared with `/metrics`).
-pub fn dropped_lines() -> Counter {
+pub(crate) fn dropped_lines() -> Counter {
     DROPPED.get_or_init(Counter::default).clone()
 }
 
@@ -82,7 +82,7 @@ fn write_lines(rx: Receiver<Msg>, mut out: Box<dyn Write + Send>) {
 }
 
 /// Queues one line (or any bytes); never blocks, never fails: a full queue drops and counts it.
-pub fn emit(bytes: Vec<u8>) {
+pub(crate) fn emit(bytes: Vec<u8>) {
     if sink().tx.try_send(Msg::Line(bytes)).is_err() {
         dropped_lines().inc();
     }
@@ -110,10 +110,10 @@ pub fn flush(timeout: Duration) -> bool {
 
 /// A `MakeWriter` for tracing-subscriber: each event's bytes go to the queue in one piece.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct NonBlocking;
+pub(crate) struct NonBlocking;
 
 /// One event's bytes, queued when dropped.
-pub struct EventWriter {
+pub(crate) struct EventWriter {
     buf: Vec<u8>,
 }
 

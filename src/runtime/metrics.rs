@@ -157,14 +157,14 @@ impl Default for Metrics {
 
 /// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
 /// here so that their failure series exist from the start.
-pub const SERVICES: [&str; 10] = [
+pub(crate) const SERVICES: [&str; 10] = [
     "tick", "pool", "rescuer", "sweeper", "runbooks", "clock", "registry", "reload", "notifier",
     "server",
 ];
 
 /// Why the HTTP server cut or refused a connection: a head or body that did not arrive in time,
 /// a malformed or oversized head, the connection limit reached.
-pub const HTTP_CUT_REASONS: [&str; 4] = [
+pub(crate) const HTTP_CUT_REASONS: [&str; 4] = [
     "header_timeout",
     "body_timeout",
     "malformed",
@@ -204,7 +204,7 @@ pub const NAMES: &[&str] = &[
 impl Metrics {
     /// The reports late now, `(report, date)` each: their series set, every other removed.
     /// (`date`, not the job key: Prometheus keeps the label `job` for its scrape job.)
-    pub fn set_late(&self, late: &[(String, String)]) {
+    pub(crate) fn set_late(&self, late: &[(String, String)]) {
         let now: Vec<Labels> = late
             .iter()
             .map(|(report, date)| {
@@ -221,7 +221,7 @@ impl Metrics {
     }
 
     /// An owner's notice send that ended `outcome` (`sent`, `retry`, `quarantined`).
-    pub fn owner_notice(&self, outcome: &str) {
+    pub(crate) fn owner_notice(&self, outcome: &str) {
         self.owner_notices
             .get_or_create(&label("outcome", outcome))
             .inc();
@@ -237,7 +237,7 @@ impl Metrics {
     }
 
     /// A reload of the reports that ended `result` (`ok` or `failed`).
-    pub fn config_reloaded(&self, result: &str) {
+    pub(crate) fn config_reloaded(&self, result: &str) {
         self.config_reloads
             .get_or_create(&label("result", result))
             .inc();
@@ -256,14 +256,14 @@ impl Metrics {
     }
 
     /// Makes a service's failure series exist (at zero) before it can fail.
-    pub fn service_started(&self, service: &str) {
+    pub(crate) fn service_started(&self, service: &str) {
         let _ = self
             .service_failures
             .get_or_create(&label("service", service));
         self.set_service_up(service, true);
     }
 
-    pub fn service_failed(&self, service: &str) {
+    pub(crate) fn service_failed(&self, service: &str) {
         self.service_failures
             .get_or_create(&label("service", service))
             .inc();
@@ -271,7 +271,7 @@ impl Metrics {
     }
 
     /// A connection the HTTP server cut or refused (one of [`HTTP_CUT_REASONS`]).
-    pub fn http_cut(&self, reason: &str) {
+    pub(crate) fn http_cut(&self, reason: &str) {
         self.http_connections_cut
             .get_or_create(&label("reason", reason))
             .inc();
@@ -281,18 +281,18 @@ impl Metrics {
         self.ingested.get_or_create(&label("result", result)).inc();
     }
 
-    pub fn set_jobs(&self, state: &str, n: i64) {
+    pub(crate) fn set_jobs(&self, state: &str, n: i64) {
         self.jobs.get_or_create(&label("state", state)).set(n);
     }
 
-    pub fn set_service_up(&self, service: &str, up: bool) {
+    pub(crate) fn set_service_up(&self, service: &str, up: bool) {
         self.service_up
             .get_or_create(&label("service", service))
             .set(i64::from(up));
     }
 
     /// Publishes one configured rate limit.
-    pub fn set_rate_limit(&self, host: &str, per_second: f64, burst: u32) {
+    pub(crate) fn set_rate_limit(&self, host: &str, per_second: f64, burst: u32) {
         let l = label("host", host);
         self.rate_limit_per_second.get_or_create(&l).set(per_second);
         self.rate_limit_burst
@@ -301,19 +301,19 @@ impl Metrics {
         let _ = self.rate_limit_deferred.get_or_create(&l);
     }
 
-    pub fn rate_limit_deferred(&self, host: &str) {
+    pub(crate) fn rate_limit_deferred(&self, host: &str) {
         self.rate_limit_deferred
             .get_or_create(&label("host", host))
             .inc();
     }
 
-    pub fn set_report_last_accepted(&self, report: &str, unix_seconds: f64) {
+    pub(crate) fn set_report_last_accepted(&self, report: &str, unix_seconds: f64) {
         self.report_last_accepted
             .get_or_create(&label("report", report))
             .set(unix_seconds);
     }
 
-    pub fn set_deliveries(&self, state: &str, n: i64) {
+    pub(crate) fn set_deliveries(&self, state: &str, n: i64) {
         self.deliveries.get_or_create(&label("state", state)).set(n);
     }
 

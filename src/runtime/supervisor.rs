@@ -52,7 +52,7 @@ pub enum OnFailure {
 }
 
 /// Why a service's run failed: its own module's error, boxed (the supervisor only reports it).
-pub type ServiceError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type ServiceError = Box<dyn std::error::Error + Send + Sync>;
 
 /// What ended the daemon.
 #[derive(Debug, thiserror::Error)]

@@ -54,7 +54,7 @@ impl CaBundle {
     }
 
     /// The bundle's certificates, for a reqwest client (webhooks, http sources).
-    pub fn reqwest_certificates(&self) -> Result<Vec<reqwest::Certificate>, TlsError> {
+    pub(crate) fn reqwest_certificates(&self) -> Result<Vec<reqwest::Certificate>, TlsError> {
         reqwest::Certificate::from_pem_bundle(&self.pem).map_err(|e| TlsError::Invalid {
             path: self.path.clone(),
             reason: e.to_string(),
@@ -75,7 +75,7 @@ pub fn trust(
 
 /// If a TLS certificate the peer presented was refused somewhere in `e`'s chain, why, in words:
 /// `certificate not trusted: signed by an unknown authority …`.
-pub fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> Option<String> {
+pub(crate) fn untrusted_certificate(e: &(dyn std::error::Error + 'static)) -> Option<String> {
     crate::domain::words::causes(e)
         .find_map(rustls_error)
         .and_then(certificate_words)

@@ -2,14 +2,14 @@
 //! would refuse with a bare status is refused here with a JSON body and words.
 
 /// The most headers a request may carry.
-pub const MAX_HEADERS: usize = 100;
+pub(crate) const MAX_HEADERS: usize = 100;
 
 /// The longest request target (path and query) accepted.
-pub const TARGET_LIMIT: usize = 16 * 1024;
+pub(crate) const TARGET_LIMIT: usize = 16 * 1024;
 
 /// What to do with a head.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeadCheck {
+pub(crate) enum HeadCheck {
     /// Hand it to hyper.
     Pass,
     /// Answer `status` with `{"error": message}` and close.
@@ -24,7 +24,7 @@ fn refuse(status: u16, message: impl Into<String>) -> HeadCheck {
 }
 
 /// Checks a complete head (through its blank line).
-pub fn check_head(buf: &[u8]) -> HeadCheck {
+pub(crate) fn check_head(buf: &[u8]) -> HeadCheck {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {

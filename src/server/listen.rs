@@ -61,7 +61,7 @@ impl Default for Limits {
 }
 
 /// The largest request head read: request line and headers (hyper's own default is ~400 KiB).
-pub const HEAD_LIMIT: usize = 256 * 1024;
+pub(crate) const HEAD_LIMIT: usize = 256 * 1024;
 /// How long a refusal written by this loop may take to reach a client, and how long what the
 /// client still sends is read and dropped after it (so that closing with unread bytes does not
 /// reset the connection before the client has read the refusal).
@@ -310,7 +310,7 @@ impl DeadlineBody {
 /// The body did not arrive within its deadline.
 #[derive(Debug, thiserror::Error)]
 #[error("the body did not arrive within {}s", .0.as_secs())]
-pub struct BodyTimeout(pub Duration);
+pub(crate) struct BodyTimeout(pub Duration);
 
 impl http_body::Body for DeadlineBody {
     type Data = Bytes;

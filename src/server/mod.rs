@@ -18,7 +18,8 @@ mod links;
 mod listen;
 mod ops;
 
-pub use ingest::{RunRequest, RunRequestError, parse_run_request};
+pub use ingest::parse_run_request;
+pub use ingest::{RunRequest, RunRequestError};
 use listen::BodyTimeout;
 pub use listen::{Limits, serve};
 
@@ -36,9 +37,9 @@ use crate::runtime::metrics::Metrics;
 use crate::runtime::supervisor::Health;
 
 /// The largest request body accepted.
-pub const BODY_LIMIT: usize = 64 * 1024;
+pub(crate) const BODY_LIMIT: usize = 64 * 1024;
 /// How far a `webhook-timestamp` may be from now.
-pub const TIMESTAMP_TOLERANCE_SECS: i64 = 5 * 60;
+pub(crate) const TIMESTAMP_TOLERANCE_SECS: i64 = 5 * 60;
 
 /// What the handlers share.
 #[derive(Clone)]

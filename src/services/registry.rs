@@ -83,7 +83,7 @@ impl Registry {
     }
 
     /// Sets `leadership` (shared, say with the pool) from each heartbeat, in place of its own.
-    pub fn with_leadership(mut self, leadership: Leadership) -> Registry {
+    pub(crate) fn with_leadership(mut self, leadership: Leadership) -> Registry {
         self.leadership = leadership;
         self
     }

@@ -53,7 +53,7 @@ impl RescuerConfig {
 
 /// The lease rescuer of `pipeline`'s node: its settings from `config`, recording into
 /// `metrics`, nudging the pool when it returned work.
-pub fn for_pool(
+pub(crate) fn for_pool(
     config: &Config,
     ledger: Ledger,
     clock: SharedClock,
@@ -91,7 +91,7 @@ impl Rescuer {
 
     /// Follows `leadership`: while another node leads, it looks only one round in
     /// [`crate::runtime::leadership::FOLLOWER_ROUNDS`] (a backstop should the leader stall).
-    pub fn with_leadership(
+    pub(crate) fn with_leadership(
         mut self,
         leadership: crate::runtime::leadership::Leadership,
     ) -> Rescuer {
@@ -99,7 +99,7 @@ impl Rescuer {
         self
     }
 
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Rescuer {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Rescuer {
         self.metrics = Some(metrics);
         self
     }

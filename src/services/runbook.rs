@@ -19,7 +19,7 @@ use crate::ledger::{
 };
 
 /// Quarantined deliveries read at most, for a group or for the DLQ page.
-pub const SCAN_LIMIT: u32 = 10_000;
+pub(crate) const SCAN_LIMIT: u32 = 10_000;
 /// Keys a plan's or a step's audit lists by name (redacted); the count covers the rest.
 const NAMED: usize = 20;
 
@@ -75,7 +75,10 @@ pub async fn groups(ledger: &Ledger) -> Result<(Vec<Group>, bool), RunbookError>
 }
 
 /// The group's deliveries now, oldest first (at most [`SCAN_LIMIT`]).
-pub async fn members(ledger: &Ledger, spec: &RunbookSpec) -> Result<Vec<Delivery>, RunbookError> {
+pub(crate) async fn members(
+    ledger: &Ledger,
+    spec: &RunbookSpec,
+) -> Result<Vec<Delivery>, RunbookError> {
     let found = ledger
         .dlq_members(&spec.report, spec.class, spec.since, SCAN_LIMIT)
         .await?;
@@ -397,13 +400,16 @@ impl Driver {
     /// Follows `leadership`: while another node leads, this driver looks
     /// [`crate::runtime::leadership::FOLLOWER_ROUNDS`] times as seldom (a backstop should the leader
     /// stall), or when woken.
-    pub fn with_leadership(mut self, leadership: crate::runtime::leadership::Leadership) -> Driver {
+    pub(crate) fn with_leadership(
+        mut self,
+        leadership: crate::runtime::leadership::Leadership,
+    ) -> Driver {
         self.leadership = leadership;
         self
     }
 
     /// Wakes this driver when given: its next round is taken at once (a runbook was started).
-    pub fn with_waker(mut self, wake: crate::runtime::periodic::Nudge) -> Driver {
+    pub(crate) fn with_waker(mut self, wake: crate::runtime::periodic::Nudge) -> Driver {
         self.wake = wake;
         self
     }

@@ -47,8 +47,8 @@ pub struct SweeperConfig {
 }
 
 impl SweeperConfig {
-    pub const BATCH_SIZE: u32 = 200;
-    pub const BATCH_TIME_LIMIT: Duration = Duration::from_secs(30);
+    pub(crate) const BATCH_SIZE: u32 = 200;
+    pub(crate) const BATCH_TIME_LIMIT: Duration = Duration::from_secs(30);
 
     pub fn new(policy_file: PathBuf) -> SweeperConfig {
         SweeperConfig {
@@ -157,10 +157,10 @@ impl Sweeper {
     }
 
     /// Sweeps [`Sweeper::history`] keeps.
-    pub const HISTORY: usize = 10;
+    pub(crate) const HISTORY: usize = 10;
 
     /// The policy file's problems at the last reload, if it is invalid now: when and what.
-    pub fn reload_error(&self) -> Option<(DateTime<Utc>, String)> {
+    pub(crate) fn reload_error(&self) -> Option<(DateTime<Utc>, String)> {
         self.reload_error
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -178,7 +178,7 @@ impl Sweeper {
         &self.config.policy_file
     }
 
-    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Sweeper {
+    pub(crate) fn with_metrics(mut self, metrics: Arc<Metrics>) -> Sweeper {
         self.metrics = Some(metrics);
         self
     }

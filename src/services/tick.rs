@@ -23,7 +23,7 @@ use crate::ledger::{JobOrigin, Ledger, LedgerError, NewJob};
 use crate::report::catalog::Catalog;
 
 /// The UTC heartbeat: second 0 of every minute.
-pub const HEARTBEAT: &str = "0 * * * * *";
+pub(crate) const HEARTBEAT: &str = "0 * * * * *";
 
 /// What one tick did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

@@ -19,7 +19,7 @@ use crate::ledger::Ledger;
 use crate::runtime::metrics::Metrics;
 
 /// An offset past which the daemon warns (it keeps the ledger's time anyway).
-pub const WARN_PAST: chrono::Duration = chrono::Duration::seconds(1);
+pub(crate) const WARN_PAST: chrono::Duration = chrono::Duration::seconds(1);
 
 /// A reading of the ledger's clock that takes longer is given up (the last one stands).
 const READ_WITHIN: Duration = Duration::from_secs(5);

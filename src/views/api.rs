@@ -16,7 +16,7 @@ use crate::views::history::{DeliveryHistory, Dlq, JobHistory, Redactions, StoreC
 
 /// The version of this contract: the first field of each object a reader gets on its own
 /// (a job, a history, the dead letters, a redrive's reply, a node).
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 1;
 
 /// The `version` field: serializes as [`VERSION`], and can be nothing else.
 #[derive(Debug, Clone, Copy, Default)]
@@ -229,7 +229,7 @@ pub struct ProbeV1 {
 
 /// Quarantined work: `GET /v1/dlq` and `dlq --json`.
 #[derive(Debug, Clone, Serialize)]
-pub struct DlqV1 {
+pub(crate) struct DlqV1 {
     pub version: ApiVersion,
     pub jobs: Vec<JobV1>,
     pub deliveries: Vec<DeliveryV1>,
@@ -237,7 +237,7 @@ pub struct DlqV1 {
 
 /// The reply to `POST /v1/jobs/{key}/redrive`: the job and how many deliveries moved back.
 #[derive(Debug, Clone, Serialize)]
-pub struct JobRedrivenV1 {
+pub(crate) struct JobRedrivenV1 {
     pub version: ApiVersion,
     pub job: String,
     pub deliveries: u64,
@@ -245,7 +245,7 @@ pub struct JobRedrivenV1 {
 
 /// The reply to `POST /v1/deliveries/{key}/redrive`.
 #[derive(Debug, Clone, Serialize)]
-pub struct DeliveryRedrivenV1 {
+pub(crate) struct DeliveryRedrivenV1 {
     pub version: ApiVersion,
     pub job: String,
     pub delivery: String,
@@ -431,7 +431,7 @@ impl DeliveryRedrivenV1 {
 
 /// The reply to `POST /v1/runs`: the job, and whether it (or the webhook-id) existed before.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunAcceptedV1 {
+pub(crate) struct RunAcceptedV1 {
     pub version: ApiVersion,
     pub job: String,
     pub duplicate: bool,
@@ -449,7 +449,7 @@ impl RunAcceptedV1 {
 
 /// One live node, as `nodes --json` prints it.
 #[derive(Debug, Clone, Serialize)]
-pub struct NodeV1 {
+pub(crate) struct NodeV1 {
     pub version: ApiVersion,
     pub id: String,
     /// The node's binary's version.
@@ -482,7 +482,7 @@ impl NodeV1 {
 
 /// `value` as JSON with every string `hide` names redacted (recipient addresses, webhook
 /// paths), unless the reader asked to see them.
-pub fn redacted_json<T: Serialize>(
+pub(crate) fn redacted_json<T: Serialize>(
     value: &T,
     hide: &Redactions,
 ) -> Result<serde_json::Value, serde_json::Error> {

@@ -393,14 +393,14 @@ impl Redactions {
 
 impl JobHistory {
     /// What this history hides unless revealed.
-    pub fn redactions(&self) -> Redactions {
+    pub(crate) fn redactions(&self) -> Redactions {
         Redactions::of(self.deliveries.iter().map(|d| &d.delivery))
     }
 }
 
 impl Dlq {
     /// What this list hides unless revealed.
-    pub fn redactions(&self) -> Redactions {
+    pub(crate) fn redactions(&self) -> Redactions {
         Redactions::of(&self.deliveries)
     }
 }

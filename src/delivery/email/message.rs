@@ -19,7 +19,7 @@ pub fn subject(title: &str, date: &str) -> String {
 }
 
 /// The Subject of job `job`'s emails: a reissued revision's says it is a correction.
-pub fn subject_of(title: &str, job: &crate::domain::keys::JobKey) -> String {
+pub(crate) fn subject_of(title: &str, job: &crate::domain::keys::JobKey) -> String {
     let plain = subject(title, &crate::domain::keys::IsoDate(job.date()).to_string());
     match job.revision() {
         1 => plain,
@@ -105,7 +105,7 @@ pub fn build_message(
 /// The bounded copy of a report too large for email: one text part, `text` (a notice with the
 /// link to the whole report, then as much of its text part as fits), under the same headers —
 /// the same Message-ID — as the whole message would have had.
-pub fn build_linked_message(
+pub(crate) fn build_linked_message(
     from: &Mailbox,
     to: &lettre::Address,
     subject: &str,
@@ -179,7 +179,7 @@ fn with_list_headers(
 /// At least the encoded size of the message [`build_message`] makes of `rendered`: every part
 /// in base64 (4/3, in lines of 76 and CRLF), and 16 KiB for headers and boundaries. Under the
 /// relay's limit, the message is too, and needs no encoding to be measured.
-pub fn size_bound(rendered: &Rendered) -> u64 {
+pub(crate) fn size_bound(rendered: &Rendered) -> u64 {
     let parts =
         rendered.html.len() + rendered.text.len() + rendered.csv.as_ref().map_or(0, String::len);
     let base64 = (parts as u64).div_ceil(3) * 4;
@@ -189,7 +189,12 @@ pub fn size_bound(rendered: &Rendered) -> u64 {
 /// The text of a bounded copy: a notice with the link to the whole report (`size` its encoded
 /// size, `limit` the relay's), then the report's text part, cut at a line's end to
 /// `max_bytes`.
-pub fn linked_text(text: &str, link: &str, (size, limit): (u64, u64), max_bytes: usize) -> String {
+pub(crate) fn linked_text(
+    text: &str,
+    link: &str,
+    (size, limit): (u64, u64),
+    max_bytes: usize,
+) -> String {
     let mut out = format!(
         "This report is too large to send by email ({} as a message; the limit is {}).\n\
          The whole report, with its plain text and CSV, is here:\n\n{link}\n\n",

@@ -316,11 +316,11 @@ impl EmailSending {
 }
 
 /// The header that carries the delivery key.
-pub const DELIVERY_HEADER: &str = "X-Dawnpost-Delivery";
+pub(crate) const DELIVERY_HEADER: &str = "X-Dawnpost-Delivery";
 
 /// Where emails go.
 #[derive(Clone)]
-pub enum EmailSender {
+pub(crate) enum EmailSender {
     File {
         dir: PathBuf,
     },
@@ -493,7 +493,7 @@ fn tls_with_ca(
 }
 
 /// Maps a lettre error to an outcome.
-pub fn classify(e: &lettre::transport::smtp::Error, to: &str) -> Outcome {
+pub(crate) fn classify(e: &lettre::transport::smtp::Error, to: &str) -> Outcome {
     let detail = scrub(&crate::domain::words::error_chain(e), to);
     if let Some(code) = e.status() {
         let n = u16::from(code);

@@ -200,7 +200,7 @@ impl ArtifactStore {
     /// [`ArtifactStore::write`] on a `file://` store, done on the caller's thread (a blocking
     /// one: a render that reads a file and writes its artifact hands off once). `None` for
     /// other stores.
-    pub fn write_blocking(
+    pub(crate) fn write_blocking(
         &self,
         report: &str,
         date: &str,
@@ -216,7 +216,7 @@ impl ArtifactStore {
     }
 
     /// Whether this is a `file://` store (see [`ArtifactStore::write_blocking`]).
-    pub fn is_local(&self) -> bool {
+    pub(crate) fn is_local(&self) -> bool {
         self.local.is_some()
     }
 
@@ -341,7 +341,7 @@ impl ArtifactStore {
 
     /// Deletes everything under a job's prefix `report/date/`: its artifact, any artifact a
     /// crash left beside it, and (on `file://`) staging files of interrupted writes. Idempotent.
-    pub async fn purge(&self, report: &str, date: &str) -> Result<u64, ArtifactError> {
+    pub(crate) async fn purge(&self, report: &str, date: &str) -> Result<u64, ArtifactError> {
         use futures_util::TryStreamExt;
         let prefix = ObjectPath::from(format!("{report}/{date}"));
         let job_prefix = format!("{report}/{date}/");

@@ -10,11 +10,11 @@ use crate::config::{Config, ConfigError, Report, SourceSpec};
 use crate::domain::window::Window;
 
 /// How many rows of each `[[family]]` `check` renders (they share one template).
-pub const FAMILY_ROWS_CHECKED: usize = 3;
+pub(crate) const FAMILY_ROWS_CHECKED: usize = 3;
 
 /// What a report's destinations make of its sample's render: a warning per limit it passes
 /// (the destination kinds say; `check` hands them in).
-pub type SizeCheck<'a> = &'a dyn Fn(&Report, &Rendered, &Config) -> Vec<String>;
+pub(crate) type SizeCheck<'a> = &'a dyn Fn(&Report, &Rendered, &Config) -> Vec<String>;
 
 /// What `check` adds to loading the configuration: every report's template rendered against
 /// its sample data, each template loaded once, and what `sizes` says of each render. Returns
@@ -114,7 +114,7 @@ fn check_report(
 
 /// A rendering's parts and their sizes in words: `html 12.3 KB, text 4.1 KB, csv 2 KB`; and
 /// their total, in bytes.
-pub fn part_sizes(rendered: &Rendered) -> (String, u64) {
+pub(crate) fn part_sizes(rendered: &Rendered) -> (String, u64) {
     let parts =
         rendered.html.len() + rendered.text.len() + rendered.csv.as_ref().map_or(0, String::len);
     let sizes = format!(

@@ -3,7 +3,7 @@
 /// `value` as one CSV field: quoted (quotes doubled) when it holds a comma, a quote or a line
 /// break; a text that a spreadsheet would run as a formula (`=`, `+`, `-`, `@`, tab or carriage
 /// return first, and not a number) is prefixed with `'` (OWASP's CSV injection advice).
-pub fn escape(value: &str) -> String {
+pub(crate) fn escape(value: &str) -> String {
     let formula = value.starts_with(['=', '+', '-', '@', '\t', '\r'])
         && value.replace(',', "").parse::<f64>().is_err();
     let field = if formula {

@@ -12,7 +12,7 @@ pub enum HtmlError {
 }
 
 /// Inlines the CSS and checks the images.
-pub fn prepare(html: &str) -> Result<String, HtmlError> {
+pub(crate) fn prepare(html: &str) -> Result<String, HtmlError> {
     if let Some(src) = image_without_alt(html) {
         return Err(HtmlError::NoAlt(src));
     }

@@ -18,7 +18,8 @@ mod csv;
 mod email_html;
 mod helpers;
 
-pub use check::{FAMILY_ROWS_CHECKED, SizeCheck, check_templates, part_sizes};
+pub use check::check_templates;
+pub(crate) use check::{FAMILY_ROWS_CHECKED, part_sizes};
 pub use helpers::grouped;
 
 /// The parts of one report template, each in its own registry: HTML escaping for the HTML
@@ -288,7 +289,7 @@ pub fn context(
 }
 
 /// Gmail shows only the start of a message whose HTML is larger than this (its "clipping").
-pub const GMAIL_CLIP_BYTES: usize = 102_000;
+pub(crate) const GMAIL_CLIP_BYTES: usize = 102_000;
 
 /// A size for a person: `812 B`, `101.6 KiB`, `24.9 MiB`.
 pub fn human_size(n: usize) -> String {

@@ -6,7 +6,7 @@
 //! `# UNIT` and `# EOF` lines and escapes `"` in help text, which 0.0.4 has not.
 
 /// Rewrites an OpenMetrics exposition as the 0.0.4 text format.
-pub fn from_openmetrics(openmetrics: &str) -> String {
+pub(crate) fn from_openmetrics(openmetrics: &str) -> String {
     let mut out = String::with_capacity(openmetrics.len());
     let counters: Vec<&str> = openmetrics
         .lines()
@@ -49,7 +49,7 @@ fn sample_name(name: &str, counters: &[&str]) -> String {
 
 /// Whether an `Accept` header prefers OpenMetrics to the 0.0.4 text format (by q-value; a tie
 /// goes to OpenMetrics, which Prometheus asks for first). No header means the text format.
-pub fn wants_openmetrics(accept: Option<&str>) -> bool {
+pub(crate) fn wants_openmetrics(accept: Option<&str>) -> bool {
     let Some(accept) = accept else {
         return false;
     };

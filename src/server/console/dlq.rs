@@ -110,7 +110,7 @@ fn runbook_list(runbooks: &[Runbook]) -> Markup {
 
 /// The bulk-redrive form of a group.
 #[derive(Debug, Default, Deserialize)]
-pub struct PlanForm {
+pub(crate) struct PlanForm {
     #[serde(default)]
     csrf: String,
     #[serde(default)]

@@ -16,7 +16,7 @@ use crate::views::history::JobHistory;
 
 /// What the artifact frame may do: show the report's own inline styles and data images; no
 /// script, no request, no form; a unique origin (`sandbox`).
-pub const ARTIFACT_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
+pub(crate) const ARTIFACT_CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
      frame-ancestors 'self'; sandbox";
 
 fn job_key(key: &str) -> Result<JobKey, ConsoleError> {
@@ -110,7 +110,7 @@ async fn stored(
 /// An action's form: the CSRF token, who and why (both required: actions are audited), and
 /// for a delivery's redrive its [`delivery_ref`].
 #[derive(Debug, Default, Deserialize)]
-pub struct ActionForm {
+pub(crate) struct ActionForm {
     #[serde(default)]
     pub csrf: String,
     #[serde(default)]

@@ -13,7 +13,7 @@ use crate::views::history::{DeliveryHistory, JobHistory, Redactions};
 
 /// A delivery named in a form without its key (which holds a recipient address): the first
 /// 16 hex digits of the key's sha256.
-pub fn delivery_ref(key: &DeliveryKey) -> String {
+pub(crate) fn delivery_ref(key: &DeliveryKey) -> String {
     use sha2::Digest;
     let digest = sha2::Sha256::digest(key.to_string().as_bytes());
     hex::encode(&digest[..8])

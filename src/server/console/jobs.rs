@@ -15,11 +15,11 @@ use crate::domain::outcome::ResponseClass;
 use crate::ledger::{Job, JobFilter, JobState};
 
 /// Jobs a page shows.
-pub const PAGE_SIZE: u32 = 50;
+pub(crate) const PAGE_SIZE: u32 = 50;
 
 /// The filter as the form sends it: every field optional, an empty field unset.
 #[derive(Debug, Default, Deserialize)]
-pub struct JobsQuery {
+pub(crate) struct JobsQuery {
     #[serde(default)]
     pub state: String,
     #[serde(default)]

@@ -38,7 +38,7 @@ pub const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data
 
 /// A console failure, shown as a page.
 #[derive(Debug, thiserror::Error)]
-pub enum ConsoleError {
+pub(crate) enum ConsoleError {
     #[error(transparent)]
     Ledger(#[from] crate::ledger::LedgerError),
     /// A form or query the console cannot act on: what is wrong, by field.

@@ -7,7 +7,7 @@ use maud::{DOCTYPE, Markup, html};
 use super::session::Session;
 
 /// The page shell: head, navigation, the signed-in role and a sign-out form.
-pub fn shell(title: &str, session: Option<&Session>, body: Markup) -> Markup {
+pub(crate) fn shell(title: &str, session: Option<&Session>, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -67,12 +67,12 @@ pub fn login(problem: Option<&str>) -> Markup {
 
 /// A table box that scrolls sideways on a narrow screen, as a named region the keyboard can
 /// reach and scroll (axe-core's scrollable-region-focusable).
-pub fn scroll_region(label: &str, table: Markup) -> Markup {
+pub(crate) fn scroll_region(label: &str, table: Markup) -> Markup {
     html! { div.table-wrap role="region" aria-label=(label) tabindex="0" { (table) } }
 }
 
 /// A state (or class) as a badge.
-pub fn state_badge(state: &str) -> Markup {
+pub(crate) fn state_badge(state: &str) -> Markup {
     html! { span class={"state " (state)} { (state) } }
 }
 
@@ -87,7 +87,7 @@ pub fn when(at: DateTime<Utc>) -> Markup {
 /// (`2026-11-29 06:30:00 CET (UTC+01:00) · 05:30:00 UTC`); UTC alone without a zone (a report
 /// no longer configured). An operator asked about "the 08:00 report" thinks in the report's
 /// zone.
-pub fn when_in(tz: Option<chrono_tz::Tz>, at: DateTime<Utc>) -> Markup {
+pub(crate) fn when_in(tz: Option<chrono_tz::Tz>, at: DateTime<Utc>) -> Markup {
     let Some(tz) = tz else {
         return when(at);
     };

@@ -24,7 +24,7 @@ const PAGE: usize = 50;
 const DAYS: u64 = 14;
 
 #[derive(Debug, Default, Deserialize)]
-pub struct ReportsQuery {
+pub(crate) struct ReportsQuery {
     #[serde(default)]
     after: String,
 }

@@ -18,7 +18,7 @@ use crate::services::sweeper::{SweepCounts, SweepItem, SweepPlan};
 const LISTED: usize = 20;
 
 #[derive(Debug, Default, Deserialize)]
-pub struct RetentionQuery {
+pub(crate) struct RetentionQuery {
     #[serde(default)]
     as_of: String,
 }

@@ -99,7 +99,7 @@ fn runbook_page(session: &Session, rb: &Runbook, steps: &[RunbookStep]) -> Marku
 
 /// A start or stop: the CSRF token and who (audited).
 #[derive(Debug, Default, Deserialize)]
-pub struct StepForm {
+pub(crate) struct StepForm {
     #[serde(default)]
     csrf: String,
     #[serde(default)]

@@ -9,10 +9,10 @@ use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
 /// The session cookie's name.
-pub const COOKIE: &str = "dawnpost_session";
+pub(crate) const COOKIE: &str = "dawnpost_session";
 
 /// How long a login lasts.
-pub const SESSION_SECS: i64 = 12 * 60 * 60;
+pub(crate) const SESSION_SECS: i64 = 12 * 60 * 60;
 
 /// What a session may do: an operator redrives and cancels; a viewer only reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +114,7 @@ impl Tokens {
 
 impl Session {
     /// Whether a form's CSRF field is this session's (constant time).
-    pub fn csrf_ok(&self, given: &str) -> bool {
+    pub(crate) fn csrf_ok(&self, given: &str) -> bool {
         bool::from(self.csrf.as_bytes().ct_eq(given.as_bytes()))
     }
 }
