@@ -1,5 +1,5 @@
 //! Owners' notices: what a report's owners (`owners`, `owner_webhook`) are told when its work
-//! is late or quarantined, and when. Pure: the notifier (`notifier.rs`) reads the ledger and
+//! is late or quarantined, and when. Pure: the notifier (`services::notifier`) reads the ledger and
 //! sends; this module says which fires are expected by now, whether each is late, how
 //! quarantines are batched, and what a message says.
 //!

@@ -1,5 +1,5 @@
 //! How the keys of [`crate::domain::keys`] bind to SQL: as their text, on every backend that binds a
-//! `String`. Here, not in `keys.rs`, so that the names of work know nothing of storage.
+//! `String`. Here, not in `domain::keys`, so that the names of work know nothing of storage.
 
 use crate::domain::keys::{DeliveryKey, JobKey};
 

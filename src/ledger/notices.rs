@@ -1,6 +1,6 @@
 //! Owners' notices: the notices owed (one per job and cause, an idempotent key), the messages
 //! that tell them (their words fixed when made), and each message's sends to the owners,
-//! leased, attempted and retried like deliveries. `notice.rs` says what is due and what a
+//! leased, attempted and retried like deliveries. `delivery::notice` says what is due and what a
 //! message says; this file only keeps it.
 
 use chrono::{DateTime, Utc};

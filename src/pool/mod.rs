@@ -254,7 +254,7 @@ pub struct Pipeline {
     nudge: crate::runtime::periodic::Nudge,
     /// Deliveries created leased to this node, waiting to be queued.
     arrivals: queue::Arrivals,
-    /// Whether this node hears other processes' work signals (`wake.rs`): an idle pool then
+    /// Whether this node hears other processes' work signals (`services::wake`): an idle pool then
     /// looks for work they made due only every [`HEARING_IDLE_MAX`], not every `idle_max`.
     hearing: std::sync::atomic::AtomicBool,
     /// How many live nodes share the ledger, as the registry's heartbeats see it: the

@@ -10,7 +10,7 @@
 //!    `dawnpost_report_late` series and the console's overview, through [`LateBoard`]);
 //! 2. records a `quarantined` notice for each job quarantined since the last round;
 //! 3. puts waiting notices in messages (`notice::next_batch` batches a report's quarantines);
-//! 4. sends the due sends, each classified and retried by `retry.rs`; a send whose host's
+//! 4. sends the due sends, each classified and retried by `delivery::retry`; a send whose host's
 //!    `[[rate_limit]]` has no send left waits, unattempted, until it has (in the daemon the
 //!    pool's limits: the owners' sends and the reports' count against one budget per host).
 
