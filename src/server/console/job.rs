@@ -127,6 +127,13 @@ impl CsrfForm for ActionForm {
     }
 }
 
+/// An operator's action on job `key` done: logged with its audit, then the page of `shown`
+/// (the job, or the revision a reissue made) follows.
+fn acted(action: &str, key: &JobKey, shown: &JobKey, audit: &Audit<'_>) -> Response {
+    tracing::info!(job = %key, shown = %shown, by = audit.by(), via = %audit.via(), "console {action}");
+    Redirect::to(&format!("/ui/jobs/{shown}")).into_response()
+}
+
 /// The audit of a console action: the form's `by` and `reason`, both required.
 fn audit_of(f: &ActionForm) -> Result<Audit<'_>, ConsoleError> {
     Audit::new(&f.by, &f.reason, Via::Console).map_err(|e| ConsoleError::Invalid(e.to_string()))
@@ -155,8 +162,7 @@ pub(super) async fn redrive(
         };
         st.ledger.delivery_redrive(&d.key, &audit, now).await?;
     }
-    tracing::info!(job = %key, by = audit.by(), via = %audit.via(), "console redrive");
-    Ok(Redirect::to(&format!("/ui/jobs/{key}")).into_response())
+    Ok(acted("redrive", &key, &key, &audit))
 }
 
 pub(super) async fn cancel(
@@ -167,8 +173,7 @@ pub(super) async fn cancel(
     let key = job_key(&key)?;
     let audit = audit_of(&f)?;
     st.ledger.job_cancel(&key, &audit, st.clock.now()).await?;
-    tracing::info!(job = %key, by = audit.by(), via = %audit.via(), "console cancel");
-    Ok(Redirect::to(&format!("/ui/jobs/{key}")).into_response())
+    Ok(acted("cancel", &key, &key, &audit))
 }
 
 /// A new revision of a finished job, as a correction; the page of the new revision follows.
@@ -180,6 +185,5 @@ pub(super) async fn reissue(
     let key = job_key(&key)?;
     let audit = audit_of(&f)?;
     let next = st.ledger.job_reissue(&key, &audit, st.clock.now()).await?;
-    tracing::info!(job = %key, revision = %next, by = audit.by(), via = %audit.via(), "console reissue");
-    Ok(Redirect::to(&format!("/ui/jobs/{next}")).into_response())
+    Ok(acted("reissue", &key, &next, &audit))
 }
