@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::LedgerError;
-use super::tx::Statement;
+use super::backend::tx::Statement;
 use super::types::parse_key;
 use crate::domain::clock::from_millis;
 use crate::domain::keys::{DeliveryKey, JobKey};

@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::audit::audit_row;
-use super::tx::{Statement, Tx};
+use super::backend::tx::{Statement, Tx};
 use super::types::parse_key;
 use super::{
     Arg, Attempt, AttemptRecord, Audit, Delivery, DeliveryLease, DeliveryNext, DeliveryRecord,

@@ -8,11 +8,11 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
-use super::bind::shaped;
+use super::backend::bind::shaped;
+use super::backend::tx::{Statement, Tx};
 use super::group_commit_sql::{
     FINISH_UPDATE, NewRow, RENDERED_UPDATE, finish_columns, last_error, rendered_state,
 };
-use super::tx::{Statement, Tx};
 use super::{
     Claimed, Delivery, DeliveryRecord, Finish, Job, JobRecord, Lease, LeaseParams, LeasedDelivery,
 };

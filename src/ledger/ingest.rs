@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, Utc};
 
+use super::backend::tx::Statement;
 use super::jobs::{JOB_INSERT_ONE, JobRow};
-use super::tx::Statement;
 use super::types::parse_key;
 use super::{IngestOutcome, Ledger, NewJob, Result};
 use crate::domain::clock::to_millis;

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::PerBackend;
 use super::audit::audit_row;
-use super::tx::{Statement, Tx};
+use super::backend::tx::{Statement, Tx};
 use super::types::parse_key;
 use super::{
     Arg, Audit, Job, JobLease, JobRecord, JobState, Ledger, LedgerError, NewDelivery, NewJob,
@@ -115,13 +115,13 @@ impl Ledger {
     ) -> Result<Vec<JobKey>> {
         match &self.backend {
             super::Backend::Postgres(p) => {
-                let mut tx = p.begin_with(super::postgres::BEGIN).await?;
+                let mut tx = p.begin_with(super::backend::postgres::BEGIN).await?;
                 let inserted = insert_jobs_pg(&mut tx, jobs, now).await?;
                 tx.commit().await?;
                 Ok(inserted)
             }
             super::Backend::Sqlite(p) => {
-                let mut tx = p.begin_with(super::sqlite::BEGIN).await?;
+                let mut tx = p.begin_with(super::backend::sqlite::BEGIN).await?;
                 let inserted = insert_jobs_sqlite(&mut tx, jobs, now).await?;
                 tx.commit().await?;
                 Ok(inserted)

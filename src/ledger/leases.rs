@@ -10,7 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::PerBackend;
 use super::Place;
-use super::tx::{Statement, Tx};
+use super::backend::tx::{Statement, Tx};
 use super::{Arg, Delivery, DeliveryRecord, Job, JobRecord};
 use super::{Ledger, Result};
 use crate::domain::clock::to_millis;

@@ -19,12 +19,12 @@ macro_rules! on_backend {
         match &$self.backend {
             crate::ledger::Backend::Sqlite($p) => {
                 #[allow(unused_imports)]
-                use crate::ledger::sqlite as $d;
+                use crate::ledger::backend::sqlite as $d;
                 $body
             }
             crate::ledger::Backend::Postgres($p) => {
                 #[allow(unused_imports)]
-                use crate::ledger::postgres as $d;
+                use crate::ledger::backend::postgres as $d;
                 $body
             }
         }
@@ -62,7 +62,7 @@ const LIVE_JOB_KEYS: &str = live_jobs!("key");
 const LIVE_JOB_NUMBERS: &str = live_jobs!("number");
 
 mod audit;
-mod bind;
+mod backend;
 mod browse;
 mod deliveries;
 mod deploy;
@@ -74,7 +74,6 @@ mod jobs;
 mod leases;
 mod nodes;
 mod notices;
-mod postgres;
 mod probes;
 mod reissue;
 mod rescue;
@@ -82,9 +81,7 @@ mod retention;
 mod runbooks;
 mod schema;
 mod signal;
-mod sqlite;
 mod ticks;
-mod tx;
 mod types;
 
 use std::path::Path;
@@ -96,6 +93,7 @@ use crate::domain::redact::redact_url;
 use audit::RedriveRecord;
 pub use audit::Unaudited;
 pub use audit::{Audit, Redrive, Via};
+use backend::tx::{Arg, Statement};
 pub(crate) use deploy::Blockers;
 pub use deploy::{HeldLease, Migrated};
 pub use group_commit::Committed;
@@ -117,7 +115,6 @@ pub use schema::Opening;
 pub use schema::SchemaFit;
 pub use signal::WorkListener;
 pub use states::{DeliveryState, JobState};
-use tx::{Arg, Statement};
 pub use types::*;
 
 /// A row type both backends decode.
@@ -288,9 +285,9 @@ impl Ledger {
 
     async fn open_pool(url: &str, root: &Path, pg_connections: u32) -> Result<Ledger> {
         let backend = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Backend::Postgres(postgres::connect(url, None, pg_connections).await?)
+            Backend::Postgres(backend::postgres::connect(url, None, pg_connections).await?)
         } else if url.starts_with("sqlite:") {
-            Backend::Sqlite(sqlite::connect(url, root).await?)
+            Backend::Sqlite(backend::sqlite::connect(url, root).await?)
         } else {
             return Err(LedgerError::Open {
                 url: redact_url(url),
@@ -310,7 +307,7 @@ impl Ledger {
     /// Opens a PostgreSQL ledger inside its own schema (created if missing): how tests isolate.
     pub async fn connect_postgres_schema(url: &str, schema: &str) -> Result<Ledger> {
         let ledger = Ledger::on(Backend::Postgres(
-            postgres::connect(url, Some(schema), DEFAULT_PG_CONNECTIONS).await?,
+            backend::postgres::connect(url, Some(schema), DEFAULT_PG_CONNECTIONS).await?,
         ));
         ledger.prepare_schema(Opening::Migrate).await?;
         Ok(ledger)
@@ -319,7 +316,7 @@ impl Ledger {
     /// Drops a schema made by [`Ledger::connect_postgres_schema`].
     pub async fn drop_postgres_schema(&self, schema: &str) -> Result<()> {
         match &self.backend {
-            Backend::Postgres(p) => postgres::drop_schema(p, schema).await,
+            Backend::Postgres(p) => backend::postgres::drop_schema(p, schema).await,
             Backend::Sqlite(_) => Ok(()),
         }
     }
@@ -364,8 +361,8 @@ impl Ledger {
             return Err(LedgerError::Unreachable);
         }
         let wrote = match &self.backend {
-            Backend::Sqlite(p) => sqlite::check_writable(p).await,
-            Backend::Postgres(p) => postgres::check_writable(p).await,
+            Backend::Sqlite(p) => backend::sqlite::check_writable(p).await,
+            Backend::Postgres(p) => backend::postgres::check_writable(p).await,
         };
         wrote.map_err(|e| LedgerError::CannotWrite(crate::domain::words::error_chain(&e)))
     }
@@ -400,8 +397,8 @@ impl Ledger {
     {
         let mut recs: Vec<R> = Vec::with_capacity(keys.len());
         on_backend!(self, |p, _d| {
-            for chunk in keys.chunks(bind::KEYS_PER_STATEMENT) {
-                let mut qb = bind::job_keys_in(head, chunk);
+            for chunk in keys.chunks(backend::bind::KEYS_PER_STATEMENT) {
+                let mut qb = backend::bind::job_keys_in(head, chunk);
                 recs.extend(qb.build_query_as::<R>().fetch_all(p).await?);
             }
         });

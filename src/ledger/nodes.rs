@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::tx::Statement;
+use super::backend::tx::Statement;
 use super::{FIRST_WORK_FORMAT, Ledger, Result, WORK_FORMAT};
 use crate::domain::clock::{from_millis, to_millis};
 

@@ -5,7 +5,7 @@
 
 use chrono::{DateTime, Utc};
 
-use super::tx::Statement;
+use super::backend::tx::Statement;
 use super::{Ledger, LedgerError, PerBackend, Result};
 use crate::delivery::notice::{Cause, Composed, Item};
 use crate::domain::clock::{from_millis, to_millis};
@@ -477,7 +477,7 @@ fn batches(waiting: &[NoticeRow]) -> Vec<Vec<&NoticeRow>> {
 /// Inserts message `key` (of `report`, for `cause`, window start and place) and one send per
 /// owner.
 async fn insert_message(
-    tx: &mut super::tx::Tx,
+    tx: &mut super::backend::tx::Tx,
     (key, report, cause, (window, seq)): (&str, &str, Cause, (DateTime<Utc>, i64)),
     words: &Composed,
     owners: &[(DestinationKind, String)],

@@ -2,7 +2,7 @@
 //! one, recorded together in one transaction (a probe is never recorded without its outcome's
 //! effect, nor the effect without the probe that caused it).
 
-use super::tx::Statement;
+use super::backend::tx::Statement;
 use super::{JobLease, Ledger, LedgerError, Result, SKIPPED_FORMAT, WAITING_FORMAT, fenced};
 use crate::domain::clock::{from_millis, to_millis};
 use crate::domain::keys::JobKey;

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 
 use super::audit::audit_row;
-use super::tx::{Statement, Tx};
+use super::backend::tx::{Statement, Tx};
 use super::{Audit, Job, JobRecord, Ledger, LedgerError, REISSUE_FORMAT, Result};
 use crate::domain::clock::to_millis;
 use crate::domain::keys::JobKey;

@@ -90,7 +90,7 @@ impl Ledger {
 
 use chrono::{DateTime, Utc};
 
-use super::tx::{Statement, Tx};
+use super::backend::tx::{Statement, Tx};
 use super::{Job, JobRecord, Ledger, Result, RetentionSizes};
 use crate::domain::clock::to_millis;
 use crate::domain::keys::JobKey;

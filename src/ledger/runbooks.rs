@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::tx::Statement;
+use super::backend::tx::Statement;
 use super::{Delivery, DeliveryRecord, Ledger, Result, Via};
 use crate::domain::clock::{from_millis, to_millis};
 use crate::domain::keys::DeliveryKey;

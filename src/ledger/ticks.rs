@@ -70,7 +70,7 @@ impl Ledger {
         let ms = to_millis(at);
         match &self.backend {
             super::Backend::Postgres(p) => {
-                let mut tx = p.begin_with(super::postgres::BEGIN).await?;
+                let mut tx = p.begin_with(super::backend::postgres::BEGIN).await?;
                 let inserted = insert_jobs_pg(&mut tx, jobs, at).await?;
                 if !reports.is_empty() {
                     sqlx::query(RECORD_TICKS_PG)
@@ -83,7 +83,7 @@ impl Ledger {
                 Ok(inserted)
             }
             super::Backend::Sqlite(p) => {
-                let mut tx = p.begin_with(super::sqlite::BEGIN).await?;
+                let mut tx = p.begin_with(super::backend::sqlite::BEGIN).await?;
                 let inserted = insert_jobs_sqlite(&mut tx, jobs, at).await?;
                 for chunk in reports.chunks(SQLITE_TICK_ROWS) {
                     let mut qb = sqlx::QueryBuilder::new(RECORD_TICKS_SQLITE);

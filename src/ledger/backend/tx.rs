@@ -7,12 +7,12 @@ use std::borrow::Cow;
 
 use sqlx::{Database, Encode, FromRow, Postgres, Sqlite, Transaction, Type};
 
-use super::{Backend, BothRow, Ledger, PerBackend, Result};
 use crate::domain::keys::{DeliveryKey, JobKey};
+use crate::ledger::{Backend, BothRow, Ledger, PerBackend, Result};
 
 /// A value bound to one of a statement's parameters (`$1`, `$2`, … in order).
 #[derive(Debug, Clone)]
-pub(super) enum Arg<'a> {
+pub(in crate::ledger) enum Arg<'a> {
     Int(i64),
     MaybeInt(Option<i64>),
     Text(Cow<'a, str>),
@@ -63,13 +63,13 @@ impl From<Option<&DeliveryKey>> for Arg<'_> {
 
 /// A statement with its binds: what one function of a concern's file builds and a [`Tx`] runs.
 #[derive(Debug, Clone)]
-pub(super) struct Statement<'a> {
+pub(in crate::ledger) struct Statement<'a> {
     sql: Cow<'static, str>,
     args: Vec<Arg<'a>>,
 }
 
 impl<'a> Statement<'a> {
-    pub(super) fn new(sql: &'static str) -> Statement<'a> {
+    pub(in crate::ledger) fn new(sql: &'static str) -> Statement<'a> {
         Statement {
             sql: Cow::Borrowed(sql),
             args: Vec::new(),
@@ -77,7 +77,7 @@ impl<'a> Statement<'a> {
     }
 
     /// A statement whose text was built at run time (a multi-row `VALUES` list).
-    pub(super) fn owned(sql: String) -> Statement<'a> {
+    pub(in crate::ledger) fn owned(sql: String) -> Statement<'a> {
         Statement {
             sql: Cow::Owned(sql),
             args: Vec::new(),
@@ -85,7 +85,7 @@ impl<'a> Statement<'a> {
     }
 
     /// Binds the next parameter.
-    pub(super) fn bind(mut self, arg: impl Into<Arg<'a>>) -> Statement<'a> {
+    pub(in crate::ledger) fn bind(mut self, arg: impl Into<Arg<'a>>) -> Statement<'a> {
         self.args.push(arg.into());
         self
     }
@@ -95,14 +95,14 @@ impl<'a> Statement<'a> {
 /// — but only when its connection is next used, and until then the rows it locked stay locked
 /// (a claim's `SKIP LOCKED` passes them by). So a transaction that can fail halfway runs in
 /// [`Ledger::within`], which rolls back before it returns the error.
-pub(super) enum Tx {
+pub(in crate::ledger) enum Tx {
     Sqlite(Transaction<'static, Sqlite>),
     Postgres(Transaction<'static, Postgres>),
 }
 
 impl Ledger {
     /// Begins a transaction the way each backend writes (SQLite takes its write lock at once).
-    pub(super) async fn begin(&self) -> Result<Tx> {
+    pub(in crate::ledger) async fn begin(&self) -> Result<Tx> {
         Ok(match &self.backend {
             Backend::Sqlite(p) => Tx::Sqlite(p.begin_with(super::sqlite::BEGIN).await?),
             Backend::Postgres(p) => Tx::Postgres(p.begin_with(super::postgres::BEGIN).await?),
@@ -114,7 +114,7 @@ impl Ledger {
     /// Runs `body` in one transaction: commits when it returns `Ok` (a refusal that changed
     /// nothing commits nothing), and rolls back before returning when it fails, so no lock it
     /// took outlives the call.
-    pub(super) async fn within<T>(
+    pub(in crate::ledger) async fn within<T>(
         &self,
         body: impl AsyncFnOnce(&mut Tx) -> Result<T>,
     ) -> Result<T> {
@@ -138,7 +138,7 @@ impl Ledger {
 
 impl Ledger {
     /// Runs one statement in a transaction of its own; how many rows it changed.
-    pub(super) async fn execute(&self, st: &Statement<'_>) -> Result<u64> {
+    pub(in crate::ledger) async fn execute(&self, st: &Statement<'_>) -> Result<u64> {
         Ok(match &self.backend {
             Backend::Sqlite(p) => query(st.sql.clone(), &st.args)
                 .execute(p)
@@ -154,10 +154,10 @@ impl Ledger {
 
 impl Ledger {
     /// Every row `st` returns, each read as `R` and made a `T`.
-    pub(super) async fn fetch_all<R, T>(&self, st: &Statement<'_>) -> Result<Vec<T>>
+    pub(in crate::ledger) async fn fetch_all<R, T>(&self, st: &Statement<'_>) -> Result<Vec<T>>
     where
         R: BothRow,
-        T: TryFrom<R, Error = super::LedgerError>,
+        T: TryFrom<R, Error = crate::ledger::LedgerError>,
     {
         let rows: Vec<R> = match &self.backend {
             Backend::Sqlite(p) => query_as(st.sql.clone(), &st.args).fetch_all(p).await?,
@@ -210,7 +210,7 @@ where
 
 impl Tx {
     /// Runs `st`; how many rows it changed.
-    pub(super) async fn execute(&mut self, st: &Statement<'_>) -> Result<u64> {
+    pub(in crate::ledger) async fn execute(&mut self, st: &Statement<'_>) -> Result<u64> {
         Ok(match self {
             Tx::Sqlite(tx) => {
                 let done = query(st.sql.clone(), &st.args).execute(&mut **tx).await?;
@@ -224,7 +224,7 @@ impl Tx {
     }
 
     /// The first row `st` returns, if any.
-    pub(super) async fn fetch_optional<T: BothRow>(
+    pub(in crate::ledger) async fn fetch_optional<T: BothRow>(
         &mut self,
         st: &Statement<'_>,
     ) -> Result<Option<T>> {
@@ -243,7 +243,10 @@ impl Tx {
     }
 
     /// Every row `st` returns.
-    pub(super) async fn fetch_all<T: BothRow>(&mut self, st: &Statement<'_>) -> Result<Vec<T>> {
+    pub(in crate::ledger) async fn fetch_all<T: BothRow>(
+        &mut self,
+        st: &Statement<'_>,
+    ) -> Result<Vec<T>> {
         Ok(match self {
             Tx::Sqlite(tx) => {
                 query_as(st.sql.clone(), &st.args)
@@ -260,7 +263,7 @@ impl Tx {
 
     /// Runs `statement`, whose `$1` is an instant (ms) and `$2` a list of job keys (each
     /// backend's `key_list`); how many rows it changed.
-    pub(super) async fn execute_keyed(
+    pub(in crate::ledger) async fn execute_keyed(
         &mut self,
         statement: PerBackend,
         at_ms: i64,
@@ -284,7 +287,7 @@ impl Tx {
 
     /// The PostgreSQL connection this transaction runs on, for a statement that binds arrays
     /// (`UNNEST`); `None` on SQLite, which has no array binds.
-    pub(super) fn postgres(&mut self) -> Option<&mut sqlx::PgConnection> {
+    pub(in crate::ledger) fn postgres(&mut self) -> Option<&mut sqlx::PgConnection> {
         match self {
             Tx::Postgres(tx) => Some(&mut **tx),
             Tx::Sqlite(_) => None,
@@ -293,12 +296,12 @@ impl Tx {
 
     /// Whether this backend's statements number their parameters (`$1`; PostgreSQL) rather
     /// than take them in order (`?`; SQLite, where a numbered name costs a lookup by scan).
-    pub(super) fn numbered(&self) -> bool {
+    pub(in crate::ledger) fn numbered(&self) -> bool {
         matches!(self, Tx::Postgres(_))
     }
 
     /// The text of `statement` for this transaction's backend.
-    pub(super) fn pick(&self, statement: PerBackend) -> &'static str {
+    pub(in crate::ledger) fn pick(&self, statement: PerBackend) -> &'static str {
         match self {
             Tx::Sqlite(_) => statement.sqlite,
             Tx::Postgres(_) => statement.postgres,
@@ -307,7 +310,7 @@ impl Tx {
 
     /// The planner settings a claim runs under, where the backend has them (PostgreSQL's
     /// `LEASE_PLAN`), for the rest of the transaction.
-    pub(super) async fn plan_claim(&mut self) -> Result<()> {
+    pub(in crate::ledger) async fn plan_claim(&mut self) -> Result<()> {
         match self {
             Tx::Postgres(tx) => {
                 sqlx::query(super::postgres::LEASE_PLAN)
@@ -321,7 +324,7 @@ impl Tx {
 
     /// Every row of `head (k1, k2, …)` for the job keys (`bind::job_keys_in`, as many
     /// statements as the keys need). `head` ends in `IN (`.
-    pub(super) async fn fetch_by_job_keys<T: BothRow>(
+    pub(in crate::ledger) async fn fetch_by_job_keys<T: BothRow>(
         &mut self,
         head: &'static str,
         keys: &[&JobKey],
@@ -346,7 +349,7 @@ impl Tx {
     /// Serialises the making of owners' notices across nodes until the end of the transaction
     /// (PostgreSQL's transaction-scoped advisory lock; SQLite's write transaction already
     /// excludes every other writer), so two nodes never open two batches for one report.
-    pub(super) async fn lock_notices(&mut self) -> Result<()> {
+    pub(in crate::ledger) async fn lock_notices(&mut self) -> Result<()> {
         match self {
             Tx::Sqlite(_) => Ok(()),
             Tx::Postgres(_) => {
@@ -359,7 +362,7 @@ impl Tx {
     /// Locks job `key`'s row until the end of the transaction, where the backend needs it
     /// (PostgreSQL; SQLite's write transaction already excludes every other writer). A redrive
     /// and a retirement both take it first, so they never wait on each other in opposite orders.
-    pub(super) async fn lock_job(&mut self, key: &str) -> Result<()> {
+    pub(in crate::ledger) async fn lock_job(&mut self, key: &str) -> Result<()> {
         match self {
             Tx::Sqlite(_) => Ok(()),
             Tx::Postgres(_) => {
@@ -373,13 +376,15 @@ impl Tx {
 
     /// The ledger's own clock as this statement runs (see [`Ledger::server_time`]); `None`
     /// on SQLite.
-    pub(super) async fn server_time(&mut self) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+    pub(in crate::ledger) async fn server_time(
+        &mut self,
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
         match self {
             Tx::Sqlite(_) => Ok(None),
             Tx::Postgres(_) => {
-                let st = Statement::new(super::SERVER_TIME);
+                let st = Statement::new(crate::ledger::SERVER_TIME);
                 let Some((ms,)) = self.fetch_optional::<(i64,)>(&st).await? else {
-                    return Err(super::LedgerError::Corrupt(
+                    return Err(crate::ledger::LedgerError::Corrupt(
                         "the ledger's clock read returned no row".into(),
                     ));
                 };
@@ -388,7 +393,7 @@ impl Tx {
         }
     }
 
-    pub(super) async fn commit(self) -> Result<()> {
+    pub(in crate::ledger) async fn commit(self) -> Result<()> {
         match self {
             Tx::Sqlite(tx) => tx.commit().await?,
             Tx::Postgres(tx) => tx.commit().await?,
@@ -396,7 +401,7 @@ impl Tx {
         Ok(())
     }
 
-    pub(super) async fn rollback(self) -> Result<()> {
+    pub(in crate::ledger) async fn rollback(self) -> Result<()> {
         match self {
             Tx::Sqlite(tx) => tx.rollback().await?,
             Tx::Postgres(tx) => tx.rollback().await?,

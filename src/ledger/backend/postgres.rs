@@ -7,17 +7,17 @@ use std::time::Duration;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 
-use super::LedgerError;
-use super::PerBackend;
 use crate::domain::redact::redact_url;
+use crate::ledger::LedgerError;
+use crate::ledger::PerBackend;
 
-pub(super) const BEGIN: &str = "BEGIN";
+pub(in crate::ledger) const BEGIN: &str = "BEGIN";
 
 /// Runs first in a rescue's transaction: an expired lease whose row another transaction still
 /// holds (its node paused or stalled between two statements of an outcome write) is waited
 /// for at most this long; the rescue then fails, and a later round takes it once the server
 /// has ended that transaction ([`IDLE_IN_TRANSACTION`]).
-pub(super) const RESCUE_WAIT: Option<&str> = Some("SET LOCAL lock_timeout = '2s'");
+pub(in crate::ledger) const RESCUE_WAIT: Option<&str> = Some("SET LOCAL lock_timeout = '2s'");
 
 /// How long the server lets one of the ledger's sessions sit idle inside a transaction before
 /// it ends the session and rolls the transaction back. A ledger transaction sends its
@@ -31,21 +31,21 @@ const IDLE_IN_TRANSACTION: &str = "10s";
 /// (autovacuum has not analysed yet), PostgreSQL believes the queue holds a handful of rows,
 /// and it sorted the whole queue on every lease instead; with sorting off it always walks the
 /// index. (SQLite walks the queue index in order without being told.)
-pub(super) const LEASE_PLAN: &str = "SET LOCAL enable_sort = off";
+pub(in crate::ledger) const LEASE_PLAN: &str = "SET LOCAL enable_sort = off";
 
 /// A list of job keys as one bind: a text array (`= ANY($n)`).
-pub(super) fn key_list(keys: &[&crate::domain::keys::JobKey]) -> Vec<String> {
+pub(in crate::ledger) fn key_list(keys: &[&crate::domain::keys::JobKey]) -> Vec<String> {
     keys.iter().map(|k| k.to_string()).collect()
 }
 
 /// This backend's text of a statement.
-pub(super) fn pick(statement: PerBackend) -> &'static str {
+pub(in crate::ledger) fn pick(statement: PerBackend) -> &'static str {
     statement.postgres
 }
 
 /// Connects, optionally inside `schema` (created if missing). What the schema must be is
-/// [`super::schema`]'s.
-pub(super) async fn connect(
+/// [`crate::ledger::schema`]'s.
+pub(in crate::ledger) async fn connect(
     url: &str,
     schema: Option<&str>,
     max_connections: u32,
@@ -86,7 +86,9 @@ pub(super) async fn connect(
     }
     let pool = match PgPoolOptions::new()
         .max_connections(max_connections.max(2))
-        .before_acquire(|conn, _| Box::pin(async move { Ok(super::out_of_transaction(conn)) }))
+        .before_acquire(|conn, _| {
+            Box::pin(async move { Ok(crate::ledger::out_of_transaction(conn)) })
+        })
         .acquire_timeout(Duration::from_secs(10))
         .connect_with(options.clone())
         .await
@@ -105,7 +107,7 @@ pub(super) async fn connect(
 /// The write check of `/readyz`, in one transaction: an update (of no row) that a read-only
 /// server, a standby or a role without write grants refuses, and a transaction id, whose commit
 /// record must be written and flushed to the WAL.
-pub(super) async fn check_writable(pool: &PgPool) -> Result<(), sqlx::Error> {
+pub(in crate::ledger) async fn check_writable(pool: &PgPool) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin().await?;
     sqlx::query("UPDATE jobs SET updated_at = updated_at WHERE false")
         .execute(&mut *tx)
@@ -180,7 +182,7 @@ fn plain_on_loopback(url: &str, host: &str) -> bool {
 }
 
 /// Drops a schema made by [`connect`]; for tests that clean up after themselves.
-pub(super) async fn drop_schema(pool: &PgPool, schema: &str) -> Result<(), LedgerError> {
+pub(in crate::ledger) async fn drop_schema(pool: &PgPool, schema: &str) -> Result<(), LedgerError> {
     if schema
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '_')

@@ -8,22 +8,22 @@ use std::time::Duration;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use super::LedgerError;
-use super::PerBackend;
+use crate::ledger::LedgerError;
+use crate::ledger::PerBackend;
 
-pub(super) const BEGIN: &str = "BEGIN IMMEDIATE";
+pub(in crate::ledger) const BEGIN: &str = "BEGIN IMMEDIATE";
 
 /// Runs first in a rescue's transaction; SQLite's writers queue on its one lock instead.
-pub(super) const RESCUE_WAIT: Option<&str> = None;
+pub(in crate::ledger) const RESCUE_WAIT: Option<&str> = None;
 
 /// A list of job keys as one bind: a JSON array (`json_each($n)`).
-pub(super) fn key_list(keys: &[&crate::domain::keys::JobKey]) -> String {
+pub(in crate::ledger) fn key_list(keys: &[&crate::domain::keys::JobKey]) -> String {
     let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
     serde_json::to_string(&keys).unwrap_or_else(|_| "[]".into())
 }
 
 /// This backend's text of a statement.
-pub(super) fn pick(statement: PerBackend) -> &'static str {
+pub(in crate::ledger) fn pick(statement: PerBackend) -> &'static str {
     statement.sqlite
 }
 
@@ -86,7 +86,7 @@ unsafe extern "C" fn busy_nap(_: *mut std::ffi::c_void, count: std::ffi::c_int) 
 /// The write check of `/readyz`: rewrites the database header's user version with its own
 /// value, in a write transaction, so a file that cannot take a write (a full disk, a read-only
 /// mount) fails it as the ledger's own writes do.
-pub(super) async fn check_writable(pool: &SqlitePool) -> Result<(), sqlx::Error> {
+pub(in crate::ledger) async fn check_writable(pool: &SqlitePool) -> Result<(), sqlx::Error> {
     let mut tx = pool.begin_with(BEGIN).await?;
     let version: i64 = sqlx::query_scalar("PRAGMA user_version")
         .fetch_one(&mut *tx)
@@ -99,7 +99,7 @@ pub(super) async fn check_writable(pool: &SqlitePool) -> Result<(), sqlx::Error>
     tx.commit().await
 }
 
-pub(super) async fn connect(url: &str, root: &Path) -> Result<SqlitePool, LedgerError> {
+pub(in crate::ledger) async fn connect(url: &str, root: &Path) -> Result<SqlitePool, LedgerError> {
     let path = url
         .strip_prefix("sqlite://")
         .or_else(|| url.strip_prefix("sqlite:"))
@@ -135,7 +135,9 @@ pub(super) async fn connect(url: &str, root: &Path) -> Result<SqlitePool, Ledger
     let pool = SqlitePoolOptions::new()
         .max_connections(if path == ":memory:" { 1 } else { CONNECTIONS })
         .after_connect(|conn, _| Box::pin(async move { short_busy_waits(conn).await }))
-        .before_acquire(|conn, _| Box::pin(async move { Ok(super::out_of_transaction(conn)) }))
+        .before_acquire(|conn, _| {
+            Box::pin(async move { Ok(crate::ledger::out_of_transaction(conn)) })
+        })
         .connect_with(options)
         .await
         .map_err(|e| LedgerError::Open {

@@ -37,11 +37,14 @@ bind_as_text!(JobKey);
 bind_as_text!(DeliveryKey);
 
 /// Most keys bound in one statement by [`job_keys_in`]: far below both backends' bind limits.
-pub(super) const KEYS_PER_STATEMENT: usize = 500;
+pub(in crate::ledger) const KEYS_PER_STATEMENT: usize = 500;
 
 /// `head (k1, k2, …)` for the job keys `keys` (at most [`KEYS_PER_STATEMENT`]); `head` ends in
 /// `IN (`. What every read of rows by many job keys builds, in a transaction or not.
-pub(super) fn job_keys_in<DB>(head: &'static str, keys: &[&JobKey]) -> sqlx::QueryBuilder<DB>
+pub(in crate::ledger) fn job_keys_in<DB>(
+    head: &'static str,
+    keys: &[&JobKey],
+) -> sqlx::QueryBuilder<DB>
 where
     DB: sqlx::Database,
     String: sqlx::Type<DB> + for<'q> sqlx::Encode<'q, DB>,
@@ -59,7 +62,7 @@ where
 /// two) each: a statement over many rows or keys then has one of a few shapes, each prepared
 /// once per connection and reused, where a shape per count was a new statement to prepare (and
 /// keep in the connection's cache) almost every time.
-pub(super) fn shaped<T>(mut items: &[T], max: usize) -> impl Iterator<Item = &[T]> {
+pub(in crate::ledger) fn shaped<T>(mut items: &[T], max: usize) -> impl Iterator<Item = &[T]> {
     std::iter::from_fn(move || {
         let n = items.len().min(max);
         if n == 0 {
