@@ -69,7 +69,10 @@ impl RunbookState {
         RunbookState::Done,
     ];
 
-    pub fn as_str(self) -> &'static str {
+    /// Not finished: planned, or running.
+    pub const OPEN: &[RunbookState] = &[RunbookState::Planned, RunbookState::Running];
+
+    pub const fn as_str(self) -> &'static str {
         match self {
             RunbookState::Planned => "planned",
             RunbookState::Running => "running",
@@ -283,10 +286,9 @@ impl Ledger {
 
     /// The newest runbooks first; with `open_only`, those planned or running.
     pub async fn runbook_list(&self, open_only: bool, limit: u32) -> Result<Vec<Runbook>> {
-        let filter = if open_only {
-            " WHERE state IN ('planned', 'running')"
-        } else {
-            ""
+        let filter = match open_only {
+            true => sql!(" WHERE state IN (", state_set!(RunbookState::OPEN), ")"),
+            false => "",
         };
         let sql = format!("SELECT {COLUMNS} FROM runbooks{filter} ORDER BY id DESC LIMIT $1");
         let recs: Vec<RunbookRecord> = on_backend!(self, |p, _d| {

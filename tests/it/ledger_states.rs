@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use dawnpost::ledger::{DeliveryState, JobState};
+use dawnpost::ledger::{DeliveryState, JobState, RunbookState};
 
 use crate::common::{POSTGRES_ENV, TestLedger};
 
@@ -140,6 +140,13 @@ async fn the_claim_queue_index_covers_the_claimable_set(t: &TestLedger) {
     );
 }
 
+async fn the_runbooks_check_constraint_allows_the_enums_states(t: &TestLedger) {
+    assert_eq!(
+        allowed(t, "runbooks").await,
+        names(&RunbookState::ALL, RunbookState::as_str)
+    );
+}
+
 async fn no_check_constraint_lists_destination_kinds(t: &TestLedger) {
     for table in ["deliveries", "notice_sends"] {
         let on_kind: Vec<String> = (checks(t, table).await.into_iter())
@@ -174,6 +181,7 @@ async fn a_delivery_of_a_kind_this_version_does_not_send_is_stored_and_read(t: &
 crate::on_both_backends!(
     the_check_constraints_allow_the_enums_states,
     the_claim_queue_index_covers_the_claimable_set,
+    the_runbooks_check_constraint_allows_the_enums_states,
     no_check_constraint_lists_destination_kinds,
     a_delivery_of_a_kind_this_version_does_not_send_is_stored_and_read,
 );
