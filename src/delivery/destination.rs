@@ -105,6 +105,25 @@ pub struct Build<'a> {
     pub ca: Option<&'a CaBundle>,
     /// How many sends may be in flight at once (a connection pool's size).
     pub concurrency: u32,
+    /// Links to reports too large to send (`[server] public_url`); none without it. Made once
+    /// for every kind.
+    pub links: Option<super::links::Links>,
+}
+
+impl<'a> Build<'a> {
+    pub fn new(
+        config: &'a Config,
+        ca: Option<&'a CaBundle>,
+        concurrency: u32,
+    ) -> Result<Build<'a>, DeliverError> {
+        let links = super::links::Links::from_settings(&config.settings.server)?;
+        Ok(Build {
+            config,
+            ca,
+            concurrency,
+            links,
+        })
+    }
 }
 
 /// A kind's sender: its transport and the settings it sends with.
@@ -204,11 +223,16 @@ impl Senders {
         Ok(Senders(senders))
     }
 
-    /// The sender of `kind`, if this version sends it.
-    pub fn of(&self, kind: DestinationKind) -> Option<&dyn Sender> {
+    /// The sender of `kind`; a kind this version does not send is a permanent outcome.
+    pub fn of(&self, kind: DestinationKind) -> Result<&dyn Sender, Outcome> {
         (self.0.iter())
             .find(|(k, _)| *k == kind)
             .map(|(_, s)| s.as_ref())
+            .ok_or_else(|| {
+                permanent(format!(
+                    "this version of dawnpost does not send {kind} destinations"
+                ))
+            })
     }
 }
 

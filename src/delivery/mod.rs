@@ -60,6 +60,13 @@ pub(crate) fn of_owners(owners: &Owners) -> Vec<(DestinationKind, String)> {
         .collect()
 }
 
+/// The longest any kind's send may take, by its transport's own timeout.
+pub fn longest_timeout(settings: &crate::config::Settings) -> std::time::Duration {
+    (KINDS.iter().map(|d| d.timeout(settings)))
+        .max()
+        .unwrap_or_default()
+}
+
 /// What each kind the report sends to warns of its sample's render (`check`).
 pub fn checked(
     report: &Report,

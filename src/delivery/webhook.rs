@@ -60,7 +60,7 @@ impl Destination for Webhook {
         Ok(Box::new(WebhookSending {
             sender: WebhookSender::new(s.webhook.timeout.as_std(), build.ca)?,
             max_body_bytes: s.webhook.max_body_bytes,
-            links: super::links::Links::from_settings(&s.server)?,
+            links: build.links.clone(),
         }))
     }
 

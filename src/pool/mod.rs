@@ -283,15 +283,11 @@ impl Pipeline {
                 source: e.source,
             })?;
         let ca = config.settings.tls.ca.as_deref();
-        let senders = Senders::build(&Build {
-            config,
-            ca,
-            concurrency: pool.concurrency,
-        })?;
+        let senders = Senders::build(&Build::new(config, ca, pool.concurrency)?)?;
         let send_timeouts: Vec<_> = (crate::delivery::kinds().iter())
             .map(|d| (d.kind(), d.timeout(&config.settings)))
             .collect();
-        let longest_send = (send_timeouts.iter().map(|(_, t)| *t).max()).unwrap_or_default();
+        let longest_send = crate::delivery::longest_timeout(&config.settings);
         let limits = Arc::new(limits::RateLimits::new(
             &config.settings.rate_limits,
             &config.settings.email.smtp_url,

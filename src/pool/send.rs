@@ -70,11 +70,9 @@ pub(super) async fn attempt(
         Ok(ready) => ready,
         Err(outcome) => return Ok(outcome),
     };
-    let Some(sender) = p.senders.of(*delivery.key.kind()) else {
-        return Ok(permanent(format!(
-            "this version of dawnpost does not send {} destinations",
-            delivery.key.kind()
-        )));
+    let sender = match p.senders.of(*delivery.key.kind()) {
+        Ok(sender) => sender,
+        Err(outcome) => return Ok(outcome),
     };
     let parcel = Parcel {
         job: &ready.job.key,

@@ -113,16 +113,9 @@ impl Notifier {
     ) -> Result<Notifier, NotifierError> {
         let s = &config.settings;
         let ca = s.tls.ca.as_deref();
-        let longest = (crate::delivery::kinds().iter())
-            .map(|d| d.timeout(s))
-            .max()
-            .unwrap_or_default();
+        let longest = crate::delivery::longest_timeout(s);
         Ok(Notifier {
-            senders: Senders::build(&Build {
-                config,
-                ca,
-                concurrency: IN_FLIGHT as u32,
-            })?,
+            senders: Senders::build(&Build::new(config, ca, IN_FLIGHT as u32)?)?,
             policy: RetryPolicy::from(&s.retry),
             limits: Arc::new(RateLimits::new(
                 &s.rate_limits,
@@ -437,11 +430,9 @@ impl Notifier {
 
     /// Hands `send` of message `m` to its kind's sender.
     async fn transmit(&self, send: &NoticeSend, m: &NoticeMessage) -> Outcome {
-        let Some(sender) = self.senders.of(send.kind) else {
-            return crate::delivery::destination::permanent(format!(
-                "this version of dawnpost does not send {} destinations",
-                send.kind
-            ));
+        let sender = match self.senders.of(send.kind) {
+            Ok(sender) => sender,
+            Err(outcome) => return outcome,
         };
         let report = self.catalog.current().by_id.get(&m.report).cloned();
         let notice = Notice {

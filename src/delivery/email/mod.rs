@@ -82,7 +82,7 @@ impl Destination for Email {
             reply_to: s.email.reply_to.clone(),
             list_domain: s.email.list_domain().to_string(),
             max_message_bytes: s.email.max_message_bytes,
-            links: super::links::Links::from_settings(&s.server)?,
+            links: build.links.clone(),
         }))
     }
 
