@@ -172,7 +172,8 @@ async fn run(
         smtp,
         &settings(&db_url),
     );
-    let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&dir.path().join("config"), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     let now = chrono::Utc::now();
     ledger
         .job_insert_many(&sinks::jobs(&config, jobs, now), now)

@@ -85,7 +85,7 @@ fn main() {
                     concurrency()
                 ),
             );
-            Config::load(&dir.join("config")).unwrap_or_else(|e| panic!("{e}"))
+            Config::load(&dir.join("config"), &dawnpost::delivery::readers()).unwrap_or_else(|e| panic!("{e}"))
         };
 
         let only = sinks::arg("--backend");
@@ -231,7 +231,7 @@ async fn run(
     let per_job = config
         .reports
         .first()
-        .map_or(0, |r| r.email.len() + r.webhooks.len());
+        .map_or(0, |r| dawnpost::delivery::of_report(r).len());
     let expected = (jobs * per_job) as u64;
     // Sampled every 10 ms: when the first delivery was sent and when the last job rendered.
     let (mut first_sent, mut all_rendered) = (None, None);

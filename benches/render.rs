@@ -24,7 +24,8 @@ fn main() {
         let dir = tempfile::tempdir().expect("tempdir");
         let unused: std::net::SocketAddr = ([127, 0, 0, 1], 9).into();
         sinks::project(dir.path(), jobs.clamp(1, 100), 1, 0, unused, unused, "");
-        let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
+        let config = Config::load(&dir.path().join("config"), &dawnpost::delivery::readers())
+            .unwrap_or_else(|e| panic!("{e}"));
         let templates = Arc::new(Templates::load(&config.root, "daily_ops").expect("template"));
         let store = ArtifactStore::open(&url, &config.root).expect("store");
         let http = reqwest::Client::new();

@@ -109,10 +109,11 @@ async fn measure(
     let config_dir = dir.join("config");
     let load_ms = best_of(3, || {
         let started = Instant::now();
-        Config::load(&config_dir).unwrap_or_else(|e| panic!("{e}"));
+        Config::load(&config_dir, &dawnpost::delivery::readers()).unwrap_or_else(|e| panic!("{e}"));
         started.elapsed()
     });
-    let config = Config::load(&config_dir).unwrap_or_else(|e| panic!("{e}"));
+    let config =
+        Config::load(&config_dir, &dawnpost::delivery::readers()).unwrap_or_else(|e| panic!("{e}"));
 
     // Ticks on a ledger of their own: the daemon below starts on an empty one.
     let clock = ManualClock::new(chrono::Utc::now());

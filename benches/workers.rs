@@ -184,7 +184,7 @@ fn main() {
                     "[database]\nurl = \"{db_url}\"\n[pool]\nconcurrency = 16\nadmission_per_second = 1000000\nlease = \"30s\"\n[server]\nbind = \"127.0.0.1:0\"\n"
                 ),
             );
-            let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
+            let config = Config::load(&dir.path().join("config"), &dawnpost::delivery::readers()).unwrap_or_else(|e| panic!("{e}"));
             let now = chrono::Utc::now();
             let new_jobs = sinks::jobs(&config, jobs, now);
             let (earlier_jobs, earlier_deliveries) = if history {

@@ -397,7 +397,7 @@ fn init_tracing(cli: &Cli) {
 /// command returned.
 pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     let mut config =
-        match Config::load_with(&cli.config, &crate::report::source::SqlRows) {
+        match Config::load(&cli.config, &crate::delivery::readers()) {
             Ok(c) => c,
             Err(errors) if cli.command.reads_ledger_only() => {
                 // An operator answering "why did X not get its report?" must not be locked out

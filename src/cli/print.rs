@@ -183,7 +183,7 @@ fn owners_line(o: &crate::config::Owners) -> Option<String> {
         .deliver_by
         .map(|t| format!("deliver by {} local", t.format("%H:%M")));
     let told: Vec<String> = (crate::delivery::kinds().iter())
-        .flat_map(|kind| kind.of_owners(o).into_iter().map(|d| kind.shown(&d)))
+        .flat_map(|kind| kind.of_owners(o).iter().map(|d| kind.shown(d)))
         .collect();
     let owners = (!told.is_empty())
         .then(|| format!("owners told when late or quarantined: {}", told.join(", ")));

@@ -62,7 +62,7 @@ fn load_family(
     let Some(spec) = rows_spec(&mut f, ctx.root, errors) else {
         return Vec::new();
     };
-    let rows = match read_rows(&spec, ctx.root, ctx.rows) {
+    let rows = match read_rows(&spec, ctx.root, ctx.readers.rows) {
         Ok(rows) => rows,
         Err(message) => {
             errors.push(place.error(rows_field(&spec), message));

@@ -77,7 +77,7 @@ impl<'a> Place<'a> {
 }
 
 /// A cursor over one table that records which keys were read.
-pub(crate) struct Fields<'t, 'a> {
+pub struct Fields<'t, 'a> {
     table: &'t toml::Table,
     pub place: Place<'a>,
     seen: BTreeSet<&'static str>,

@@ -8,6 +8,7 @@
 
 mod calendar;
 mod database;
+mod destinations;
 mod family;
 mod fields;
 mod owners;
@@ -19,13 +20,13 @@ mod rows;
 mod server;
 mod services;
 mod settings;
-mod webhook;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fields::{Fields, Place, parse_file};
+use fields::parse_file;
+pub use fields::{Fields, Place};
 
 pub(crate) use calendar::Calendar;
 pub use calendar::CalendarCell;
@@ -33,6 +34,7 @@ pub use calendar::OnHoliday;
 pub use calendar::ReportCalendar;
 pub(crate) use database::DEFAULT_PG_CONNECTIONS;
 pub use database::DatabaseSettings;
+pub use destinations::{DestinationConfig, Destinations, Read, Readers};
 pub(crate) use fields::shown_size;
 pub use owners::Owners;
 pub use rate_limits::RateLimitSpec;
@@ -53,7 +55,6 @@ pub use settings::RetrySettings;
 pub use settings::ScheduleSettings;
 pub use settings::WebhookSettings;
 pub use settings::{ArtifactSettings, Settings};
-pub use webhook::Webhook;
 
 /// One problem in the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,15 +114,11 @@ pub struct Config {
 }
 
 impl Config {
-    /// Loads and validates every file of `dir`; a `[[family]]` whose rows come from a query is
-    /// refused (see [`Config::load_with`]). Templates are loaded by the commands that use
-    /// them and render-checked by `check` ([`crate::report::render::check_templates`]).
-    pub fn load(dir: &Path) -> Result<Config, ConfigErrors> {
-        Config::load_with(dir, &NoSqlRows)
-    }
-
-    /// [`Config::load`], reading the rows of sql families with `rows`.
-    pub fn load_with(dir: &Path, rows: &dyn RowReader) -> Result<Config, ConfigErrors> {
+    /// Loads and validates every file of `dir`, each kind of destination reading its keys and
+    /// an SQL `[[family]]`'s rows read with `readers` (`delivery::readers()` has this
+    /// version's). Templates are loaded by the commands that use them and render-checked by
+    /// `check` ([`crate::report::render::check_templates`]).
+    pub fn load(dir: &Path, readers: &Readers<'_>) -> Result<Config, ConfigErrors> {
         let mut errors = Vec::new();
         let root = project_root(dir);
         if !dir.is_dir() {
@@ -149,7 +146,7 @@ impl Config {
             }
         }
         let mut warnings = Vec::new();
-        let ctx = report::LoadContext::new(&root, &settings, rows);
+        let ctx = report::LoadContext::new(&root, &settings, readers);
         let reports = load_reports(
             &report_files(dir, &mut errors),
             &ctx,

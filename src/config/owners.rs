@@ -1,36 +1,34 @@
 //! A report's deadline and its owners: `deliver_by` (a local time on the job's date by which
-//! it should be delivered), `owners` (addresses told when it is late or quarantined) and
-//! `owner_webhook` (a signed webhook told the same).
+//! it should be delivered) and who is told when it is late or quarantined, each kind of
+//! destination reading its own keys (`owners`, `owner_webhook`).
 
 use chrono::NaiveTime;
 
 use super::ConfigError;
 use super::fields::{Fields, Place};
-use super::webhook::{Webhook, load_webhook};
 
 /// Who is told when a report is late or quarantined, and by when it is due.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Owners {
     /// `deliver_by`: the local time on the job's date by which its job should be done; a job
     /// fired at or after that time on its date is due at that time the next day.
     pub deliver_by: Option<NaiveTime>,
-    /// `owners`: one email each.
-    pub emails: Vec<lettre::Address>,
-    /// `owner_webhook`: a Standard Webhooks POST.
-    pub webhook: Option<Webhook>,
+    /// Who is told, each kind's destinations as that kind read them.
+    pub destinations: super::Destinations,
 }
 
 impl Owners {
     /// Whether anybody is told anything.
     pub fn notified(&self) -> bool {
-        !self.emails.is_empty() || self.webhook.is_some()
+        !self.destinations.is_empty()
     }
 }
 
-/// `deliver_by`, `owners` and `owner_webhook` of a report (or of a family's row).
+/// `deliver_by` and the owners' keys of a report (or of a family's row).
 pub(super) fn load(
     f: &mut Fields<'_, '_>,
     place: &Place<'_>,
+    kinds: &[&dyn super::DestinationConfig],
     errors: &mut Vec<ConfigError>,
     warnings: &mut Vec<String>,
 ) -> Owners {
@@ -44,21 +42,10 @@ pub(super) fn load(
             })
             .ok()
     });
-    let emails = f.addresses("owners", errors);
-    let webhook = match f.raw("owner_webhook") {
-        None => None,
-        Some(toml::Value::Table(t)) => {
-            load_webhook(t, &place.nested("owner_webhook"), errors, warnings)
-        }
-        Some(_) => {
-            let message = "expected a table such as { url = \"https://…\", secret_env = \"…\" }";
-            errors.push(place.error("owner_webhook", message));
-            None
-        }
-    };
+    let destinations =
+        super::Destinations::read(kinds, |kind| kind.read_owners(f, errors, warnings));
     Owners {
         deliver_by,
-        emails,
-        webhook,
+        destinations,
     }
 }

@@ -9,7 +9,6 @@ use chrono_tz::Tz;
 use super::fields::{Fields, Place};
 use super::readiness::Readiness;
 use super::settings::Settings;
-use super::webhook::{Webhook, load_webhook};
 use super::{ConfigError, resolve};
 use crate::domain::cron::CronExpr;
 use crate::domain::duration::Span;
@@ -32,11 +31,8 @@ pub struct Report {
     /// The most data a fetch of the source may bring (`source.limit`, default 32 MiB): a body,
     /// a file or the rows of a query beyond it fail the render, naming the limit.
     pub source_limit: u64,
-    /// One delivery per address.
-    pub email: Vec<lettre::Address>,
-    pub webhooks: Vec<Webhook>,
-    /// `List-Unsubscribe` of its emails (`mailto:…`), for reports sent outside the company.
-    pub list_unsubscribe: Option<String>,
+    /// Where it sends, each kind's destinations as that kind read them (one delivery each).
+    pub destinations: super::Destinations,
     /// `skip_if_empty`: where in the source data an empty value ends the job `skipped`.
     pub skip_if_empty: Option<crate::domain::data_path::DataPath>,
     /// `ready_when`, `wait_until` and `on_late`: wait for the data, until a deadline.
@@ -91,8 +87,8 @@ impl SourceSpec {
 
 pub(super) struct LoadContext<'a> {
     pub root: &'a Path,
-    /// Reads the rows of a `[[family]]` whose rows come from an SQL query.
-    pub rows: &'a dyn super::rows::RowReader,
+    /// The kinds of destination, and the reader of an SQL `[[family]]`'s rows.
+    pub readers: &'a super::Readers<'a>,
     /// Each calendar file loaded once, however many reports name it (`None`: it did not load).
     pub calendars: std::cell::RefCell<CalendarCache>,
     /// The families read so far.
@@ -113,11 +109,11 @@ impl<'a> LoadContext<'a> {
     pub fn new(
         root: &'a Path,
         settings: &'a Settings,
-        rows: &'a dyn super::rows::RowReader,
+        readers: &'a super::Readers<'a>,
     ) -> LoadContext<'a> {
         LoadContext {
             root,
-            rows,
+            readers,
             families: Default::default(),
             calendars: Default::default(),
             settings,
@@ -179,29 +175,6 @@ fn load_source_field(
     }
 }
 
-/// `list_unsubscribe`: a `mailto:` URL with an address, when given.
-fn load_list_unsubscribe(
-    f: &mut Fields<'_, '_>,
-    place: &Place<'_>,
-    errors: &mut Vec<ConfigError>,
-) -> Option<String> {
-    f.opt::<String>("list_unsubscribe", errors).and_then(|u| {
-        let address = u
-            .strip_prefix("mailto:")
-            .map(|a| a.split('?').next().unwrap_or(""));
-        match address.map(str::parse::<lettre::Address>) {
-            Some(Ok(_)) => Some(u),
-            _ => {
-                let message = format!(
-                    "{u:?} is not a mailto: URL with an address (mailto:unsubscribe@example.com)"
-                );
-                errors.push(place.error("list_unsubscribe", message));
-                None
-            }
-        }
-    })
-}
-
 /// One `[[report]]` table (or a family's, for one of its rows: `row` names it in errors).
 pub(super) fn load_report(
     (file, row): (&Path, Option<&str>),
@@ -235,13 +208,13 @@ pub(super) fn load_report(
     let template = load_template(&mut f, &place, errors);
     let (source, source_limit) = load_source_field(&mut f, &place, ctx, errors);
     let sample = load_sample(&mut f, &place, ctx, errors);
-    let email = f.addresses("email", errors);
-    let webhooks = load_webhooks(&mut f, &place, errors, warnings);
-    let list_unsubscribe = load_list_unsubscribe(&mut f, &place, errors);
+    let destinations = super::Destinations::read(&ctx.readers.destinations, |kind| {
+        kind.read_report(&mut f, errors, warnings)
+    });
     let skip_if_empty = load_skip_if_empty(&mut f, &place, errors);
     let readiness = super::readiness::load(&mut f, &place, ctx.root, schedule.as_ref(), errors);
     let calendar = load_calendar(&mut f, &place, ctx, errors);
-    let owners = super::owners::load(&mut f, &place, errors, warnings);
+    let owners = super::owners::load(&mut f, &place, &ctx.readers.destinations, errors, warnings);
     f.finish(errors);
 
     let (Some(id), Some(title), Some(schedule), Some(template), Some(source)) =
@@ -252,7 +225,7 @@ pub(super) fn load_report(
     if errors.len() > before {
         return None;
     }
-    if email.is_empty() && webhooks.is_empty() {
+    if destinations.is_empty() {
         let message = "no destinations: it will render and deliver nothing";
         warnings.push(place.warning("email", message));
     }
@@ -265,9 +238,7 @@ pub(super) fn load_report(
         source,
         sample,
         source_limit,
-        email,
-        webhooks,
-        list_unsubscribe,
+        destinations,
         skip_if_empty,
         readiness,
         calendar,
@@ -411,40 +382,6 @@ fn load_schedule(
         .map(|s| s.in_tz(timezone))
         .map_err(|e| errors.push(place.error("schedule", e.clone())))
         .ok()
-}
-
-/// `[[report.webhook]]`: distinct http(s) URLs, each with an optional signing secret's variable.
-fn load_webhooks(
-    f: &mut Fields<'_, '_>,
-    place: &Place<'_>,
-    errors: &mut Vec<ConfigError>,
-    warnings: &mut Vec<String>,
-) -> Vec<Webhook> {
-    let mut webhooks: Vec<Webhook> = Vec::new();
-    let items = match f.raw("webhook") {
-        None => return webhooks,
-        Some(toml::Value::Array(items)) => items,
-        Some(_) => {
-            errors.push(place.error("webhook", "expected [[report.webhook]] tables"));
-            return webhooks;
-        }
-    };
-    for (i, item) in items.iter().enumerate() {
-        let wplace = place.nested(&format!("webhook[{i}]"));
-        let toml::Value::Table(t) = item else {
-            errors.push(wplace.error("(table)", "expected a [[report.webhook]] table"));
-            continue;
-        };
-        let Some(hook) = load_webhook(t, &wplace, errors, warnings) else {
-            continue;
-        };
-        if webhooks.iter().any(|x| x.url == hook.url) {
-            errors.push(wplace.error("url", format!("{} is listed twice", hook.url)));
-        } else {
-            webhooks.push(hook);
-        }
-    }
-    webhooks
 }
 
 fn load_source(

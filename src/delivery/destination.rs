@@ -1,5 +1,6 @@
 //! The destination seam. A kind of destination (email, webhook, …) is a [`Destination`]: it
-//! says which of a report's and its owners' destinations are its, where its sends go, how long
+//! reads its keys of a report and of its owners from the configuration (the supertrait
+//! [`DestinationConfig`], which the configuration knows it by), says where its sends go, how long
 //! one may take, how an owners' notice's send is keyed, and builds the [`Sender`] that sends a
 //! job's delivery (a [`Parcel`]) or an owners' [`Notice`]. Everything else — the pool, the
 //! notifier, `check`, the console — asks the kinds registered in `delivery::KINDS` and names
@@ -13,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Utc};
 
 use super::{DeliverError, Outcome, SendTarget};
-use crate::config::{Config, Owners, Report, Settings};
+use crate::config::{Config, DestinationConfig, Owners, Report, Settings};
 use crate::domain::keys::{DeliveryKey, DestinationKind, JobKey};
 use crate::domain::window::Window;
 use crate::report::artifact::ArtifactRef;
@@ -24,15 +25,16 @@ use crate::runtime::tls::CaBundle;
 pub type Sending<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One kind of destination.
-pub trait Destination: Sync {
-    /// Its name, in delivery keys, the ledger and the configuration.
-    fn kind(&self) -> DestinationKind;
-
+pub trait Destination: DestinationConfig {
     /// Its destinations among a report's, in the order configured.
-    fn of_report(&self, report: &Report) -> Vec<String>;
+    fn of_report<'r>(&self, report: &'r Report) -> &'r [String] {
+        report.destinations.to(self.kind())
+    }
 
     /// Its destinations among a report's owners.
-    fn of_owners(&self, owners: &Owners) -> Vec<String>;
+    fn of_owners<'r>(&self, owners: &'r Owners) -> &'r [String] {
+        owners.destinations.to(self.kind())
+    }
 
     /// Where sends to `destination` go: the name a 429 pauses and `[[rate_limit]]` counts by.
     /// `relay` is the SMTP relay's.

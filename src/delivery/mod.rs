@@ -4,8 +4,9 @@
 //! large to send; and the owners' notices.
 //!
 //! Every kind of destination is one [`Destination`] (`destination.rs`, the seam) in [`KINDS`],
-//! and the rest of the code asks it instead of naming kinds. A kind is one file (or folder) of
-//! this folder that implements the trait, and one line in [`KINDS`].
+//! and the rest of the code asks it instead of naming kinds; the configuration reads each
+//! kind's keys through it too ([`readers`]). A kind is one file (or folder) of this folder that
+//! implements the trait, and one line in [`KINDS`].
 
 pub mod destination;
 pub mod email;
@@ -19,7 +20,7 @@ pub mod webhook;
 
 use chrono::Duration;
 
-use crate::config::{Owners, Report};
+use crate::config::{DestinationConfig, Owners, Report};
 use crate::domain::keys::DestinationKind;
 use destination::Destination;
 
@@ -39,16 +40,25 @@ pub fn kinds() -> &'static [&'static dyn Destination] {
     KINDS
 }
 
+/// What this version reads a configuration with: every kind's keys, and an SQL
+/// `[[family]]`'s rows from its database.
+pub fn readers() -> crate::config::Readers<'static> {
+    crate::config::Readers {
+        destinations: KINDS.iter().map(|d| *d as &dyn DestinationConfig).collect(),
+        rows: &crate::report::source::SqlRows,
+    }
+}
+
 /// The kind named `kind`, if this version sends it.
 pub fn of(kind: DestinationKind) -> Option<&'static dyn Destination> {
     KINDS.iter().copied().find(|d| d.kind() == kind)
 }
 
 /// A report's destinations, each kind's in turn.
-pub(crate) fn of_report(report: &Report) -> Vec<(DestinationKind, String)> {
+pub fn of_report(report: &Report) -> Vec<(DestinationKind, String)> {
     KINDS
         .iter()
-        .flat_map(|d| d.of_report(report).into_iter().map(|to| (d.kind(), to)))
+        .flat_map(|d| d.of_report(report).iter().map(|to| (d.kind(), to.clone())))
         .collect()
 }
 
@@ -56,7 +66,7 @@ pub(crate) fn of_report(report: &Report) -> Vec<(DestinationKind, String)> {
 pub(crate) fn of_owners(owners: &Owners) -> Vec<(DestinationKind, String)> {
     KINDS
         .iter()
-        .flat_map(|d| d.of_owners(owners).into_iter().map(|to| (d.kind(), to)))
+        .flat_map(|d| d.of_owners(owners).iter().map(|to| (d.kind(), to.clone())))
         .collect()
 }
 

@@ -2,8 +2,8 @@
 //! file and one line in `KINDS`, by going through the whole pipeline — scheduled, rendered,
 //! sent, retried, quarantined, redriven, shown — with no other code naming it.
 //!
-//! A probe destination is a desk's name. Which reports send to which desks is set by the test
-//! ([`route`]); a desk answers by its name: `flaky-…` fails once (transient) then accepts,
+//! A probe destination is a desk's name, listed in a report's `probe = ["…"]`; a desk answers
+//! by its name: `flaky-…` fails once (transient) then accepts,
 //! `stubborn-…` refuses (permanent) until [`relent`] is called, any other accepts. Every
 //! attempt is logged ([`log`]).
 
@@ -13,7 +13,7 @@ use super::destination::{
     Build, Confirm, Destination, NotConfirmed, Notice, Parcel, Sender, Sending,
 };
 use super::{DeliverError, Outcome, SendTarget};
-use crate::config::{Owners, Report, Settings};
+use crate::config::{ConfigError, DestinationConfig, Fields, Read, Settings};
 use crate::domain::keys::{DeliveryKey, DestinationKind};
 use crate::domain::outcome::ResponseClass;
 
@@ -21,8 +21,6 @@ pub struct Probe;
 
 pub const KIND: DestinationKind = DestinationKind::named("probe");
 
-/// Which desks each report sends to, by report id.
-static ROUTES: Mutex<Vec<(String, Vec<String>)>> = Mutex::new(Vec::new());
 /// Every attempt: the delivery key and the answer's class.
 static LOG: Mutex<Vec<(String, ResponseClass)>> = Mutex::new(Vec::new());
 /// The stubborn desks that now accept.
@@ -30,12 +28,6 @@ static RELENTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Report `report` sends to `desks`.
-pub fn route(report: &str, desks: &[&str]) {
-    let desks = desks.iter().map(|d| d.to_string()).collect();
-    locked(&ROUTES).push((report.to_string(), desks));
 }
 
 /// The stubborn desk `desk` accepts from now on.
@@ -51,22 +43,26 @@ pub fn log(prefix: &str) -> Vec<(String, ResponseClass)> {
         .collect()
 }
 
-impl Destination for Probe {
+impl DestinationConfig for Probe {
     fn kind(&self) -> DestinationKind {
         KIND
     }
 
-    fn of_report(&self, report: &Report) -> Vec<String> {
-        (locked(&ROUTES).iter())
-            .filter(|(r, _)| *r == report.id.as_str())
-            .flat_map(|(_, desks)| desks.clone())
-            .collect()
+    /// `probe = ["desk", …]`.
+    fn read_report(
+        &self,
+        f: &mut Fields<'_, '_>,
+        errors: &mut Vec<ConfigError>,
+        _warnings: &mut Vec<String>,
+    ) -> Read {
+        Read {
+            to: f.opt::<Vec<String>>("probe", errors).unwrap_or_default(),
+            detail: None,
+        }
     }
+}
 
-    fn of_owners(&self, _owners: &Owners) -> Vec<String> {
-        Vec::new()
-    }
-
+impl Destination for Probe {
     fn send_target(&self, destination: &str, _relay: &SendTarget) -> SendTarget {
         SendTarget::webhook(&format!("probe://{destination}:1"))
     }
@@ -161,7 +157,7 @@ mod tests {
                 "[[report]]\nid = \"{report}\"\ntitle = \"Desk report\"\nschedule = \"0 30 6 * * *\"\n\
                  timezone = \"Europe/Berlin\"\ntemplate = \"daily_ops\"\n\
                  source = {{ kind = \"file\", path = \"config/sample/warehouse-17.json\" }}\n\
-                 email = []\n"
+                 email = []\nprobe = [\"flaky-north\", \"stubborn-south\", \"east\"]\n"
             ),
         )
         .expect("reports");
@@ -186,10 +182,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_registered_kind_goes_through_the_whole_pipeline() {
         let report = "desk-pipeline";
-        route(report, &["flaky-north", "stubborn-south", "east"]);
         let dir = project(report);
-        let config = crate::config::Config::load(&dir.path().join("config"))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let config =
+            crate::config::Config::load(&dir.path().join("config"), &super::super::readers())
+                .unwrap_or_else(|e| panic!("{e}"));
         let ledger = Ledger::connect("sqlite://ledger.db", dir.path())
             .await
             .expect("ledger");

@@ -70,7 +70,7 @@ impl Reloader {
     pub async fn reload(&self) -> Reloaded {
         let dir = self.dir.clone();
         let loaded = tokio::task::spawn_blocking(move || {
-            let config = Config::load_with(&dir, &crate::report::source::SqlRows)
+            let config = Config::load(&dir, &crate::delivery::readers())
                 .map_err(|e| e.to_string().trim_end().to_string())?;
             Reports::load(&config).map_err(|e| crate::domain::words::error_chain(&e))
         })

@@ -44,7 +44,8 @@ list_unsubscribe = "mailto:unsubscribe@dawnpost.test?subject=relay"
         ),
     );
     let t = TestLedger::sqlite().await;
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&p.config_dir(), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     let summary = run_date(&config, &t.ledger, "2026-11-30", Duration::from_secs(60)).await;
     assert_eq!(summary.exit_code, 3, "bad@ is quarantined: {summary:?}");
 

@@ -135,7 +135,7 @@ fn a_broken_calendar_is_refused_naming_file_line_and_field() {
         "skip",
         "[[holiday]]\ndate = \"2026-12-25\"\nname = \"Christmas\"\n[[holiday]]\ndate = \"26.12.2026\"\nname = \"Boxing Day\"\n",
     );
-    let said = match dawnpost::Config::load(&p.config_dir()) {
+    let said = match dawnpost::Config::load(&p.config_dir(), &dawnpost::delivery::readers()) {
         Ok(_) => panic!("refused"),
         Err(e) => e.to_string(),
     };
@@ -144,7 +144,7 @@ fn a_broken_calendar_is_refused_naming_file_line_and_field() {
         "{said}"
     );
     let p = project("tomorrow", CALENDAR);
-    let said = match dawnpost::Config::load(&p.config_dir()) {
+    let said = match dawnpost::Config::load(&p.config_dir(), &dawnpost::delivery::readers()) {
         Ok(_) => panic!("refused"),
         Err(e) => e.to_string(),
     };

@@ -41,7 +41,7 @@ fn apply(p: &Project, edits: &[Edit]) {
 /// What `check` refuses: the configuration's errors, then the templates' (each rendered
 /// against its sample).
 fn errors_of(p: &Project) -> Vec<ConfigError> {
-    match Config::load(&p.config_dir()) {
+    match Config::load(&p.config_dir(), &dawnpost::delivery::readers()) {
         Ok(config) => {
             dawnpost::report::render::check_templates(&config, &dawnpost::delivery::checked).0
         }
@@ -180,7 +180,8 @@ fn reports_may_be_split_across_files() {
 #[test]
 fn the_shipped_config_is_valid() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
-    let config = Config::load(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let config =
+        Config::load(&dir, &dawnpost::delivery::readers()).unwrap_or_else(|e| panic!("{e}"));
     assert!(config.reports.len() >= 3);
     let w17 = config.report("warehouse-17").expect("warehouse-17 ships");
     assert_eq!(w17.timezone().name(), "Europe/Berlin");

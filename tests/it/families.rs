@@ -45,7 +45,7 @@ fn checked(p: &Project) -> String {
 }
 
 fn problems(p: &Project) -> String {
-    match Config::load(&p.config_dir()) {
+    match Config::load(&p.config_dir(), &dawnpost::delivery::readers()) {
         Ok(_) => panic!("the configuration should be refused"),
         Err(e) => e.to_string(),
     }
@@ -84,7 +84,7 @@ fn each_row_makes_a_report_with_its_columns() {
     assert_eq!(w21.title, "Warehouse 21 daily operations");
     assert_eq!(w21.timezone().name(), "America/New_York");
     // An element the row leaves empty is dropped.
-    let emails: Vec<String> = w21.email.iter().map(ToString::to_string).collect();
+    let emails = w21.destinations.to(dawnpost::delivery::email::KIND);
     assert_eq!(emails, ["ops-21@example.com"]);
     let origin = w21.family.as_ref().expect("from a family");
     assert_eq!(
@@ -122,7 +122,7 @@ fn json_rows_and_values_that_are_not_strings() {
     );
     let config = p.load();
     let r = config.report("warehouse-5").expect("warehouse-5");
-    assert_eq!(r.email.len(), 1);
+    assert_eq!(r.destinations.to(dawnpost::delivery::email::KIND).len(), 1);
     assert_eq!(
         r.family.as_ref().map(|f| f.row.as_str()),
         Some("config/warehouses.json item 1")
@@ -276,7 +276,7 @@ async fn sql_rows_from_sqlite_and_postgres() {
     for (url, _pool) in &urls {
         // SAFETY: this test alone reads the variable; no other thread changes the environment.
         unsafe { std::env::set_var("FAMILY_ROWS_URL", url) };
-        let config = Config::load_with(&p.config_dir(), &dawnpost::report::source::SqlRows)
+        let config = Config::load(&p.config_dir(), &dawnpost::delivery::readers())
             .unwrap_or_else(|e| panic!("{url}: {e}"));
         let ids: Vec<&str> = config.reports.iter().map(|r| r.id.as_str()).collect();
         assert_eq!(ids, ["warehouse-4", "warehouse-8"], "{url}");
@@ -288,10 +288,16 @@ async fn sql_rows_from_sqlite_and_postgres() {
         );
     }
     // Without a reader of SQL rows, the family is refused, saying why.
-    let said = Config::load_with(&p.config_dir(), &NoSqlRows)
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let said = Config::load(
+        &p.config_dir(),
+        &dawnpost::config::Readers {
+            rows: &NoSqlRows,
+            ..dawnpost::delivery::readers()
+        },
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
     assert!(
         said.contains("rows.query: this command does not read rows from a database"),
         "{said}"

@@ -105,7 +105,7 @@ owners = ["lead@example.com", "not an address", "lead@example.com"]
 owner_webhook = { url = "ftp://owners.example/hook" }
 "#,
     );
-    let errors = match Config::load(&p.config_dir()) {
+    let errors = match Config::load(&p.config_dir(), &dawnpost::delivery::readers()) {
         Ok(_) => panic!("refused"),
         Err(e) => e.to_string(),
     };
@@ -152,7 +152,14 @@ owners = ["{{row.lead}}"]
                 .deliver_by
                 .map(|t| t.format("%H:%M").to_string())
                 .unwrap_or_default();
-            (r.id.to_string(), by, r.owners.emails.len())
+            (
+                r.id.to_string(),
+                by,
+                r.owners
+                    .destinations
+                    .to(dawnpost::delivery::email::KIND)
+                    .len(),
+            )
         })
         .collect();
     assert_eq!(
@@ -176,16 +183,36 @@ fn the_shipped_owner_keys_load_uncommented() {
     }
     assert_ne!(uncommented, text);
     std::fs::write(&path, uncommented).expect("write");
-    let config = Config::load(&dir.path().join("config")).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&dir.path().join("config"), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     let w17 = config.report("warehouse-17").expect("warehouse-17");
     assert_eq!(
         w17.owners.deliver_by.map(|t| t.to_string()),
         Some("08:00:00".to_string())
     );
-    assert_eq!(w17.owners.emails.len(), 1);
-    assert!(w17.owners.webhook.is_some());
+    assert_eq!(
+        w17.owners
+            .destinations
+            .to(dawnpost::delivery::email::KIND)
+            .len(),
+        1
+    );
+    assert_eq!(
+        w17.owners
+            .destinations
+            .to(dawnpost::delivery::webhook::KIND)
+            .len(),
+        1
+    );
     // harbor-east's row has no lead: no owner by email, the webhook still.
     let harbor = config.report("harbor-east").expect("harbor-east");
-    assert!(harbor.owners.emails.is_empty() && harbor.owners.notified());
+    assert!(
+        harbor
+            .owners
+            .destinations
+            .to(dawnpost::delivery::email::KIND)
+            .is_empty()
+    );
+    assert!(harbor.owners.notified());
     assert!(harbor.calendar.is_some() && w17.calendar.is_none());
 }

@@ -75,7 +75,8 @@ email = [{}]
 }
 
 async fn run(p: &Project, t: &TestLedger) -> RunOnceSummary {
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&p.config_dir(), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     run_date(&config, &t.ledger, DATE, Duration::from_secs(60)).await
 }
 
@@ -565,8 +566,9 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     // Strict: data that lost a field the template uses is a permanent failure naming it.
     let p3 = Project::new(&report_block("strict", &["ops@example.com"], &[]));
     p3.write("config/dawnpost.toml", &settings(peer.addr.port(), ""));
-    assert!(Config::load(&p3.config_dir()).is_ok());
-    let config = Config::load(&p3.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(Config::load(&p3.config_dir(), &dawnpost::delivery::readers()).is_ok());
+    let config = Config::load(&p3.config_dir(), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     p3.write(
         "config/sample/warehouse-17.json",
         r#"{"site": "W17", "rows": [], "exceptions": []}"#,

@@ -44,7 +44,8 @@ fn report(id: &str, source: &str, hooks: &[String]) -> String {
 const FILE_SOURCE: &str = "{ kind = \"file\", path = \"config/sample/warehouse-17.json\" }";
 
 async fn run(p: &Project, t: &TestLedger, max_wait: Duration) -> RunOnceSummary {
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&p.config_dir(), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     run_date(&config, &t.ledger, DATE, max_wait).await
 }
 
@@ -188,7 +189,8 @@ async fn a_file_source_that_never_answers_is_cut_at_the_deadline(t: &TestLedger)
     );
     // Valid when the configuration is loaded (which reads it), stuck when the job renders.
     p.write("config/sample/stuck.json", "{}");
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&p.config_dir(), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     let fifo = p.root().join("config/sample/stuck.json");
     std::fs::remove_file(&fifo).expect("remove");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
@@ -212,7 +214,8 @@ async fn a_file_source_that_never_answers_is_cut_at_the_deadline(t: &TestLedger)
 }
 
 fn sweeper(p: &Project, t: &TestLedger, as_of: chrono::DateTime<chrono::Utc>) -> Sweeper {
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&p.config_dir(), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
     Sweeper::new(
         t.ledger.clone(),
@@ -339,7 +342,8 @@ async fn claimed_work_that_waits_too_long_goes_back_uncounted(t: &TestLedger) {
 /// finishes and is recorded.
 async fn a_node_whose_clock_is_refused_gives_its_queued_work_back(t: &TestLedger) {
     let (rx, p) = one_slot("skewed", 6, Duration::from_secs(3), "30s").await;
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&p.config_dir(), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     let clock = Arc::new(dawnpost::domain::clock::LedgerClock::new(Arc::new(
         dawnpost::SystemClock,
     )));

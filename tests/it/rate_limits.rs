@@ -75,7 +75,8 @@ async fn a_limited_host_is_held_to_its_rate_and_others_are_not(t: &TestLedger) {
     let free = Receiver::start(ok).await;
     let p = Project::new(&reports(&limited, &free));
     p.write("config/dawnpost.toml", &settings(limited.addr.port()));
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&p.config_dir(), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     let metrics = Arc::new(Metrics::default());
     let opts = dawnpost::node::runner::RunOnceOptions {
         date: chrono::NaiveDate::parse_from_str(DATE, "%Y-%m-%d").ok(),

@@ -94,7 +94,8 @@ async fn run(relay: &Relay, email: &str, tls: Option<&Path>) -> Vec<dawnpost::le
         ),
     );
     let t = TestLedger::sqlite().await;
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&p.config_dir(), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     run_date(&config, &t.ledger, "2026-11-30", Duration::from_secs(30)).await;
     let attempts = t
         .ledger

@@ -78,7 +78,8 @@ async fn run(
 ) -> (TestLedger, dawnpost::node::runner::RunOnceSummary) {
     let p = project(peer, trust, source_https);
     let t = TestLedger::sqlite().await;
-    let config = Config::load(&p.config_dir()).unwrap_or_else(|e| panic!("{e}"));
+    let config = Config::load(&p.config_dir(), &dawnpost::delivery::readers())
+        .unwrap_or_else(|e| panic!("{e}"));
     let summary = run_date(&config, &t.ledger, "2026-11-30", Duration::from_secs(20)).await;
     (t, summary)
 }

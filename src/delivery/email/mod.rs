@@ -25,7 +25,10 @@ use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
+mod config;
 pub mod message;
+
+pub use config::Options;
 
 use super::destination::{
     Build, Confirm, Destination, NotConfirmed, Notice, Parcel, Preview, Sender, Sending, Shown,
@@ -48,19 +51,36 @@ pub struct Email;
 /// The email kind's name.
 pub const KIND: DestinationKind = DestinationKind::named("email");
 
-impl Destination for Email {
+impl crate::config::DestinationConfig for Email {
     fn kind(&self) -> DestinationKind {
         KIND
     }
 
-    fn of_report(&self, report: &crate::config::Report) -> Vec<String> {
-        report.email.iter().map(|a| a.to_string()).collect()
+    fn read_report(
+        &self,
+        f: &mut crate::config::Fields<'_, '_>,
+        errors: &mut Vec<crate::config::ConfigError>,
+        _warnings: &mut Vec<String>,
+    ) -> crate::config::Read {
+        config::read_report(f, errors)
     }
 
-    fn of_owners(&self, owners: &crate::config::Owners) -> Vec<String> {
-        owners.emails.iter().map(|a| a.to_string()).collect()
+    fn read_owners(
+        &self,
+        f: &mut crate::config::Fields<'_, '_>,
+        errors: &mut Vec<crate::config::ConfigError>,
+        _warnings: &mut Vec<String>,
+    ) -> crate::config::Read {
+        config::read_owners(f, errors)
     }
+}
 
+/// A report's email options as configured (none when it sends no email).
+fn options(report: &crate::config::Report) -> Option<&Options> {
+    report.destinations.detail::<Options>(KIND)
+}
+
+impl Destination for Email {
     fn send_target(&self, _destination: &str, relay: &SendTarget) -> SendTarget {
         relay.clone()
     }
@@ -97,21 +117,22 @@ impl Destination for Email {
 
     /// The message to the report's first recipient, as `.eml`.
     fn preview(&self, s: &Shown<'_>) -> Result<Option<Preview>, String> {
-        let Some(to) = s.report.email.first() else {
+        let Some(to) = self.of_report(s.report).first() else {
             return Ok(None);
         };
+        let to: lettre::Address = (to.parse()).map_err(|e| format!("{}: {e}", self.shown(to)))?;
         let settings = &s.config.settings.email;
         let key = DeliveryKey::new(s.job.clone(), KIND, to.to_string());
         let list = message::ListHeaders {
             report: s.report.id.as_str(),
             domain: settings.list_domain(),
             reply_to: settings.reply_to.as_ref(),
-            unsubscribe: s.report.list_unsubscribe.as_deref(),
+            unsubscribe: options(s.report).and_then(|o| o.list_unsubscribe.as_deref()),
         };
         let subject = message::subject_of(&s.report.title, s.job);
         let message = message::build_message(
             &settings.from,
-            to,
+            &to,
             &subject,
             &key,
             s.now.into(),
@@ -230,7 +251,7 @@ impl EmailSending {
             report: parcel.report.id.as_str(),
             domain: &self.list_domain,
             reply_to: self.reply_to.as_ref(),
-            unsubscribe: parcel.report.list_unsubscribe.as_deref(),
+            unsubscribe: options(parcel.report).and_then(|o| o.list_unsubscribe.as_deref()),
         };
         let (from, date) = (&self.from, parcel.now.into());
         let built =

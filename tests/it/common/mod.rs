@@ -154,7 +154,7 @@ impl Project {
     }
 
     pub fn load(&self) -> Config {
-        match Config::load(&self.config_dir()) {
+        match Config::load(&self.config_dir(), &dawnpost::delivery::readers()) {
             Ok(c) => c,
             Err(e) => panic!("config should load: {e}"),
         }

@@ -12,6 +12,10 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+mod config;
+
+pub use config::{Hook, Hooks};
+
 use super::destination::{
     Build, Confirm, Destination, NotConfirmed, Notice, Parcel, Preview, Sender, Sending, Shown,
     permanent,
@@ -34,19 +38,36 @@ pub struct Webhook;
 /// The webhook kind's name.
 pub const KIND: DestinationKind = DestinationKind::named("webhook");
 
-impl Destination for Webhook {
+impl crate::config::DestinationConfig for Webhook {
     fn kind(&self) -> DestinationKind {
         KIND
     }
 
-    fn of_report(&self, report: &crate::config::Report) -> Vec<String> {
-        report.webhooks.iter().map(|w| w.url.to_string()).collect()
+    fn read_report(
+        &self,
+        f: &mut crate::config::Fields<'_, '_>,
+        errors: &mut Vec<crate::config::ConfigError>,
+        warnings: &mut Vec<String>,
+    ) -> crate::config::Read {
+        config::read_report(f, errors, warnings)
     }
 
-    fn of_owners(&self, owners: &crate::config::Owners) -> Vec<String> {
-        owners.webhook.iter().map(|w| w.url.to_string()).collect()
+    fn read_owners(
+        &self,
+        f: &mut crate::config::Fields<'_, '_>,
+        errors: &mut Vec<crate::config::ConfigError>,
+        warnings: &mut Vec<String>,
+    ) -> crate::config::Read {
+        config::read_owners(f, errors, warnings)
     }
+}
 
+/// The webhook configured as `url` among `destinations`.
+fn hook<'d>(destinations: &'d crate::config::Destinations, url: &str) -> Option<&'d Hook> {
+    (destinations.detail::<Hooks>(KIND)?.iter()).find(|h| h.url.as_str() == url)
+}
+
+impl Destination for Webhook {
     fn send_target(&self, destination: &str, _relay: &SendTarget) -> SendTarget {
         SendTarget::webhook(destination)
     }
@@ -131,7 +152,7 @@ impl Sender for WebhookSending {
         confirm: Confirm<'a>,
     ) -> Sending<'a, Result<Outcome, NotConfirmed>> {
         Box::pin(async move {
-            let hook = (parcel.report.webhooks.iter()).find(|w| w.url.as_str() == to.destination());
+            let hook = hook(&parcel.report.destinations, to.destination());
             let (secret, body) = match secret_of(hook).and_then(|s| Ok((s, self.body(parcel, to)?)))
             {
                 Ok(ready) => ready,
@@ -157,7 +178,11 @@ impl Sender for WebhookSending {
 
     fn notify<'a>(&'a self, notice: &'a Notice<'a>) -> Sending<'a, Outcome> {
         Box::pin(async move {
-            let hook = notice.owners.and_then(|o| o.webhook.as_ref());
+            // A report has one owner webhook: the one configured now signs.
+            let hooks = notice
+                .owners
+                .and_then(|o| o.destinations.detail::<Hooks>(KIND));
+            let hook = hooks.and_then(|h| h.first());
             let secret = match secret_of(hook) {
                 Ok(secret) => secret,
                 Err(outcome) => return outcome,
@@ -177,7 +202,7 @@ impl Sender for WebhookSending {
 }
 
 /// The signing secret a webhook names, read from its environment variable.
-fn secret_of(hook: Option<&crate::config::Webhook>) -> Result<Option<Secret>, Outcome> {
+fn secret_of(hook: Option<&Hook>) -> Result<Option<Secret>, Outcome> {
     let Some(env) = hook.and_then(|w| w.secret_env.as_ref()) else {
         return Ok(None);
     };
