@@ -75,7 +75,7 @@ fn broken_pipe() -> Stdio {
 }
 
 async fn finished(ledger: &Ledger) -> (i64, BTreeMap<String, i64>) {
-    let counts = ledger.job_count_by_state().await.expect("counts");
+    let counts = ledger.jobs().count_by_state().await.expect("counts");
     let done = counts
         .iter()
         .filter(|(s, _)| s.is_terminal())
@@ -176,7 +176,8 @@ async fn run(
         .unwrap_or_else(|e| panic!("{e}"));
     let now = chrono::Utc::now();
     ledger
-        .job_insert_many(&sinks::jobs(&config, jobs, now), now)
+        .jobs()
+        .insert_many(&sinks::jobs(&config, jobs, now), now)
         .await
         .expect("enqueue");
     let expected = jobs * (WEBHOOKS + EMAILS);
@@ -215,7 +216,8 @@ async fn run(
     let (_, final_states) = finished(&ledger).await;
     // Read before the sweep, which deletes the attempts.
     let sends_cut_by_kills = ledger
-        .attempt_count_by_class()
+        .deliveries()
+        .attempts_by_class()
         .await
         .expect("attempts")
         .into_iter()

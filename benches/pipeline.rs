@@ -190,7 +190,8 @@ async fn run(
     let new_jobs = sinks::jobs(config, jobs, now);
     let started = Instant::now();
     let inserted = ledger
-        .job_insert_many(&new_jobs, now)
+        .jobs()
+        .insert_many(&new_jobs, now)
         .await
         .expect("enqueue");
     let enqueue_s = started.elapsed().as_secs_f64();
@@ -262,7 +263,7 @@ async fn run(
     let first_delivery_ms = first_sent.unwrap_or(started.elapsed()).as_millis();
     cancel.cancel();
     worker.await.expect("join").expect("pool");
-    let counts = ledger.job_count_by_state().await.expect("counts");
+    let counts = ledger.jobs().count_by_state().await.expect("counts");
     let done = counts
         .iter()
         .find(|(s, _)| *s == JobState::Done)
@@ -270,13 +271,14 @@ async fn run(
     assert_eq!(done as usize, jobs, "every job delivered: {counts:?}");
 
     let deliveries = ledger
-        .delivery_count_by_state()
+        .deliveries()
+        .count_by_state()
         .await
         .expect("counts")
         .iter()
         .map(|(_, n)| n)
         .sum::<i64>();
-    let mut latencies = ledger.attempt_latencies_ms().await.expect("latencies");
+    let mut latencies = ledger.deliveries().latencies_ms().await.expect("latencies");
     latencies.sort_unstable();
     let pct = |p: f64| {
         latencies

@@ -251,7 +251,7 @@ async fn first_key_date(ledger: &Ledger) -> String {
         report: Some("r0".into()),
         ..Default::default()
     };
-    let jobs = ledger.job_list(&filter).await.expect("jobs");
+    let jobs = ledger.jobs().list(&filter).await.expect("jobs");
     jobs.first()
         .map(|j| j.key.date().format("%Y-%m-%d").to_string())
         .expect("r0 has a job")

@@ -99,7 +99,7 @@ async fn wait_registered(ledger: &Ledger, processes: usize) -> i64 {
     let mut polls = 0;
     loop {
         polls += 1;
-        if ledger.node_list(since).await.expect("nodes").len() >= processes {
+        if ledger.nodes().list(since).await.expect("nodes").len() >= processes {
             return polls;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -108,7 +108,7 @@ async fn wait_registered(ledger: &Ledger, processes: usize) -> i64 {
 
 /// Every delivery in the ledger, whatever its state.
 async fn delivery_count(ledger: &Ledger) -> i64 {
-    let counts = ledger.delivery_count_by_state().await.expect("counts");
+    let counts = ledger.deliveries().count_by_state().await.expect("counts");
     counts.iter().map(|(_, n)| n).sum()
 }
 
@@ -126,12 +126,13 @@ async fn drain_history(
     let first = chrono::NaiveDate::from_ymd_opt(2025, 1, 1).expect("date");
     let earlier = sinks::jobs_from(config, jobs, now, first);
     ledger
-        .job_insert_many(&earlier, now)
+        .jobs()
+        .insert_many(&earlier, now)
         .await
         .expect("enqueue history");
     let node = start_nodes(config_dir, 1);
     loop {
-        let counts = ledger.job_count_by_state().await.expect("counts");
+        let counts = ledger.jobs().count_by_state().await.expect("counts");
         let finished: i64 = counts
             .iter()
             .filter(|(s, _)| s.is_terminal())
@@ -219,7 +220,7 @@ fn main() {
 
             sinks::pg_checkpoint(&url).await;
             let before = sinks::pg_mark(&url).await;
-            ledger.job_insert_many(&new_jobs, now).await.expect("enqueue");
+            ledger.jobs().insert_many(&new_jobs, now).await.expect("enqueue");
 
             let started = Instant::now();
             let children = start_nodes(&dir.path().join("config"), processes);
@@ -227,7 +228,7 @@ fn main() {
             let mut polls = 0i64;
             loop {
                 polls += 1;
-                let counts = ledger.job_count_by_state().await.expect("counts");
+                let counts = ledger.jobs().count_by_state().await.expect("counts");
                 let finished: i64 = counts.iter().filter(|(s, _)| s.is_terminal()).map(|(_, n)| n).sum();
                 if finished as usize >= jobs + earlier_jobs {
                     break;

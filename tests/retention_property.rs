@@ -78,9 +78,10 @@ struct Before {
 }
 
 async fn before(l: &Ledger, world: &World, key: &JobKey) -> Before {
-    let job = l.job_get(key).await.expect("get");
+    let job = l.jobs().get(key).await.expect("get");
     let in_flight = l
-        .delivery_list(key)
+        .deliveries()
+        .list(key)
         .await
         .expect("deliveries")
         .iter()
@@ -151,7 +152,7 @@ async fn sweep_exactly(
 /// and a redrive that succeeded left its job and its audit row.
 async fn live_work_is_whole(l: &Ledger, world: &World, keys: &[JobKey]) {
     for k in keys {
-        let Some(job) = l.job_get(k).await.expect("get") else {
+        let Some(job) = l.jobs().get(k).await.expect("get") else {
             continue;
         };
         if job.state == JobState::Delivering {
@@ -184,19 +185,26 @@ async fn run_case(t: &TestLedger, c: Case) {
                 let sweeper = world.sweeper(l, now);
                 let audit = Audit::new("ops", "race", Via::Cli).expect("audited");
                 let (swept, redriven) =
-                    tokio::join!(sweeper.run_once(), l.job_redrive(&key, &audit, now));
+                    tokio::join!(sweeper.run_once(), l.jobs().redrive(&key, &audit, now));
                 swept.expect("sweep");
                 if redriven.is_ok() {
                     assert!(
-                        l.job_get(&key).await.expect("get").is_some(),
+                        l.jobs().get(&key).await.expect("get").is_some(),
                         "{key}: redriven, then deleted"
                     );
-                    assert!(!l.redrive_list(&key).await.expect("audit").is_empty());
+                    assert!(
+                        !l.deliveries()
+                            .redrives(&key)
+                            .await
+                            .expect("audit")
+                            .is_empty()
+                    );
                 }
             }
             Op::Redrive(i) => {
                 let _ = l
-                    .job_redrive(
+                    .jobs()
+                    .redrive(
                         &pick(i),
                         &Audit::new("ops", "again", Via::Cli).expect("audited"),
                         now,
@@ -207,7 +215,8 @@ async fn run_case(t: &TestLedger, c: Case) {
                 let dk =
                     DeliveryKey::new(pick(i), dawnpost::delivery::email::KIND, "ops@example.com");
                 let _ = l
-                    .delivery_redrive(
+                    .deliveries()
+                    .redrive(
                         &dk,
                         &Audit::new("ops", "again", Via::Cli).expect("audited"),
                         now,
@@ -216,7 +225,8 @@ async fn run_case(t: &TestLedger, c: Case) {
             }
             Op::Cancel(i) => {
                 let _ = l
-                    .job_cancel(
+                    .jobs()
+                    .cancel(
                         &pick(i),
                         &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
                         now,
@@ -224,7 +234,8 @@ async fn run_case(t: &TestLedger, c: Case) {
                     .await;
             }
             Op::Rescue => {
-                l.lease_rescue(now, &RescueBudget::default())
+                l.leases()
+                    .rescue(now, &RescueBudget::default())
                     .await
                     .expect("rescue");
             }

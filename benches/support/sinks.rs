@@ -356,7 +356,7 @@ pub fn template_and_sample(dir: &std::path::Path) {
 
 /// Jobs in a terminal state.
 pub async fn finished(ledger: &dawnpost::Ledger) -> usize {
-    let counts = ledger.job_count_by_state().await.expect("counts");
+    let counts = ledger.jobs().count_by_state().await.expect("counts");
     counts
         .iter()
         .filter(|(s, _)| s.is_terminal())

@@ -86,7 +86,8 @@ pub(super) async fn backfill(
             })
             .collect();
         let inserted: std::collections::HashSet<_> = l
-            .job_insert_many(&jobs, clock.now())
+            .jobs()
+            .insert_many(&jobs, clock.now())
             .await?
             .into_iter()
             .collect();
@@ -128,8 +129,8 @@ pub(super) async fn enqueue(
         ready_at: now,
         origin: JobOrigin::Enqueue,
     };
-    let inserted = !l.job_insert_many(&[job], now).await?.is_empty();
-    let state = l.job_get(&fire.key).await?.map(|j| j.state);
+    let inserted = !l.jobs().insert_many(&[job], now).await?.is_empty();
+    let state = l.jobs().get(&fire.key).await?.map(|j| j.state);
     print_enqueued(&fire, inserted, state, args.json)?;
     Ok(ExitCode::SUCCESS)
 }
@@ -188,7 +189,8 @@ pub(super) async fn jobs(ledger: &mut LedgerSlot<'_>, args: JobsArgs) -> anyhow:
     let jobs = ledger
         .get()
         .await?
-        .job_list(&JobFilter {
+        .jobs()
+        .list(&JobFilter {
             state,
             report: args.report,
             limit: Some(args.limit),
@@ -464,7 +466,7 @@ pub(super) async fn redrive(
     let now = clock.now();
     let result = match &args.delivery {
         Some(d) => {
-            match l.delivery_get(d).await? {
+            match l.deliveries().get(d).await? {
                 Some(dl) if dl.key.job() != key => {
                     bail!(
                         "delivery {} belongs to job {}, not {key}",
@@ -474,9 +476,9 @@ pub(super) async fn redrive(
                 }
                 _ => {}
             }
-            l.delivery_redrive(d, &audit, now).await
+            l.deliveries().redrive(d, &audit, now).await
         }
-        None => l.job_redrive(key, &audit, now).await,
+        None => l.jobs().redrive(key, &audit, now).await,
     };
     match result {
         Ok(out) => {
@@ -515,7 +517,7 @@ pub(super) async fn reissue(
         anyhow::anyhow!("--by and --reason must not be empty: the reissue is audited")
     })?;
     let l = ledger.get().await?;
-    let next = l.job_reissue(&args.key, &audit, clock.now()).await?;
+    let next = l.jobs().reissue(&args.key, &audit, clock.now()).await?;
     out!(
         "reissued {} as {next} by {by}: {reason}; it renders from fresh data and goes to every destination again, as a correction",
         args.key

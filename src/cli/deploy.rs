@@ -48,7 +48,7 @@ async fn migrate_on(
     wait: Duration,
     clock: &SharedClock,
 ) -> anyhow::Result<ExitCode> {
-    let fit = l.schema_fit().await?;
+    let fit = l.schema().fit().await?;
     for m in &fit.unknown {
         line("applied by a newer version", m);
     }
@@ -56,7 +56,7 @@ async fn migrate_on(
     if args.dry_run {
         fit.pending.iter().for_each(|m| line("pending", m));
         let now = clock.now();
-        let plan = l.migration_plan(now, live_since(now), false).await?;
+        let plan = l.schema().plan(now, live_since(now), false).await?;
         if let Some(b) = &plan.blocked {
             out!("would wait: {}", b.describe());
         }
@@ -67,7 +67,10 @@ async fn migrate_on(
     let mut applied = 0;
     loop {
         let now = clock.now();
-        let done = l.migrate(now, live_since(now), args.expand_only).await?;
+        let done = l
+            .schema()
+            .migrate(now, live_since(now), args.expand_only)
+            .await?;
         done.applied.iter().for_each(|m| line("applied", m));
         applied += done.applied.len();
         let Some(b) = done.blocked else { break };
@@ -98,7 +101,7 @@ async fn migrate_on(
 /// The closing line: the schema version, how many migrations were `applied` (none: a dry
 /// run) and what is still pending.
 async fn finish(l: &Ledger, applied: Option<usize>) -> anyhow::Result<ExitCode> {
-    let fit = l.schema_fit().await?;
+    let fit = l.schema().fit().await?;
     let pending = fit.pending.len();
     let state = match (applied, pending) {
         (None | Some(0), 0) => "up to date".to_string(),
@@ -128,7 +131,8 @@ pub(super) async fn nodes(
     let live = ledger
         .get()
         .await?
-        .node_list(crate::services::registry::live_since(config, now))
+        .nodes()
+        .list(crate::services::registry::live_since(config, now))
         .await?;
     if args.json {
         for n in &live {

@@ -497,7 +497,7 @@ impl<'a> LedgerSlot<'a> {
         // A transition of a newer format (a skip, in `run --once`) only while every live node
         // reads it.
         let live_since = crate::services::registry::live_since(self.config, self.clock.now());
-        l.follow_formats(live_since).await?;
+        l.nodes().follow_formats(live_since).await?;
         let bound = self.config.settings.pool.max_clock_offset;
         if let Some(why) = crate::domain::clock::refusal(&*self.clock, bound) {
             tracing::warn!("{why}");

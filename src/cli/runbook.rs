@@ -133,7 +133,7 @@ pub(super) async fn redrive(
 /// `None` while it still runs: the other driver only took a step before this one (both
 /// drive it), and this one goes on waiting for it.
 async fn finished(l: &crate::ledger::Ledger, id: i64) -> anyhow::Result<Option<ExitCode>> {
-    let rb = l.runbook_get(id).await?;
+    let rb = l.runbooks().get(id).await?;
     if rb.as_ref().is_some_and(|r| !r.is_finished()) {
         return Ok(None);
     }

@@ -216,7 +216,7 @@ mod tests {
         );
         assert_eq!(classes("stubborn-south"), [ResponseClass::Permanent]);
         assert_eq!(classes("east"), [ResponseClass::Accepted]);
-        let deliveries = ledger.delivery_list(&job).await.expect("deliveries");
+        let deliveries = ledger.deliveries().list(&job).await.expect("deliveries");
         let state = |desk: &str| {
             let d = deliveries
                 .iter()
@@ -225,14 +225,15 @@ mod tests {
         };
         assert_eq!(state("flaky-north"), Some(DeliveryState::Sent));
         assert_eq!(state("stubborn-south"), Some(DeliveryState::Quarantined));
-        let held = ledger.job_get(&job).await.expect("job").expect("a job");
+        let held = ledger.jobs().get(&job).await.expect("job").expect("a job");
         assert_eq!(held.state, JobState::Quarantined);
 
         relent("stubborn-south");
         let stubborn: DeliveryKey = key("stubborn-south").parse().expect("delivery key");
         let audit = Audit::new("tester", "the desk is back", Via::Cli).expect("audit");
         (ledger
-            .delivery_redrive(&stubborn, &audit, chrono::Utc::now())
+            .deliveries()
+            .redrive(&stubborn, &audit, chrono::Utc::now())
             .await)
             .expect("redrive");
         run(&config, &ledger).await;
@@ -240,7 +241,7 @@ mod tests {
             classes("stubborn-south"),
             [ResponseClass::Permanent, ResponseClass::Accepted]
         );
-        let held = ledger.job_get(&job).await.expect("job").expect("a job");
+        let held = ledger.jobs().get(&job).await.expect("job").expect("a job");
         assert_eq!(held.state, JobState::Done, "every probe delivery sent");
 
         let history = crate::views::history::JobHistory::load(&ledger, &job)

@@ -1,12 +1,17 @@
 //! Reads for listing: jobs by filter, newest date first, a page at a time (keyset: a page
 //! starts after the last key of the one before, so no page pays for the rows before it).
 
-use super::{Job, JobFilter, JobRecord, Ledger, Result};
+use super::handles::{Deliveries, Jobs};
+use super::{Job, JobFilter, JobRecord, Result};
 
-impl Ledger {
+fn iso(d: chrono::NaiveDate) -> String {
+    crate::domain::keys::IsoDate(d).to_string()
+}
+
+impl Jobs<'_> {
     /// Jobs newest date first, then by key, filtered by state, report, local date range and
     /// the last error class of any of their deliveries; after `filter.after` when set.
-    pub async fn job_list(&self, filter: &JobFilter) -> Result<Vec<Job>> {
+    pub async fn list(self, filter: &JobFilter) -> Result<Vec<Job>> {
         let limit = i64::from(filter.limit.unwrap_or(1000));
         let recs: Vec<JobRecord> = on_backend!(self, |p, _d| {
             let mut qb = sqlx::QueryBuilder::new("SELECT * FROM jobs WHERE TRUE");
@@ -47,14 +52,10 @@ impl Ledger {
     }
 }
 
-fn iso(d: chrono::NaiveDate) -> String {
-    crate::domain::keys::IsoDate(d).to_string()
-}
-
-impl Ledger {
+impl Deliveries<'_> {
     /// Attempts finished at or after `since`, by hour (the hour's start, UTC) and class.
-    pub(crate) async fn attempt_counts_by_hour(
-        &self,
+    pub(crate) async fn attempts_by_hour(
+        self,
         since: chrono::DateTime<chrono::Utc>,
     ) -> Result<
         Vec<(
@@ -81,12 +82,10 @@ impl Ledger {
             })
             .collect())
     }
-}
 
-impl Ledger {
     /// Each report's last accepted delivery finished at or after `since`.
-    pub(crate) async fn report_last_accepted(
-        &self,
+    pub(crate) async fn last_accepted_by_report(
+        self,
         since: chrono::DateTime<chrono::Utc>,
     ) -> Result<Vec<(String, chrono::DateTime<chrono::Utc>)>> {
         let rows: Vec<(String, i64)> = on_backend!(self, |p, _d| {

@@ -1,6 +1,7 @@
 //! Deliveries, their attempts and the redrive audit: reads, the outcome of a send (one
 //! attempt row and its consequence, in one transaction), releases and redrives.
 
+use super::handles::Deliveries;
 use chrono::{DateTime, Utc};
 
 use super::audit::audit_row;
@@ -8,8 +9,7 @@ use super::backend::tx::{Statement, Tx};
 use super::types::parse_key;
 use super::{
     Arg, Attempt, AttemptRecord, Audit, Delivery, DeliveryLease, DeliveryNext, DeliveryRecord,
-    DeliveryState, Finish, Ledger, LedgerError, NewAttempt, Redrive, RedriveOutcome, RedriveRecord,
-    Result,
+    DeliveryState, Finish, LedgerError, NewAttempt, Redrive, RedriveOutcome, RedriveRecord, Result,
 };
 use crate::domain::clock::to_millis;
 use crate::domain::keys::{DeliveryKey, JobKey};
@@ -82,20 +82,20 @@ pub(super) async fn redrive_in(
     Ok(Some(job))
 }
 
-impl Ledger {
-    pub async fn delivery_get(&self, key: &DeliveryKey) -> Result<Option<Delivery>> {
+impl Deliveries<'_> {
+    pub async fn get(self, key: &DeliveryKey) -> Result<Option<Delivery>> {
         let st = Statement::new(BY_KEY).bind(key).bind(key.job());
         Ok(self.fetch_all::<DeliveryRecord, _>(&st).await?.pop())
     }
 
-    pub async fn delivery_list(&self, job_key: &JobKey) -> Result<Vec<Delivery>> {
+    pub async fn list(self, job_key: &JobKey) -> Result<Vec<Delivery>> {
         let sql = "SELECT * FROM deliveries
                    WHERE job_number = (SELECT number FROM jobs WHERE key = $1) ORDER BY key";
         self.select::<DeliveryRecord, _, _>(sql, job_key).await
     }
 
     /// The deliveries of these jobs, ordered by key; 500 jobs a statement.
-    pub async fn delivery_list_many(&self, job_keys: &[&JobKey]) -> Result<Vec<Delivery>> {
+    pub async fn list_many(self, job_keys: &[&JobKey]) -> Result<Vec<Delivery>> {
         let head = "SELECT d.* FROM jobs j JOIN deliveries d ON d.job_number = j.number
                     WHERE j.key IN (";
         let mut out: Vec<Delivery> = self
@@ -106,7 +106,7 @@ impl Ledger {
     }
 
     /// Every quarantined delivery, oldest first.
-    pub async fn delivery_list_quarantined(&self, limit: u32) -> Result<Vec<Delivery>> {
+    pub async fn quarantined(self, limit: u32) -> Result<Vec<Delivery>> {
         let sql = "SELECT * FROM deliveries WHERE quarantined_at IS NOT NULL
                    ORDER BY quarantined_at, job_number, ordinal LIMIT $1";
         self.select::<DeliveryRecord, _, _>(sql, i64::from(limit))
@@ -114,15 +114,15 @@ impl Ledger {
     }
 
     /// How many deliveries are in each state.
-    pub async fn delivery_count_by_state(&self) -> Result<Vec<(DeliveryState, i64)>> {
+    pub async fn count_by_state(self) -> Result<Vec<(DeliveryState, i64)>> {
         let sql = "SELECT state, COUNT(*) FROM deliveries GROUP BY state ORDER BY state";
-        self.count_by_state(sql, DeliveryState::parse).await
+        self.count_rows_by_state(sql, DeliveryState::parse).await
     }
 
     /// Records one attempt and its consequence in one transaction: `sending → sent`,
     /// `sending → pending` (at `ready_at`) or `sending → quarantined`.
-    pub async fn delivery_finish(
-        &self,
+    pub async fn finish(
+        self,
         lease: &DeliveryLease,
         attempt: &NewAttempt,
         next: DeliveryNext,
@@ -132,17 +132,18 @@ impl Ledger {
             attempt: attempt.clone(),
             next,
         }];
-        self.delivery_finish_many(&one)
+        self.deliveries()
+            .finish_many(&one)
             .await?
             .pop()
             .unwrap_or(Ok(()))
     }
 
     /// Records many attempts and their consequences in one transaction (one commit), each as
-    /// [`Ledger::delivery_finish`] would. Returns one result per finish, in order: `LeaseLost`
+    /// `ledger.deliveries().finish` would. Returns one result per finish, in order: `LeaseLost`
     /// for a lease no longer held (that finish changes nothing; the others still record). An
     /// `Err` of the whole call means nothing was recorded.
-    pub async fn delivery_finish_many(&self, finishes: &[Finish]) -> Result<Vec<Result<()>>> {
+    pub async fn finish_many(self, finishes: &[Finish]) -> Result<Vec<Result<()>>> {
         let outcomes = super::GroupCommit {
             renders: &[],
             finishes,
@@ -155,15 +156,15 @@ impl Ledger {
     }
 
     /// `sending → pending` without counting an attempt: the worker is draining for shutdown.
-    pub async fn delivery_release(&self, lease: &DeliveryLease, now: DateTime<Utc>) -> Result<()> {
+    pub async fn release(self, lease: &DeliveryLease, now: DateTime<Utc>) -> Result<()> {
         self.fenced_send(SEND_RELEASE, lease, &[Arg::Int(to_millis(now))])
             .await
     }
 
     /// `sending → pending` at `ready_at` without counting an attempt: the pool leased work for a
     /// host that is paused (a receiver asked to wait), so the work waits for the pause to end.
-    pub(crate) async fn delivery_defer(
-        &self,
+    pub(crate) async fn defer(
+        self,
         lease: &DeliveryLease,
         ready_at: DateTime<Utc>,
         now: DateTime<Utc>,
@@ -174,8 +175,8 @@ impl Ledger {
 
     /// Redrives one quarantined delivery with an audit row; its job returns to `delivering`, or
     /// to `ready` to render again when retention deleted its artifact.
-    pub async fn delivery_redrive(
-        &self,
+    pub async fn redrive(
+        self,
         key: &DeliveryKey,
         audit: &Audit<'_>,
         now: DateTime<Utc>,
@@ -190,7 +191,7 @@ impl Ledger {
                 job_key: parse_key(&job_key)?,
                 deliveries: 1,
             }),
-            None => Err(match self.delivery_get(key).await? {
+            None => Err(match self.deliveries().get(key).await? {
                 Some(dl) => LedgerError::WrongState {
                     what: "delivery",
                     key: key.to_string(),
@@ -206,7 +207,7 @@ impl Ledger {
     }
 
     /// Every attempt's duration from lease to result, in milliseconds (for benchmarks).
-    pub async fn attempt_latencies_ms(&self) -> Result<Vec<i64>> {
+    pub async fn latencies_ms(self) -> Result<Vec<i64>> {
         let rows: Vec<(i64,)> = on_backend!(self, |p, _d| {
             sqlx::query_as("SELECT finished_at - requested_at FROM delivery_attempts")
                 .fetch_all(p)
@@ -216,7 +217,7 @@ impl Ledger {
     }
 
     /// Attempts by response class (for benchmarks and diagnostics).
-    pub async fn attempt_count_by_class(&self) -> Result<Vec<(String, i64)>> {
+    pub async fn attempts_by_class(self) -> Result<Vec<(String, i64)>> {
         Ok(on_backend!(self, |p, _d| {
             sqlx::query_as(
                 "SELECT class, COUNT(*) FROM delivery_attempts GROUP BY class ORDER BY class",
@@ -226,7 +227,7 @@ impl Ledger {
         }))
     }
 
-    pub async fn attempt_list(&self, delivery_key: &DeliveryKey) -> Result<Vec<Attempt>> {
+    pub async fn attempts(self, delivery_key: &DeliveryKey) -> Result<Vec<Attempt>> {
         let sql = "SELECT * FROM delivery_attempts
                    WHERE job_number = (SELECT number FROM jobs WHERE key = $2) AND delivery_key = $1
                    ORDER BY attempt";
@@ -236,7 +237,7 @@ impl Ledger {
         self.fetch_all::<AttemptRecord, _>(&st).await
     }
 
-    pub async fn redrive_list(&self, job_key: &JobKey) -> Result<Vec<Redrive>> {
+    pub async fn redrives(self, job_key: &JobKey) -> Result<Vec<Redrive>> {
         let sql = "SELECT * FROM audit WHERE job_key = $1 ORDER BY at, id";
         self.select::<RedriveRecord, _, _>(sql, job_key).await
     }

@@ -5,6 +5,7 @@
 //! (a paused or older process may still finish that work in the old meaning). What is in the
 //! way is named, so `dawnpost migrate` can wait for it or refuse.
 
+use super::handles::{Leases, Schema};
 use chrono::{DateTime, Utc};
 
 use super::schema::{MigrationInfo, MigrationKind};
@@ -146,10 +147,33 @@ struct LeaseRecord {
 }
 
 impl Ledger {
+    /// Applies the migrations `these` (pending ones, by version), oldest first, each in its own
+    /// transaction, leaving any other pending one for later.
+    pub(super) async fn apply(&self, these: &[MigrationInfo]) -> Result<()> {
+        if these.is_empty() {
+            return Ok(());
+        }
+        let all = self.migrator();
+        let chosen: Vec<sqlx::migrate::Migration> = all
+            .iter()
+            .filter(|m| these.iter().any(|t| t.version == m.version))
+            .cloned()
+            .collect();
+        let mut subset = sqlx::migrate::Migrator::with_migrations(chosen);
+        subset.set_ignore_missing(true);
+        match &self.backend {
+            Backend::Sqlite(p) => subset.run(p).await?,
+            Backend::Postgres(p) => subset.run(p).await?,
+        }
+        Ok(())
+    }
+}
+
+impl Leases<'_> {
     /// Unexpired leases at `now`, renders and sends (at most a few, soonest expiry first). Sends
     /// are found through their live jobs: by number on a ledger with migration 23 (the
     /// deliveries' job keys are not indexed once 24 ran), by key before it.
-    pub async fn leases_held(&self, now: DateTime<Utc>) -> Result<Vec<HeldLease>> {
+    pub async fn held(self, now: DateTime<Utc>) -> Result<Vec<HeldLease>> {
         macro_rules! held {
             ($job:literal, $live:expr) => {
                 sql!(
@@ -171,7 +195,7 @@ impl Ledger {
         if !self.has_table("jobs").await? {
             return Ok(Vec::new());
         }
-        let held = match self.schema_fit().await?.applied >= 23 {
+        let held = match self.schema().fit().await?.applied >= 23 {
             true => BY_NUMBER,
             false => BY_KEY,
         };
@@ -190,18 +214,20 @@ impl Ledger {
             })
             .collect())
     }
+}
 
-    /// What [`Ledger::migrate`] would do now: the pending expand migrations, and the contract
+impl Schema<'_> {
+    /// What `ledger.schema().migrate` would do now: the pending expand migrations, and the contract
     /// ones nothing is in the way of (nodes that heartbeat at or after `live_since` count as
     /// live; leases unexpired at `now` as held; none, `expand_only`), in order; and the first
     /// contract migration that waits, with what it waits for.
-    pub(crate) async fn migration_plan(
-        &self,
+    pub(crate) async fn plan(
+        self,
         now: DateTime<Utc>,
         live_since: DateTime<Utc>,
         expand_only: bool,
     ) -> Result<Migrated> {
-        let fit = self.schema_fit().await?;
+        let fit = self.schema().fit().await?;
         fit.check_newer()?;
         let contract = fit
             .pending
@@ -210,8 +236,8 @@ impl Ledger {
         // A new ledger (nothing applied) has no nodes and no work of an older shape.
         let (live, leases) = if contract && !expand_only && fit.applied > 0 {
             (
-                self.node_list(live_since).await?,
-                self.leases_held(now).await?,
+                self.nodes().list(live_since).await?,
+                self.leases().held(now).await?,
             )
         } else {
             (Vec::new(), Vec::new())
@@ -220,37 +246,16 @@ impl Ledger {
         Ok(Migrated { applied, blocked })
     }
 
-    /// Applies what [`Ledger::migration_plan`] says, each migration in its own transaction.
+    /// Applies what `ledger.schema().plan` says, each migration in its own transaction.
     pub async fn migrate(
-        &self,
+        self,
         now: DateTime<Utc>,
         live_since: DateTime<Utc>,
         expand_only: bool,
     ) -> Result<Migrated> {
-        let plan = self.migration_plan(now, live_since, expand_only).await?;
+        let plan = self.schema().plan(now, live_since, expand_only).await?;
         self.apply(&plan.applied).await?;
         Ok(plan)
-    }
-
-    /// Applies the migrations `these` (pending ones, by version), oldest first, each in its own
-    /// transaction, leaving any other pending one for later.
-    pub(super) async fn apply(&self, these: &[MigrationInfo]) -> Result<()> {
-        if these.is_empty() {
-            return Ok(());
-        }
-        let all = self.migrator();
-        let chosen: Vec<sqlx::migrate::Migration> = all
-            .iter()
-            .filter(|m| these.iter().any(|t| t.version == m.version))
-            .cloned()
-            .collect();
-        let mut subset = sqlx::migrate::Migrator::with_migrations(chosen);
-        subset.set_ignore_missing(true);
-        match &self.backend {
-            Backend::Sqlite(p) => subset.run(p).await?,
-            Backend::Postgres(p) => subset.run(p).await?,
-        }
-        Ok(())
     }
 }
 

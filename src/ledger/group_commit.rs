@@ -25,7 +25,7 @@ use crate::domain::keys::{DeliveryKey, JobKey};
 pub struct GroupCommit<'a> {
     pub renders: &'a [Render],
     pub finishes: &'a [Finish],
-    /// Jobs to settle ([`Ledger::job_settle_many`]): only jobs whose finishes an *earlier*
+    /// Jobs to settle (`ledger.jobs().settle_many`): only jobs whose finishes an *earlier*
     /// transaction committed, since a settle inside the finishes' own transaction would not
     /// see another worker's concurrent last finish.
     pub settle: &'a [&'a JobKey],
@@ -123,7 +123,7 @@ impl Ledger {
         let claim = outcomes.lease_to.zip(outcomes.claim.filter(|n| *n > 0));
         if renders.is_empty() && finishes.is_empty() && claim.is_none() {
             if !settle.is_empty() {
-                self.job_settle_many(settle, now).await?;
+                self.jobs().settle_many(settle, now).await?;
             }
             return Ok(Committed::default());
         }

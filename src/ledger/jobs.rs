@@ -1,5 +1,6 @@
 //! Jobs: insert, read, the outcomes of a render, settle, cancel and redrive.
 
+use super::handles::Jobs;
 use crate::report::artifact::ArtifactRef;
 use chrono::{DateTime, Utc};
 
@@ -105,249 +106,13 @@ pub(super) const REDRIVE_DELIVERIES: &str = "UPDATE deliveries SET state = 'pend
      WHERE job_number = (SELECT number FROM jobs WHERE key = $2) AND state = 'quarantined'";
 
 impl Ledger {
-    /// Inserts jobs whose keys do not exist yet; returns the keys actually inserted. The key
-    /// is the table's primary key, so two inserters racing on one key insert it once. One
-    /// transaction for the whole batch: one commit (one WAL flush) however many rows.
-    pub async fn job_insert_many(
-        &self,
-        jobs: &[NewJob],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<JobKey>> {
-        match &self.backend {
-            super::Backend::Postgres(p) => {
-                let mut tx = p.begin_with(super::backend::postgres::BEGIN).await?;
-                let inserted = insert_jobs_pg(&mut tx, jobs, now).await?;
-                tx.commit().await?;
-                Ok(inserted)
-            }
-            super::Backend::Sqlite(p) => {
-                let mut tx = p.begin_with(super::backend::sqlite::BEGIN).await?;
-                let inserted = insert_jobs_sqlite(&mut tx, jobs, now).await?;
-                tx.commit().await?;
-                Ok(inserted)
-            }
-        }
-    }
-
-    pub async fn job_get(&self, key: &JobKey) -> Result<Option<Job>> {
-        let sql = "SELECT * FROM jobs WHERE key = $1";
-        Ok(self.select::<JobRecord, _, _>(sql, key).await?.pop())
-    }
-
-    /// The jobs with these keys, in no particular order; keys without a job are left out.
-    pub async fn job_get_many(&self, keys: &[&JobKey]) -> Result<Vec<Job>> {
-        let head = "SELECT * FROM jobs WHERE key IN (";
-        self.select_by_job_keys::<JobRecord, _>(head, keys).await
-    }
-
-    /// How many jobs are in each state.
-    pub async fn job_count_by_state(&self) -> Result<Vec<(JobState, i64)>> {
-        let sql = "SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state";
-        self.count_by_state(sql, JobState::parse).await
-    }
-
-    /// The `ready_at` of the oldest ready job that is due at `now`.
-    pub(crate) async fn job_oldest_ready(
-        &self,
-        now: DateTime<Utc>,
-    ) -> Result<Option<DateTime<Utc>>> {
-        let row: (Option<i64>,) = on_backend!(self, |p, _d| {
-            sqlx::query_as(
-                "SELECT MIN(ready_at) FROM jobs WHERE state = 'ready' AND ready_at <= $1",
-            )
-            .bind(to_millis(now))
-            .fetch_one(p)
-            .await?
-        });
-        Ok(row.0.map(crate::domain::clock::from_millis))
-    }
-
-    /// `rendering → ready` at `ready_at`, after a transient render failure.
-    pub async fn job_retry(
-        &self,
-        lease: &JobLease,
-        ready_at: DateTime<Utc>,
-        error: &str,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        let args = [
-            Arg::Int(to_millis(ready_at)),
-            Arg::from(Some(error)),
-            Arg::Int(to_millis(now)),
-        ];
-        self.fenced_update(RENDER_RETRY, lease, &args).await
-    }
-
-    /// `rendering → ready` without counting the attempt: the worker is shutting down.
-    pub async fn job_release(&self, lease: &JobLease, now: DateTime<Utc>) -> Result<()> {
-        self.fenced_update(RENDER_RELEASE, lease, &[Arg::Int(to_millis(now))])
-            .await
-    }
-
-    /// `rendering → quarantined`: a permanent render failure or an exhausted budget.
-    pub async fn job_quarantine(
-        &self,
-        lease: &JobLease,
-        error: &str,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        let args = [Arg::from(Some(error)), Arg::Int(to_millis(now))];
-        self.fenced_update(RENDER_QUARANTINE, lease, &args).await
-    }
-
-    /// `rendering → skipped`: nothing to send, and `why`. The job is then in work format
-    /// [`super::SKIPPED_FORMAT`], which only nodes that know the state read: the caller skips
-    /// only while every live node does ([`Ledger::write_format`]).
-    pub async fn job_skip(&self, lease: &JobLease, why: &str, now: DateTime<Utc>) -> Result<()> {
-        let args = [
-            Arg::from(Some(why)),
-            Arg::Int(super::SKIPPED_FORMAT),
-            Arg::Int(to_millis(now)),
-        ];
-        self.fenced_update(RENDER_SKIP, lease, &args).await
-    }
-
-    /// `rendering → delivering`: records the artifact and creates one delivery per destination,
-    /// in one transaction. A job without destinations is `done` at once.
-    pub async fn job_rendered(
-        &self,
-        lease: &JobLease,
-        artifact: &ArtifactRef,
-        deliveries: &[NewDelivery],
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        let one = [Render {
-            lease: lease.clone(),
-            artifact: artifact.clone(),
-            deliveries: deliveries.to_vec(),
-        }];
-        self.job_rendered_many(&one, now)
-            .await?
-            .pop()
-            .unwrap_or(Ok(()))
-    }
-
-    /// Records many renders in one transaction (one commit), each as [`Ledger::job_rendered`]
-    /// would. Returns one result per render, in order: `LeaseLost` for a lease no longer held
-    /// (that render changes nothing; the others still record). An `Err` of the whole call means
-    /// nothing was recorded.
-    pub async fn job_rendered_many(
-        &self,
-        renders: &[Render],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<Result<()>>> {
-        let outcomes = super::GroupCommit {
-            renders,
-            finishes: &[],
-            settle: &[],
-            lease_to: None,
-            claim: None,
-            now,
-        };
-        let recorded = self.commit_group(outcomes).await?.renders;
-        Ok(recorded.into_iter().map(|r| r.map(drop)).collect())
-    }
-
-    /// `delivering → done` when every delivery is sent, `delivering → quarantined` when every
-    /// delivery is terminal and one is quarantined. Returns the job's state afterwards.
-    pub async fn job_settle(&self, key: &JobKey, now: DateTime<Utc>) -> Result<JobState> {
-        self.job_settle_many(&[key], now).await?;
-        self.job_get(key)
-            .await?
-            .map(|j| j.state)
-            .ok_or_else(|| LedgerError::NotFound {
-                what: "job",
-                key: key.to_string(),
-            })
-    }
-
-    /// [`Ledger::job_settle`] for many jobs in one statement; returns how many it settled.
-    /// The state tests are written `(…) IS TRUE`, which no index serves, so the plan looks the
-    /// jobs up by key and their deliveries by job whatever the statistics say: right after a
-    /// burst of jobs PostgreSQL's statistics are stale, and it scanned every delivering job
-    /// and every pending delivery on each settle instead.
-    /// Run it after the finishes it follows have committed: a settle inside the same
-    /// transaction would not see another worker's concurrent last finish, and neither would
-    /// settle the job.
-    pub async fn job_settle_many(&self, keys: &[&JobKey], now: DateTime<Utc>) -> Result<u64> {
-        if keys.is_empty() {
-            return Ok(0);
-        }
-        self.within(async |tx| settle_in(tx, keys, now).await).await
-    }
-
-    /// `ready | waiting | quarantined → cancelled`, by an operator; deliveries still waiting (a job
-    /// redriven to render again) are closed as quarantined "the job was cancelled". Audited.
-    pub async fn job_cancel(
-        &self,
-        key: &JobKey,
-        audit: &Audit<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        let now_ms = to_millis(now);
-        let job = key.to_string();
-        let cancelled = self
-            .within(async |tx| {
-                let st = Statement::new(CANCEL).bind(now_ms).bind(key);
-                if tx.execute(&st).await? != 1 {
-                    return Ok(false);
-                }
-                let deliveries = Statement::new(CANCEL_DELIVERIES).bind(now_ms).bind(key);
-                tx.execute(&deliveries).await?;
-                tx.execute(&audit_row(&job, None, audit, "cancel", now_ms))
-                    .await?;
-                Ok(true)
-            })
-            .await?;
-        match cancelled {
-            true => Ok(()),
-            false => Err(self
-                .wrong_job_state(key, "ready, waiting or quarantined")
-                .await),
-        }
-    }
-
-    /// Redrives a quarantined job with an audit row. A job quarantined at render, or whose
-    /// artifact retention already deleted, goes back to `ready` (to render); a job with
-    /// quarantined deliveries goes back to `delivering` (or `ready`) and those deliveries to
-    /// `pending`. Keys stay the same; `redrive_count` grows by one.
-    pub async fn job_redrive(
-        &self,
-        key: &JobKey,
-        audit: &Audit<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<RedriveOutcome> {
-        let now_ms = to_millis(now);
-        let job = key.to_string();
-        let redriven = self
-            .within(async |tx| {
-                let st = Statement::new(REDRIVE).bind(now_ms).bind(key);
-                if tx.execute(&st).await? == 0 {
-                    return Ok(None);
-                }
-                let deliveries = Statement::new(REDRIVE_DELIVERIES).bind(now_ms).bind(key);
-                let deliveries = tx.execute(&deliveries).await?;
-                tx.execute(&audit_row(&job, None, audit, "redrive", now_ms))
-                    .await?;
-                Ok(Some(deliveries))
-            })
-            .await?;
-        match redriven {
-            Some(deliveries) => Ok(RedriveOutcome {
-                job_key: key.clone(),
-                deliveries,
-            }),
-            None => Err(self.wrong_job_state(key, "quarantined").await),
-        }
-    }
-
     /// Why a transition of job `key` that expected `expected` changed nothing.
     pub(super) async fn wrong_job_state(
         &self,
         key: &JobKey,
         expected: &'static str,
     ) -> LedgerError {
-        match self.job_get(key).await {
+        match self.jobs().get(key).await {
             Ok(Some(job)) => LedgerError::WrongState {
                 what: "job",
                 key: key.to_string(),
@@ -484,7 +249,230 @@ pub(super) async fn insert_jobs_sqlite(
     Ok(inserted)
 }
 
-/// [`Ledger::job_settle_many`] inside `tx`; how many jobs it settled.
+/// `ledger.jobs().settle_many` inside `tx`; how many jobs it settled.
 pub(super) async fn settle_in(tx: &mut Tx, keys: &[&JobKey], now: DateTime<Utc>) -> Result<u64> {
     tx.execute_keyed(SETTLE_KEYED, to_millis(now), keys).await
+}
+
+impl Jobs<'_> {
+    /// Inserts jobs whose keys do not exist yet; returns the keys actually inserted. The key
+    /// is the table's primary key, so two inserters racing on one key insert it once. One
+    /// transaction for the whole batch: one commit (one WAL flush) however many rows.
+    pub async fn insert_many(self, jobs: &[NewJob], now: DateTime<Utc>) -> Result<Vec<JobKey>> {
+        match &self.backend {
+            super::Backend::Postgres(p) => {
+                let mut tx = p.begin_with(super::backend::postgres::BEGIN).await?;
+                let inserted = insert_jobs_pg(&mut tx, jobs, now).await?;
+                tx.commit().await?;
+                Ok(inserted)
+            }
+            super::Backend::Sqlite(p) => {
+                let mut tx = p.begin_with(super::backend::sqlite::BEGIN).await?;
+                let inserted = insert_jobs_sqlite(&mut tx, jobs, now).await?;
+                tx.commit().await?;
+                Ok(inserted)
+            }
+        }
+    }
+
+    pub async fn get(self, key: &JobKey) -> Result<Option<Job>> {
+        let sql = "SELECT * FROM jobs WHERE key = $1";
+        Ok(self.select::<JobRecord, _, _>(sql, key).await?.pop())
+    }
+
+    /// The jobs with these keys, in no particular order; keys without a job are left out.
+    pub async fn get_many(self, keys: &[&JobKey]) -> Result<Vec<Job>> {
+        let head = "SELECT * FROM jobs WHERE key IN (";
+        self.select_by_job_keys::<JobRecord, _>(head, keys).await
+    }
+
+    /// How many jobs are in each state.
+    pub async fn count_by_state(self) -> Result<Vec<(JobState, i64)>> {
+        let sql = "SELECT state, COUNT(*) FROM jobs GROUP BY state ORDER BY state";
+        self.count_rows_by_state(sql, JobState::parse).await
+    }
+
+    /// The `ready_at` of the oldest ready job that is due at `now`.
+    pub(crate) async fn oldest_ready(self, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
+        let row: (Option<i64>,) = on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT MIN(ready_at) FROM jobs WHERE state = 'ready' AND ready_at <= $1",
+            )
+            .bind(to_millis(now))
+            .fetch_one(p)
+            .await?
+        });
+        Ok(row.0.map(crate::domain::clock::from_millis))
+    }
+
+    /// `rendering → ready` at `ready_at`, after a transient render failure.
+    pub async fn retry(
+        self,
+        lease: &JobLease,
+        ready_at: DateTime<Utc>,
+        error: &str,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let args = [
+            Arg::Int(to_millis(ready_at)),
+            Arg::from(Some(error)),
+            Arg::Int(to_millis(now)),
+        ];
+        self.fenced_update(RENDER_RETRY, lease, &args).await
+    }
+
+    /// `rendering → ready` without counting the attempt: the worker is shutting down.
+    pub async fn release(self, lease: &JobLease, now: DateTime<Utc>) -> Result<()> {
+        self.fenced_update(RENDER_RELEASE, lease, &[Arg::Int(to_millis(now))])
+            .await
+    }
+
+    /// `rendering → quarantined`: a permanent render failure or an exhausted budget.
+    pub async fn quarantine(self, lease: &JobLease, error: &str, now: DateTime<Utc>) -> Result<()> {
+        let args = [Arg::from(Some(error)), Arg::Int(to_millis(now))];
+        self.fenced_update(RENDER_QUARANTINE, lease, &args).await
+    }
+
+    /// `rendering → skipped`: nothing to send, and `why`. The job is then in work format
+    /// [`super::SKIPPED_FORMAT`], which only nodes that know the state read: the caller skips
+    /// only while every live node does (`ledger.nodes().write_format`).
+    pub async fn skip(self, lease: &JobLease, why: &str, now: DateTime<Utc>) -> Result<()> {
+        let args = [
+            Arg::from(Some(why)),
+            Arg::Int(super::SKIPPED_FORMAT),
+            Arg::Int(to_millis(now)),
+        ];
+        self.fenced_update(RENDER_SKIP, lease, &args).await
+    }
+
+    /// `rendering → delivering`: records the artifact and creates one delivery per destination,
+    /// in one transaction. A job without destinations is `done` at once.
+    pub async fn rendered(
+        self,
+        lease: &JobLease,
+        artifact: &ArtifactRef,
+        deliveries: &[NewDelivery],
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let one = [Render {
+            lease: lease.clone(),
+            artifact: artifact.clone(),
+            deliveries: deliveries.to_vec(),
+        }];
+        self.jobs()
+            .rendered_many(&one, now)
+            .await?
+            .pop()
+            .unwrap_or(Ok(()))
+    }
+
+    /// Records many renders in one transaction (one commit), each as `ledger.jobs().rendered`
+    /// would. Returns one result per render, in order: `LeaseLost` for a lease no longer held
+    /// (that render changes nothing; the others still record). An `Err` of the whole call means
+    /// nothing was recorded.
+    pub async fn rendered_many(
+        self,
+        renders: &[Render],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Result<()>>> {
+        let outcomes = super::GroupCommit {
+            renders,
+            finishes: &[],
+            settle: &[],
+            lease_to: None,
+            claim: None,
+            now,
+        };
+        let recorded = self.commit_group(outcomes).await?.renders;
+        Ok(recorded.into_iter().map(|r| r.map(drop)).collect())
+    }
+
+    /// `delivering → done` when every delivery is sent, `delivering → quarantined` when every
+    /// delivery is terminal and one is quarantined. Returns the job's state afterwards.
+    pub async fn settle(self, key: &JobKey, now: DateTime<Utc>) -> Result<JobState> {
+        self.jobs().settle_many(&[key], now).await?;
+        self.jobs()
+            .get(key)
+            .await?
+            .map(|j| j.state)
+            .ok_or_else(|| LedgerError::NotFound {
+                what: "job",
+                key: key.to_string(),
+            })
+    }
+
+    /// `ledger.jobs().settle` for many jobs in one statement; returns how many it settled.
+    /// The state tests are written `(…) IS TRUE`, which no index serves, so the plan looks the
+    /// jobs up by key and their deliveries by job whatever the statistics say: right after a
+    /// burst of jobs PostgreSQL's statistics are stale, and it scanned every delivering job
+    /// and every pending delivery on each settle instead.
+    /// Run it after the finishes it follows have committed: a settle inside the same
+    /// transaction would not see another worker's concurrent last finish, and neither would
+    /// settle the job.
+    pub async fn settle_many(self, keys: &[&JobKey], now: DateTime<Utc>) -> Result<u64> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        self.within(async |tx| settle_in(tx, keys, now).await).await
+    }
+
+    /// `ready | waiting | quarantined → cancelled`, by an operator; deliveries still waiting (a job
+    /// redriven to render again) are closed as quarantined "the job was cancelled". Audited.
+    pub async fn cancel(self, key: &JobKey, audit: &Audit<'_>, now: DateTime<Utc>) -> Result<()> {
+        let now_ms = to_millis(now);
+        let job = key.to_string();
+        let cancelled = self
+            .within(async |tx| {
+                let st = Statement::new(CANCEL).bind(now_ms).bind(key);
+                if tx.execute(&st).await? != 1 {
+                    return Ok(false);
+                }
+                let deliveries = Statement::new(CANCEL_DELIVERIES).bind(now_ms).bind(key);
+                tx.execute(&deliveries).await?;
+                tx.execute(&audit_row(&job, None, audit, "cancel", now_ms))
+                    .await?;
+                Ok(true)
+            })
+            .await?;
+        match cancelled {
+            true => Ok(()),
+            false => Err(self
+                .wrong_job_state(key, "ready, waiting or quarantined")
+                .await),
+        }
+    }
+
+    /// Redrives a quarantined job with an audit row. A job quarantined at render, or whose
+    /// artifact retention already deleted, goes back to `ready` (to render); a job with
+    /// quarantined deliveries goes back to `delivering` (or `ready`) and those deliveries to
+    /// `pending`. Keys stay the same; `redrive_count` grows by one.
+    pub async fn redrive(
+        self,
+        key: &JobKey,
+        audit: &Audit<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<RedriveOutcome> {
+        let now_ms = to_millis(now);
+        let job = key.to_string();
+        let redriven = self
+            .within(async |tx| {
+                let st = Statement::new(REDRIVE).bind(now_ms).bind(key);
+                if tx.execute(&st).await? == 0 {
+                    return Ok(None);
+                }
+                let deliveries = Statement::new(REDRIVE_DELIVERIES).bind(now_ms).bind(key);
+                let deliveries = tx.execute(&deliveries).await?;
+                tx.execute(&audit_row(&job, None, audit, "redrive", now_ms))
+                    .await?;
+                Ok(Some(deliveries))
+            })
+            .await?;
+        match redriven {
+            Some(deliveries) => Ok(RedriveOutcome {
+                job_key: key.clone(),
+                deliveries,
+            }),
+            None => Err(self.wrong_job_state(key, "quarantined").await),
+        }
+    }
 }

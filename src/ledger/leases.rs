@@ -3,6 +3,7 @@
 //! claims skip rows another worker has locked (`FOR UPDATE SKIP LOCKED`); SQLite has one writer
 //! at a time, so its inner select cannot race another claim.
 
+use super::handles::Leases;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -10,9 +11,9 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::PerBackend;
 use super::Place;
+use super::Result;
 use super::backend::tx::{Statement, Tx};
 use super::{Arg, Delivery, DeliveryRecord, Job, JobRecord};
-use super::{Ledger, Result};
 use crate::domain::clock::to_millis;
 use crate::domain::keys::{DeliveryKey, JobKey};
 
@@ -182,45 +183,6 @@ const RENDER_EXTEND: &str = "UPDATE jobs SET lease_expires_at = $3 WHERE key = $
 const SEND_EXTEND: &str = "UPDATE deliveries SET lease_expires_at = $4
      WHERE job_number = $1 AND ordinal = $2 AND lease_token = $3 AND state = 'sending'";
 
-impl Ledger {
-    /// Leases up to `limit` ready or waiting jobs whose `ready_at` has come: `ready → rendering`
-    /// (a waiting job renders only once its probe says its data is ready). A round of its own.
-    pub async fn job_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
-        self.within(async |tx| {
-            tx.plan_claim().await?;
-            jobs_in(tx, params).await
-        })
-        .await
-    }
-
-    /// Leases up to `limit` pending deliveries whose `ready_at` has come: `pending → sending`.
-    /// The lease counts as an attempt; [`Ledger::delivery_release`] gives it back. A round of
-    /// its own.
-    pub async fn delivery_lease(&self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
-        self.within(async |tx| {
-            tx.plan_claim().await?;
-            deliveries_in(tx, params).await
-        })
-        .await
-    }
-
-    /// Pushes a job lease's deadline to `until`, if the lease is still held.
-    pub async fn job_extend_lease(&self, lease: &JobLease, until: DateTime<Utc>) -> Result<()> {
-        self.fenced_update(RENDER_EXTEND, lease, &[Arg::Int(to_millis(until))])
-            .await
-    }
-
-    /// Pushes a delivery lease's deadline to `until`, if the lease is still held.
-    pub(crate) async fn delivery_extend_lease(
-        &self,
-        lease: &DeliveryLease,
-        until: DateTime<Utc>,
-    ) -> Result<()> {
-        self.fenced_send(SEND_EXTEND, lease, &[Arg::Int(to_millis(until))])
-            .await
-    }
-}
-
 /// What one claim took: jobs to render, deliveries to send. A claim that took nothing also
 /// says when the earliest work it could take falls due (`next_due`; `None` when none is
 /// queued), so an idle pool asks again then rather than at every poll.
@@ -382,10 +344,49 @@ impl<K> Lease<K> {
     }
 }
 
+impl Leases<'_> {
+    /// Leases up to `limit` ready or waiting jobs whose `ready_at` has come: `ready → rendering`
+    /// (a waiting job renders only once its probe says its data is ready). A round of its own.
+    pub async fn jobs(self, params: &LeaseParams) -> Result<Vec<LeasedJob>> {
+        self.within(async |tx| {
+            tx.plan_claim().await?;
+            jobs_in(tx, params).await
+        })
+        .await
+    }
+
+    /// Leases up to `limit` pending deliveries whose `ready_at` has come: `pending → sending`.
+    /// The lease counts as an attempt; `ledger.deliveries().release` gives it back. A round of
+    /// its own.
+    pub async fn deliveries(self, params: &LeaseParams) -> Result<Vec<LeasedDelivery>> {
+        self.within(async |tx| {
+            tx.plan_claim().await?;
+            deliveries_in(tx, params).await
+        })
+        .await
+    }
+
+    /// Pushes a job lease's deadline to `until`, if the lease is still held.
+    pub async fn extend_job(self, lease: &JobLease, until: DateTime<Utc>) -> Result<()> {
+        self.fenced_update(RENDER_EXTEND, lease, &[Arg::Int(to_millis(until))])
+            .await
+    }
+
+    /// Pushes a delivery lease's deadline to `until`, if the lease is still held.
+    pub(crate) async fn extend_delivery(
+        self,
+        lease: &DeliveryLease,
+        until: DateTime<Utc>,
+    ) -> Result<()> {
+        self.fenced_send(SEND_EXTEND, lease, &[Arg::Int(to_millis(until))])
+            .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::Backend;
+    use crate::ledger::{Backend, Ledger};
 
     /// SQLite reads a partial index only for a query it can prove implies the index's
     /// predicate; where it cannot, a queue read walks the whole table (every job and delivery

@@ -69,6 +69,7 @@ mod deploy;
 mod group_commit;
 mod group_commit_pg;
 mod group_commit_sql;
+mod handles;
 mod ingest;
 mod jobs;
 mod leases;
@@ -223,7 +224,7 @@ pub(super) struct PerBackend {
 /// node's work waits for a node that knows it. New jobs and deliveries take the column's
 /// default, format 1 (all a new row needs, so after a rollback the older nodes lease every
 /// unfinished one); a transition of a newer format is written only while every live node reads
-/// it ([`Ledger::write_format`]).
+/// it (`ledger.nodes().write_format`).
 ///
 /// 1: the states `ready`, `rendering`, `delivering`, `done`, `quarantined`, `cancelled`.
 /// 2: a job may also end `skipped` ([`SKIPPED_FORMAT`]).
@@ -406,7 +407,7 @@ impl Ledger {
     }
 
     /// Runs a `SELECT state, COUNT(*) … GROUP BY state` and parses its states.
-    async fn count_by_state<S>(
+    async fn count_rows_by_state<S>(
         &self,
         sql: &'static str,
         parse: fn(&str) -> Result<S>,

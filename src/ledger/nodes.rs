@@ -2,6 +2,7 @@
 //! the newest schema version and the work formats it knows, when it started, its last
 //! heartbeat). A node is live while its heartbeat is recent; stale rows are deleted.
 
+use super::handles::Nodes;
 use chrono::{DateTime, Utc};
 
 use super::backend::tx::Statement;
@@ -46,13 +47,13 @@ impl From<NodeRecord> for Node {
     }
 }
 
-/// The node of `live` (the live nodes, the oldest start first, as [`Ledger::node_list`] and
-/// [`Ledger::node_beat`] read them) that leads the cluster's housekeeping: the first.
+/// The node of `live` (the live nodes, the oldest start first, as `ledger.nodes().list` and
+/// `ledger.nodes().beat` read them) that leads the cluster's housekeeping: the first.
 pub fn leader(live: &[Node]) -> Option<&Node> {
     live.first()
 }
 
-/// What a registry's round ([`Ledger::node_beat`]) read.
+/// What a registry's round (`ledger.nodes().beat`) read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Beat {
     /// The newest format a write may use now (every live node reads it).
@@ -83,82 +84,12 @@ pub(crate) fn write_format_for(live: &[Node]) -> i64 {
 }
 
 impl Ledger {
-    /// The newest format a write may use now: every live node reads it. A transition of a
-    /// newer format (format 2's `skipped`) is written only up to it.
-    pub fn write_format(&self) -> i64 {
-        self.write_format.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Brings [`Ledger::write_format`] up to the nodes that heartbeat at or after
-    /// `live_since` (the oldest live node's format, while older nodes run); that format.
-    pub async fn follow_formats(&self, live_since: DateTime<Utc>) -> Result<i64> {
-        Ok(self.follow(&self.node_list(live_since).await?))
-    }
-
-    /// Sets [`Ledger::write_format`] to what every node of `live` reads; that format.
+    /// Sets `ledger.nodes().write_format` to what every node of `live` reads; that format.
     fn follow(&self, live: &[Node]) -> i64 {
         let format = write_format_for(live);
         self.write_format
             .store(format, std::sync::atomic::Ordering::Relaxed);
         format
-    }
-
-    /// Records `node`'s heartbeat (registering it the first time): one upsert.
-    pub async fn node_heartbeat(&self, node: &Node) -> Result<()> {
-        self.execute(&heartbeat(node)).await.map(|_| ())
-    }
-
-    /// A registry's round in one transaction (one commit): the ledger's clock read (PostgreSQL),
-    /// `node`'s heartbeat, the nodes silent since `forget_before` forgotten, and the write
-    /// format the nodes live since `live_since` all read followed (see
-    /// [`Ledger::follow_formats`]).
-    pub async fn node_beat(
-        &self,
-        node: &Node,
-        forget_before: DateTime<Utc>,
-        live_since: DateTime<Utc>,
-    ) -> Result<Beat> {
-        let (server_time, live) = self
-            .within(async |tx| {
-                let server_time = tx.server_time().await?;
-                tx.execute(&heartbeat(node)).await?;
-                tx.execute(&expire(forget_before)).await?;
-                let live_since = Statement::new(LIVE).bind(to_millis(live_since));
-                let live: Vec<NodeRecord> = tx.fetch_all(&live_since).await?;
-                Ok((server_time, live))
-            })
-            .await?;
-        let live: Vec<Node> = live.into_iter().map(Node::from).collect();
-        Ok(Beat {
-            format: self.follow(&live),
-            server_time,
-            live,
-        })
-    }
-
-    /// Removes node `id` (a clean shutdown).
-    pub async fn node_leave(&self, id: &str) -> Result<()> {
-        let st = Statement::new("DELETE FROM nodes WHERE id = $1").bind(id);
-        self.execute(&st).await.map(|_| ())
-    }
-
-    /// Deletes the rows of nodes silent since before `before`; how many.
-    pub async fn node_expire(&self, before: DateTime<Utc>) -> Result<u64> {
-        self.execute(&expire(before)).await
-    }
-
-    /// The nodes that heartbeat at or after `since` (the live ones), oldest start first. None
-    /// on a ledger older than the registry.
-    pub async fn node_list(&self, since: DateTime<Utc>) -> Result<Vec<Node>> {
-        if !self.has_table("nodes").await? {
-            return Ok(Vec::new());
-        }
-        let since = to_millis(since);
-        let rows: Vec<NodeRecord> = on_backend!(self, |p, _d| sqlx::query_as(LIVE)
-            .bind(since)
-            .fetch_all(p)
-            .await?);
-        Ok(rows.into_iter().map(Node::from).collect())
     }
 }
 
@@ -185,6 +116,78 @@ fn heartbeat(node: &Node) -> Statement<'_> {
 /// Forgets the nodes silent since `before`.
 fn expire(before: DateTime<Utc>) -> Statement<'static> {
     Statement::new("DELETE FROM nodes WHERE heartbeat_at < $1").bind(to_millis(before))
+}
+
+impl Nodes<'_> {
+    /// The newest format a write may use now: every live node reads it. A transition of a
+    /// newer format (format 2's `skipped`) is written only up to it.
+    pub fn write_format(self) -> i64 {
+        self.write_format.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Brings `ledger.nodes().write_format` up to the nodes that heartbeat at or after
+    /// `live_since` (the oldest live node's format, while older nodes run); that format.
+    pub async fn follow_formats(self, live_since: DateTime<Utc>) -> Result<i64> {
+        Ok(self.follow(&self.nodes().list(live_since).await?))
+    }
+
+    /// Records `node`'s heartbeat (registering it the first time): one upsert.
+    pub async fn heartbeat(self, node: &Node) -> Result<()> {
+        self.execute(&heartbeat(node)).await.map(|_| ())
+    }
+
+    /// A registry's round in one transaction (one commit): the ledger's clock read (PostgreSQL),
+    /// `node`'s heartbeat, the nodes silent since `forget_before` forgotten, and the write
+    /// format the nodes live since `live_since` all read followed (see
+    /// `ledger.nodes().follow_formats`).
+    pub async fn beat(
+        self,
+        node: &Node,
+        forget_before: DateTime<Utc>,
+        live_since: DateTime<Utc>,
+    ) -> Result<Beat> {
+        let (server_time, live) = self
+            .within(async |tx| {
+                let server_time = tx.server_time().await?;
+                tx.execute(&heartbeat(node)).await?;
+                tx.execute(&expire(forget_before)).await?;
+                let live_since = Statement::new(LIVE).bind(to_millis(live_since));
+                let live: Vec<NodeRecord> = tx.fetch_all(&live_since).await?;
+                Ok((server_time, live))
+            })
+            .await?;
+        let live: Vec<Node> = live.into_iter().map(Node::from).collect();
+        Ok(Beat {
+            format: self.follow(&live),
+            server_time,
+            live,
+        })
+    }
+
+    /// Removes node `id` (a clean shutdown).
+    pub async fn leave(self, id: &str) -> Result<()> {
+        let st = Statement::new("DELETE FROM nodes WHERE id = $1").bind(id);
+        self.execute(&st).await.map(|_| ())
+    }
+
+    /// Deletes the rows of nodes silent since before `before`; how many.
+    pub async fn expire(self, before: DateTime<Utc>) -> Result<u64> {
+        self.execute(&expire(before)).await
+    }
+
+    /// The nodes that heartbeat at or after `since` (the live ones), oldest start first. None
+    /// on a ledger older than the registry.
+    pub async fn list(self, since: DateTime<Utc>) -> Result<Vec<Node>> {
+        if !self.has_table("nodes").await? {
+            return Ok(Vec::new());
+        }
+        let since = to_millis(since);
+        let rows: Vec<NodeRecord> = on_backend!(self, |p, _d| sqlx::query_as(LIVE)
+            .bind(since)
+            .fetch_all(p)
+            .await?);
+        Ok(rows.into_iter().map(Node::from).collect())
+    }
 }
 
 #[cfg(test)]

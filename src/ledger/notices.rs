@@ -3,10 +3,11 @@
 //! leased, attempted and retried like deliveries. `delivery::notice` says what is due and what a
 //! message says; this file only keeps it.
 
+use super::handles::Notices;
 use chrono::{DateTime, Utc};
 
 use super::backend::tx::Statement;
-use super::{Ledger, LedgerError, PerBackend, Result};
+use super::{LedgerError, PerBackend, Result};
 use crate::delivery::notice::{Cause, Composed, Item};
 use crate::domain::clock::{from_millis, to_millis};
 use crate::domain::keys::{DestinationKind, JobKey};
@@ -230,10 +231,68 @@ const FORGET_MESSAGES: &str = sql!(
 );
 const FORGET_NOTICES: &str = "DELETE FROM notices WHERE noticed_at < $1 AND message IS NOT NULL";
 
-impl Ledger {
+/// The waiting notices by report and cause; a late notice is a batch of its own.
+fn batches(waiting: &[NoticeRow]) -> Vec<Vec<&NoticeRow>> {
+    let mut out: Vec<Vec<&NoticeRow>> = Vec::new();
+    let mut quarantined: std::collections::BTreeMap<&str, Vec<&NoticeRow>> = Default::default();
+    for n in waiting {
+        match n.cause {
+            Cause::Late => out.push(vec![n]),
+            Cause::Quarantined => quarantined.entry(&n.report).or_default().push(n),
+        }
+    }
+    out.extend(quarantined.into_values());
+    out
+}
+
+/// Inserts message `key` (of `report`, for `cause`, window start and place) and one send per
+/// owner.
+async fn insert_message(
+    tx: &mut super::backend::tx::Tx,
+    (key, report, cause, (window, seq)): (&str, &str, Cause, (DateTime<Utc>, i64)),
+    words: &Composed,
+    owners: &[(DestinationKind, String)],
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let st = Statement::new(INSERT_MESSAGE)
+        .bind(key)
+        .bind(report)
+        .bind(cause.as_str())
+        .bind(to_millis(window))
+        .bind(seq)
+        .bind(words.subject.as_str())
+        .bind(words.body.as_str())
+        .bind(words.webhook_body.as_str())
+        .bind(to_millis(now));
+    tx.execute(&st).await?;
+    for (kind, destination) in owners {
+        let send_key = match crate::delivery::of(*kind) {
+            Some(d) => d.notice_send(key, destination),
+            None => format!("{key}/{kind}:{destination}"),
+        };
+        let st = Statement::new(INSERT_SEND)
+            .bind(send_key.as_str())
+            .bind(key)
+            .bind(kind.as_str())
+            .bind(destination.as_str())
+            .bind(to_millis(now));
+        tx.execute(&st).await?;
+    }
+    Ok(())
+}
+
+/// A send's update found no row: its lease (token) no longer holds.
+fn lease_lost(send: &NoticeSend) -> LedgerError {
+    LedgerError::LeaseLost {
+        key: send.key.as_str().to_string(),
+        token: send.lease_token,
+    }
+}
+
+impl Notices<'_> {
     /// Records the notices not recorded yet (by key: one per job and cause); how many were new.
-    pub(crate) async fn notice_insert_many(
-        &self,
+    pub(crate) async fn insert_many(
+        self,
         notices: &[NewNotice],
         now: DateTime<Utc>,
     ) -> Result<u64> {
@@ -256,8 +315,8 @@ impl Ledger {
     }
 
     /// The jobs that entered `quarantined` after `since`: (key, report, why).
-    pub(crate) async fn notice_quarantined_since(
-        &self,
+    pub(crate) async fn quarantined_since(
+        self,
         since: DateTime<Utc>,
     ) -> Result<Vec<(JobKey, String, Option<String>)>> {
         let sql = "SELECT key, report, last_error FROM jobs
@@ -282,8 +341,8 @@ impl Ledger {
     /// in its own, at once; a report's quarantines batched (`notice::next_batch`). `address`
     /// gives a batch's words and owners (`None`: nobody to tell, and the notices are closed).
     /// How many messages were made.
-    pub(crate) async fn notice_make_messages(
-        &self,
+    pub(crate) async fn make_messages(
+        self,
         now: DateTime<Utc>,
         address: &Addresser<'_>,
     ) -> Result<u64> {
@@ -345,8 +404,8 @@ impl Ledger {
     }
 
     /// Leases up to `limit` due sends for `owner` until `until`.
-    pub(crate) async fn notice_claim(
-        &self,
+    pub(crate) async fn claim(
+        self,
         owner: &str,
         now: DateTime<Utc>,
         until: DateTime<Utc>,
@@ -365,7 +424,7 @@ impl Ledger {
     }
 
     /// The words of message `key`.
-    pub(crate) async fn notice_message(&self, key: &str) -> Result<Option<NoticeMessage>> {
+    pub(crate) async fn message(self, key: &str) -> Result<Option<NoticeMessage>> {
         let sql =
             "SELECT key, report, subject, body, webhook_body FROM notice_messages WHERE key = $1";
         Ok(on_backend!(self, |p, _d| {
@@ -375,8 +434,8 @@ impl Ledger {
 
     /// Records an attempt of leased send `send` and what follows it, in one transaction;
     /// refused ([`LedgerError::LeaseLost`]) when the lease no longer holds.
-    pub(crate) async fn notice_attempted(
-        &self,
+    pub(crate) async fn attempted(
+        self,
         send: &NoticeSend,
         attempt: &NoticeAttempt,
         next: &SendNext,
@@ -415,8 +474,8 @@ impl Ledger {
     /// Puts leased send `send` back, due at `until`, without counting an attempt (nothing was
     /// sent: its host's `[[rate_limit]]` had no send left); refused
     /// ([`LedgerError::LeaseLost`]) when the lease no longer holds.
-    pub(crate) async fn notice_defer(
-        &self,
+    pub(crate) async fn defer(
+        self,
         send: &NoticeSend,
         until: DateTime<Utc>,
         now: DateTime<Utc>,
@@ -435,19 +494,19 @@ impl Ledger {
     }
 
     /// The notices of job `job`'s report and date, oldest first.
-    pub(crate) async fn notice_list_for_job(&self, job: &JobKey) -> Result<Vec<NoticeRow>> {
+    pub(crate) async fn of_job(self, job: &JobKey) -> Result<Vec<NoticeRow>> {
         let sql = "SELECT * FROM notices WHERE job_key = $1 ORDER BY noticed_at, key";
         self.select::<NoticeRecord, _, _>(sql, job).await
     }
 
     /// The sends of message `message`, by key.
-    pub async fn notice_sends_of(&self, message: &str) -> Result<Vec<NoticeSend>> {
+    pub async fn sends_of(self, message: &str) -> Result<Vec<NoticeSend>> {
         let sql = "SELECT * FROM notice_sends WHERE message = $1 ORDER BY key";
         self.select::<SendRecord, _, _>(sql, message).await
     }
 
     /// Forgets finished messages and told notices older than `before`; how many messages went.
-    pub(crate) async fn notice_forget(&self, before: DateTime<Utc>) -> Result<u64> {
+    pub(crate) async fn forget(self, before: DateTime<Utc>) -> Result<u64> {
         let at = to_millis(before);
         self.within(async |tx| {
             let gone = tx
@@ -457,63 +516,5 @@ impl Ledger {
             Ok(gone)
         })
         .await
-    }
-}
-
-/// The waiting notices by report and cause; a late notice is a batch of its own.
-fn batches(waiting: &[NoticeRow]) -> Vec<Vec<&NoticeRow>> {
-    let mut out: Vec<Vec<&NoticeRow>> = Vec::new();
-    let mut quarantined: std::collections::BTreeMap<&str, Vec<&NoticeRow>> = Default::default();
-    for n in waiting {
-        match n.cause {
-            Cause::Late => out.push(vec![n]),
-            Cause::Quarantined => quarantined.entry(&n.report).or_default().push(n),
-        }
-    }
-    out.extend(quarantined.into_values());
-    out
-}
-
-/// Inserts message `key` (of `report`, for `cause`, window start and place) and one send per
-/// owner.
-async fn insert_message(
-    tx: &mut super::backend::tx::Tx,
-    (key, report, cause, (window, seq)): (&str, &str, Cause, (DateTime<Utc>, i64)),
-    words: &Composed,
-    owners: &[(DestinationKind, String)],
-    now: DateTime<Utc>,
-) -> Result<()> {
-    let st = Statement::new(INSERT_MESSAGE)
-        .bind(key)
-        .bind(report)
-        .bind(cause.as_str())
-        .bind(to_millis(window))
-        .bind(seq)
-        .bind(words.subject.as_str())
-        .bind(words.body.as_str())
-        .bind(words.webhook_body.as_str())
-        .bind(to_millis(now));
-    tx.execute(&st).await?;
-    for (kind, destination) in owners {
-        let send_key = match crate::delivery::of(*kind) {
-            Some(d) => d.notice_send(key, destination),
-            None => format!("{key}/{kind}:{destination}"),
-        };
-        let st = Statement::new(INSERT_SEND)
-            .bind(send_key.as_str())
-            .bind(key)
-            .bind(kind.as_str())
-            .bind(destination.as_str())
-            .bind(to_millis(now));
-        tx.execute(&st).await?;
-    }
-    Ok(())
-}
-
-/// A send's update found no row: its lease (token) no longer holds.
-fn lease_lost(send: &NoticeSend) -> LedgerError {
-    LedgerError::LeaseLost {
-        key: send.key.as_str().to_string(),
-        token: send.lease_token,
     }
 }

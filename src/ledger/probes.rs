@@ -3,7 +3,8 @@
 //! effect, nor the effect without the probe that caused it).
 
 use super::backend::tx::Statement;
-use super::{JobLease, Ledger, LedgerError, Result, SKIPPED_FORMAT, WAITING_FORMAT, fenced};
+use super::handles::Waits;
+use super::{JobLease, LedgerError, Result, SKIPPED_FORMAT, WAITING_FORMAT, fenced};
 use crate::domain::clock::{from_millis, to_millis};
 use crate::domain::keys::JobKey;
 use crate::report::readiness::ProbeOutcome;
@@ -91,12 +92,12 @@ const QUARANTINE: &str = "UPDATE jobs SET state = 'quarantined', last_error = $3
         updated_at = $5, terminal_at = $5
      WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
 
-impl Ledger {
+impl Waits<'_> {
     /// Records a probe of a leased job and what follows it, in one transaction. A wait is
     /// written in [`WAITING_FORMAT`], which the caller uses only while every live node reads it
-    /// ([`Ledger::write_format`]); a skip in [`SKIPPED_FORMAT`] at least.
-    pub async fn job_probed(
-        &self,
+    /// (`ledger.nodes().write_format`); a skip in [`SKIPPED_FORMAT`] at least.
+    pub async fn probed(
+        self,
         lease: &JobLease,
         probe: &ProbeRow,
         wait_until: DateTime<Utc>,
@@ -142,13 +143,13 @@ impl Ledger {
     }
 
     /// Every probe of job `key`, oldest first.
-    pub async fn job_probes(&self, key: &JobKey) -> Result<Vec<ProbeRow>> {
+    pub async fn probes(self, key: &JobKey) -> Result<Vec<ProbeRow>> {
         let sql = "SELECT at, outcome, answer FROM probes WHERE job_key = $1 ORDER BY at, id";
         self.select::<ProbeRecord, ProbeRow, _>(sql, key).await
     }
 
     /// When the oldest of the jobs still waiting was made.
-    pub async fn job_oldest_waiting(&self) -> Result<Option<DateTime<Utc>>> {
+    pub async fn oldest(self) -> Result<Option<DateTime<Utc>>> {
         let row: (Option<i64>,) = on_backend!(self, |p, _d| {
             sqlx::query_as("SELECT MIN(created_at) FROM jobs WHERE state = 'waiting'")
                 .fetch_one(p)
@@ -158,7 +159,7 @@ impl Ledger {
     }
 
     /// How many waiting jobs are past their deadline at `now` (the daemon should have acted).
-    pub async fn job_waiting_overdue(&self, now: DateTime<Utc>) -> Result<i64> {
+    pub async fn overdue(self, now: DateTime<Utc>) -> Result<i64> {
         let row: (i64,) = on_backend!(self, |p, _d| {
             sqlx::query_as("SELECT COUNT(*) FROM jobs WHERE state = 'waiting' AND wait_until < $1")
                 .bind(to_millis(now))

@@ -3,11 +3,12 @@
 //! every destination under delivery keys derived from its own key. The revisions before it
 //! keep their artifacts and rows as they were. Audited like a redrive.
 
+use super::handles::Jobs;
 use chrono::{DateTime, Utc};
 
 use super::audit::audit_row;
 use super::backend::tx::{Statement, Tx};
-use super::{Audit, Job, JobRecord, Ledger, LedgerError, REISSUE_FORMAT, Result};
+use super::{Audit, Job, JobRecord, LedgerError, REISSUE_FORMAT, Result};
 use crate::domain::clock::to_millis;
 use crate::domain::keys::JobKey;
 
@@ -23,63 +24,6 @@ const REVISIONS: &str =
 const INSERT_REVISION: &str = "INSERT INTO jobs (key, report, local_date, state, origin, fire_at,
         window_start, window_end, ready_at, created_at, updated_at, revision, supersedes, format)
      VALUES ($1, $2, $3, 'ready', 'reissue', $4, $5, $6, $7, $7, $7, $8, $9, $10)";
-
-impl Ledger {
-    /// Reissues finished job `key`: inserts the next revision of its report and date, ready
-    /// at `now`, superseding the newest one, and audits it. Refused (`WrongState`) unless
-    /// both `key` and the newest revision are finished; refused (`OlderNodes`) while a live
-    /// node does not read revisions. Returns the new revision's key.
-    pub async fn job_reissue(
-        &self,
-        key: &JobKey,
-        audit: &Audit<'_>,
-        now: DateTime<Utc>,
-    ) -> Result<JobKey> {
-        if self.write_format() < REISSUE_FORMAT {
-            return Err(LedgerError::OlderNodes {
-                what: "a reissue",
-                format: REISSUE_FORMAT,
-            });
-        }
-        let text = key.to_string();
-        self.within(async |tx| {
-            let (job, newest) = finished_revisions(tx, key).await?;
-            let (report, date) = (
-                key.report().as_str(),
-                crate::domain::keys::IsoDate(key.date()).to_string(),
-            );
-            let next = key.with_revision(newest.key.revision().saturating_add(1));
-            let (next_text, supersedes) = (next.to_string(), newest.key.to_string());
-            let now_ms = to_millis(now);
-            let insert = Statement::new(INSERT_REVISION)
-                .bind(next_text.as_str())
-                .bind(report)
-                .bind(date.as_str())
-                .bind(to_millis(job.fire_at))
-                .bind(to_millis(job.window.start))
-                .bind(to_millis(job.window.end))
-                .bind(now_ms)
-                .bind(i64::from(next.revision()))
-                .bind(supersedes.as_str())
-                .bind(REISSUE_FORMAT);
-            tx.execute(&insert).await?;
-            tx.execute(&audit_row(&text, None, audit, "reissue", now_ms))
-                .await?;
-            Ok(next)
-        })
-        .await
-    }
-
-    /// Every revision of `key`'s report and date, oldest first (one, for a job never
-    /// reissued).
-    pub async fn job_revisions(&self, key: &JobKey) -> Result<Vec<Job>> {
-        let date = crate::domain::keys::IsoDate(key.date()).to_string();
-        let st = Statement::new(REVISIONS)
-            .bind(key.report().as_str())
-            .bind(date.as_str());
-        self.fetch_all::<JobRecord, Job>(&st).await
-    }
-}
 
 /// `key`'s job and its date's newest revision, locked, both finished: every reissue of a
 /// report's date locks its first revision's row first, so two at once (naming different
@@ -118,4 +62,61 @@ async fn finished_revisions(tx: &mut Tx, key: &JobKey) -> Result<(Job, Job)> {
         }
     }
     Ok((job, newest))
+}
+
+impl Jobs<'_> {
+    /// Reissues finished job `key`: inserts the next revision of its report and date, ready
+    /// at `now`, superseding the newest one, and audits it. Refused (`WrongState`) unless
+    /// both `key` and the newest revision are finished; refused (`OlderNodes`) while a live
+    /// node does not read revisions. Returns the new revision's key.
+    pub async fn reissue(
+        self,
+        key: &JobKey,
+        audit: &Audit<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<JobKey> {
+        if self.nodes().write_format() < REISSUE_FORMAT {
+            return Err(LedgerError::OlderNodes {
+                what: "a reissue",
+                format: REISSUE_FORMAT,
+            });
+        }
+        let text = key.to_string();
+        self.within(async |tx| {
+            let (job, newest) = finished_revisions(tx, key).await?;
+            let (report, date) = (
+                key.report().as_str(),
+                crate::domain::keys::IsoDate(key.date()).to_string(),
+            );
+            let next = key.with_revision(newest.key.revision().saturating_add(1));
+            let (next_text, supersedes) = (next.to_string(), newest.key.to_string());
+            let now_ms = to_millis(now);
+            let insert = Statement::new(INSERT_REVISION)
+                .bind(next_text.as_str())
+                .bind(report)
+                .bind(date.as_str())
+                .bind(to_millis(job.fire_at))
+                .bind(to_millis(job.window.start))
+                .bind(to_millis(job.window.end))
+                .bind(now_ms)
+                .bind(i64::from(next.revision()))
+                .bind(supersedes.as_str())
+                .bind(REISSUE_FORMAT);
+            tx.execute(&insert).await?;
+            tx.execute(&audit_row(&text, None, audit, "reissue", now_ms))
+                .await?;
+            Ok(next)
+        })
+        .await
+    }
+
+    /// Every revision of `key`'s report and date, oldest first (one, for a job never
+    /// reissued).
+    pub async fn revisions(self, key: &JobKey) -> Result<Vec<Job>> {
+        let date = crate::domain::keys::IsoDate(key.date()).to_string();
+        let st = Statement::new(REVISIONS)
+            .bind(key.report().as_str())
+            .bind(date.as_str());
+        self.fetch_all::<JobRecord, Job>(&st).await
+    }
 }

@@ -4,9 +4,10 @@
 //! lease's work, `max_age` of a delivery's budget): work that kills or hangs its worker every
 //! time is quarantined with a reason that says so, not retried forever.
 
+use super::handles::Leases;
 use chrono::{DateTime, Duration, Utc};
 
-use super::{DeliveryLease, Ledger, RescueCounts, Result, fenced};
+use super::{DeliveryLease, RescueCounts, Result, fenced};
 use crate::delivery::retry::RetryPolicy;
 use crate::domain::clock::to_millis;
 use crate::domain::window::rfc3339;
@@ -117,17 +118,13 @@ const ABANDON_SEND: &str = "UPDATE deliveries SET state = 'pending', ready_at = 
         last_class = 'unknown', last_error = 'cut at shutdown', updated_at = $1
      WHERE job_number = $2 AND ordinal = $3 AND lease_token = $4 AND state = 'sending'";
 
-impl Ledger {
+impl Leases<'_> {
     /// Returns every expired lease: `rendering → ready`, `sending → pending`, or, once the
     /// lost leases have spent the work's budget, `→ quarantined` with "worker lost N times".
     /// A rescued delivery keeps its attempt (the send may have happened) and gets an attempt
     /// row saying so. Also settles delivering jobs whose deliveries are all terminal (a worker
     /// stopped between recording a job's last delivery and settling the job).
-    pub async fn lease_rescue(
-        &self,
-        now: DateTime<Utc>,
-        budget: &RescueBudget,
-    ) -> Result<RescueCounts> {
+    pub async fn rescue(self, now: DateTime<Utc>, budget: &RescueBudget) -> Result<RescueCounts> {
         let now_ms = to_millis(now);
         let max_attempts = i64::from(budget.max_attempts);
         let age_cutoff = to_millis(crate::domain::clock::sub(now, budget.max_age));
@@ -186,7 +183,7 @@ impl Ledger {
     /// `sending → pending` at `now`, keeping the attempt and recording it as `unknown`: a send
     /// cut at shutdown (`drain_timeout`) may have reached the receiver, so it counts, and its
     /// retry reuses the same key — as the rescuer does with a lost lease.
-    pub async fn delivery_abandon(&self, lease: &DeliveryLease, now: DateTime<Utc>) -> Result<()> {
+    pub async fn abandon(self, lease: &DeliveryLease, now: DateTime<Utc>) -> Result<()> {
         let now_ms = to_millis(now);
         let place = lease.place();
         let n = on_backend!(self, |p, d| {

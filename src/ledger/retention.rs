@@ -5,6 +5,7 @@
 //! changes the job's row, so it either commits before the check (and the check refuses) or
 //! waits for the write to commit (and then finds the artifact recorded gone, or no job).
 
+use super::handles::Retention;
 use std::future::Future;
 
 /// A job retention may retire (on `jobs`): terminal, with no delivery unfinished.
@@ -95,11 +96,11 @@ use super::{Job, JobRecord, Ledger, Result, RetentionSizes};
 use crate::domain::clock::to_millis;
 use crate::domain::keys::JobKey;
 
-impl Ledger {
+impl Retention<'_> {
     /// Terminal jobs that became terminal before `before` and have no delivery in flight,
     /// oldest first, after the cursor `(terminal_at, key)`: what retention may consider.
-    pub(crate) async fn job_terminal_page(
-        &self,
+    pub(crate) async fn terminal_page(
+        self,
         before: DateTime<Utc>,
         after: Option<(DateTime<Utc>, JobKey)>,
         limit: u32,
@@ -125,9 +126,9 @@ impl Ledger {
         recs.into_iter().map(Job::try_from).collect()
     }
 
-    /// The first page of [`Ledger::job_terminal_page`].
-    pub async fn job_terminal_before(&self, before: DateTime<Utc>, limit: u32) -> Result<Vec<Job>> {
-        self.job_terminal_page(before, None, limit).await
+    /// The first page of `ledger.retention().terminal_page`.
+    pub async fn terminal_before(self, before: DateTime<Utc>, limit: u32) -> Result<Vec<Job>> {
+        self.retention().terminal_page(before, None, limit).await
     }
 
     /// Deletes a finished job's artifact objects with `delete` and records them gone, as one
@@ -136,8 +137,8 @@ impl Ledger {
     /// (`Ok(None)`, `delete` not called) unless the job is terminal with nothing in flight and
     /// an artifact not yet recorded gone. `Ok(Some(Err(e)))`: `delete` failed and nothing was
     /// recorded.
-    pub async fn job_retire_artifact<F, Fut, E>(
-        &self,
+    pub async fn retire_artifact<F, Fut, E>(
+        self,
         key: &JobKey,
         now: DateTime<Utc>,
         delete: F,
@@ -162,15 +163,12 @@ impl Ledger {
     }
 
     /// Records that a finished job's artifact is gone, without deleting anything (for tests
-    /// and tools; the sweeper uses [`Ledger::job_retire_artifact`]). Refused (false) unless the
+    /// and tools; the sweeper uses `ledger.retention().retire_artifact`). Refused (false) unless the
     /// job is terminal with nothing in flight.
-    pub async fn job_mark_artifact_deleted(
-        &self,
-        key: &JobKey,
-        now: DateTime<Utc>,
-    ) -> Result<bool> {
+    pub async fn mark_artifact_deleted(self, key: &JobKey, now: DateTime<Utc>) -> Result<bool> {
         let done = self
-            .job_retire_artifact(key, now, || async {
+            .retention()
+            .retire_artifact(key, now, || async {
                 Ok::<(), std::convert::Infallible>(())
             })
             .await?;
@@ -179,11 +177,7 @@ impl Ledger {
 
     /// Clears the verbose transport diagnostics of a finished job's attempts; returns how many
     /// attempt rows were cleared, or None when the job is not terminal (or has work in flight).
-    pub async fn job_clear_diagnostics(
-        &self,
-        key: &JobKey,
-        now: DateTime<Utc>,
-    ) -> Result<Option<u64>> {
+    pub async fn clear_diagnostics(self, key: &JobKey, now: DateTime<Utc>) -> Result<Option<u64>> {
         let nothing = || async { Ok::<(), std::convert::Infallible>(()) };
         let write = async |tx: &mut Tx| {
             let cleared_at =
@@ -213,18 +207,19 @@ impl Ledger {
     /// Deletes a finished job's ledger rows (attempts, deliveries, redrives, ingest records, the
     /// job) in one transaction. Refused (None) unless the job is terminal, has nothing in flight,
     /// and its artifact is gone (or never existed). Returns the number of rows deleted.
-    pub async fn job_delete(&self, key: &JobKey) -> Result<Option<u64>> {
+    pub async fn delete(self, key: &JobKey) -> Result<Option<u64>> {
         let deleted = self
-            .job_delete_with(key, || async { Ok::<(), std::convert::Infallible>(()) })
+            .retention()
+            .delete_with(key, || async { Ok::<(), std::convert::Infallible>(()) })
             .await?;
         Ok(deleted.and_then(|r| r.ok()))
     }
 
-    /// [`Ledger::job_delete`], running `purge` (say, deleting whatever is left under the job's
+    /// `ledger.retention().delete`, running `purge` (say, deleting whatever is left under the job's
     /// artifact prefix) after the check and before the rows go, with the job's row locked
     /// throughout. `Ok(Some(Err(e)))`: `purge` failed and nothing was deleted.
-    pub(crate) async fn job_delete_with<F, Fut, E>(
-        &self,
+    pub(crate) async fn delete_with<F, Fut, E>(
+        self,
         key: &JobKey,
         purge: F,
     ) -> Result<Option<std::result::Result<u64, E>>>
@@ -254,7 +249,7 @@ impl Ledger {
     }
 
     /// What retention would free for one job: diagnostics bytes and rows, and ledger rows.
-    pub async fn job_retention_sizes(&self, key: &JobKey) -> Result<RetentionSizes> {
+    pub async fn sizes(self, key: &JobKey) -> Result<RetentionSizes> {
         let row: (i64, i64, i64, i64, i64) = on_backend!(self, |p, _d| {
             sqlx::query_as(
                 "SELECT

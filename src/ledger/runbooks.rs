@@ -1,13 +1,14 @@
 //! Bulk-redrive runbooks: their rows, the deliveries each step redrove, and the audit of every
 //! step. The engine that drives them is `crate::services::runbook`; this file only reads and writes.
 
+use super::handles::{Deliveries, Runbooks};
 use std::collections::HashSet;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::backend::tx::Statement;
-use super::{Delivery, DeliveryRecord, Ledger, Result, Via};
+use super::{Delivery, DeliveryRecord, Result, Via};
 use crate::domain::clock::{from_millis, to_millis};
 use crate::domain::keys::DeliveryKey;
 use crate::domain::outcome::ResponseClass;
@@ -206,11 +207,11 @@ pub(crate) struct StepRecord<'a> {
     pub by: &'a str,
 }
 
-impl Ledger {
+impl Runbooks<'_> {
     /// Quarantined deliveries of `report`'s jobs whose last class is `class`, quarantined at or
     /// after `since`, oldest first, at most `limit`.
-    pub(crate) async fn dlq_members(
-        &self,
+    pub(crate) async fn members(
+        self,
         report: &str,
         class: ResponseClass,
         since: Option<DateTime<Utc>>,
@@ -235,8 +236,8 @@ impl Ledger {
     }
 
     /// Records a planned runbook and its dry run (`plan` step); returns its id.
-    pub(crate) async fn runbook_create(
-        &self,
+    pub(crate) async fn create(
+        self,
         spec: &RunbookSpec,
         planned: i64,
         detail: &str,
@@ -273,7 +274,7 @@ impl Ledger {
         .await
     }
 
-    pub async fn runbook_get(&self, id: i64) -> Result<Option<Runbook>> {
+    pub async fn get(self, id: i64) -> Result<Option<Runbook>> {
         let sql = format!("SELECT {COLUMNS} FROM runbooks WHERE id = $1");
         let rec: Option<RunbookRecord> = on_backend!(self, |p, _d| {
             sqlx::query_as(sqlx::AssertSqlSafe(sql))
@@ -285,7 +286,7 @@ impl Ledger {
     }
 
     /// The newest runbooks first; with `open_only`, those planned or running.
-    pub async fn runbook_list(&self, open_only: bool, limit: u32) -> Result<Vec<Runbook>> {
+    pub async fn list(self, open_only: bool, limit: u32) -> Result<Vec<Runbook>> {
         let filter = match open_only {
             true => sql!(" WHERE state IN (", state_set!(RunbookState::OPEN), ")"),
             false => "",
@@ -301,7 +302,7 @@ impl Ledger {
     }
 
     /// Every step of a runbook, in order.
-    pub async fn runbook_steps(&self, id: i64) -> Result<Vec<RunbookStep>> {
+    pub async fn steps(self, id: i64) -> Result<Vec<RunbookStep>> {
         Ok(on_backend!(self, |p, _d| {
             sqlx::query_as(
                 "SELECT step, action, count, detail, actor, at FROM runbook_steps
@@ -314,11 +315,7 @@ impl Ledger {
     }
 
     /// The deliveries a runbook redrove: at `step`, or at any step.
-    pub(crate) async fn runbook_items(
-        &self,
-        id: i64,
-        step: Option<i64>,
-    ) -> Result<HashSet<String>> {
+    pub(crate) async fn items(self, id: i64, step: Option<i64>) -> Result<HashSet<String>> {
         let rows: Vec<(String,)> = on_backend!(self, |p, _d| {
             sqlx::query_as(
                 "SELECT delivery_key FROM runbook_items WHERE runbook_id = $1
@@ -334,8 +331,8 @@ impl Ledger {
 
     /// Moves runbook `id` as `t` says, with an audited step; false when another driver moved
     /// it first (its state or step no longer what `t` expects).
-    pub(crate) async fn runbook_move(
-        &self,
+    pub(crate) async fn transition(
+        self,
         id: i64,
         t: Transition<'_>,
         record: StepRecord<'_>,
@@ -376,8 +373,8 @@ impl Ledger {
     /// other driver can take it), redrives each of `keys` still quarantined with an audit row,
     /// records them as the step's items and audits the step (`record`, its count the number
     /// redriven). `None` when another driver took the step first.
-    pub(crate) async fn runbook_redrive_step(
-        &self,
+    pub(crate) async fn redrive_step(
+        self,
         id: i64,
         step: i64,
         keys: &[&DeliveryKey],
@@ -428,10 +425,12 @@ impl Ledger {
         })
         .await
     }
+}
 
+impl Deliveries<'_> {
     /// The deliveries with these keys (any job), in no particular order. Each is found through
     /// its job (a delivery key is `<job-key>/…`; no index holds the text keys).
-    pub(crate) async fn delivery_get_many(&self, keys: &HashSet<String>) -> Result<Vec<Delivery>> {
+    pub(crate) async fn get_many(self, keys: &HashSet<String>) -> Result<Vec<Delivery>> {
         let mut out = Vec::with_capacity(keys.len());
         let keys: Vec<&String> = keys.iter().collect();
         for chunk in keys.chunks(500) {

@@ -16,6 +16,7 @@
 //! numbered before it. Expand migrations apply while an earlier contract migration waits for
 //! the old nodes, so the ledger may have 14 applied and 13 pending.
 
+use super::handles::Schema;
 use std::collections::BTreeMap;
 
 use sqlx::migrate::Migrator;
@@ -245,19 +246,9 @@ impl Ledger {
         }
     }
 
-    /// The newest schema version this binary knows.
-    pub(crate) fn schema_known(&self) -> i64 {
-        self.migrator().iter().map(|m| m.version).max().unwrap_or(0)
-    }
-
-    /// How the ledger's schema fits this binary.
-    pub async fn schema_fit(&self) -> Result<SchemaFit> {
-        fit(&self.migrator(), &self.applied().await?)
-    }
-
     /// Checks (and with [`Opening::Migrate`], or on SQLite, brings up to date) the schema.
     pub(super) async fn prepare_schema(&self, opening: Opening) -> Result<()> {
-        let fit = self.schema_fit().await?;
+        let fit = self.schema().fit().await?;
         fit.check_newer()?;
         let sqlite = matches!(self.backend, Backend::Sqlite(_));
         let migrate = match opening {
@@ -282,7 +273,7 @@ impl Ledger {
             .cloned()
             .collect();
         self.apply(&apply).await?;
-        let fit = self.schema_fit().await?;
+        let fit = self.schema().fit().await?;
         if let Some(m) = fit.pending.first() {
             tracing::info!(
                 migration = m.version,
@@ -294,6 +285,18 @@ impl Ledger {
             );
         }
         fit.check_current()
+    }
+}
+
+impl Schema<'_> {
+    /// The newest schema version this binary knows.
+    pub(crate) fn known(self) -> i64 {
+        self.migrator().iter().map(|m| m.version).max().unwrap_or(0)
+    }
+
+    /// How the ledger's schema fits this binary.
+    pub async fn fit(self) -> Result<SchemaFit> {
+        fit(&self.migrator(), &self.applied().await?)
     }
 }
 

@@ -1,12 +1,13 @@
 //! The scheduler's state: each report's last tick, and a tick's write — its due jobs and every
 //! report's tick record in one transaction.
 
+use super::handles::Ticks;
 use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 
 use super::jobs::{insert_jobs_pg, insert_jobs_sqlite};
-use super::{Ledger, NewJob, Result};
+use super::{NewJob, Result};
 use crate::domain::clock::{from_millis, to_millis};
 use crate::domain::keys::JobKey;
 
@@ -29,8 +30,8 @@ const RECORD_TICKS_SQLITE_TAIL: &str = " ON CONFLICT (report) DO UPDATE SET last
 /// Reports per SQLite statement (two binds each, under SQLite's limit of 32,766).
 const SQLITE_TICK_ROWS: usize = 5_000;
 
-impl Ledger {
-    pub async fn schedule_last_tick(&self, report: &str) -> Result<Option<DateTime<Utc>>> {
+impl Ticks<'_> {
+    pub async fn last(self, report: &str) -> Result<Option<DateTime<Utc>>> {
         let row: Option<(i64,)> = on_backend!(self, |p, _d| {
             sqlx::query_as("SELECT last_tick_at FROM schedule_state WHERE report = $1")
                 .bind(report)
@@ -41,7 +42,7 @@ impl Ledger {
     }
 
     /// Every report's last tick, in one read.
-    pub async fn schedule_last_ticks(&self) -> Result<HashMap<String, DateTime<Utc>>> {
+    pub async fn last_of_all(self) -> Result<HashMap<String, DateTime<Utc>>> {
         let rows: Vec<(String, i64)> = on_backend!(self, |p, _d| {
             sqlx::query_as("SELECT report, last_tick_at FROM schedule_state")
                 .fetch_all(p)
@@ -54,15 +55,15 @@ impl Ledger {
     }
 
     /// Records a tick; never moves a report's last tick backwards.
-    pub async fn schedule_record_tick(&self, report: &str, at: DateTime<Utc>) -> Result<()> {
-        self.schedule_tick(&[], &[report], at).await.map(|_| ())
+    pub async fn record(self, report: &str, at: DateTime<Utc>) -> Result<()> {
+        self.ticks().tick(&[], &[report], at).await.map(|_| ())
     }
 
     /// One tick's write, in one transaction: inserts `jobs` (keys that exist are left alone)
     /// and records that every report in `reports` was ticked at `at`, never moving a report's
     /// last tick backwards. Returns the keys inserted. A few statements however many reports.
-    pub async fn schedule_tick(
-        &self,
+    pub async fn tick(
+        self,
         jobs: &[NewJob],
         reports: &[&str],
         at: DateTime<Utc>,

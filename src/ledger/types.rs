@@ -378,7 +378,7 @@ where
 }
 
 /// One render to record under the lease it was made with (see
-/// [`Ledger::job_rendered_many`](super::Ledger::job_rendered_many)).
+/// `ledger.jobs().rendered_many`).
 #[derive(Debug, Clone)]
 pub struct Render {
     pub lease: JobLease,
@@ -387,7 +387,7 @@ pub struct Render {
 }
 
 /// One attempt to record under the lease it was made with (see
-/// [`Ledger::delivery_finish_many`](super::Ledger::delivery_finish_many)).
+/// `ledger.deliveries().finish_many`).
 #[derive(Debug, Clone)]
 pub struct Finish {
     pub lease: DeliveryLease,

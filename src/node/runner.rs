@@ -96,7 +96,8 @@ pub async fn run_once(
     let now = clock.now();
     let new_jobs = jobs_for(config, opts.date, now)?;
     let inserted: HashSet<JobKey> = ledger
-        .job_insert_many(&new_jobs, now)
+        .jobs()
+        .insert_many(&new_jobs, now)
         .await?
         .into_iter()
         .collect();
@@ -105,7 +106,7 @@ pub async fn run_once(
         if !inserted.contains(&k.key) {
             tracing::info!(job = %k.key, "already in the ledger: not enqueued again");
             // A reissued revision of the date's job still to finish is the date's work too.
-            let revisions = ledger.job_revisions(&k.key).await?;
+            let revisions = ledger.jobs().revisions(&k.key).await?;
             owned.extend(
                 (revisions.into_iter())
                     .filter(|r| r.key.revision() > 1 && !r.state.is_terminal())
@@ -178,7 +179,7 @@ async fn wait_until_finished(
     });
     let deadline = tokio::time::Instant::now() + opts.max_wait;
     loop {
-        let jobs = ledger.job_get_many(keys).await?;
+        let jobs = ledger.jobs().get_many(keys).await?;
         let done = jobs.iter().filter(|j| j.state.is_terminal()).count();
         if let Some(bar) = &bar {
             let s = pipeline.stats.snapshot();
@@ -213,12 +214,13 @@ async fn summarise(
 ) -> Result<RunOnceSummary, RunError> {
     // Two reads however many jobs: the jobs, then all their deliveries.
     let mut by_key: std::collections::HashMap<JobKey, crate::ledger::Job> = ledger
-        .job_get_many(keys)
+        .jobs()
+        .get_many(keys)
         .await?
         .into_iter()
         .map(|j| (j.key.clone(), j))
         .collect();
-    let all_deliveries = ledger.delivery_list_many(keys).await?;
+    let all_deliveries = ledger.deliveries().list_many(keys).await?;
     let mut deliveries_of: std::collections::HashMap<&JobKey, Vec<DeliverySummary>> =
         std::collections::HashMap::new();
     for d in &all_deliveries {

@@ -206,7 +206,12 @@ impl Pipeline {
         why: &str,
     ) {
         Stats::bump(&self.stats.deferred);
-        match self.ledger.delivery_defer(&leased.lease, until, now).await {
+        match self
+            .ledger
+            .deliveries()
+            .defer(&leased.lease, until, now)
+            .await
+        {
             Ok(()) => self.nudge.at(until),
             Err(e) => tracing::warn!(error = %e, "could not defer a delivery to {why}"),
         }
@@ -219,11 +224,11 @@ impl Pipeline {
         for Queued { work, .. } in items {
             let (held, r) = match work {
                 ClaimedWork::Render(l) => {
-                    let r = self.ledger.job_release(&l.lease, now).await;
+                    let r = self.ledger.jobs().release(&l.lease, now).await;
                     (Held::Render(l.lease), r)
                 }
                 ClaimedWork::Send(l, _) => {
-                    let r = self.ledger.delivery_release(&l.lease, now).await;
+                    let r = self.ledger.deliveries().release(&l.lease, now).await;
                     (Held::Send(l.lease), r)
                 }
             };

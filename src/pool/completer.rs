@@ -267,7 +267,7 @@ async fn settle_alone(r: &Recorder, keys: Vec<JobKey>) {
         return;
     }
     let keys: Vec<&JobKey> = keys.iter().collect();
-    if let Err(e) = r.ledger.job_settle_many(&keys, r.clock.now()).await {
+    if let Err(e) = r.ledger.jobs().settle_many(&keys, r.clock.now()).await {
         tracing::warn!(jobs = keys.len(), error = %e, "could not settle jobs; the rescuer settles them later");
     }
 }
@@ -315,12 +315,12 @@ async fn answer_claim(r: &Recorder, reply: oneshot::Sender<ClaimAnswer>, claimed
 async fn give_back(r: &Recorder, unclaimed: Claimed) {
     let now = r.clock.now();
     for leased in unclaimed.jobs {
-        if let Err(e) = r.ledger.job_release(&leased.lease, now).await {
+        if let Err(e) = r.ledger.jobs().release(&leased.lease, now).await {
             tracing::warn!(job = %leased.job.key, error = %e, "could not return an unclaimed job; the rescuer will");
         }
     }
     for leased in unclaimed.deliveries {
-        if let Err(e) = r.ledger.delivery_release(&leased.lease, now).await {
+        if let Err(e) = r.ledger.deliveries().release(&leased.lease, now).await {
             tracing::warn!(delivery = %leased.delivery.key.redacted(), error = %e, "could not return an unclaimed delivery; the rescuer will");
         }
     }
@@ -350,7 +350,7 @@ type Batch = (
 /// Records a batch's renders and finishes with the settle of its carried jobs (an earlier
 /// batch finished them) in one transaction, answers each item, and returns the jobs this batch
 /// finished: they are settled after this commit (a settle inside it would not see another
-/// worker's concurrent last finish; see `Ledger::job_settle_many`).
+/// worker's concurrent last finish; see `ledger.jobs().settle_many`).
 async fn record(
     r: &Recorder,
     (renders, finishes, carried): Batch,

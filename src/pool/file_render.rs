@@ -42,7 +42,7 @@ pub(super) async fn render_in_one_step(
     stale: bool,
 ) -> Result<Stepped, RenderFailure> {
     let artifacts = p.artifacts.clone();
-    let allowed = (stale, p.ledger.write_format() >= SKIPPED_FORMAT);
+    let allowed = (stale, p.ledger.nodes().write_format() >= SKIPPED_FORMAT);
     let (key, window, path) = (job.key.clone(), job.window, path.to_path_buf());
     let generated_at = generated_at(job);
     let stage = Arc::new(AtomicU8::new(READING));

@@ -66,8 +66,8 @@ impl Pipeline {
         let asked = Instant::now();
         let until = crate::domain::clock::add(self.clock.now(), self.config.lease);
         match held {
-            Held::Render(lease) => self.ledger.job_extend_lease(lease, until).await?,
-            Held::Send(lease) => self.ledger.delivery_extend_lease(lease, until).await?,
+            Held::Render(lease) => self.ledger.leases().extend_job(lease, until).await?,
+            Held::Send(lease) => self.ledger.leases().extend_delivery(lease, until).await?,
         }
         hold.extended(asked);
         Ok(())

@@ -551,8 +551,8 @@ impl Pipeline {
             // short may have reached its receiver: it counts, as `unknown`, and its retry
             // keeps the same key.
             let r = match &held {
-                Held::Render(lease) => self.ledger.job_release(lease, now).await,
-                Held::Send(lease) => self.ledger.delivery_abandon(lease, now).await,
+                Held::Render(lease) => self.ledger.jobs().release(lease, now).await,
+                Held::Send(lease) => self.ledger.leases().abandon(lease, now).await,
             };
             match r {
                 Ok(()) => {

@@ -35,7 +35,7 @@ pub(super) async fn gate(p: &Pipeline, job: &Job, lease: &JobLease, report: &Rep
         outcome: answer.outcome,
         answer: answer.text,
     };
-    if let Err(e) = p.ledger.job_probed(lease, &row, deadline, &next).await {
+    if let Err(e) = p.ledger.waits().probed(lease, &row, deadline, &next).await {
         tracing::warn!(job = %job.key, error = %e, "could not record the readiness probe; the lease will be rescued");
         return Gate::Held;
     }
@@ -79,7 +79,7 @@ fn after(
     if job.late_at.is_some() {
         return AfterProbe::Render { late: true };
     }
-    let write_format = p.ledger.write_format();
+    let write_format = p.ledger.nodes().write_format();
     if at < deadline {
         let next = crate::report::readiness::next_probe(r, at, deadline, super::jitter());
         // A live node of an older version would not know a waiting job: probe again from

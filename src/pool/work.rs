@@ -49,7 +49,7 @@ pub(super) async fn render_job(
             };
             record_render(p, &job, render, rendered, &completions, &mut slot).await;
         }
-        Ok(Made::Empty(why)) => match p.ledger.job_skip(&lease, &why, p.clock.now()).await {
+        Ok(Made::Empty(why)) => match p.ledger.jobs().skip(&lease, &why, p.clock.now()).await {
             Ok(()) => {
                 p.metrics.skipped.inc();
                 tracing::info!(job = %job.key, reason = %why, "skipped: nothing to send");
@@ -76,7 +76,7 @@ pub(super) async fn render_job(
             ) {
                 Decision::Retry { at, .. } => {
                     tracing::warn!(job = %job.key, error = %why, retry_at = %rfc3339(at), "render failed; will retry");
-                    let r = p.ledger.job_retry(&lease, at, &why, p.clock.now()).await;
+                    let r = p.ledger.jobs().retry(&lease, at, &why, p.clock.now()).await;
                     if r.is_ok() {
                         p.nudge.at(at);
                     }
@@ -91,7 +91,10 @@ pub(super) async fn render_job(
                     tracing::error!(job = %job.key, error = %why, "render failed; quarantined");
                     Stats::bump(&p.stats.quarantined);
                     p.metrics.quarantined.inc();
-                    p.ledger.job_quarantine(&lease, &why, p.clock.now()).await
+                    p.ledger
+                        .jobs()
+                        .quarantine(&lease, &why, p.clock.now())
+                        .await
                 }
                 Decision::Sent => Ok(()),
             };
@@ -204,7 +207,7 @@ async fn render_and_store(
     .await?;
     let templates = reports.templates.get(&report.template).map(|t| &**t);
     let job_at = (&job.key, &job.window, generated_at(job));
-    let allowed = (stale, p.ledger.write_format() >= SKIPPED_FORMAT);
+    let allowed = (stale, p.ledger.nodes().write_format() >= SKIPPED_FORMAT);
     let rendered = match render_data(report, templates, job_at, data, allowed)? {
         Drawn::Empty(why) => return Ok(Made::Empty(why)),
         Drawn::Parts(rendered) => Arc::new(rendered),
@@ -373,7 +376,7 @@ async fn not_started(
         return;
     }
     tracing::error!(delivery = %shown, error = %e, "not sent: the lease could not be confirmed before the send started");
-    match p.ledger.delivery_release(lease, p.clock.now()).await {
+    match p.ledger.deliveries().release(lease, p.clock.now()).await {
         Ok(()) => p.nudge.now(),
         Err(e) => {
             tracing::warn!(delivery = %shown, error = %e, "could not return the unsent delivery; the rescuer will")

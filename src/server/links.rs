@@ -59,7 +59,7 @@ async fn serve(
     if !links.verify(&key, sha256, sig) {
         return not_found();
     }
-    let job = match st.ledger.job_get(&key).await {
+    let job = match st.ledger.jobs().get(&key).await {
         Ok(Some(job)) => job,
         Ok(None) => return gone(st, &key),
         Err(e) => {

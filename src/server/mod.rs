@@ -302,7 +302,7 @@ pub(super) fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a s
 /// format otherwise.
 async fn metrics(State(st): State<ServerState>, headers: HeaderMap) -> Response {
     let now = st.clock.now();
-    if let Ok(counts) = st.ledger.job_count_by_state().await {
+    if let Ok(counts) = st.ledger.jobs().count_by_state().await {
         for state in JobState::ALL {
             let n = counts
                 .iter()
@@ -311,7 +311,7 @@ async fn metrics(State(st): State<ServerState>, headers: HeaderMap) -> Response 
             st.node.metrics.set_jobs(state.as_str(), n);
         }
     }
-    if let Ok(counts) = st.ledger.delivery_count_by_state().await {
+    if let Ok(counts) = st.ledger.deliveries().count_by_state().await {
         for state in ["pending", "sending", "sent", "quarantined"] {
             let n = counts
                 .iter()
@@ -320,19 +320,19 @@ async fn metrics(State(st): State<ServerState>, headers: HeaderMap) -> Response 
             st.node.metrics.set_deliveries(state, n);
         }
     }
-    if let Ok(oldest) = st.ledger.job_oldest_ready(now).await {
+    if let Ok(oldest) = st.ledger.jobs().oldest_ready(now).await {
         let age = oldest.map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
         st.node.metrics.oldest_ready_age.set(age);
     }
-    if let Ok(oldest) = st.ledger.job_oldest_waiting().await {
+    if let Ok(oldest) = st.ledger.waits().oldest().await {
         let age = oldest.map_or(0.0, |t| (now - t).num_milliseconds().max(0) as f64 / 1000.0);
         st.node.metrics.oldest_waiting_age.set(age);
     }
-    if let Ok(n) = st.ledger.job_waiting_overdue(now).await {
+    if let Ok(n) = st.ledger.waits().overdue(now).await {
         st.node.metrics.waiting_overdue.set(n);
     }
     let week = crate::domain::clock::sub(now, chrono::Duration::days(8));
-    if let Ok(last) = st.ledger.report_last_accepted(week).await {
+    if let Ok(last) = st.ledger.deliveries().last_accepted_by_report(week).await {
         for (report, at) in last {
             let secs = crate::domain::clock::to_millis(at) as f64 / 1000.0;
             st.node.metrics.set_report_last_accepted(&report, secs);

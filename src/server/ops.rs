@@ -109,7 +109,8 @@ pub(super) async fn list_jobs(
     };
     let jobs: Vec<JobV1> = st
         .ledger
-        .job_list(&filter)
+        .jobs()
+        .list(&filter)
         .await?
         .iter()
         .map(JobV1::from)
@@ -211,7 +212,8 @@ pub(super) async fn redrive_job(
     let key: JobKey = path_key("job", &key)?;
     let out = st
         .ledger
-        .job_redrive(&key, &req.audit()?, st.clock.now())
+        .jobs()
+        .redrive(&key, &req.audit()?, st.clock.now())
         .await?;
     Ok(axum::Json(JobRedrivenV1::from(&out)).into_response())
 }
@@ -224,7 +226,8 @@ pub(super) async fn redrive_delivery(
     let key: DeliveryKey = path_key("delivery", &key)?;
     let out = st
         .ledger
-        .delivery_redrive(&key, &req.audit()?, st.clock.now())
+        .deliveries()
+        .redrive(&key, &req.audit()?, st.clock.now())
         .await?;
     Ok(axum::Json(DeliveryRedrivenV1::new(&out.job_key, &key)).into_response())
 }

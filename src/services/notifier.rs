@@ -170,14 +170,15 @@ impl Notifier {
         counts.late = late.len();
         let quarantined = self.quarantines(&reports, now).await?;
         counts.noticed = (self.ledger)
-            .notice_insert_many(&[notices, quarantined].concat(), now)
+            .notices()
+            .insert_many(&[notices, quarantined].concat(), now)
             .await?;
         let public_url = self.public_url.as_ref();
         let address = |report: &str, cause: Cause, items: &[Item], key: &str| {
             let r = reports.by_id.get(report)?;
             addressed(r, cause, items, key, public_url)
         };
-        counts.messages = self.ledger.notice_make_messages(now, &address).await?;
+        counts.messages = self.ledger.notices().make_messages(now, &address).await?;
         let sent = self.send_due(&mut counts).await;
         // Published once the round's sends are done: a late report seen means its owners were
         // told (or their send is due again).
@@ -206,10 +207,11 @@ impl Notifier {
                 .collect()
         };
         let keys: Vec<&JobKey> = expected.iter().map(|(e, _)| &e.key).collect();
-        let jobs: HashMap<JobKey, crate::ledger::Job> = (self.ledger.job_get_many(&keys).await?)
-            .into_iter()
-            .map(|j| (j.key.clone(), j))
-            .collect();
+        let jobs: HashMap<JobKey, crate::ledger::Job> =
+            (self.ledger.jobs().get_many(&keys).await?)
+                .into_iter()
+                .map(|j| (j.key.clone(), j))
+                .collect();
         let (mut late, mut notices, mut settled) = (Vec::new(), Vec::new(), Vec::new());
         for (e, report) in expected {
             let standing = jobs.get(&e.key).map(|j| Standing {
@@ -265,7 +267,7 @@ impl Notifier {
                     crate::domain::clock::sub(now, crate::delivery::notice::LOOKBACK)
                 })
         };
-        let jobs = self.ledger.notice_quarantined_since(since).await?;
+        let jobs = self.ledger.notices().quarantined_since(since).await?;
         self.memory
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -310,14 +312,15 @@ impl Notifier {
             let until = crate::domain::clock::add(now, self.lease_for);
             let sends = self
                 .ledger
-                .notice_claim(&self.owner, now, until, CLAIM)
+                .notices()
+                .claim(&self.owner, now, until, CLAIM)
                 .await?;
             if sends.is_empty() {
                 return Ok(());
             }
             for send in &sends {
                 if !words.contains_key(&send.message) {
-                    let message = self.ledger.notice_message(&send.message).await?;
+                    let message = self.ledger.notices().message(&send.message).await?;
                     words.insert(send.message.clone(), message);
                 }
             }
@@ -379,7 +382,8 @@ impl Notifier {
             reason: outcome.reason.clone(),
         };
         self.ledger
-            .notice_attempted(send, &record, &next, now)
+            .notices()
+            .attempted(send, &record, &next, now)
             .await?;
         let outcome_name = match next {
             SendNext::Sent => "sent",
@@ -403,7 +407,7 @@ impl Notifier {
                 None => return Ok(false),
             },
         };
-        self.ledger.notice_defer(send, until, now).await?;
+        self.ledger.notices().defer(send, until, now).await?;
         tracing::debug!(message = %send.message, host = %target, until = %until, "owners' notice: waits for {why}");
         Ok(true)
     }
@@ -461,7 +465,8 @@ impl Notifier {
         };
         if due {
             self.ledger
-                .notice_forget(crate::domain::clock::sub(now, KEEP))
+                .notices()
+                .forget(crate::domain::clock::sub(now, KEEP))
                 .await?;
         }
         Ok(())

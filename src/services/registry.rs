@@ -60,7 +60,7 @@ impl Registry {
         let node = Node {
             id,
             version: env!("CARGO_PKG_VERSION").to_string(),
-            schema_version: ledger.schema_known(),
+            schema_version: ledger.schema().known(),
             formats: crate::ledger::WORK_FORMAT.to_string(),
             started_at: now,
             heartbeat_at: now,
@@ -107,7 +107,8 @@ impl Registry {
         let sent = std::time::Instant::now();
         let beat = self
             .ledger
-            .node_beat(&node, forget_before, live_since)
+            .nodes()
+            .beat(&node, forget_before, live_since)
             .await?;
         let answered = std::time::Instant::now();
         if let (Some(keeper), Some(reference)) = (&self.timekeeper, beat.server_time) {
@@ -135,7 +136,7 @@ impl Registry {
             }
         })
         .await;
-        if let Err(e) = self.ledger.node_leave(&self.node.id).await {
+        if let Err(e) = self.ledger.nodes().leave(&self.node.id).await {
             tracing::warn!(error = %e, "could not remove this node from the registry");
         }
     }

@@ -117,7 +117,8 @@ impl Rescuer {
         }
         let counts = self
             .ledger
-            .lease_rescue(self.clock.now(), &self.config.budget)
+            .leases()
+            .rescue(self.clock.now(), &self.config.budget)
             .await?;
         if let Some(m) = &self.metrics {
             m.rescued("job", counts.jobs);

@@ -47,7 +47,7 @@ pub struct Group {
 
 /// The dead letters grouped (most first); `truncated` when more than [`SCAN_LIMIT`] exist.
 pub async fn groups(ledger: &Ledger) -> Result<(Vec<Group>, bool), RunbookError> {
-    let all = ledger.delivery_list_quarantined(SCAN_LIMIT + 1).await?;
+    let all = ledger.deliveries().quarantined(SCAN_LIMIT + 1).await?;
     let truncated = all.len() > SCAN_LIMIT as usize;
     let mut by: BTreeMap<(String, String, String), Group> = BTreeMap::new();
     for d in all.iter().take(SCAN_LIMIT as usize) {
@@ -80,7 +80,8 @@ pub(crate) async fn members(
     spec: &RunbookSpec,
 ) -> Result<Vec<Delivery>, RunbookError> {
     let found = ledger
-        .dlq_members(&spec.report, spec.class, spec.since, SCAN_LIMIT)
+        .runbooks()
+        .members(&spec.report, spec.class, spec.since, SCAN_LIMIT)
         .await?;
     Ok(found
         .into_iter()
@@ -120,9 +121,10 @@ pub async fn plan(
     let keys: Vec<&DeliveryKey> = found.iter().map(|d| &d.key).collect();
     let detail = format!("dry run: {} deliver(ies): {}", keys.len(), named(&keys));
     let count = i64::try_from(found.len()).unwrap_or(i64::MAX);
-    let id = ledger.runbook_create(spec, count, &detail, now).await?;
+    let id = ledger.runbooks().create(spec, count, &detail, now).await?;
     let rb = ledger
-        .runbook_get(id)
+        .runbooks()
+        .get(id)
         .await?
         .ok_or(RunbookError::NotFound(id))?;
     Ok((rb, found))
@@ -148,7 +150,7 @@ pub async fn start(
         detail: "started",
         by,
     };
-    if !ledger.runbook_move(id, t, record, now).await? {
+    if !ledger.runbooks().transition(id, t, record, now).await? {
         return Ok(Advance::Finished);
     }
     advance(ledger, id, now).await
@@ -163,7 +165,8 @@ pub async fn redrives_after(
     after: i64,
 ) -> Result<Vec<RunbookStep>, RunbookError> {
     Ok(ledger
-        .runbook_steps(id)
+        .runbooks()
+        .steps(id)
         .await?
         .into_iter()
         .filter(|s| s.step > after && matches!(s.action.as_str(), "canary" | "batch"))
@@ -195,12 +198,13 @@ pub async fn stop(
         detail: &outcome,
         by,
     };
-    Ok(ledger.runbook_move(id, t, record, now).await?)
+    Ok(ledger.runbooks().transition(id, t, record, now).await?)
 }
 
 async fn get(ledger: &Ledger, id: i64) -> Result<Runbook, RunbookError> {
     ledger
-        .runbook_get(id)
+        .runbooks()
+        .get(id)
         .await?
         .ok_or(RunbookError::NotFound(id))
 }
@@ -237,8 +241,8 @@ pub async fn advance(
         RunbookState::Stopped | RunbookState::Done => return Ok(Advance::Finished),
     }
     if rb.step > 0 {
-        let items = ledger.runbook_items(id, Some(rb.step)).await?;
-        let last = ledger.delivery_get_many(&items).await?;
+        let items = ledger.runbooks().items(id, Some(rb.step)).await?;
+        let last = ledger.deliveries().get_many(&items).await?;
         let open = last
             .iter()
             .filter(|d| DeliveryState::UNFINISHED.contains(&d.state))
@@ -257,7 +261,7 @@ pub async fn advance(
             .await;
         }
     }
-    let taken = ledger.runbook_items(id, None).await?;
+    let taken = ledger.runbooks().items(id, None).await?;
     let size = if rb.step == 0 {
         rb.spec.canary
     } else {
@@ -287,7 +291,8 @@ pub async fn advance(
         by: &rb.spec.by,
     };
     match ledger
-        .runbook_redrive_step(id, rb.step, &keys, &audit, record, now)
+        .runbooks()
+        .redrive_step(id, rb.step, &keys, &audit, record, now)
         .await?
     {
         Some(redriven) => Ok(Advance::Redrove {
@@ -351,7 +356,7 @@ async fn finish(
         detail: why,
         by: &rb.spec.by,
     };
-    Ok(ledger.runbook_move(rb.id, t, record, now).await?)
+    Ok(ledger.runbooks().transition(rb.id, t, record, now).await?)
 }
 
 /// The daemon's `runbooks` service: advances every running runbook every `every`, so a bulk
@@ -443,7 +448,7 @@ impl Driver {
     /// were running.
     pub async fn round(&self) -> Result<Round, RunbookError> {
         let mut round = Round::default();
-        for rb in self.ledger.runbook_list(true, 100).await? {
+        for rb in self.ledger.runbooks().list(true, 100).await? {
             if rb.state != RunbookState::Running {
                 continue;
             }

@@ -290,7 +290,8 @@ impl Sweeper {
             let started = tokio::time::Instant::now();
             let page = self
                 .ledger
-                .job_terminal_page(before, cursor.clone(), self.config.batch_size)
+                .retention()
+                .terminal_page(before, cursor.clone(), self.config.batch_size)
                 .await?;
             let Some(last) = page.last() else { break };
             cursor = last.terminal_at.map(|t| (t, last.key.clone()));
@@ -378,7 +379,8 @@ impl Sweeper {
         } else {
             let retired = self
                 .ledger
-                .job_retire_artifact(&job.key, step.now, || self.purge(job))
+                .retention()
+                .retire_artifact(&job.key, step.now, || self.purge(job))
                 .await?;
             match retired {
                 Some(Err(e)) => {
@@ -406,7 +408,7 @@ impl Sweeper {
         plan: &mut SweepPlan,
     ) -> Result<(), SweepError> {
         let key = &step.job.key;
-        let sizes = self.ledger.job_retention_sizes(key).await?;
+        let sizes = self.ledger.retention().sizes(key).await?;
         let (bytes, rows) = (
             u64::try_from(sizes.diagnostics_bytes).unwrap_or(0),
             u64::try_from(sizes.diagnostics_rows).unwrap_or(0),
@@ -414,7 +416,10 @@ impl Sweeper {
         let cleared = if step.dry {
             Some(rows)
         } else {
-            self.ledger.job_clear_diagnostics(key, step.now).await?
+            self.ledger
+                .retention()
+                .clear_diagnostics(key, step.now)
+                .await?
         };
         if let Some(cleared) = cleared
             && rows > 0
@@ -433,13 +438,14 @@ impl Sweeper {
     async fn sweep_rows(&self, step: &Step<'_>, plan: &mut SweepPlan) -> Result<(), SweepError> {
         let job = step.job;
         let rows = if step.dry {
-            let sizes = self.ledger.job_retention_sizes(&job.key).await?;
+            let sizes = self.ledger.retention().sizes(&job.key).await?;
             Some(u64::try_from(sizes.ledger_rows).unwrap_or(0))
         } else {
             // Whatever is still under the job's prefix goes with its rows.
             let deleted = self
                 .ledger
-                .job_delete_with(&job.key, || self.purge(job))
+                .retention()
+                .delete_with(&job.key, || self.purge(job))
                 .await?;
             match deleted {
                 Some(Err(e)) => {

@@ -75,7 +75,7 @@ impl SchedulerTick {
     pub async fn run_once(&self) -> Result<TickCounts, LedgerError> {
         let now = self.clock.now();
         let horizon = crate::domain::clock::sub(now, self.catch_up.as_chrono());
-        let last_ticks = self.ledger.schedule_last_ticks().await?;
+        let last_ticks = self.ledger.ticks().last_of_all().await?;
         let mut counts = TickCounts::default();
         let mut jobs = Vec::new();
         let mut ticked: Vec<&str> = Vec::new();
@@ -111,7 +111,7 @@ impl SchedulerTick {
             }
         }
         counts.due = jobs.len();
-        let inserted = self.ledger.schedule_tick(&jobs, &ticked, now).await?;
+        let inserted = self.ledger.ticks().tick(&jobs, &ticked, now).await?;
         for key in &inserted {
             tracing::debug!(job = %key, "enqueued");
         }
@@ -192,7 +192,7 @@ impl SchedulerTick {
 
     /// The last instant the tick covered for `report`.
     pub async fn last_tick(&self, report: &str) -> Result<Option<DateTime<Utc>>, LedgerError> {
-        self.ledger.schedule_last_tick(report).await
+        self.ledger.ticks().last(report).await
     }
 }
 

@@ -44,21 +44,21 @@ pub struct StoreCheck {
 
 impl JobHistory {
     pub async fn load(ledger: &Ledger, key: &JobKey) -> Result<Option<JobHistory>, LedgerError> {
-        let Some(job) = ledger.job_get(key).await? else {
+        let Some(job) = ledger.jobs().get(key).await? else {
             return Ok(None);
         };
         let mut deliveries = Vec::new();
-        for d in ledger.delivery_list(key).await? {
-            let attempt_log = ledger.attempt_list(&d.key).await?;
+        for d in ledger.deliveries().list(key).await? {
+            let attempt_log = ledger.deliveries().attempts(&d.key).await?;
             deliveries.push(DeliveryHistory {
                 delivery: d,
                 attempt_log,
             });
         }
-        let redrives = ledger.redrive_list(key).await?;
-        let probes = ledger.job_probes(key).await?;
-        let revisions = ledger.job_revisions(key).await?;
-        let notices = ledger.notice_list_for_job(key).await?;
+        let redrives = ledger.deliveries().redrives(key).await?;
+        let probes = ledger.waits().probes(key).await?;
+        let revisions = ledger.jobs().revisions(key).await?;
+        let notices = ledger.notices().of_job(key).await?;
         let artifact_status = match (&job.artifact, job.artifact_deleted_at) {
             (None, _) => "none",
             (Some(_), Some(_)) => "deleted",
@@ -311,13 +311,14 @@ impl Dlq {
     pub async fn load(ledger: &Ledger) -> Result<Dlq, LedgerError> {
         Ok(Dlq {
             jobs: ledger
-                .job_list(&JobFilter {
+                .jobs()
+                .list(&JobFilter {
                     state: Some(JobState::Quarantined),
                     limit: Some(1000),
                     ..JobFilter::default()
                 })
                 .await?,
-            deliveries: ledger.delivery_list_quarantined(1000).await?,
+            deliveries: ledger.deliveries().quarantined(1000).await?,
         })
     }
 

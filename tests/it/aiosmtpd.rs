@@ -80,7 +80,8 @@ list_unsubscribe = "mailto:unsubscribe@dawnpost.test?subject=relay"
 
     let l = &t.ledger;
     let busy_attempts = l
-        .attempt_list(&dk("relay:2026-11-30/email:busy@example.com"))
+        .deliveries()
+        .attempts(&dk("relay:2026-11-30/email:busy@example.com"))
         .await
         .expect("attempts");
     assert_eq!(
@@ -94,7 +95,8 @@ list_unsubscribe = "mailto:unsubscribe@dawnpost.test?subject=relay"
         ]
     );
     let bad = l
-        .delivery_get(&dk("relay:2026-11-30/email:bad@example.com"))
+        .deliveries()
+        .get(&dk("relay:2026-11-30/email:bad@example.com"))
         .await
         .expect("get")
         .expect("delivery");

@@ -181,7 +181,8 @@ async fn the_tick_agrees_with_plan_across_a_year(t: &TestLedger) {
     }
     let jobs = t
         .ledger
-        .job_list(&dawnpost::ledger::JobFilter {
+        .jobs()
+        .list(&dawnpost::ledger::JobFilter {
             limit: Some(10_000),
             ..Default::default()
         })

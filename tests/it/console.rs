@@ -125,7 +125,8 @@ async fn the_overview_counts_jobs_and_ages_the_oldest_ready_one(t: &TestLedger) 
         new_job("warehouse-17", "2026-11-29", at(2026, 11, 30, 8, 45)),
     ];
     t.ledger
-        .job_insert_many(&jobs, at(2026, 11, 30, 7, 0))
+        .jobs()
+        .insert_many(&jobs, at(2026, 11, 30, 7, 0))
         .await
         .expect("insert");
     let cookie = sign_in(&s, TOKEN).await;

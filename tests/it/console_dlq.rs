@@ -69,7 +69,8 @@ async fn a_group_is_redriven_as_a_runbook_that_stops_on_its_canary(t: &TestLedge
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert!(
         t.ledger
-            .runbook_list(false, 10)
+            .runbooks()
+            .list(false, 10)
             .await
             .expect("list")
             .is_empty()
@@ -154,7 +155,8 @@ async fn a_group_is_redriven_as_a_runbook_that_stops_on_its_canary(t: &TestLedge
     );
     let steps: Vec<String> = t
         .ledger
-        .runbook_steps(1)
+        .runbooks()
+        .steps(1)
         .await
         .expect("steps")
         .into_iter()

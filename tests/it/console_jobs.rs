@@ -20,7 +20,11 @@ const JOB: &str = "warehouse-17:2026-11-29";
 async fn quarantined_job(s: &Server, t: &TestLedger) -> Vec<DeliveryLease> {
     let l = &t.ledger;
     ready_jobs(t, &[JOB]).await;
-    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("w1", t0(), 10))
+        .await
+        .expect("lease");
     let rendered = Rendered {
         html: "<html><body><h1>Stock at warehouse 17</h1></body></html>".into(),
         text: "Stock at warehouse 17".into(),
@@ -32,16 +36,18 @@ async fn quarantined_job(s: &Server, t: &TestLedger) -> Vec<DeliveryLease> {
         .await
         .expect("write artifact");
     let emails = ["ops@carrier-x.example", "bad@carrier-y.example"];
-    l.job_rendered(
-        &leased[0].lease,
-        &artifact,
-        &destinations(JOB, &emails),
-        t0(),
-    )
-    .await
-    .expect("rendered");
+    l.jobs()
+        .rendered(
+            &leased[0].lease,
+            &artifact,
+            &destinations(JOB, &emails),
+            t0(),
+        )
+        .await
+        .expect("rendered");
     let leases: Vec<DeliveryLease> = l
-        .delivery_lease(&params("w1", t0(), 10))
+        .leases()
+        .deliveries(&params("w1", t0(), 10))
         .await
         .expect("lease deliveries")
         .into_iter()
@@ -49,7 +55,7 @@ async fn quarantined_job(s: &Server, t: &TestLedger) -> Vec<DeliveryLease> {
         .collect();
     sent_and_quarantined(t, &leases).await;
     assert_eq!(
-        l.job_settle(&jk(JOB), t0()).await.expect("settle"),
+        l.jobs().settle(&jk(JOB), t0()).await.expect("settle"),
         JobState::Quarantined
     );
     leases
@@ -232,7 +238,8 @@ async fn a_delivery_redrive_is_checked_then_audited(t: &TestLedger) {
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert!(
         t.ledger
-            .redrive_list(&jk(JOB))
+            .deliveries()
+            .redrives(&jk(JOB))
             .await
             .expect("audit")
             .is_empty()
@@ -249,12 +256,18 @@ async fn a_delivery_redrive_is_checked_then_audited(t: &TestLedger) {
     assert_eq!(location(&r), path);
     let d = t
         .ledger
-        .delivery_get(leases[1].key())
+        .deliveries()
+        .get(leases[1].key())
         .await
         .expect("get")
         .expect("delivery");
     assert_eq!(d.state, DeliveryState::Pending);
-    let audit = t.ledger.redrive_list(&jk(JOB)).await.expect("audit");
+    let audit = t
+        .ledger
+        .deliveries()
+        .redrives(&jk(JOB))
+        .await
+        .expect("audit");
     assert_eq!(audit.len(), 1);
     assert_eq!(
         (audit[0].by.as_str(), audit[0].via.as_deref()),
@@ -293,12 +306,18 @@ async fn an_operator_cancels_a_ready_job_with_a_reason(t: &TestLedger) {
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let job = t
         .ledger
-        .job_get(&jk("warehouse-17:2026-11-30"))
+        .jobs()
+        .get(&jk("warehouse-17:2026-11-30"))
         .await
         .expect("get")
         .expect("job");
     assert_eq!(job.state, JobState::Cancelled);
-    let audit = t.ledger.redrive_list(&job.key).await.expect("audit");
+    let audit = t
+        .ledger
+        .deliveries()
+        .redrives(&job.key)
+        .await
+        .expect("audit");
     assert_eq!(
         (audit[0].action.as_str(), audit[0].reason.as_str()),
         ("cancel", "duplicate")
@@ -342,16 +361,28 @@ async fn an_operator_redrives_the_whole_job_and_a_viewer_cannot_cancel(t: &TestL
                 .expect("listening")
         );
     }
-    let job = t.ledger.job_get(&jk(JOB)).await.expect("get").expect("job");
+    let job = t
+        .ledger
+        .jobs()
+        .get(&jk(JOB))
+        .await
+        .expect("get")
+        .expect("job");
     assert_eq!(job.state, JobState::Delivering);
     let d = t
         .ledger
-        .delivery_get(leases[1].key())
+        .deliveries()
+        .get(leases[1].key())
         .await
         .expect("get")
         .expect("delivery");
     assert_eq!(d.state, DeliveryState::Pending);
-    let audit = t.ledger.redrive_list(&jk(JOB)).await.expect("audit");
+    let audit = t
+        .ledger
+        .deliveries()
+        .redrives(&jk(JOB))
+        .await
+        .expect("audit");
     assert_eq!(audit.len(), 1);
     assert!(audit[0].delivery_key.is_none(), "the whole job");
     assert_eq!(

@@ -21,7 +21,8 @@ async fn recent_attempts(s: &Server, t: &TestLedger, minutes: i64) {
     let leases = rendered_job(t, key, &["ops@example.com", "bad@example.com"]).await;
     let when = s.clock.now() - Duration::minutes(minutes);
     t.ledger
-        .delivery_finish(
+        .deliveries()
+        .finish(
             &leases[0],
             &attempt(ResponseClass::Accepted, when),
             DeliveryNext::Sent,
@@ -29,14 +30,19 @@ async fn recent_attempts(s: &Server, t: &TestLedger, minutes: i64) {
         .await
         .expect("sent");
     t.ledger
-        .delivery_finish(
+        .deliveries()
+        .finish(
             &leases[1],
             &attempt(ResponseClass::Permanent, when),
             DeliveryNext::Quarantine,
         )
         .await
         .expect("quarantined");
-    t.ledger.job_settle(&jk(key), when).await.expect("settle");
+    t.ledger
+        .jobs()
+        .settle(&jk(key), when)
+        .await
+        .expect("settle");
 }
 
 /// The rows of the first table after `heading` in `html`.
@@ -168,7 +174,8 @@ async fn the_retention_page_shows_the_policy_a_dry_run_and_sweeps(t: &TestLedger
     );
     assert!(
         t.ledger
-            .job_get(&jk("warehouse-17:2026-11-29"))
+            .jobs()
+            .get(&jk("warehouse-17:2026-11-29"))
             .await
             .expect("get")
             .is_some(),

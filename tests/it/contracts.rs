@@ -148,7 +148,8 @@ async fn quarantined_job(t: &TestLedger) -> (JobKey, DeliveryKey) {
     let l = &t.ledger;
     let fired = at(2026, 11, 29, 5, 30);
     let job = new_job("warehouse-17", "2026-11-29", fired);
-    l.job_insert_many(std::slice::from_ref(&job), fired)
+    l.jobs()
+        .insert_many(std::slice::from_ref(&job), fired)
         .await
         .expect("insert");
     let params = LeaseParams {
@@ -157,7 +158,7 @@ async fn quarantined_job(t: &TestLedger) -> (JobKey, DeliveryKey) {
         lease_for: Duration::minutes(5),
         limit: 10,
     };
-    let leased = l.job_lease(&params).await.expect("lease").remove(0);
+    let leased = l.leases().jobs(&params).await.expect("lease").remove(0);
     let hook = DeliveryKey::new(
         job.key.clone(),
         dawnpost::delivery::webhook::KIND,
@@ -179,12 +180,14 @@ async fn quarantined_job(t: &TestLedger) -> (JobKey, DeliveryKey) {
         NewDelivery { key: hook.clone() },
         NewDelivery { key: mail.clone() },
     ];
-    l.job_rendered(&leased.lease, &artifact, &deliveries, params.now)
+    l.jobs()
+        .rendered(&leased.lease, &artifact, &deliveries, params.now)
         .await
         .expect("rendered");
     let sent_at = at(2026, 11, 29, 5, 32);
     for d in l
-        .delivery_lease(&LeaseParams {
+        .leases()
+        .deliveries(&LeaseParams {
             now: sent_at,
             ..params.clone()
         })
@@ -214,11 +217,13 @@ async fn quarantined_job(t: &TestLedger) -> (JobKey, DeliveryKey) {
             reason: Some(reason.into()),
             diagnostics: None,
         };
-        l.delivery_finish(&d.lease, &attempt, next)
+        l.deliveries()
+            .finish(&d.lease, &attempt, next)
             .await
             .expect("finish");
     }
-    l.job_settle(&job.key, at(2026, 11, 29, 5, 33))
+    l.jobs()
+        .settle(&job.key, at(2026, 11, 29, 5, 33))
         .await
         .expect("settle");
     (job.key, hook)

@@ -115,7 +115,8 @@ async fn sigkill_mid_run_loses_nothing_and_resends_at_most_once() {
     }
     let l = ledger(&p).await;
     let deliveries = l
-        .delivery_list(&jk("crash:2026-11-30"))
+        .deliveries()
+        .list(&jk("crash:2026-11-30"))
         .await
         .expect("list");
     assert_eq!(deliveries.len(), 12);
@@ -162,7 +163,8 @@ async fn sigterm_drains_within_its_bound_and_records_cut_sends_as_unknown() {
 
     let l = ledger(&p).await;
     let deliveries = l
-        .delivery_list(&jk("crash:2026-11-30"))
+        .deliveries()
+        .list(&jk("crash:2026-11-30"))
         .await
         .expect("list");
     assert_eq!(deliveries.len(), 4);
@@ -171,7 +173,7 @@ async fn sigterm_drains_within_its_bound_and_records_cut_sends_as_unknown() {
     let mut cut = 0;
     for d in &deliveries {
         assert_eq!(d.state, DeliveryState::Pending, "{}", d.key);
-        let attempts = l.attempt_list(&d.key).await.expect("attempts");
+        let attempts = l.deliveries().attempts(&d.key).await.expect("attempts");
         match d.attempts {
             0 => assert!(attempts.is_empty(), "{}", d.key),
             1 => {
@@ -241,7 +243,8 @@ async fn the_daemon_enqueues_delivers_and_stops_on_sigterm() {
     );
     let l = ledger(&p).await;
     let jobs = l
-        .job_list(&dawnpost::ledger::JobFilter::default())
+        .jobs()
+        .list(&dawnpost::ledger::JobFilter::default())
         .await
         .expect("jobs");
     assert_eq!(
@@ -278,11 +281,12 @@ async fn a_send_outliving_its_lease_is_cut_recorded_and_retried_with_its_key() {
     assert_eq!(keys[0], keys[1], "the retry keeps the key");
     let l = ledger(&p).await;
     let d = &l
-        .delivery_list(&jk("crash:2026-11-30"))
+        .deliveries()
+        .list(&jk("crash:2026-11-30"))
         .await
         .expect("list")[0];
     assert_eq!((d.state, d.attempts), (DeliveryState::Sent, 2));
-    let attempts = l.attempt_list(&d.key).await.expect("attempts");
+    let attempts = l.deliveries().attempts(&d.key).await.expect("attempts");
     assert_eq!(
         attempts[0].class,
         dawnpost::domain::outcome::ResponseClass::Ambiguous,

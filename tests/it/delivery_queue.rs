@@ -37,17 +37,19 @@ async fn rows_an_older_version_wrote_are_claimed_and_listed(t: &TestLedger) {
     })
     .await;
     let early = l
-        .delivery_lease(&params("w2", t0(), 10))
+        .leases()
+        .deliveries(&params("w2", t0(), 10))
         .await
         .expect("lease");
     assert!(early.is_empty(), "not due before its ready_at");
     let claimed = l
-        .delivery_lease(&params("w2", due, 10))
+        .leases()
+        .deliveries(&params("w2", due, 10))
         .await
         .expect("lease");
     let keys: Vec<String> = claimed.iter().map(|d| d.lease.key().to_string()).collect();
     assert_eq!(keys, [back.to_string()], "due at its ready_at");
-    let listed = l.delivery_list_quarantined(10).await.expect("dlq");
+    let listed = l.deliveries().quarantined(10).await.expect("dlq");
     let keys: Vec<String> = listed.iter().map(|d| d.key.to_string()).collect();
     assert_eq!(keys, [dead.to_string()]);
     assert_eq!(listed[0].state, DeliveryState::Quarantined);
@@ -90,11 +92,17 @@ async fn a_finish_writes_no_index_entry() {
     for lease in &leases {
         let sent = attempt(ResponseClass::Accepted, t0());
         t.ledger
-            .delivery_finish(lease, &sent, DeliveryNext::Sent)
+            .deliveries()
+            .finish(lease, &sent, DeliveryNext::Sent)
             .await
             .expect("sent");
     }
-    let states = t.ledger.delivery_count_by_state().await.expect("counts");
+    let states = t
+        .ledger
+        .deliveries()
+        .count_by_state()
+        .await
+        .expect("counts");
     assert_eq!(states, [(DeliveryState::Sent, 3)]);
     let after = entries("deliveries_pkey").await;
     assert_eq!(after, before, "the finishes added no index entry");

@@ -328,7 +328,7 @@ async fn reload_adds_and_removes_rows(t: &TestLedger) {
         k
     };
     let all = dawnpost::ledger::JobFilter::default();
-    let before = keys(t.ledger.job_list(&all).await.expect("jobs"));
+    let before = keys(t.ledger.jobs().list(&all).await.expect("jobs"));
     assert!(
         before.contains(&"warehouse-17:2026-12-02".to_string()),
         "{before:?}"
@@ -351,7 +351,7 @@ async fn reload_adds_and_removes_rows(t: &TestLedger) {
     // A day later: 40 fires from tomorrow, not today (it was not in force at today's fire).
     clock.set(at(2026, 12, 3, 7, 0));
     tick.run_once().await.expect("tick");
-    let after = keys(t.ledger.job_list(&all).await.expect("jobs"));
+    let after = keys(t.ledger.jobs().list(&all).await.expect("jobs"));
     assert!(
         after.contains(&"warehouse-40:2026-12-03".to_string()),
         "{after:?}"

@@ -265,7 +265,8 @@ async fn hostile_run_requests_are_refused_in_json() {
     assert!(failed.is_empty(), "{}", failed.join("\n"));
     let jobs = t
         .ledger
-        .job_list(&dawnpost::ledger::JobFilter::default())
+        .jobs()
+        .list(&dawnpost::ledger::JobFilter::default())
         .await
         .expect("jobs");
     assert!(jobs.is_empty(), "no refused request made a job: {jobs:?}");

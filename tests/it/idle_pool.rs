@@ -68,7 +68,7 @@ async fn an_empty_claim_says_when_work_falls_due(t: &TestLedger) {
     assert!(recorded.finishes.iter().all(Result::is_ok));
     let later = t0() + Span::minutes(10);
     let job = new_job("later", "2026-10-25", later);
-    l.job_insert_many(&[job], t0()).await.expect("insert");
+    l.jobs().insert_many(&[job], t0()).await.expect("insert");
     assert_eq!(
         next_due(t0()).await,
         Some(retry_at),
@@ -91,7 +91,7 @@ async fn an_empty_claim_says_when_work_falls_due(t: &TestLedger) {
 /// The rescuer nudges the pool when it returned anything: rescued work goes out at once.
 async fn the_rescuer_nudges_the_pool_when_it_rescued(t: &TestLedger) {
     ready_jobs(t, &["r:2026-10-25"]).await;
-    let leased = t.ledger.job_lease(&params("w1", t0(), 1)).await;
+    let leased = t.ledger.leases().jobs(&params("w1", t0(), 1)).await;
     assert_eq!(leased.expect("lease").len(), 1);
     let clock = ManualClock::new(t0() + Span::minutes(1));
     let pool = dawnpost::runtime::periodic::Nudge::default();
@@ -147,7 +147,11 @@ async fn an_idle_pool_hears_work_another_process_made_due(t: &TestLedger) {
     // Made due behind the pool's back, with no nudge in this process: only the notice.
     let now = clock.now();
     let job = new_job("heard", "2026-01-01", now);
-    t.ledger.job_insert_many(&[job], now).await.expect("insert");
+    t.ledger
+        .jobs()
+        .insert_many(&[job], now)
+        .await
+        .expect("insert");
     t.ledger.signal_work().await.expect("notify");
     assert!(
         rx.reached(1, Duration::from_secs(30)).await,
@@ -190,7 +194,7 @@ on_both_backends!(
 async fn settled(t: &TestLedger, key: &str, limit: Duration) {
     let until = tokio::time::Instant::now() + limit;
     loop {
-        let job = t.ledger.job_get(&jk(key)).await.expect("get");
+        let job = t.ledger.jobs().get(&jk(key)).await.expect("get");
         if job.is_some_and(|j| j.state == JobState::Done) {
             return;
         }
@@ -230,7 +234,8 @@ async fn an_idle_pool_looks_when_work_falls_due_or_when_nudged(t: &TestLedger) {
     let start = clock.now();
     let soon = new_job("idle", "2026-01-01", start + Span::milliseconds(1500));
     t.ledger
-        .job_insert_many(&[soon], start)
+        .jobs()
+        .insert_many(&[soon], start)
         .await
         .expect("insert");
     let pipeline = slow_idle_pipeline(t, &config, &clock);
@@ -247,7 +252,8 @@ async fn an_idle_pool_looks_when_work_falls_due_or_when_nudged(t: &TestLedger) {
     let now = clock.now();
     let behind = new_job("idle", "2026-01-02", now);
     t.ledger
-        .job_insert_many(&[behind], now)
+        .jobs()
+        .insert_many(&[behind], now)
         .await
         .expect("insert");
     pipeline.nudge().now();

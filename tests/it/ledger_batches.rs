@@ -22,30 +22,32 @@ async fn many_jobs_and_their_deliveries_in_few_reads(t: &TestLedger) {
     let jobs: Vec<_> = (0..n)
         .map(|i| new_job(&format!("r{i}"), "2026-10-25", t0()))
         .collect();
-    l.job_insert_many(&jobs, t0()).await.expect("insert");
+    l.jobs().insert_many(&jobs, t0()).await.expect("insert");
     let leased = l
-        .job_lease(&params("w1", t0(), n as u32 + 10))
+        .leases()
+        .jobs(&params("w1", t0(), n as u32 + 10))
         .await
         .expect("lease");
     assert_eq!(leased.len(), n);
     for job in &leased {
         let key = job.job.key.to_string();
-        l.job_rendered(
-            &job.lease,
-            &artifact(),
-            &destinations(&key, &["a@example.com", "b@example.com"]),
-            t0(),
-        )
-        .await
-        .expect("rendered");
+        l.jobs()
+            .rendered(
+                &job.lease,
+                &artifact(),
+                &destinations(&key, &["a@example.com", "b@example.com"]),
+                t0(),
+            )
+            .await
+            .expect("rendered");
     }
     let missing = jk("nobody:2026-10-25");
     let mut keys: Vec<&JobKey> = jobs.iter().map(|j| &j.key).collect();
     keys.push(&missing);
 
-    let got = l.job_get_many(&keys).await.expect("jobs");
+    let got = l.jobs().get_many(&keys).await.expect("jobs");
     assert_eq!(got.len(), n, "every job once, the missing key left out");
-    let deliveries = l.delivery_list_many(&keys).await.expect("deliveries");
+    let deliveries = l.deliveries().list_many(&keys).await.expect("deliveries");
     assert_eq!(deliveries.len(), 2 * n);
     let order: Vec<String> = deliveries.iter().map(|d| d.key.to_string()).collect();
     let mut sorted = order.clone();
@@ -67,12 +69,17 @@ async fn many_jobs_and_their_deliveries_in_few_reads(t: &TestLedger) {
         );
     }
     let some = l
-        .delivery_list_many(&keys[..2])
+        .deliveries()
+        .list_many(&keys[..2])
         .await
         .expect("deliveries of two jobs");
     assert_eq!(some.len(), 4, "only the jobs asked for");
     assert!(
-        l.delivery_list_many(&[]).await.expect("none").is_empty(),
+        l.deliveries()
+            .list_many(&[])
+            .await
+            .expect("none")
+            .is_empty(),
         "no keys, no deliveries"
     );
 }
@@ -84,11 +91,12 @@ async fn each_claim_takes_its_own_limit(t: &TestLedger) {
     let jobs: Vec<_> = (0..7)
         .map(|i| new_job(&format!("r{i}"), "2026-10-25", t0()))
         .collect();
-    l.job_insert_many(&jobs, t0()).await.expect("insert");
+    l.jobs().insert_many(&jobs, t0()).await.expect("insert");
     let mut taken = Vec::new();
     for limit in [1, 3, 2, 5] {
         let leased = l
-            .job_lease(&params("w1", t0(), limit))
+            .leases()
+            .jobs(&params("w1", t0(), limit))
             .await
             .expect("lease");
         taken.push(leased.len());
@@ -96,7 +104,8 @@ async fn each_claim_takes_its_own_limit(t: &TestLedger) {
             let key = j.job.key.to_string();
             let emails: Vec<String> = (0..3).map(|e| format!("{e}@example.com")).collect();
             let emails: Vec<&str> = emails.iter().map(String::as_str).collect();
-            l.job_rendered(&j.lease, &artifact(), &destinations(&key, &emails), t0())
+            l.jobs()
+                .rendered(&j.lease, &artifact(), &destinations(&key, &emails), t0())
                 .await
                 .expect("rendered");
         }
@@ -109,7 +118,8 @@ async fn each_claim_takes_its_own_limit(t: &TestLedger) {
     let mut sent = Vec::new();
     for limit in [2, 7, 1, 4, 30] {
         let leased = l
-            .delivery_lease(&params("w1", t0(), limit))
+            .leases()
+            .deliveries(&params("w1", t0(), limit))
             .await
             .expect("lease deliveries");
         sent.push(leased.len());
@@ -121,7 +131,7 @@ async fn each_claim_takes_its_own_limit(t: &TestLedger) {
     );
 }
 
-/// A batch records each finish as `delivery_finish` would, in one transaction: a lost lease
+/// A batch records each finish as `ledger.deliveries().finish` would, in one transaction: a lost lease
 /// in it is refused alone, and settling the batch's jobs afterwards finishes exactly those
 /// whose deliveries are all terminal.
 async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
@@ -132,9 +142,10 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
     let retry_at = t0() + Duration::minutes(1);
     // A lease no longer held: r[1] released, then leased again by another worker.
     let stale = r[1].clone();
-    l.delivery_release(&stale, t0()).await.expect("release");
+    l.deliveries().release(&stale, t0()).await.expect("release");
     let relet = l
-        .delivery_lease(&params("w2", t0(), 10))
+        .leases()
+        .deliveries(&params("w2", t0(), 10))
         .await
         .expect("lease again");
     assert_eq!(relet.len(), 1);
@@ -144,7 +155,8 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
         next,
     };
     let results = l
-        .delivery_finish_many(&[
+        .deliveries()
+        .finish_many(&[
             finish(&w[0], ResponseClass::Accepted, DeliveryNext::Sent),
             finish(&w[1], ResponseClass::Accepted, DeliveryNext::Sent),
             finish(&q[0], ResponseClass::Permanent, DeliveryNext::Quarantine),
@@ -163,7 +175,13 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
 
     let state = |key: &DeliveryKey| {
         let key = key.clone();
-        async move { l.delivery_get(&key).await.expect("get").expect("delivery") }
+        async move {
+            l.deliveries()
+                .get(&key)
+                .await
+                .expect("get")
+                .expect("delivery")
+        }
     };
     assert_eq!(state(w[0].key()).await.state, DeliveryState::Sent);
     assert_eq!(state(q[0].key()).await.state, DeliveryState::Quarantined);
@@ -178,12 +196,13 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
         "the stale lease changed nothing"
     );
     assert!(
-        l.attempt_list(r[1].key())
+        l.deliveries()
+            .attempts(r[1].key())
             .await
             .expect("attempts")
             .is_empty()
     );
-    let attempts = l.attempt_list(r[0].key()).await.expect("attempts");
+    let attempts = l.deliveries().attempts(r[0].key()).await.expect("attempts");
     assert_eq!(attempts.len(), 1);
     assert_eq!(
         (attempts[0].attempt, attempts[0].next_ready_at),
@@ -195,7 +214,8 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
     );
 
     let settled = l
-        .job_settle_many(
+        .jobs()
+        .settle_many(
             &[
                 &jk("w:2026-10-25"),
                 &jk("q:2026-10-25"),
@@ -207,11 +227,17 @@ async fn finish_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
         .expect("settle");
     assert_eq!(settled, 2, "r still has deliveries to send");
     let job =
-        |key: &'static str| async move { l.job_get(&jk(key)).await.expect("get").expect("job") };
+        |key: &'static str| async move { l.jobs().get(&jk(key)).await.expect("get").expect("job") };
     assert_eq!(job("w:2026-10-25").await.state, JobState::Done);
     assert_eq!(job("q:2026-10-25").await.state, JobState::Quarantined);
     assert_eq!(job("r:2026-10-25").await.state, JobState::Delivering);
-    assert!(l.delivery_finish_many(&[]).await.expect("empty").is_empty());
+    assert!(
+        l.deliveries()
+            .finish_many(&[])
+            .await
+            .expect("empty")
+            .is_empty()
+    );
 }
 
 /// A batch's transaction settles the jobs an earlier batch finished (the completer carries
@@ -228,11 +254,12 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
         attempt: attempt(ResponseClass::Accepted, t0()),
         next: DeliveryNext::Sent,
     };
-    l.delivery_finish_many(&[sent(&a[0])])
+    l.deliveries()
+        .finish_many(&[sent(&a[0])])
         .await
         .expect("first batch");
     let job =
-        |key: &'static str| async move { l.job_get(&jk(key)).await.expect("get").expect("job") };
+        |key: &'static str| async move { l.jobs().get(&jk(key)).await.expect("get").expect("job") };
     assert_eq!(
         job("a:2026-10-25").await.state,
         JobState::Delivering,
@@ -294,15 +321,17 @@ async fn a_batch_settles_the_jobs_an_earlier_batch_finished(t: &TestLedger) {
 async fn rescue_settles_jobs_with_nothing_left_to_send(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com"]).await;
-    l.delivery_finish(
-        &leases[0],
-        &attempt(ResponseClass::Accepted, t0()),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("sent");
+    l.deliveries()
+        .finish(
+            &leases[0],
+            &attempt(ResponseClass::Accepted, t0()),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent");
     let job = l
-        .job_get(&jk("w:2026-10-25"))
+        .jobs()
+        .get(&jk("w:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -311,18 +340,21 @@ async fn rescue_settles_jobs_with_nothing_left_to_send(t: &TestLedger) {
     assert_eq!(other.len(), 1);
     let later = t0() + Duration::minutes(1);
     let rescued = l
-        .lease_rescue(later, &RescueBudget::default())
+        .leases()
+        .rescue(later, &RescueBudget::default())
         .await
         .expect("rescue");
     assert_eq!(rescued.settled, 1, "{rescued:?}");
     let job = l
-        .job_get(&jk("w:2026-10-25"))
+        .jobs()
+        .get(&jk("w:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
     assert_eq!((job.state, job.terminal_at), (JobState::Done, Some(later)));
     let busy = l
-        .job_get(&jk("x:2026-10-25"))
+        .jobs()
+        .get(&jk("x:2026-10-25"))
         .await
         .expect("get")
         .expect("job");

@@ -24,7 +24,8 @@ async fn job_pages_walk_every_job_once_newest_date_first(t: &TestLedger) {
 
     let whole = t
         .ledger
-        .job_list(&JobFilter::default())
+        .jobs()
+        .list(&JobFilter::default())
         .await
         .expect("list");
     assert_eq!(whole.len(), 15);
@@ -37,7 +38,8 @@ async fn job_pages_walk_every_job_once_newest_date_first(t: &TestLedger) {
     loop {
         let page = t
             .ledger
-            .job_list(&JobFilter {
+            .jobs()
+            .list(&JobFilter {
                 after: after.clone(),
                 limit: Some(4),
                 ..JobFilter::default()
@@ -54,7 +56,8 @@ async fn job_pages_walk_every_job_once_newest_date_first(t: &TestLedger) {
 
     let dated = t
         .ledger
-        .job_list(&JobFilter {
+        .jobs()
+        .list(&JobFilter {
             from: "2026-10-24".parse().ok(),
             to: "2026-10-24".parse().ok(),
             report: Some("c".into()),
@@ -69,7 +72,8 @@ async fn job_lists_filter_by_state_and_delivery_class(t: &TestLedger) {
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
     sent_and_quarantined(t, &leases).await;
     t.ledger
-        .job_settle(&jk("w:2026-10-25"), t0())
+        .jobs()
+        .settle(&jk("w:2026-10-25"), t0())
         .await
         .expect("settle");
     ready_jobs(t, &["x:2026-10-25"]).await;
@@ -80,19 +84,22 @@ async fn job_lists_filter_by_state_and_delivery_class(t: &TestLedger) {
     };
     let permanent = t
         .ledger
-        .job_list(&by_class(ResponseClass::Permanent))
+        .jobs()
+        .list(&by_class(ResponseClass::Permanent))
         .await
         .expect("permanent");
     assert_eq!(keys(&permanent), ["w:2026-10-25"]);
     let transient = t
         .ledger
-        .job_list(&by_class(ResponseClass::Transient))
+        .jobs()
+        .list(&by_class(ResponseClass::Transient))
         .await
         .expect("transient");
     assert!(transient.is_empty());
     let quarantined = t
         .ledger
-        .job_list(&JobFilter {
+        .jobs()
+        .list(&JobFilter {
             state: Some(JobState::Quarantined),
             ..JobFilter::default()
         })
@@ -105,10 +112,11 @@ async fn cancels_and_redrives_are_audited_with_who_why_and_via(t: &TestLedger) {
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
     sent_and_quarantined(t, &leases).await;
     let key = jk("w:2026-10-25");
-    t.ledger.job_settle(&key, t0()).await.expect("settle");
+    t.ledger.jobs().settle(&key, t0()).await.expect("settle");
     let later = t0() + chrono::Duration::hours(1);
     t.ledger
-        .delivery_redrive(
+        .deliveries()
+        .redrive(
             leases[1].key(),
             &Audit::new("alice", "inbox fixed", Via::Console).expect("audited"),
             later,
@@ -117,7 +125,8 @@ async fn cancels_and_redrives_are_audited_with_who_why_and_via(t: &TestLedger) {
         .expect("redrive");
     ready_jobs(t, &["x:2026-10-25"]).await;
     t.ledger
-        .job_cancel(
+        .jobs()
+        .cancel(
             &jk("x:2026-10-25"),
             &Audit::new("bob", "report retired", Via::Cli).expect("audited"),
             later,
@@ -125,7 +134,7 @@ async fn cancels_and_redrives_are_audited_with_who_why_and_via(t: &TestLedger) {
         .await
         .expect("cancel");
 
-    let redrives = t.ledger.redrive_list(&key).await.expect("audit");
+    let redrives = t.ledger.deliveries().redrives(&key).await.expect("audit");
     assert_eq!(redrives.len(), 1);
     let r = &redrives[0];
     assert_eq!(
@@ -137,7 +146,8 @@ async fn cancels_and_redrives_are_audited_with_who_why_and_via(t: &TestLedger) {
 
     let cancels = t
         .ledger
-        .redrive_list(&jk("x:2026-10-25"))
+        .deliveries()
+        .redrives(&jk("x:2026-10-25"))
         .await
         .expect("audit");
     assert_eq!(cancels.len(), 1);

@@ -16,7 +16,8 @@ use dawnpost::ledger::{DeliveryState, JobFilter, JobState, LedgerError, NewJob, 
 async fn duplicate_job_keys_insert_nothing(t: &TestLedger) {
     let l = &t.ledger;
     let first = l
-        .job_insert_many(
+        .jobs()
+        .insert_many(
             &[
                 new_job("a", "2026-10-25", t0()),
                 new_job("b", "2026-10-25", t0()),
@@ -29,7 +30,8 @@ async fn duplicate_job_keys_insert_nothing(t: &TestLedger) {
     // A repeated key, inside one batch and across batches, inserts nothing and changes nothing.
     let later = t0() + Duration::hours(1);
     let second = l
-        .job_insert_many(
+        .jobs()
+        .insert_many(
             &[
                 new_job("a", "2026-10-25", later),
                 new_job("c", "2026-10-25", later),
@@ -41,7 +43,8 @@ async fn duplicate_job_keys_insert_nothing(t: &TestLedger) {
         .expect("insert again");
     assert_eq!(second, vec!["c:2026-10-25".to_string()]);
     let a = l
-        .job_get(&jk("a:2026-10-25"))
+        .jobs()
+        .get(&jk("a:2026-10-25"))
         .await
         .expect("get")
         .expect("exists");
@@ -51,7 +54,11 @@ async fn duplicate_job_keys_insert_nothing(t: &TestLedger) {
         "the duplicate must not overwrite the first row"
     );
     assert_eq!(
-        l.job_list(&JobFilter::default()).await.expect("list").len(),
+        l.jobs()
+            .list(&JobFilter::default())
+            .await
+            .expect("list")
+            .len(),
         3
     );
 }
@@ -67,9 +74,10 @@ async fn job_round_trips_instants_and_fields(t: &TestLedger) {
         start: at(2026, 10, 23, 22, 0),
         end: at(2026, 10, 24, 22, 0),
     };
-    l.job_insert_many(&[j], t0()).await.expect("insert");
+    l.jobs().insert_many(&[j], t0()).await.expect("insert");
     let job = l
-        .job_get(&jk("warehouse-17:2026-10-25"))
+        .jobs()
+        .get(&jk("warehouse-17:2026-10-25"))
         .await
         .expect("get")
         .expect("exists");
@@ -87,7 +95,8 @@ async fn job_round_trips_instants_and_fields(t: &TestLedger) {
     assert_eq!(job.attempts, 0);
     assert!(job.artifact.is_none());
     assert!(
-        l.job_get(&jk("nope:2026-10-25"))
+        l.jobs()
+            .get(&jk("nope:2026-10-25"))
             .await
             .expect("get")
             .is_none()
@@ -102,8 +111,12 @@ async fn lease_takes_only_due_ready_jobs_up_to_limit(t: &TestLedger) {
         new_job("c", "2026-10-25", t0()),
         new_job("d", "2026-10-25", t0() + Duration::minutes(1)),
     ];
-    l.job_insert_many(&jobs, t0()).await.expect("insert");
-    let leased = l.job_lease(&params("w1", t0(), 2)).await.expect("lease");
+    l.jobs().insert_many(&jobs, t0()).await.expect("insert");
+    let leased = l
+        .leases()
+        .jobs(&params("w1", t0(), 2))
+        .await
+        .expect("lease");
     let keys: Vec<String> = leased.iter().map(|j| j.job.key.to_string()).collect();
     assert_eq!(
         keys,
@@ -117,11 +130,16 @@ async fn lease_takes_only_due_ready_jobs_up_to_limit(t: &TestLedger) {
         assert_eq!(j.job.lease_owner.as_deref(), Some("w1"));
         assert_eq!(j.job.lease_expires_at, Some(t0() + Duration::minutes(5)));
     }
-    let rest = l.job_lease(&params("w2", t0(), 10)).await.expect("lease");
+    let rest = l
+        .leases()
+        .jobs(&params("w2", t0(), 10))
+        .await
+        .expect("lease");
     assert_eq!(rest.len(), 1, "d is not due yet");
     assert_eq!(rest[0].job.key, "c:2026-10-25");
     assert!(
-        l.job_lease(&params("w2", t0(), 10))
+        l.leases()
+            .jobs(&params("w2", t0(), 10))
             .await
             .expect("lease")
             .is_empty()
@@ -132,7 +150,11 @@ async fn concurrent_leases_never_share_a_job(t: &TestLedger) {
     let jobs: Vec<NewJob> = (0..60)
         .map(|i| new_job(&format!("r{i}"), "2026-10-25", t0()))
         .collect();
-    t.ledger.job_insert_many(&jobs, t0()).await.expect("insert");
+    t.ledger
+        .jobs()
+        .insert_many(&jobs, t0())
+        .await
+        .expect("insert");
     let other = t.reopen().await;
     let mut tasks = Vec::new();
     for w in 0..6 {
@@ -145,7 +167,8 @@ async fn concurrent_leases_never_share_a_job(t: &TestLedger) {
             let mut got = Vec::new();
             loop {
                 let batch = l
-                    .job_lease(&params(&format!("w{w}"), t0(), 4))
+                    .leases()
+                    .jobs(&params(&format!("w{w}"), t0(), 4))
                     .await
                     .expect("lease");
                 if batch.is_empty() {
@@ -171,7 +194,8 @@ async fn fenced_out_lease_cannot_write(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-25"]).await;
     let old = l
-        .job_lease(&params("w1", t0(), 1))
+        .leases()
+        .jobs(&params("w1", t0(), 1))
         .await
         .expect("lease")
         .remove(0)
@@ -179,12 +203,14 @@ async fn fenced_out_lease_cannot_write(t: &TestLedger) {
     // The lease expires and the rescuer returns the job.
     let later = t0() + Duration::minutes(6);
     let rescued = l
-        .lease_rescue(later, &RescueBudget::default())
+        .leases()
+        .rescue(later, &RescueBudget::default())
         .await
         .expect("rescue");
     assert_eq!(rescued.jobs, 1);
     let job = l
-        .job_get(&jk("a:2026-10-25"))
+        .jobs()
+        .get(&jk("a:2026-10-25"))
         .await
         .expect("get")
         .expect("exists");
@@ -193,46 +219,53 @@ async fn fenced_out_lease_cannot_write(t: &TestLedger) {
     // The old owner wakes up: every write of its lease is refused.
     let lost = |r: Result<(), LedgerError>| matches!(r, Err(LedgerError::LeaseLost { .. }));
     assert!(lost(
-        l.job_rendered(
-            &old,
-            &artifact(),
-            &destinations("a:2026-10-25", &["x@example.com"]),
-            later
-        )
-        .await
+        l.jobs()
+            .rendered(
+                &old,
+                &artifact(),
+                &destinations("a:2026-10-25", &["x@example.com"]),
+                later
+            )
+            .await
     ));
-    assert!(lost(l.job_retry(&old, later, "x", later).await));
-    assert!(lost(l.job_quarantine(&old, "x", later).await));
+    assert!(lost(l.jobs().retry(&old, later, "x", later).await));
+    assert!(lost(l.jobs().quarantine(&old, "x", later).await));
     assert!(lost(
-        l.job_extend_lease(&old, later + Duration::hours(1)).await
+        l.leases()
+            .extend_job(&old, later + Duration::hours(1))
+            .await
     ));
 
     // Another worker takes it; the token grew, and the old token stays refused.
     let new = l
-        .job_lease(&params("w2", later, 1))
+        .leases()
+        .jobs(&params("w2", later, 1))
         .await
         .expect("lease")
         .remove(0)
         .lease;
     assert_eq!(new.token(), old.token() + 1);
-    assert!(lost(l.job_rendered(&old, &artifact(), &[], later).await));
-    l.job_rendered(
-        &new,
-        &artifact(),
-        &destinations("a:2026-10-25", &["x@example.com"]),
-        later,
-    )
-    .await
-    .expect("the current owner may write");
+    assert!(lost(l.jobs().rendered(&old, &artifact(), &[], later).await));
+    l.jobs()
+        .rendered(
+            &new,
+            &artifact(),
+            &destinations("a:2026-10-25", &["x@example.com"]),
+            later,
+        )
+        .await
+        .expect("the current owner may write");
     let job = l
-        .job_get(&jk("a:2026-10-25"))
+        .jobs()
+        .get(&jk("a:2026-10-25"))
         .await
         .expect("get")
         .expect("exists");
     assert_eq!(job.state, JobState::Delivering);
     assert_eq!(job.attempts, 2);
     assert!(
-        l.delivery_list(&jk("a:2026-10-25"))
+        l.deliveries()
+            .list(&jk("a:2026-10-25"))
             .await
             .expect("list")
             .len()
@@ -245,23 +278,27 @@ async fn extended_lease_is_not_rescued(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-25"]).await;
     let lease = l
-        .job_lease(&params("w1", t0(), 1))
+        .leases()
+        .jobs(&params("w1", t0(), 1))
         .await
         .expect("lease")
         .remove(0)
         .lease;
-    l.job_extend_lease(&lease, t0() + Duration::minutes(20))
+    l.leases()
+        .extend_job(&lease, t0() + Duration::minutes(20))
         .await
         .expect("extend");
     assert_eq!(
-        l.lease_rescue(t0() + Duration::minutes(10), &RescueBudget::default())
+        l.leases()
+            .rescue(t0() + Duration::minutes(10), &RescueBudget::default())
             .await
             .expect("rescue")
             .jobs,
         0
     );
     assert_eq!(
-        l.job_get(&jk("a:2026-10-25"))
+        l.jobs()
+            .get(&jk("a:2026-10-25"))
             .await
             .expect("get")
             .expect("job")
@@ -269,7 +306,8 @@ async fn extended_lease_is_not_rescued(t: &TestLedger) {
         JobState::Rendering
     );
     assert_eq!(
-        l.lease_rescue(t0() + Duration::minutes(21), &RescueBudget::default())
+        l.leases()
+            .rescue(t0() + Duration::minutes(21), &RescueBudget::default())
             .await
             .expect("rescue")
             .jobs,
@@ -280,16 +318,23 @@ async fn extended_lease_is_not_rescued(t: &TestLedger) {
 async fn render_retry_and_quarantine(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
-    let leased = l.job_lease(&params("w1", t0(), 2)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("w1", t0(), 2))
+        .await
+        .expect("lease");
     let retry_at = t0() + Duration::minutes(3);
-    l.job_retry(&leased[0].lease, retry_at, "source answered 503", t0())
+    l.jobs()
+        .retry(&leased[0].lease, retry_at, "source answered 503", t0())
         .await
         .expect("retry");
-    l.job_quarantine(&leased[1].lease, "template: missing field data.rows", t0())
+    l.jobs()
+        .quarantine(&leased[1].lease, "template: missing field data.rows", t0())
         .await
         .expect("quarantine");
     let a = l
-        .job_get(&jk("a:2026-10-25"))
+        .jobs()
+        .get(&jk("a:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -298,20 +343,23 @@ async fn render_retry_and_quarantine(t: &TestLedger) {
         (JobState::Ready, retry_at, Some("source answered 503"))
     );
     assert!(
-        l.job_lease(&params("w1", t0() + Duration::minutes(2), 5))
+        l.leases()
+            .jobs(&params("w1", t0() + Duration::minutes(2), 5))
             .await
             .expect("lease")
             .is_empty()
     );
     assert_eq!(
-        l.job_lease(&params("w1", retry_at, 5))
+        l.leases()
+            .jobs(&params("w1", retry_at, 5))
             .await
             .expect("lease")
             .len(),
         1
     );
     let b = l
-        .job_get(&jk("b:2026-10-25"))
+        .jobs()
+        .get(&jk("b:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -319,7 +367,8 @@ async fn render_retry_and_quarantine(t: &TestLedger) {
     assert_eq!(b.terminal_at, Some(t0()));
     // A quarantined job is never leased again without a redrive.
     assert!(
-        l.job_lease(&params("w1", t0() + Duration::days(1), 5))
+        l.leases()
+            .jobs(&params("w1", t0() + Duration::days(1), 5))
             .await
             .expect("lease")
             .iter()
@@ -331,30 +380,42 @@ async fn release_does_not_count_an_attempt(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-25"]).await;
     let lease = l
-        .job_lease(&params("w1", t0(), 1))
+        .leases()
+        .jobs(&params("w1", t0(), 1))
         .await
         .expect("lease")
         .remove(0)
         .lease;
-    l.job_release(&lease, t0()).await.expect("release");
+    l.jobs().release(&lease, t0()).await.expect("release");
     let a = l
-        .job_get(&jk("a:2026-10-25"))
+        .jobs()
+        .get(&jk("a:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
     assert_eq!((a.state, a.attempts), (JobState::Ready, 0));
 
     let leases = rendered_job(t, "b:2026-10-25", &["x@example.com"]).await;
-    l.delivery_release(&leases[0], t0()).await.expect("release");
+    l.deliveries()
+        .release(&leases[0], t0())
+        .await
+        .expect("release");
     let d = l
-        .delivery_get(leases[0].key())
+        .deliveries()
+        .get(leases[0].key())
         .await
         .expect("get")
         .expect("delivery");
     assert_eq!((d.state, d.attempts), (DeliveryState::Pending, 0));
-    assert!(l.attempt_list(&d.key).await.expect("attempts").is_empty());
+    assert!(
+        l.deliveries()
+            .attempts(&d.key)
+            .await
+            .expect("attempts")
+            .is_empty()
+    );
     assert!(matches!(
-        l.delivery_release(&leases[0], t0()).await,
+        l.deliveries().release(&leases[0], t0()).await,
         Err(LedgerError::LeaseLost { .. })
     ));
 }

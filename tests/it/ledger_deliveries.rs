@@ -21,13 +21,18 @@ async fn rendered_job_gets_artifact_and_one_delivery_per_destination(t: &TestLed
     .await;
     assert_eq!(leases.len(), 3);
     let job = l
-        .job_get(&jk("w:2026-10-25"))
+        .jobs()
+        .get(&jk("w:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
     assert_eq!(job.state, JobState::Delivering);
     assert_eq!(job.artifact, Some(artifact()));
-    let deliveries = l.delivery_list(&jk("w:2026-10-25")).await.expect("list");
+    let deliveries = l
+        .deliveries()
+        .list(&jk("w:2026-10-25"))
+        .await
+        .expect("list");
     let keys: Vec<String> = deliveries.iter().map(|d| d.key.to_string()).collect();
     assert_eq!(
         keys,
@@ -46,16 +51,19 @@ async fn rendered_job_gets_artifact_and_one_delivery_per_destination(t: &TestLed
     // A job without destinations is done at once.
     ready_jobs(t, &["empty:2026-10-25"]).await;
     let lease = l
-        .job_lease(&params("w1", t0(), 1))
+        .leases()
+        .jobs(&params("w1", t0(), 1))
         .await
         .expect("lease")
         .remove(0)
         .lease;
-    l.job_rendered(&lease, &artifact(), &[], t0())
+    l.jobs()
+        .rendered(&lease, &artifact(), &[], t0())
         .await
         .expect("rendered");
     let empty = l
-        .job_get(&jk("empty:2026-10-25"))
+        .jobs()
+        .get(&jk("empty:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -69,15 +77,17 @@ async fn sent_is_final(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com"]).await;
     let lease = &leases[0];
-    l.delivery_finish(
-        lease,
-        &attempt(ResponseClass::Accepted, t0()),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("sent");
+    l.deliveries()
+        .finish(
+            lease,
+            &attempt(ResponseClass::Accepted, t0()),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent");
     let d = l
-        .delivery_get(lease.key())
+        .deliveries()
+        .get(lease.key())
         .await
         .expect("get")
         .expect("delivery");
@@ -88,47 +98,56 @@ async fn sent_is_final(t: &TestLedger) {
     let later = t0() + Duration::hours(1);
     let lost = |r: Result<(), LedgerError>| matches!(r, Err(LedgerError::LeaseLost { .. }));
     assert!(lost(
-        l.delivery_finish(
-            lease,
-            &attempt(ResponseClass::Transient, later),
-            DeliveryNext::Retry { ready_at: later }
-        )
-        .await
+        l.deliveries()
+            .finish(
+                lease,
+                &attempt(ResponseClass::Transient, later),
+                DeliveryNext::Retry { ready_at: later }
+            )
+            .await
     ));
-    assert!(lost(l.delivery_release(lease, later).await));
+    assert!(lost(l.deliveries().release(lease, later).await));
     assert_eq!(
-        l.lease_rescue(later, &RescueBudget::default())
+        l.leases()
+            .rescue(later, &RescueBudget::default())
             .await
             .expect("rescue")
             .deliveries,
         0
     );
     assert!(matches!(
-        l.delivery_redrive(
-            lease.key(),
-            &Audit::new("ops", "why not", Via::Cli).expect("audited"),
-            later
-        )
-        .await,
+        l.deliveries()
+            .redrive(
+                lease.key(),
+                &Audit::new("ops", "why not", Via::Cli).expect("audited"),
+                later
+            )
+            .await,
         Err(LedgerError::WrongState {
             expected: "quarantined",
             ..
         })
     ));
     assert!(
-        l.delivery_lease(&params("w2", later, 10))
+        l.leases()
+            .deliveries(&params("w2", later, 10))
             .await
             .expect("lease")
             .is_empty()
     );
     let d = l
-        .delivery_get(lease.key())
+        .deliveries()
+        .get(lease.key())
         .await
         .expect("get")
         .expect("delivery");
     assert_eq!(d.state, DeliveryState::Sent);
     assert_eq!(
-        l.attempt_list(lease.key()).await.expect("attempts").len(),
+        l.deliveries()
+            .attempts(lease.key())
+            .await
+            .expect("attempts")
+            .len(),
         1
     );
 }
@@ -140,33 +159,41 @@ async fn retry_waits_for_ready_at_and_numbers_attempts(t: &TestLedger) {
     let mut first = attempt(ResponseClass::RateLimited, t0());
     first.code = Some(429);
     first.retry_after = Some(Duration::seconds(30));
-    l.delivery_finish(
-        &leases[0],
-        &first,
-        DeliveryNext::Retry { ready_at: retry_at },
-    )
-    .await
-    .expect("retry");
+    l.deliveries()
+        .finish(
+            &leases[0],
+            &first,
+            DeliveryNext::Retry { ready_at: retry_at },
+        )
+        .await
+        .expect("retry");
     assert!(
-        l.delivery_lease(&params("w1", retry_at - Duration::milliseconds(1), 10))
+        l.leases()
+            .deliveries(&params("w1", retry_at - Duration::milliseconds(1), 10))
             .await
             .expect("lease")
             .is_empty()
     );
     let again = l
-        .delivery_lease(&params("w1", retry_at, 10))
+        .leases()
+        .deliveries(&params("w1", retry_at, 10))
         .await
         .expect("lease");
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].lease.token(), leases[0].token() + 1);
-    l.delivery_finish(
-        &again[0].lease,
-        &attempt(ResponseClass::Accepted, retry_at),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("sent");
-    let attempts = l.attempt_list(leases[0].key()).await.expect("attempts");
+    l.deliveries()
+        .finish(
+            &again[0].lease,
+            &attempt(ResponseClass::Accepted, retry_at),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent");
+    let attempts = l
+        .deliveries()
+        .attempts(leases[0].key())
+        .await
+        .expect("attempts");
     assert_eq!(
         attempts.iter().map(|a| a.attempt).collect::<Vec<_>>(),
         [1, 2]
@@ -185,29 +212,33 @@ async fn retry_waits_for_ready_at_and_numbers_attempts(t: &TestLedger) {
 async fn settle_follows_deliveries(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
-    l.delivery_finish(
-        &leases[0],
-        &attempt(ResponseClass::Accepted, t0()),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("sent");
+    l.deliveries()
+        .finish(
+            &leases[0],
+            &attempt(ResponseClass::Accepted, t0()),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent");
     assert_eq!(
-        l.job_settle(&jk("w:2026-10-25"), t0())
+        l.jobs()
+            .settle(&jk("w:2026-10-25"), t0())
             .await
             .expect("settle"),
         JobState::Delivering,
         "one still in flight"
     );
-    l.delivery_finish(
-        &leases[1],
-        &attempt(ResponseClass::Accepted, t0()),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("sent");
+    l.deliveries()
+        .finish(
+            &leases[1],
+            &attempt(ResponseClass::Accepted, t0()),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent");
     assert_eq!(
-        l.job_settle(&jk("w:2026-10-25"), t0())
+        l.jobs()
+            .settle(&jk("w:2026-10-25"), t0())
             .await
             .expect("settle"),
         JobState::Done
@@ -216,18 +247,20 @@ async fn settle_follows_deliveries(t: &TestLedger) {
     let leases = rendered_job(t, "q:2026-10-25", &["a@example.com", "b@example.com"]).await;
     sent_and_quarantined(t, &leases).await;
     assert_eq!(
-        l.job_settle(&jk("q:2026-10-25"), t0())
+        l.jobs()
+            .settle(&jk("q:2026-10-25"), t0())
             .await
             .expect("settle"),
         JobState::Quarantined
     );
     let q = l
-        .job_get(&jk("q:2026-10-25"))
+        .jobs()
+        .get(&jk("q:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
     assert_eq!(q.terminal_at, Some(t0()));
-    assert_eq!(l.delivery_list_quarantined(10).await.expect("dlq").len(), 1);
+    assert_eq!(l.deliveries().quarantined(10).await.expect("dlq").len(), 1);
 }
 
 on_both_backends!(

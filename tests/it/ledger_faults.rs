@@ -20,19 +20,21 @@ use dawnpost::ledger::{
 async fn quarantined_job(t: &TestLedger, key: &str) -> DeliveryKey {
     let l = &t.ledger;
     let leases = rendered_job(t, key, &["ops@example.com"]).await;
-    l.delivery_finish(
-        &leases[0],
-        &attempt(ResponseClass::Permanent, t0()),
-        DeliveryNext::Quarantine,
-    )
-    .await
-    .expect("finish");
+    l.deliveries()
+        .finish(
+            &leases[0],
+            &attempt(ResponseClass::Permanent, t0()),
+            DeliveryNext::Quarantine,
+        )
+        .await
+        .expect("finish");
     assert_eq!(
-        l.job_settle(&jk(key), t0()).await.expect("settle"),
+        l.jobs().settle(&jk(key), t0()).await.expect("settle"),
         JobState::Quarantined
     );
     assert!(
-        l.job_mark_artifact_deleted(&jk(key), t0())
+        l.retention()
+            .mark_artifact_deleted(&jk(key), t0())
             .await
             .expect("mark")
     );
@@ -45,26 +47,33 @@ async fn a_redrive_between_the_check_and_the_delete_is_not_deleted(t: &TestLedge
     quarantined_job(t, key).await;
     let later = t0() + Duration::days(60);
     // The sweeper's check: the job is a candidate...
-    let page = l.job_terminal_before(later, 10).await.expect("page");
+    let page = l
+        .retention()
+        .terminal_before(later, 10)
+        .await
+        .expect("page");
     assert_eq!(page.len(), 1);
     // ...then an operator redrives it before the delete...
-    l.job_redrive(
-        &jk(key),
-        &Audit::new("ops", "carrier fixed their inbox", Via::Cli).expect("audited"),
-        later,
-    )
-    .await
-    .expect("redrive");
+    l.jobs()
+        .redrive(
+            &jk(key),
+            &Audit::new("ops", "carrier fixed their inbox", Via::Cli).expect("audited"),
+            later,
+        )
+        .await
+        .expect("redrive");
     // ...and every retention write now refuses it.
-    assert_eq!(l.job_delete(&jk(key)).await.expect("delete"), None);
+    assert_eq!(l.retention().delete(&jk(key)).await.expect("delete"), None);
     assert_eq!(
-        l.job_clear_diagnostics(&jk(key), later)
+        l.retention()
+            .clear_diagnostics(&jk(key), later)
             .await
             .expect("clear"),
         None
     );
     let retired = l
-        .job_retire_artifact(&jk(key), later, || async {
+        .retention()
+        .retire_artifact(&jk(key), later, || async {
             panic!("the artifact of live work must not be deleted");
             #[allow(unreachable_code)]
             Ok::<(), ()>(())
@@ -73,12 +82,20 @@ async fn a_redrive_between_the_check_and_the_delete_is_not_deleted(t: &TestLedge
         .expect("retire");
     assert!(retired.is_none());
     let job = l
-        .job_get(&jk(key))
+        .jobs()
+        .get(&jk(key))
         .await
         .expect("get")
         .expect("still there");
     assert_eq!(job.state, JobState::Ready, "redriven to render again");
-    assert_eq!(l.redrive_list(&jk(key)).await.expect("redrives").len(), 1);
+    assert_eq!(
+        l.deliveries()
+            .redrives(&jk(key))
+            .await
+            .expect("redrives")
+            .len(),
+        1
+    );
 }
 
 async fn redrives_racing_deletes_are_never_lost(t: &TestLedger) {
@@ -91,24 +108,32 @@ async fn redrives_racing_deletes_are_never_lost(t: &TestLedger) {
         let audit = Audit::new("ops", "retry", Via::Cli).expect("audited");
         let (deleted, redriven) = if i % 2 == 0 {
             tokio::join!(
-                t.ledger.job_delete(&key),
-                other.job_redrive(&key, &audit, later)
+                t.ledger.retention().delete(&key),
+                other.jobs().redrive(&key, &audit, later)
             )
         } else {
             let (d, r) = tokio::join!(
-                t.ledger.job_delete(&key),
-                other.delivery_redrive(&delivery, &audit, later)
+                t.ledger.retention().delete(&key),
+                other.deliveries().redrive(&delivery, &audit, later)
             );
             (d, r)
         };
         // A deadlock victim (PostgreSQL) or a busy error is a refusal, never a half-done step.
         let deleted = deleted.ok().flatten();
-        let job = t.ledger.job_get(&key).await.expect("get");
+        let job = t.ledger.jobs().get(&key).await.expect("get");
         match redriven {
             Ok(_) => {
                 assert!(deleted.is_none(), "{key}: deleted although redriven");
                 assert!(job.is_some(), "{key}: a redriven job was deleted");
-                assert_eq!(t.ledger.redrive_list(&key).await.expect("audit").len(), 1);
+                assert_eq!(
+                    t.ledger
+                        .deliveries()
+                        .redrives(&key)
+                        .await
+                        .expect("audit")
+                        .len(),
+                    1
+                );
             }
             Err(_) => {
                 let gone = deleted.is_some();
@@ -133,10 +158,11 @@ async fn lost_leases_spend_the_budget_and_quarantine_with_a_reason(t: &TestLedge
     let b = budget(2, Duration::hours(6));
     // The first loss: back to pending, the attempt counted and recorded as unknown.
     let first = t0() + Duration::minutes(6);
-    let rescued = l.lease_rescue(first, &b).await.expect("rescue");
+    let rescued = l.leases().rescue(first, &b).await.expect("rescue");
     assert_eq!((rescued.deliveries, rescued.quarantined), (1, 0));
     let d = l
-        .delivery_get(leases[0].key())
+        .deliveries()
+        .get(leases[0].key())
         .await
         .expect("get")
         .expect("d");
@@ -146,15 +172,17 @@ async fn lost_leases_spend_the_budget_and_quarantine_with_a_reason(t: &TestLedge
     );
     // The second lease is lost too: the budget of 2 is spent.
     let again = l
-        .delivery_lease(&params("w2", first, 10))
+        .leases()
+        .deliveries(&params("w2", first, 10))
         .await
         .expect("lease");
     assert_eq!(again.len(), 1);
     let second = first + Duration::minutes(6);
-    let rescued = l.lease_rescue(second, &b).await.expect("rescue");
+    let rescued = l.leases().rescue(second, &b).await.expect("rescue");
     assert_eq!((rescued.deliveries, rescued.quarantined), (0, 1));
     let d = l
-        .delivery_get(leases[0].key())
+        .deliveries()
+        .get(leases[0].key())
         .await
         .expect("get")
         .expect("d");
@@ -167,14 +195,19 @@ async fn lost_leases_spend_the_budget_and_quarantine_with_a_reason(t: &TestLedge
         why.contains(&format!("worker lost 2 times, last at {}", rfc3339(second))),
         "{why}"
     );
-    let attempts = l.attempt_list(leases[0].key()).await.expect("attempts");
+    let attempts = l
+        .deliveries()
+        .attempts(leases[0].key())
+        .await
+        .expect("attempts");
     assert_eq!(attempts.len(), 2, "each loss is an attempt row");
     assert!(attempts.iter().all(|a| a.class == ResponseClass::Unknown));
     assert_eq!(rescued.settled, 1, "its job is settled");
-    let job = l.job_get(&jk(key)).await.expect("get").expect("job");
+    let job = l.jobs().get(&jk(key)).await.expect("get").expect("job");
     assert_eq!(job.state, JobState::Quarantined);
     assert_eq!(
-        l.lease_rescue(second, &b)
+        l.leases()
+            .rescue(second, &b)
             .await
             .expect("rescue")
             .quarantined,
@@ -186,7 +219,8 @@ async fn a_lost_lease_past_max_age_quarantines(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "old:2026-10-25", &["ops@example.com"]).await;
     let rescued = l
-        .lease_rescue(
+        .leases()
+        .rescue(
             t0() + Duration::minutes(11),
             &budget(8, Duration::minutes(10)),
         )
@@ -194,7 +228,8 @@ async fn a_lost_lease_past_max_age_quarantines(t: &TestLedger) {
         .expect("rescue");
     assert_eq!(rescued.quarantined, 1);
     let d = l
-        .delivery_get(leases[0].key())
+        .deliveries()
+        .get(leases[0].key())
         .await
         .expect("get")
         .expect("d");
@@ -208,11 +243,11 @@ async fn a_render_that_loses_every_lease_is_quarantined(t: &TestLedger) {
     let b = budget(3, Duration::hours(6));
     let mut now = t0();
     for round in 1..=3 {
-        let leased = l.job_lease(&params("w", now, 10)).await.expect("lease");
+        let leased = l.leases().jobs(&params("w", now, 10)).await.expect("lease");
         assert_eq!(leased.len(), 1, "round {round}");
         now += Duration::minutes(6);
-        let rescued = l.lease_rescue(now, &b).await.expect("rescue");
-        let job = l.job_get(&jk(key)).await.expect("get").expect("job");
+        let rescued = l.leases().rescue(now, &b).await.expect("rescue");
+        let job = l.jobs().get(&jk(key)).await.expect("get").expect("job");
         assert_eq!(job.lease_losses, round);
         if round < 3 {
             assert_eq!((rescued.jobs, job.state), (1, JobState::Ready));
@@ -229,9 +264,10 @@ async fn a_send_cut_at_shutdown_is_an_unknown_attempt(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "cut:2026-10-25", &["a@example.com", "b@example.com"]).await;
     let at = t0() + Duration::seconds(40);
-    l.delivery_abandon(&leases[0], at).await.expect("abandon");
+    l.leases().abandon(&leases[0], at).await.expect("abandon");
     let d = l
-        .delivery_get(leases[0].key())
+        .deliveries()
+        .get(leases[0].key())
         .await
         .expect("get")
         .expect("d");
@@ -241,7 +277,7 @@ async fn a_send_cut_at_shutdown_is_an_unknown_attempt(t: &TestLedger) {
         "it counts"
     );
     assert_eq!(d.ready_at, at, "retried at once, with the same key");
-    let attempts = l.attempt_list(&d.key).await.expect("attempts");
+    let attempts = l.deliveries().attempts(&d.key).await.expect("attempts");
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].class, ResponseClass::Unknown);
     assert_eq!(attempts[0].requested_at, t0(), "from its lease");
@@ -253,21 +289,29 @@ async fn a_send_cut_at_shutdown_is_an_unknown_attempt(t: &TestLedger) {
     );
     // Fenced: a second abandon of the same lease, or of a lease already finished, changes nothing.
     assert!(matches!(
-        l.delivery_abandon(&leases[0], at).await,
+        l.leases().abandon(&leases[0], at).await,
         Err(LedgerError::LeaseLost { .. })
     ));
-    l.delivery_finish(
-        &leases[1],
-        &attempt(ResponseClass::Accepted, at),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("sent");
+    l.deliveries()
+        .finish(
+            &leases[1],
+            &attempt(ResponseClass::Accepted, at),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent");
     assert!(matches!(
-        l.delivery_abandon(&leases[1], at).await,
+        l.leases().abandon(&leases[1], at).await,
         Err(LedgerError::LeaseLost { .. })
     ));
-    assert_eq!(l.attempt_list(leases[1].key()).await.expect("a").len(), 1);
+    assert_eq!(
+        l.deliveries()
+            .attempts(leases[1].key())
+            .await
+            .expect("a")
+            .len(),
+        1
+    );
 }
 
 async fn the_first_render_lease_fixes_generated_at(t: &TestLedger) {
@@ -275,20 +319,30 @@ async fn the_first_render_lease_fixes_generated_at(t: &TestLedger) {
     let key = "gen:2026-10-25";
     ready_jobs(t, &["gen:2026-10-25"]).await;
     let first = t0() + Duration::seconds(3);
-    let leased = l.job_lease(&params("w", first, 1)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("w", first, 1))
+        .await
+        .expect("lease");
     assert_eq!(leased[0].job.generated_at, Some(first));
     let later = first + Duration::minutes(6);
-    l.lease_rescue(later, &RescueBudget::default())
+    l.leases()
+        .rescue(later, &RescueBudget::default())
         .await
         .expect("rescue");
-    let again = l.job_lease(&params("w", later, 1)).await.expect("lease");
+    let again = l
+        .leases()
+        .jobs(&params("w", later, 1))
+        .await
+        .expect("lease");
     assert_eq!(
         again[0].job.generated_at,
         Some(first),
         "a later render prints the same instant"
     );
     assert_eq!(
-        l.job_get(&jk(key))
+        l.jobs()
+            .get(&jk(key))
             .await
             .expect("get")
             .expect("job")
@@ -303,44 +357,62 @@ async fn cancelling_a_job_closes_its_waiting_deliveries(t: &TestLedger) {
     let delivery = quarantined_job(t, key).await;
     let later = t0() + Duration::days(9);
     // Redriven after retention deleted its artifact: the job renders again, the delivery waits.
-    l.job_redrive(
-        &jk(key),
-        &Audit::new("ops", "again", Via::Cli).expect("audited"),
-        later,
-    )
-    .await
-    .expect("redrive");
-    let d = l.delivery_get(&delivery).await.expect("get").expect("d");
+    l.jobs()
+        .redrive(
+            &jk(key),
+            &Audit::new("ops", "again", Via::Cli).expect("audited"),
+            later,
+        )
+        .await
+        .expect("redrive");
+    let d = l
+        .deliveries()
+        .get(&delivery)
+        .await
+        .expect("get")
+        .expect("d");
     assert_eq!(d.state, DeliveryState::Pending);
-    l.job_cancel(
-        &jk(key),
-        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
-        later,
-    )
-    .await
-    .expect("cancel");
-    let d = l.delivery_get(&delivery).await.expect("get").expect("d");
+    l.jobs()
+        .cancel(
+            &jk(key),
+            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+            later,
+        )
+        .await
+        .expect("cancel");
+    let d = l
+        .deliveries()
+        .get(&delivery)
+        .await
+        .expect("get")
+        .expect("d");
     assert_eq!(d.state, DeliveryState::Quarantined);
     assert_eq!(d.last_error.as_deref(), Some("the job was cancelled"));
     let page = l
-        .job_terminal_before(later + Duration::days(1), 10)
+        .retention()
+        .terminal_before(later + Duration::days(1), 10)
         .await
         .expect("page");
     assert_eq!(page.len(), 1, "retention can consider it");
     // A refused cancel touches no delivery.
     let leases = rendered_job(t, "busy:2026-10-25", &["ops@example.com"]).await;
-    l.delivery_release(&leases[0], t0()).await.expect("release");
+    l.deliveries()
+        .release(&leases[0], t0())
+        .await
+        .expect("release");
     assert!(matches!(
-        l.job_cancel(
-            &jk("busy:2026-10-25"),
-            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
-            later
-        )
-        .await,
+        l.jobs()
+            .cancel(
+                &jk("busy:2026-10-25"),
+                &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+                later
+            )
+            .await,
         Err(LedgerError::WrongState { .. })
     ));
     let d = l
-        .delivery_get(leases[0].key())
+        .deliveries()
+        .get(leases[0].key())
         .await
         .expect("get")
         .expect("d");
@@ -356,7 +428,8 @@ async fn a_writable_ledger_is_ready(t: &TestLedger) {
         .await
         .expect("twice: the probe leaves no transaction open");
     let job = l
-        .job_get(&jk("probe:2026-10-25"))
+        .jobs()
+        .get(&jk("probe:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -372,11 +445,16 @@ async fn a_render_again_keeps_the_deliveries_an_earlier_render_created(t: &TestL
     let kept = quarantined_job(t, key).await;
     let later = t0() + Duration::days(9);
     let audit = Audit::new("ops", "again", Via::Cli).expect("audited");
-    l.job_redrive(&jk(key), &audit, later)
+    l.jobs()
+        .redrive(&jk(key), &audit, later)
         .await
         .expect("redrive");
     ready_jobs(t, &["fresh:2026-10-25"]).await;
-    let leased = l.job_lease(&params("w2", later, 10)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("w2", later, 10))
+        .await
+        .expect("lease");
     let (again, fresh) = (
         lease_of(&leased, key),
         lease_of(&leased, "fresh:2026-10-25"),
@@ -426,14 +504,21 @@ async fn a_render_again_keeps_the_deliveries_an_earlier_render_created(t: &TestL
             "fresh:2026-10-25/email:ops@example.com"
         ]
     );
-    let d = l.delivery_get(&kept).await.expect("get").expect("kept");
+    let d = l.deliveries().get(&kept).await.expect("get").expect("kept");
     assert_eq!(
         (d.state, d.attempts, d.redrive_count),
         (DeliveryState::Pending, 1, 1),
         "the first render's delivery keeps its row: redriven, waiting, its attempt counted"
     );
-    assert_eq!(l.attempt_list(&kept).await.expect("attempts").len(), 1);
-    assert_eq!(l.delivery_list(&jk(key)).await.expect("list").len(), 2);
+    assert_eq!(
+        l.deliveries()
+            .attempts(&kept)
+            .await
+            .expect("attempts")
+            .len(),
+        1
+    );
+    assert_eq!(l.deliveries().list(&jk(key)).await.expect("list").len(), 2);
 }
 
 on_both_backends!(

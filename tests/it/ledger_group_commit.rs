@@ -28,18 +28,23 @@ fn renders_of_a_and_b(leased: &[LeasedJob]) -> [Render; 2] {
     [a, b]
 }
 
-/// A batch of renders records each as `job_rendered` would, in one transaction: a lost lease
+/// A batch of renders records each as `ledger.jobs().rendered` would, in one transaction: a lost lease
 /// in it is refused alone and creates no deliveries.
 async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-25", "b:2026-10-25", "c:2026-10-25"]).await;
-    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("w1", t0(), 10))
+        .await
+        .expect("lease");
     assert_eq!(leased.len(), 3);
     // A lease no longer held: c released, then leased again by another worker.
     let stale = lease_of(&leased, "c:2026-10-25");
-    l.job_release(&stale, t0()).await.expect("release");
+    l.jobs().release(&stale, t0()).await.expect("release");
     let relet = l
-        .job_lease(&params("w2", t0(), 10))
+        .leases()
+        .jobs(&params("w2", t0(), 10))
         .await
         .expect("lease again");
     assert_eq!(relet.len(), 1);
@@ -49,18 +54,23 @@ async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
         artifact: artifact(),
         deliveries: destinations("c:2026-10-25", &["x@example.com"]),
     };
-    let results = l.job_rendered_many(&[a, b, c], t0()).await.expect("batch");
+    let results = l
+        .jobs()
+        .rendered_many(&[a, b, c], t0())
+        .await
+        .expect("batch");
     assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
     assert!(matches!(results[2], Err(LedgerError::LeaseLost { .. })));
     let job =
-        |key: &'static str| async move { l.job_get(&jk(key)).await.expect("get").expect("job") };
+        |key: &'static str| async move { l.jobs().get(&jk(key)).await.expect("get").expect("job") };
     let a = job("a:2026-10-25").await;
     assert_eq!(
         (a.state, a.artifact),
         (JobState::Delivering, Some(artifact()))
     );
     assert_eq!(
-        l.delivery_list(&jk("a:2026-10-25"))
+        l.deliveries()
+            .list(&jk("a:2026-10-25"))
             .await
             .expect("list")
             .len(),
@@ -78,13 +88,15 @@ async fn rendered_many_records_each_and_refuses_lost_leases(t: &TestLedger) {
         "the stale lease changed nothing"
     );
     assert!(
-        l.delivery_list(&jk("c:2026-10-25"))
+        l.deliveries()
+            .list(&jk("c:2026-10-25"))
             .await
             .expect("list")
             .is_empty()
     );
     assert!(
-        l.job_rendered_many(&[], t0())
+        l.jobs()
+            .rendered_many(&[], t0())
             .await
             .expect("empty")
             .is_empty()
@@ -121,7 +133,11 @@ async fn renders_leased_to_w1(
 async fn a_render_creates_its_deliveries_leased_to_its_node(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
-    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("w1", t0(), 10))
+        .await
+        .expect("lease");
     let now = t0() + Duration::seconds(7);
     let recorded = renders_leased_to_w1(t, &renders_of_a_and_b(&leased), now).await;
     let mut born = match &recorded[..] {
@@ -149,23 +165,30 @@ async fn a_render_creates_its_deliveries_leased_to_its_node(t: &TestLedger) {
         );
     }
     assert!(
-        l.delivery_lease(&params("w2", now, 10))
+        l.leases()
+            .deliveries(&params("w2", now, 10))
             .await
             .expect("claim")
             .is_empty(),
         "another node claims none of them while the lease holds"
     );
-    l.delivery_finish(
-        &born[0].lease,
-        &attempt(ResponseClass::Accepted, now),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("sent under the lease it was born with");
-    l.delivery_release(&born[1].lease, now)
+    l.deliveries()
+        .finish(
+            &born[0].lease,
+            &attempt(ResponseClass::Accepted, now),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent under the lease it was born with");
+    l.deliveries()
+        .release(&born[1].lease, now)
         .await
         .expect("given back");
-    let ds = l.delivery_list(&jk("a:2026-10-25")).await.expect("list");
+    let ds = l
+        .deliveries()
+        .list(&jk("a:2026-10-25"))
+        .await
+        .expect("list");
     let states: Vec<(DeliveryState, i64)> = ds.iter().map(|d| (d.state, d.attempts)).collect();
     assert_eq!(
         states,
@@ -173,12 +196,14 @@ async fn a_render_creates_its_deliveries_leased_to_its_node(t: &TestLedger) {
         "sent once; the one given back unstarted counts no attempt"
     );
     let attempts = l
-        .attempt_list(&born[0].delivery.key)
+        .deliveries()
+        .attempts(&born[0].delivery.key)
         .await
         .expect("attempts");
     assert_eq!(attempts.len(), 1);
     let relet = l
-        .delivery_lease(&params("w2", now, 10))
+        .leases()
+        .deliveries(&params("w2", now, 10))
         .await
         .expect("claim");
     assert_eq!(relet.len(), 1, "what went back is any node's to claim");
@@ -191,7 +216,10 @@ async fn a_claim_rides_the_commit_of_the_outcomes(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
     // b goes back unstarted: due again, for any node's claim.
-    l.delivery_release(&leases[1], t0()).await.expect("release");
+    l.deliveries()
+        .release(&leases[1], t0())
+        .await
+        .expect("release");
     ready_jobs(t, &["x:2026-10-25", "y:2026-10-25", "z:2026-10-25"]).await;
     let now = t0() + Duration::seconds(1);
     let finish = [Finish {
@@ -236,11 +264,16 @@ async fn a_claim_rides_the_commit_of_the_outcomes(t: &TestLedger) {
             .all(|j| owned(j.lease.owner(), j.lease.expires_at()))
     );
     assert!((claimed.deliveries.iter()).all(|d| owned(d.lease.owner(), d.lease.expires_at())));
-    let ds = l.delivery_list(&jk("w:2026-10-25")).await.expect("list");
+    let ds = l
+        .deliveries()
+        .list(&jk("w:2026-10-25"))
+        .await
+        .expect("list");
     let states: Vec<DeliveryState> = ds.iter().map(|d| d.state).collect();
     assert_eq!(states, [DeliveryState::Sent, DeliveryState::Sending]);
     let x = l
-        .job_get(&jk("x:2026-10-25"))
+        .jobs()
+        .get(&jk("x:2026-10-25"))
         .await
         .expect("get")
         .expect("x");
@@ -254,7 +287,11 @@ async fn a_claim_rides_the_commit_of_the_outcomes(t: &TestLedger) {
         none.claimed.is_empty(),
         "no node to lease to: nothing claimed"
     );
-    let rest = l.job_lease(&params("w3", now, 10)).await.expect("claim");
+    let rest = l
+        .leases()
+        .jobs(&params("w3", now, 10))
+        .await
+        .expect("claim");
     let rest: Vec<String> = rest.iter().map(|j| j.job.key.to_string()).collect();
     assert_eq!(rest, ["z:2026-10-25"], "what w2 took is not another node's");
 }
@@ -268,7 +305,11 @@ async fn a_batch_past_a_statements_rows_records_each_as_given(t: &TestLedger) {
     let emails: Vec<&str> = emails.iter().map(String::as_str).collect();
     let key = "big:2026-10-25";
     ready_jobs(t, &[key]).await;
-    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("w1", t0(), 10))
+        .await
+        .expect("lease");
     let render = Render {
         lease: leased[0].lease.clone(),
         artifact: artifact(),
@@ -315,13 +356,18 @@ async fn a_batch_past_a_statements_rows_records_each_as_given(t: &TestLedger) {
             }
         })
         .collect();
-    let results = l.delivery_finish_many(&finishes).await.expect("batch");
+    let results = l.deliveries().finish_many(&finishes).await.expect("batch");
     assert_eq!(results.len(), 300);
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     for (i, f) in finishes.iter().enumerate() {
         let key = f.lease.key();
-        let d = l.delivery_get(key).await.expect("get").expect("delivery");
-        let attempts = l.attempt_list(key).await.expect("attempts");
+        let d = l
+            .deliveries()
+            .get(key)
+            .await
+            .expect("get")
+            .expect("delivery");
+        let attempts = l.deliveries().attempts(key).await.expect("attempts");
         assert_eq!(attempts.len(), 1, "{key}");
         let a = &attempts[0];
         let got = (

@@ -98,7 +98,11 @@ async fn every_job_delivery_and_attempt_carries_its_numbers(t: &TestLedger) {
     let numbers: BTreeSet<i64> = jobs.values().filter_map(|n| *n).collect();
     assert_eq!(numbers.len(), 3, "three jobs, three numbers: {jobs:?}");
 
-    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("w1", t0(), 10))
+        .await
+        .expect("lease");
     let renders: Vec<Render> = order
         .iter()
         .map(|(job, emails)| Render {
@@ -108,7 +112,11 @@ async fn every_job_delivery_and_attempt_carries_its_numbers(t: &TestLedger) {
             deliveries: destinations(job, &[*emails, &emails[..1]].concat()),
         })
         .collect();
-    let results = l.job_rendered_many(&renders, t0()).await.expect("renders");
+    let results = l
+        .jobs()
+        .rendered_many(&renders, t0())
+        .await
+        .expect("renders");
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     numbered_in_order(&delivery_numbers(t).await, &order);
     assert_eq!(
@@ -119,7 +127,8 @@ async fn every_job_delivery_and_attempt_carries_its_numbers(t: &TestLedger) {
 
     // Six sends: five finish (sent, or to retry), the sixth's worker goes silent.
     let sends = l
-        .delivery_lease(&params("w1", t0(), 10))
+        .leases()
+        .deliveries(&params("w1", t0(), 10))
         .await
         .expect("sends");
     assert_eq!(sends.len(), 6);
@@ -144,13 +153,18 @@ async fn every_job_delivery_and_attempt_carries_its_numbers(t: &TestLedger) {
             },
         })
         .collect();
-    let finished = l.delivery_finish_many(&finishes).await.expect("finishes");
+    let finished = l
+        .deliveries()
+        .finish_many(&finishes)
+        .await
+        .expect("finishes");
     assert!(finished.iter().all(Result::is_ok), "{finished:?}");
     let budget = RescueBudget {
         max_attempts: 8,
         max_age: Duration::hours(6),
     };
-    l.lease_rescue(t0() + Duration::minutes(10), &budget)
+    l.leases()
+        .rescue(t0() + Duration::minutes(10), &budget)
         .await
         .expect("rescue");
 
@@ -187,17 +201,19 @@ async fn a_later_render_numbers_what_it_adds_after_the_jobs_others(t: &TestLedge
     })
     .await;
     let leased = l
-        .job_lease(&params("w2", t0() + Duration::minutes(1), 10))
+        .leases()
+        .jobs(&params("w2", t0() + Duration::minutes(1), 10))
         .await
         .expect("lease again");
     let lease = lease_of(&leased, key);
     assert!(!lease.is_first(), "a second render lease");
     let emails = ["x@example.com", "y@example.com", "z@example.com"];
     let listed = [&emails[..], &["z@example.com"]].concat();
-    l.job_rendered(&lease, &artifact(), &destinations(key, &listed), t0())
+    l.jobs()
+        .rendered(&lease, &artifact(), &destinations(key, &listed), t0())
         .await
         .expect("rendered again");
-    assert_eq!(l.delivery_list(&jk(key)).await.expect("list").len(), 3);
+    assert_eq!(l.deliveries().list(&jk(key)).await.expect("list").len(), 3);
     numbered_in_order(&delivery_numbers(t).await, &[(key, &emails)]);
 }
 

@@ -18,13 +18,15 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
     sent_and_quarantined(t, &leases).await;
-    l.job_settle(&jk("w:2026-10-25"), t0())
+    l.jobs()
+        .settle(&jk("w:2026-10-25"), t0())
         .await
         .expect("settle");
 
     let later = t0() + Duration::hours(2);
     let out = l
-        .delivery_redrive(
+        .deliveries()
+        .redrive(
             leases[1].key(),
             &Audit::new("alice", "mailbox fixed by carrier", Via::Cli).expect("audited"),
             later,
@@ -33,7 +35,8 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         .expect("redrive");
     assert_eq!(out.job_key, "w:2026-10-25");
     let d = l
-        .delivery_get(leases[1].key())
+        .deliveries()
+        .get(leases[1].key())
         .await
         .expect("get")
         .expect("delivery");
@@ -42,14 +45,19 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         (DeliveryState::Pending, 1, later)
     );
     assert_eq!(
-        l.job_get(&jk("w:2026-10-25"))
+        l.jobs()
+            .get(&jk("w:2026-10-25"))
             .await
             .expect("get")
             .expect("job")
             .state,
         JobState::Delivering
     );
-    let audit = l.redrive_list(&jk("w:2026-10-25")).await.expect("redrives");
+    let audit = l
+        .deliveries()
+        .redrives(&jk("w:2026-10-25"))
+        .await
+        .expect("redrives");
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0].by, "alice");
     assert_eq!(audit[0].reason, "mailbox fixed by carrier");
@@ -64,21 +72,24 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
 
     // The same key is leased again; a second redrive of pending work is refused.
     let again = l
-        .delivery_lease(&params("w1", later, 10))
+        .leases()
+        .deliveries(&params("w1", later, 10))
         .await
         .expect("lease");
     assert_eq!(again.len(), 1);
     assert_eq!(&again[0].delivery.key, leases[1].key());
     assert_eq!(again[0].delivery.budget_attempts_used(), 1);
-    l.delivery_finish(
-        &again[0].lease,
-        &attempt(ResponseClass::Accepted, later),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("the redriven delivery records its attempt");
+    l.deliveries()
+        .finish(
+            &again[0].lease,
+            &attempt(ResponseClass::Accepted, later),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("the redriven delivery records its attempt");
     let numbers: Vec<i64> = l
-        .attempt_list(leases[1].key())
+        .deliveries()
+        .attempts(leases[1].key())
         .await
         .expect("attempts")
         .iter()
@@ -86,44 +97,50 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         .collect();
     assert_eq!(numbers, [1, 2]);
     assert!(matches!(
-        l.delivery_redrive(
-            leases[1].key(),
-            &Audit::new("alice", "again", Via::Cli).expect("audited"),
-            later
-        )
-        .await,
+        l.deliveries()
+            .redrive(
+                leases[1].key(),
+                &Audit::new("alice", "again", Via::Cli).expect("audited"),
+                later
+            )
+            .await,
         Err(LedgerError::WrongState { .. })
     ));
     assert!(matches!(
-        l.delivery_redrive(
-            &dk("nope:2026-10-25/email:x@example.com"),
-            &Audit::new("alice", "x", Via::Cli).expect("audited"),
-            later
-        )
-        .await,
+        l.deliveries()
+            .redrive(
+                &dk("nope:2026-10-25/email:x@example.com"),
+                &Audit::new("alice", "x", Via::Cli).expect("audited"),
+                later
+            )
+            .await,
         Err(LedgerError::NotFound { .. })
     ));
 
     // A job quarantined at render goes back to ready.
     ready_jobs(t, &["r:2026-10-25"]).await;
     let lease = l
-        .job_lease(&params("w1", t0(), 1))
+        .leases()
+        .jobs(&params("w1", t0(), 1))
         .await
         .expect("lease")
         .remove(0)
         .lease;
-    l.job_quarantine(&lease, "bad template", t0())
+    l.jobs()
+        .quarantine(&lease, "bad template", t0())
         .await
         .expect("quarantine");
-    l.job_redrive(
-        &jk("r:2026-10-25"),
-        &Audit::new("bob", "template fixed", Via::Cli).expect("audited"),
-        later,
-    )
-    .await
-    .expect("redrive job");
+    l.jobs()
+        .redrive(
+            &jk("r:2026-10-25"),
+            &Audit::new("bob", "template fixed", Via::Cli).expect("audited"),
+            later,
+        )
+        .await
+        .expect("redrive job");
     let r = l
-        .job_get(&jk("r:2026-10-25"))
+        .jobs()
+        .get(&jk("r:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -132,19 +149,24 @@ async fn redrive_is_audited_and_keeps_keys(t: &TestLedger) {
         (JobState::Ready, 1, None)
     );
     assert!(matches!(
-        l.job_redrive(
-            &jk("r:2026-10-25"),
-            &Audit::new("bob", "twice", Via::Cli).expect("audited"),
-            later
-        )
-        .await,
+        l.jobs()
+            .redrive(
+                &jk("r:2026-10-25"),
+                &Audit::new("bob", "twice", Via::Cli).expect("audited"),
+                later
+            )
+            .await,
         Err(LedgerError::WrongState {
             expected: "quarantined",
             ..
         })
     ));
     assert_eq!(
-        l.redrive_list(&jk("r:2026-10-25")).await.expect("redrives")[0].delivery_key,
+        l.deliveries()
+            .redrives(&jk("r:2026-10-25"))
+            .await
+            .expect("redrives")[0]
+            .delivery_key,
         None
     );
 }
@@ -153,11 +175,13 @@ async fn job_redrive_returns_quarantined_deliveries(t: &TestLedger) {
     let l = &t.ledger;
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
     sent_and_quarantined(t, &leases).await;
-    l.job_settle(&jk("w:2026-10-25"), t0())
+    l.jobs()
+        .settle(&jk("w:2026-10-25"), t0())
         .await
         .expect("settle");
     let out = l
-        .job_redrive(
+        .jobs()
+        .redrive(
             &jk("w:2026-10-25"),
             &Audit::new("ops", "receiver fixed", Via::Cli).expect("audited"),
             t0(),
@@ -166,7 +190,8 @@ async fn job_redrive_returns_quarantined_deliveries(t: &TestLedger) {
         .expect("redrive");
     assert_eq!(out.deliveries, 1, "only the quarantined delivery returns");
     let states: Vec<DeliveryState> = l
-        .delivery_list(&jk("w:2026-10-25"))
+        .deliveries()
+        .list(&jk("w:2026-10-25"))
         .await
         .expect("list")
         .iter()
@@ -174,7 +199,8 @@ async fn job_redrive_returns_quarantined_deliveries(t: &TestLedger) {
         .collect();
     assert_eq!(states, [DeliveryState::Sent, DeliveryState::Pending]);
     assert_eq!(
-        l.job_get(&jk("w:2026-10-25"))
+        l.jobs()
+            .get(&jk("w:2026-10-25"))
             .await
             .expect("get")
             .expect("job")
@@ -188,21 +214,24 @@ async fn rescue_returns_expired_deliveries_and_explains(t: &TestLedger) {
     let leases = rendered_job(t, "w:2026-10-25", &["a@example.com"]).await;
     let later = t0() + Duration::minutes(10);
     assert_eq!(
-        l.lease_rescue(t0() + Duration::minutes(4), &RescueBudget::default())
+        l.leases()
+            .rescue(t0() + Duration::minutes(4), &RescueBudget::default())
             .await
             .expect("rescue")
             .deliveries,
         0
     );
     assert_eq!(
-        l.lease_rescue(later, &RescueBudget::default())
+        l.leases()
+            .rescue(later, &RescueBudget::default())
             .await
             .expect("rescue")
             .deliveries,
         1
     );
     let d = l
-        .delivery_get(leases[0].key())
+        .deliveries()
+        .get(leases[0].key())
         .await
         .expect("get")
         .expect("delivery");
@@ -211,7 +240,11 @@ async fn rescue_returns_expired_deliveries_and_explains(t: &TestLedger) {
         (DeliveryState::Pending, 1),
         "the lost attempt still counts"
     );
-    let attempts = l.attempt_list(leases[0].key()).await.expect("attempts");
+    let attempts = l
+        .deliveries()
+        .attempts(leases[0].key())
+        .await
+        .expect("attempts");
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0].class, ResponseClass::Unknown);
     assert!(
@@ -223,28 +256,32 @@ async fn rescue_returns_expired_deliveries_and_explains(t: &TestLedger) {
     );
     // The old owner cannot record its late result.
     assert!(matches!(
-        l.delivery_finish(
-            &leases[0],
-            &attempt(ResponseClass::Accepted, later),
-            DeliveryNext::Sent
-        )
-        .await,
+        l.deliveries()
+            .finish(
+                &leases[0],
+                &attempt(ResponseClass::Accepted, later),
+                DeliveryNext::Sent
+            )
+            .await,
         Err(LedgerError::LeaseLost { .. })
     ));
     let next = l
-        .delivery_lease(&params("w2", later, 1))
+        .leases()
+        .deliveries(&params("w2", later, 1))
         .await
         .expect("lease")
         .remove(0);
-    l.delivery_finish(
-        &next.lease,
-        &attempt(ResponseClass::Accepted, later),
-        DeliveryNext::Sent,
-    )
-    .await
-    .expect("new owner records");
+    l.deliveries()
+        .finish(
+            &next.lease,
+            &attempt(ResponseClass::Accepted, later),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("new owner records");
     let numbers: Vec<i64> = l
-        .attempt_list(leases[0].key())
+        .deliveries()
+        .attempts(leases[0].key())
         .await
         .expect("attempts")
         .iter()
@@ -256,41 +293,49 @@ async fn rescue_returns_expired_deliveries_and_explains(t: &TestLedger) {
 async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
-    l.job_cancel(
-        &jk("a:2026-10-25"),
-        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
-        t0(),
-    )
-    .await
-    .expect("cancel ready");
+    l.jobs()
+        .cancel(
+            &jk("a:2026-10-25"),
+            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+            t0(),
+        )
+        .await
+        .expect("cancel ready");
     assert_eq!(
-        l.job_get(&jk("a:2026-10-25"))
+        l.jobs()
+            .get(&jk("a:2026-10-25"))
             .await
             .expect("get")
             .expect("job")
             .state,
         JobState::Cancelled
     );
-    let _lease = l.job_lease(&params("w1", t0(), 1)).await.expect("lease");
+    let _lease = l
+        .leases()
+        .jobs(&params("w1", t0(), 1))
+        .await
+        .expect("lease");
     assert!(matches!(
-        l.job_cancel(
-            &jk("b:2026-10-25"),
-            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
-            t0()
-        )
-        .await,
+        l.jobs()
+            .cancel(
+                &jk("b:2026-10-25"),
+                &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+                t0()
+            )
+            .await,
         Err(LedgerError::WrongState {
             expected: "ready, waiting or quarantined",
             ..
         })
     ));
     assert!(matches!(
-        l.job_cancel(
-            &jk("zz:2026-10-25"),
-            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
-            t0()
-        )
-        .await,
+        l.jobs()
+            .cancel(
+                &jk("zz:2026-10-25"),
+                &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+                t0()
+            )
+            .await,
         Err(LedgerError::NotFound { .. })
     ));
 }
@@ -298,15 +343,17 @@ async fn cancel_only_from_ready_or_quarantined(t: &TestLedger) {
 async fn lists_filter_by_state_and_report(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-24", "a:2026-10-25", "b:2026-10-25"]).await;
-    l.job_cancel(
-        &jk("b:2026-10-25"),
-        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
-        t0(),
-    )
-    .await
-    .expect("cancel");
+    l.jobs()
+        .cancel(
+            &jk("b:2026-10-25"),
+            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+            t0(),
+        )
+        .await
+        .expect("cancel");
     let ready = l
-        .job_list(&JobFilter {
+        .jobs()
+        .list(&JobFilter {
             state: Some(JobState::Ready),
             ..JobFilter::default()
         })
@@ -317,36 +364,40 @@ async fn lists_filter_by_state_and_report(t: &TestLedger) {
         ["a:2026-10-25", "a:2026-10-24"]
     );
     let b = l
-        .job_list(&JobFilter {
+        .jobs()
+        .list(&JobFilter {
             report: Some("b".into()),
             ..JobFilter::default()
         })
         .await
         .expect("list");
     assert_eq!(b.len(), 1);
-    let counts = l.job_count_by_state().await.expect("counts");
+    let counts = l.jobs().count_by_state().await.expect("counts");
     assert_eq!(counts, [(JobState::Cancelled, 1), (JobState::Ready, 2)]);
 }
 
 async fn terminal_before_finds_only_finished_old_work(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["old:2026-10-25", "new:2026-10-25", "live:2026-10-25"]).await;
-    l.job_cancel(
-        &jk("old:2026-10-25"),
-        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
-        t0(),
-    )
-    .await
-    .expect("cancel");
-    l.job_cancel(
-        &jk("new:2026-10-25"),
-        &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
-        t0() + Duration::days(5),
-    )
-    .await
-    .expect("cancel");
+    l.jobs()
+        .cancel(
+            &jk("old:2026-10-25"),
+            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+            t0(),
+        )
+        .await
+        .expect("cancel");
+    l.jobs()
+        .cancel(
+            &jk("new:2026-10-25"),
+            &Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+            t0() + Duration::days(5),
+        )
+        .await
+        .expect("cancel");
     let found = l
-        .job_terminal_before(t0() + Duration::days(1), 100)
+        .retention()
+        .terminal_before(t0() + Duration::days(1), 100)
         .await
         .expect("query");
     assert_eq!(
@@ -354,7 +405,8 @@ async fn terminal_before_finds_only_finished_old_work(t: &TestLedger) {
         ["old:2026-10-25"]
     );
     let all = l
-        .job_terminal_before(t0() + Duration::days(30), 100)
+        .retention()
+        .terminal_before(t0() + Duration::days(30), 100)
         .await
         .expect("query");
     assert_eq!(all.len(), 2, "a ready job is never returned, however old");
@@ -362,17 +414,19 @@ async fn terminal_before_finds_only_finished_old_work(t: &TestLedger) {
 
 async fn schedule_tick_never_moves_backwards(t: &TestLedger) {
     let l = &t.ledger;
-    assert_eq!(l.schedule_last_tick("a").await.expect("get"), None);
-    l.schedule_record_tick("a", t0()).await.expect("record");
-    l.schedule_record_tick("a", t0() - Duration::hours(1))
+    assert_eq!(l.ticks().last("a").await.expect("get"), None);
+    l.ticks().record("a", t0()).await.expect("record");
+    l.ticks()
+        .record("a", t0() - Duration::hours(1))
         .await
         .expect("record older");
-    assert_eq!(l.schedule_last_tick("a").await.expect("get"), Some(t0()));
-    l.schedule_record_tick("a", t0() + Duration::hours(1))
+    assert_eq!(l.ticks().last("a").await.expect("get"), Some(t0()));
+    l.ticks()
+        .record("a", t0() + Duration::hours(1))
         .await
         .expect("record newer");
     assert_eq!(
-        l.schedule_last_tick("a").await.expect("get"),
+        l.ticks().last("a").await.expect("get"),
         Some(t0() + Duration::hours(1))
     );
 }
@@ -382,12 +436,14 @@ async fn delivery_lease_carries_its_job(t: &TestLedger) {
     rendered_job(t, "w:2026-10-25", &["a@example.com", "b@example.com"]).await;
     let later = t0() + Duration::hours(1);
     let rescued = l
-        .lease_rescue(later, &RescueBudget::default())
+        .leases()
+        .rescue(later, &RescueBudget::default())
         .await
         .expect("rescue");
     assert_eq!(rescued.deliveries, 2);
     let leased = l
-        .delivery_lease(&params("w2", later, 10))
+        .leases()
+        .deliveries(&params("w2", later, 10))
         .await
         .expect("lease");
     assert_eq!(leased.len(), 2);

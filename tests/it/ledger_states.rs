@@ -163,13 +163,18 @@ async fn a_delivery_of_a_kind_this_version_does_not_send_is_stored_and_read(t: &
     ready_jobs(t, &["fax-report:2026-11-30"]).await;
     let leased = t
         .ledger
-        .job_lease(&params("w1", t0(), 10))
+        .leases()
+        .jobs(&params("w1", t0(), 10))
         .await
         .expect("lease");
     let lease = lease_of(&leased, "fax-report:2026-11-30");
     let new = [dawnpost::ledger::NewDelivery { key: key.clone() }];
-    (t.ledger.job_rendered(&lease, &artifact(), &new, t0()).await).expect("rendered");
-    let deliveries = t.ledger.delivery_list(&job).await.expect("deliveries");
+    (t.ledger
+        .jobs()
+        .rendered(&lease, &artifact(), &new, t0())
+        .await)
+        .expect("rendered");
+    let deliveries = t.ledger.deliveries().list(&job).await.expect("deliveries");
     let kinds: Vec<String> = deliveries
         .iter()
         .map(|d| d.key.kind().to_string())

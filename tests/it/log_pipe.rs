@@ -62,7 +62,8 @@ async fn all_sent(p: &Project, hooks: usize) {
     let url = format!("sqlite://{}", p.root().join("var/dawnpost.db").display());
     let l = Ledger::connect(&url, p.root()).await.expect("ledger");
     let deliveries = l
-        .delivery_list(&common::jk(&format!("pipe:{DATE}")))
+        .deliveries()
+        .list(&common::jk(&format!("pipe:{DATE}")))
         .await
         .expect("deliveries");
     assert_eq!(deliveries.len(), hooks);
@@ -125,11 +126,12 @@ async fn daemon_delivers_and_stops(stderr: Stdio) {
     let url = format!("sqlite://{}", p.root().join("var/dawnpost.db").display());
     let l = Ledger::connect(&url, p.root()).await.expect("ledger");
     let jobs = l
-        .job_list(&dawnpost::ledger::JobFilter::default())
+        .jobs()
+        .list(&dawnpost::ledger::JobFilter::default())
         .await
         .expect("jobs");
     assert_eq!(jobs.len(), 1);
-    let deliveries = l.delivery_list(&jobs[0].key).await.expect("deliveries");
+    let deliveries = l.deliveries().list(&jobs[0].key).await.expect("deliveries");
     assert_eq!(deliveries.len(), hooks);
     assert!(deliveries.iter().all(|d| d.state == DeliveryState::Sent));
     l.close().await;

@@ -203,9 +203,13 @@ async fn the_audit_table_keeps_its_old_name_until_the_contract_migration(url: &s
         .await
         .expect("open");
     let now = common::at(2026, 12, 1, 6, 0);
-    let expand = l.migrate(now, now, true).await.expect("expand only");
+    let expand = l
+        .schema()
+        .migrate(now, now, true)
+        .await
+        .expect("expand only");
     assert!(expand.blocked.is_none());
-    let pending = l.schema_fit().await.expect("fit").pending;
+    let pending = l.schema().fit().await.expect("fit").pending;
     let waiting: Vec<(i64, &str)> = pending
         .iter()
         .map(|m| (m.version, m.kind.as_str()))
@@ -217,10 +221,11 @@ async fn the_audit_table_keeps_its_old_name_until_the_contract_migration(url: &s
          deliveries' text keys)"
     );
     let job = common::fixtures::new_job("warehouse-17", "2026-11-30", now);
-    l.job_insert_many(&[job], now).await.expect("insert");
+    l.jobs().insert_many(&[job], now).await.expect("insert");
     write_the_old_way(&raw, "warehouse-17:2026-11-30").await;
     let audit = l
-        .redrive_list(&common::jk("warehouse-17:2026-11-30"))
+        .deliveries()
+        .redrives(&common::jk("warehouse-17:2026-11-30"))
         .await
         .expect("audit");
     assert_eq!(audit.len(), 1);
@@ -230,15 +235,16 @@ async fn the_audit_table_keeps_its_old_name_until_the_contract_migration(url: &s
     );
     delete_the_old_way(&raw, "warehouse-17:2026-11-30").await;
     assert!(
-        l.redrive_list(&common::jk("warehouse-17:2026-11-30"))
+        l.deliveries()
+            .redrives(&common::jk("warehouse-17:2026-11-30"))
             .await
             .expect("audit")
             .is_empty(),
         "deleted through the old name"
     );
-    let contract = l.migrate(now, now, false).await.expect("contract");
+    let contract = l.schema().migrate(now, now, false).await.expect("contract");
     assert_eq!(contract.applied.len(), 3);
-    assert!(l.schema_fit().await.expect("fit").pending.is_empty());
+    assert!(l.schema().fit().await.expect("fit").pending.is_empty());
     let old_name = raw
         .execute("SELECT * FROM redrives WHERE job_key = $1", "w")
         .await

@@ -135,7 +135,8 @@ async fn unsent_leases_of(t: &TestLedger, pid: u32, seen: &BTreeSet<String>) -> 
         .collect();
     let owner = format!(":{pid}");
     t.ledger
-        .delivery_list_many(&keys.iter().collect::<Vec<_>>())
+        .deliveries()
+        .list_many(&keys.iter().collect::<Vec<_>>())
         .await
         .expect("deliveries")
         .into_iter()

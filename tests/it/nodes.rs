@@ -23,14 +23,21 @@ fn node(id: &str, schema: i64, beat: chrono::DateTime<chrono::Utc>) -> Node {
 async fn a_heartbeat_registers_a_node_and_silence_ends_it(t: &TestLedger) {
     let l = &t.ledger;
     let t0 = at(2026, 12, 1, 6, 0);
-    l.node_heartbeat(&node("a:1", 10, t0)).await.expect("beat");
-    l.node_heartbeat(&node("b:2", 10, t0)).await.expect("beat");
-    // A second heartbeat updates the row; the start stays.
-    let later = t0 + Duration::seconds(10);
-    l.node_heartbeat(&node("a:1", 11, later))
+    l.nodes()
+        .heartbeat(&node("a:1", 10, t0))
         .await
         .expect("beat");
-    let live = l.node_list(t0).await.expect("list");
+    l.nodes()
+        .heartbeat(&node("b:2", 10, t0))
+        .await
+        .expect("beat");
+    // A second heartbeat updates the row; the start stays.
+    let later = t0 + Duration::seconds(10);
+    l.nodes()
+        .heartbeat(&node("a:1", 11, later))
+        .await
+        .expect("beat");
+    let live = l.nodes().list(t0).await.expect("list");
     assert_eq!(live.len(), 2);
     let a = live.iter().find(|n| n.id == "a:1").expect("a");
     assert_eq!(
@@ -39,16 +46,17 @@ async fn a_heartbeat_registers_a_node_and_silence_ends_it(t: &TestLedger) {
     );
     // Live means a recent heartbeat: b is silent since t0.
     let ids: Vec<String> = l
-        .node_list(t0 + Duration::seconds(5))
+        .nodes()
+        .list(t0 + Duration::seconds(5))
         .await
         .expect("list")
         .into_iter()
         .map(|n| n.id)
         .collect();
     assert_eq!(ids, ["a:1"]);
-    assert_eq!(l.node_expire(later).await.expect("expire"), 1, "b's row");
-    l.node_leave("a:1").await.expect("leave");
-    assert!(l.node_list(t0).await.expect("list").is_empty());
+    assert_eq!(l.nodes().expire(later).await.expect("expire"), 1, "b's row");
+    l.nodes().leave("a:1").await.expect("leave");
+    assert!(l.nodes().list(t0).await.expect("list").is_empty());
 }
 
 #[test]
@@ -110,10 +118,12 @@ async fn the_overview_lists_the_live_nodes(t: &TestLedger) {
     let s = start(t).await;
     let now = s.clock.now();
     let l = &t.ledger;
-    l.node_heartbeat(&node("web-1:4242", 10, now - Duration::seconds(5)))
+    l.nodes()
+        .heartbeat(&node("web-1:4242", 10, now - Duration::seconds(5)))
         .await
         .expect("beat");
-    l.node_heartbeat(&node("gone-2:77", 9, now - Duration::minutes(5)))
+    l.nodes()
+        .heartbeat(&node("gone-2:77", 9, now - Duration::minutes(5)))
         .await
         .expect("beat");
     // Started a minute after web-1: live, and it follows.
@@ -121,7 +131,7 @@ async fn the_overview_lists_the_live_nodes(t: &TestLedger) {
         started_at: at(2026, 12, 1, 6, 1),
         ..node("web-3:99", 10, now - Duration::seconds(2))
     };
-    l.node_heartbeat(&later).await.expect("beat");
+    l.nodes().heartbeat(&later).await.expect("beat");
     let cookie = sign_in(&s, VIEWER_TOKEN).await;
     let html = page(&s, "/ui/", &cookie).await;
     let nodes = html
@@ -155,9 +165,13 @@ async fn held_leases_are_named_with_their_owner_until_they_expire(t: &TestLedger
     use common::fixtures::{artifact, destinations, params, ready_jobs, t0};
     let l = &t.ledger;
     ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
-    let renders = l.job_lease(&params("old:7", t0(), 1)).await.expect("lease");
+    let renders = l
+        .leases()
+        .jobs(&params("old:7", t0(), 1))
+        .await
+        .expect("lease");
     assert_eq!(renders.len(), 1);
-    let held = l.leases_held(t0()).await.expect("held");
+    let held = l.leases().held(t0()).await.expect("held");
     assert_eq!(held.len(), 1);
     assert_eq!(
         (held[0].work, held[0].key.as_str(), held[0].owner.as_str()),
@@ -166,28 +180,30 @@ async fn held_leases_are_named_with_their_owner_until_they_expire(t: &TestLedger
     assert_eq!(held[0].until, t0() + Duration::minutes(5));
     // Rendered: the render lease is released; its deliveries' send leases are held.
     let job = renders[0].job.key.to_string();
-    l.job_rendered(
-        &renders[0].lease,
-        &artifact(),
-        &destinations(&job, &["ops@example.com"]),
-        t0(),
-    )
-    .await
-    .expect("rendered");
-    l.delivery_lease(&params("new:8", t0(), 10))
+    l.jobs()
+        .rendered(
+            &renders[0].lease,
+            &artifact(),
+            &destinations(&job, &["ops@example.com"]),
+            t0(),
+        )
+        .await
+        .expect("rendered");
+    l.leases()
+        .deliveries(&params("new:8", t0(), 10))
         .await
         .expect("send lease");
-    let held = l.leases_held(t0()).await.expect("held");
+    let held = l.leases().held(t0()).await.expect("held");
     let named: Vec<(&str, &str)> = held.iter().map(|h| (h.work, h.owner.as_str())).collect();
     assert_eq!(named, [("send", "new:8")]);
     let later = t0() + Duration::minutes(5);
     assert!(
-        l.leases_held(later).await.expect("held").is_empty(),
+        l.leases().held(later).await.expect("held").is_empty(),
         "expired"
     );
 }
 
-/// A registry's round (`Ledger::node_beat`, one transaction): this node's heartbeat, a node
+/// A registry's round (`ledger.nodes().beat`, one transaction): this node's heartbeat, a node
 /// silent for longer than the forgetting span removed, and the write format every live node
 /// reads followed — an older live peer holds it back, and once the peer is silent it moves on.
 async fn a_registry_round_beats_forgets_and_follows_the_live_nodes(t: &TestLedger) {
@@ -195,25 +211,32 @@ async fn a_registry_round_beats_forgets_and_follows_the_live_nodes(t: &TestLedge
     let now = at(2026, 12, 1, 6, 0);
     let forget_before = now - Duration::days(1);
     let live_since = now - Duration::seconds(30);
-    l.node_heartbeat(&node("gone:1", 10, now - Duration::days(2)))
+    l.nodes()
+        .heartbeat(&node("gone:1", 10, now - Duration::days(2)))
         .await
         .expect("beat");
-    l.node_heartbeat(&node("older:2", 10, now - Duration::seconds(5)))
+    l.nodes()
+        .heartbeat(&node("older:2", 10, now - Duration::seconds(5)))
         .await
         .expect("beat");
     let me = Node {
         formats: dawnpost::ledger::WORK_FORMAT.to_string(),
         ..node("me:3", 11, now)
     };
-    let beat = l.node_beat(&me, forget_before, live_since).await;
+    let beat = l.nodes().beat(&me, forget_before, live_since).await;
     let beat = beat.expect("beat");
     assert_eq!(beat.format, 1, "the older peer reads format 1 only");
     let live: Vec<&str> = beat.live.iter().map(|n| n.id.as_str()).collect();
     assert_eq!(live, ["me:3", "older:2"], "the oldest start first");
-    assert_eq!(l.write_format(), 1);
-    let ids: Vec<String> = (l.node_list(forget_before).await.expect("list").into_iter())
-        .map(|n| n.id)
-        .collect();
+    assert_eq!(l.nodes().write_format(), 1);
+    let ids: Vec<String> = (l
+        .nodes()
+        .list(forget_before)
+        .await
+        .expect("list")
+        .into_iter())
+    .map(|n| n.id)
+    .collect();
     assert_eq!(
         ids,
         ["me:3", "older:2"],
@@ -225,7 +248,7 @@ async fn a_registry_round_beats_forgets_and_follows_the_live_nodes(t: &TestLedge
         heartbeat_at: later,
         ..me
     };
-    let format = l.node_beat(
+    let format = l.nodes().beat(
         &me,
         later - Duration::days(1),
         later - Duration::seconds(30),
@@ -235,9 +258,10 @@ async fn a_registry_round_beats_forgets_and_follows_the_live_nodes(t: &TestLedge
         dawnpost::ledger::WORK_FORMAT,
         "the older peer fell silent"
     );
-    assert_eq!(l.write_format(), dawnpost::ledger::WORK_FORMAT);
+    assert_eq!(l.nodes().write_format(), dawnpost::ledger::WORK_FORMAT);
     let live = l
-        .node_list(later - Duration::seconds(30))
+        .nodes()
+        .list(later - Duration::seconds(30))
         .await
         .expect("list");
     assert_eq!(live.len(), 1);

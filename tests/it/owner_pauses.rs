@@ -55,7 +55,7 @@ fn notifier(
 
 /// The send's state and attempts.
 async fn send_state(t: &TestLedger) -> Vec<(String, i64)> {
-    let sends = t.ledger.notice_sends_of("wh:2026-11-30/late").await;
+    let sends = t.ledger.notices().sends_of("wh:2026-11-30/late").await;
     (sends.expect("sends").into_iter())
         .map(|s| (s.state, s.attempts))
         .collect()

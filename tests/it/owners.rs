@@ -174,7 +174,8 @@ async fn a_fire_that_never_became_a_job_is_late_and_told_once(t: &TestLedger) {
 
     // An operator makes the job and it finishes: no longer late, and nobody is told again.
     t.ledger
-        .job_insert_many(
+        .jobs()
+        .insert_many(
             &[job("wh:2026-11-30", at(2026, 11, 30, 8, 2))],
             at(2026, 11, 30, 8, 2),
         )
@@ -182,7 +183,8 @@ async fn a_fire_that_never_became_a_job_is_late_and_told_once(t: &TestLedger) {
         .expect("insert");
     let audit = Audit::new("ops", "not wanted today", Via::Cli).expect("audit");
     t.ledger
-        .job_cancel(&jk("wh:2026-11-30"), &audit, at(2026, 11, 30, 8, 3))
+        .jobs()
+        .cancel(&jk("wh:2026-11-30"), &audit, at(2026, 11, 30, 8, 3))
         .await
         .expect("cancel");
     rig.clock.set(at(2026, 11, 30, 8, 4));
@@ -226,7 +228,8 @@ async fn a_job_done_by_its_deadline_is_not_late(t: &TestLedger) {
     );
     let fire = at(2026, 10, 25, 5, 30);
     t.ledger
-        .job_insert_many(
+        .jobs()
+        .insert_many(
             &[job("a:2026-10-25", fire), job("b:2026-10-25", fire)],
             fire,
         )
@@ -234,7 +237,8 @@ async fn a_job_done_by_its_deadline_is_not_late(t: &TestLedger) {
         .expect("insert");
     let leased = t
         .ledger
-        .job_lease(&params("w", fire, 10))
+        .leases()
+        .jobs(&params("w", fire, 10))
         .await
         .expect("lease");
     for j in &leased {
@@ -246,14 +250,16 @@ async fn a_job_done_by_its_deadline_is_not_late(t: &TestLedger) {
             ),
         }];
         t.ledger
-            .job_rendered(&j.lease, &crate::common::fixtures::artifact(), &to, fire)
+            .jobs()
+            .rendered(&j.lease, &crate::common::fixtures::artifact(), &to, fire)
             .await
             .expect("rendered");
     }
     // a's delivery is sent at 06:00; b's waits.
     let sending = t
         .ledger
-        .delivery_lease(&params("w", at(2026, 10, 25, 6, 0), 10))
+        .leases()
+        .deliveries(&params("w", at(2026, 10, 25, 6, 0), 10))
         .await
         .expect("lease");
     let a = sending
@@ -261,7 +267,8 @@ async fn a_job_done_by_its_deadline_is_not_late(t: &TestLedger) {
         .find(|d| d.delivery.key.to_string().starts_with("a:"))
         .expect("a");
     t.ledger
-        .delivery_finish(
+        .deliveries()
+        .finish(
             &a.lease,
             &crate::common::fixtures::attempt(
                 dawnpost::domain::outcome::ResponseClass::Accepted,
@@ -272,7 +279,8 @@ async fn a_job_done_by_its_deadline_is_not_late(t: &TestLedger) {
         .await
         .expect("sent");
     t.ledger
-        .job_settle(&jk("a:2026-10-25"), at(2026, 10, 25, 6, 0))
+        .jobs()
+        .settle(&jk("a:2026-10-25"), at(2026, 10, 25, 6, 0))
         .await
         .expect("settle");
 
@@ -306,10 +314,15 @@ async fn five_hundred_quarantines_are_one_message(t: &TestLedger) {
             .collect();
         let l = t.ledger.clone();
         async move {
-            l.job_insert_many(&jobs, at_).await.expect("insert");
-            let leased = l.job_lease(&params("w", at_, 1000)).await.expect("lease");
+            l.jobs().insert_many(&jobs, at_).await.expect("insert");
+            let leased = l
+                .leases()
+                .jobs(&params("w", at_, 1000))
+                .await
+                .expect("lease");
             for j in leased {
-                l.job_quarantine(&j.lease, "HTTP 404 from the source", at_)
+                l.jobs()
+                    .quarantine(&j.lease, "HTTP 404 from the source", at_)
                     .await
                     .expect("quarantine");
             }
@@ -422,7 +435,8 @@ async fn the_owner_webhook_is_signed_retried_and_pinned(t: &TestLedger) {
     crate::contracts::pinned("owner-notice-v1.json", &body);
     let sends = t
         .ledger
-        .notice_sends_of("wh:2026-11-30/late")
+        .notices()
+        .sends_of("wh:2026-11-30/late")
         .await
         .expect("sends");
     assert_eq!(sends.len(), 1);
@@ -443,7 +457,7 @@ async fn owners_sends_wait_for_their_hosts_rate_limit(t: &TestLedger) {
     let sends = |t: &TestLedger| {
         let ledger = t.ledger.clone();
         async move {
-            let sends = ledger.notice_sends_of("wh:2026-11-30/late").await;
+            let sends = ledger.notices().sends_of("wh:2026-11-30/late").await;
             let sends = sends.expect("sends");
             sends
                 .into_iter()
@@ -491,13 +505,14 @@ async fn owners_sends_wait_for_their_hosts_rate_limit(t: &TestLedger) {
     assert_eq!(shared.take("127.0.0.1:2525"), Ok(()), "the pool's send");
     let notifier = rig.notifier.with_limits(shared);
     t.ledger
-        .job_insert_many(&[job("wh:2026-11-30", nine)], nine)
+        .jobs()
+        .insert_many(&[job("wh:2026-11-30", nine)], nine)
         .await
         .expect("insert");
-    let leased = t.ledger.job_lease(&params("w", nine, 10)).await;
+    let leased = t.ledger.leases().jobs(&params("w", nine, 10)).await;
     for j in leased.expect("lease") {
         let error = "HTTP 404 from the source";
-        let quarantined = t.ledger.job_quarantine(&j.lease, error, nine).await;
+        let quarantined = t.ledger.jobs().quarantine(&j.lease, error, nine).await;
         quarantined.expect("quarantine");
     }
     let held = notifier.run_once().await.expect("round");

@@ -149,7 +149,8 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
 
     let l = &t.ledger;
     let attempts = l
-        .attempt_list(&dk("mail:2026-11-30/email:busy@example.com"))
+        .deliveries()
+        .attempts(&dk("mail:2026-11-30/email:busy@example.com"))
         .await
         .expect("attempts");
     assert_eq!(attempts.len(), 2);
@@ -163,7 +164,8 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
         "no retry before its time"
     );
     let bad = l
-        .attempt_list(&dk("mail:2026-11-30/email:bad@example.com"))
+        .deliveries()
+        .attempts(&dk("mail:2026-11-30/email:bad@example.com"))
         .await
         .expect("attempts");
     assert_eq!(bad.len(), 1, "5xx is permanent: quarantined at once");
@@ -179,7 +181,8 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
         );
     }
     assert_eq!(
-        l.job_get(&jk("mail:2026-11-30"))
+        l.jobs()
+            .get(&jk("mail:2026-11-30"))
             .await
             .expect("get")
             .expect("job")
@@ -189,13 +192,14 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
 
     // An operator fixes the mailbox and redrives: delivered, audited, nothing else resent.
     peer.set_rule(Arc::new(|_: &str, _| (250, 250)));
-    l.delivery_redrive(
-        &dk("mail:2026-11-30/email:bad@example.com"),
-        &Audit::new("ops-alice", "mailbox restored", Via::Cli).expect("audited"),
-        chrono::Utc::now(),
-    )
-    .await
-    .expect("redrive");
+    l.deliveries()
+        .redrive(
+            &dk("mail:2026-11-30/email:bad@example.com"),
+            &Audit::new("ops-alice", "mailbox restored", Via::Cli).expect("audited"),
+            chrono::Utc::now(),
+        )
+        .await
+        .expect("redrive");
     let second = run(&p, t).await;
     assert_eq!(second.exit_code, 0, "{second:?}");
     let accepted: Vec<String> = peer.accepted().iter().map(|m| m.rcpt.clone()).collect();
@@ -205,12 +209,17 @@ async fn email_one_per_recipient_classified_and_redriven(t: &TestLedger) {
         "one email per recipient in all: {accepted:?}"
     );
     let d = l
-        .delivery_get(&dk("mail:2026-11-30/email:bad@example.com"))
+        .deliveries()
+        .get(&dk("mail:2026-11-30/email:bad@example.com"))
         .await
         .expect("get")
         .expect("delivery");
     assert_eq!((d.state, d.redrive_count), (DeliveryState::Sent, 1));
-    let audit = l.redrive_list(&jk("mail:2026-11-30")).await.expect("audit");
+    let audit = l
+        .deliveries()
+        .redrives(&jk("mail:2026-11-30"))
+        .await
+        .expect("audit");
     assert_eq!(
         (audit[0].by.as_str(), audit[0].reason.as_str()),
         ("ops-alice", "mailbox restored")
@@ -330,7 +339,8 @@ async fn webhooks_honour_retry_after_keep_keys_and_sign(t: &TestLedger) {
 
     let l = &t.ledger;
     let down = l
-        .delivery_get(&dk(&format!("hooks:2026-11-30/webhook:{}", rx.url("down"))))
+        .deliveries()
+        .get(&dk(&format!("hooks:2026-11-30/webhook:{}", rx.url("down"))))
         .await
         .expect("get")
         .expect("d");
@@ -343,7 +353,7 @@ async fn webhooks_honour_retry_after_keep_keys_and_sign(t: &TestLedger) {
         "{:?}",
         down.last_error
     );
-    let attempts = l.attempt_list(&key).await.expect("attempts");
+    let attempts = l.deliveries().attempts(&key).await.expect("attempts");
     assert_eq!(attempts[0].retry_after_ms, Some(1000));
     assert_eq!(attempts[0].code, Some(429));
     let dlq = dawnpost::views::history::Dlq::load(l).await.expect("dlq");
@@ -359,7 +369,12 @@ async fn a_hanging_receiver_is_ambiguous_and_keeps_its_key(t: &TestLedger) {
     let summary = run(&p, t).await;
     assert_eq!(summary.exit_code, 3);
     let key = dk(&format!("hang:2026-11-30/webhook:{}", rx.url("hang")));
-    let attempts = t.ledger.attempt_list(&key).await.expect("attempts");
+    let attempts = t
+        .ledger
+        .deliveries()
+        .attempts(&key)
+        .await
+        .expect("attempts");
     assert_eq!(attempts.len(), 3);
     assert!(
         attempts.iter().all(|a| a.class == ResponseClass::Ambiguous),
@@ -417,7 +432,8 @@ async fn an_smtp_timeout_after_data_is_ambiguous_and_retried_with_the_same_messa
     assert_eq!(seen[0].header("Message-ID"), seen[1].header("Message-ID"));
     let attempts = t
         .ledger
-        .attempt_list(&dk("slow:2026-11-30/email:ops@example.com"))
+        .deliveries()
+        .attempts(&dk("slow:2026-11-30/email:ops@example.com"))
         .await
         .expect("attempts");
     assert_eq!(
@@ -439,14 +455,14 @@ async fn earlier_attempt(t: &TestLedger, key: &str) -> dawnpost::ledger::JobLeas
         ready_at: now,
         origin: dawnpost::ledger::JobOrigin::Schedule,
     };
-    (t.ledger.job_insert_many(&[job], now).await).expect("enqueue");
+    (t.ledger.jobs().insert_many(&[job], now).await).expect("enqueue");
     let params = dawnpost::ledger::LeaseParams {
         owner: "earlier:1".into(),
         now,
         lease_for: chrono::Duration::seconds(30),
         limit: 1,
     };
-    let mut leased = t.ledger.job_lease(&params).await.expect("lease");
+    let mut leased = t.ledger.leases().jobs(&params).await.expect("lease");
     assert_eq!(leased.len(), 1, "the earlier attempt leased the job");
     leased.remove(0).lease
 }
@@ -468,7 +484,7 @@ async fn a_first_render_writes_its_own_artifact(t: &TestLedger) {
         .await
         .expect("write");
     assert_eq!(run(&p, t).await.exit_code, 0);
-    let job = (t.ledger.job_get(&jk("own:2026-11-30")).await)
+    let job = (t.ledger.jobs().get(&jk("own:2026-11-30")).await)
         .expect("get")
         .expect("job");
     let artifact = job.artifact.expect("artifact");
@@ -503,7 +519,8 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     assert!(wrote);
     let now = chrono::Utc::now();
     (t.ledger
-        .job_retry(&lease, now, "the commit failed", now)
+        .jobs()
+        .retry(&lease, now, "the commit failed", now)
         .await)
         .expect("lease back");
     let (_, again) = store
@@ -515,7 +532,8 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     assert_eq!(summary.exit_code, 0, "{summary:?}");
     let job = t
         .ledger
-        .job_get(&jk("esc:2026-11-30"))
+        .jobs()
+        .get(&jk("esc:2026-11-30"))
         .await
         .expect("get")
         .expect("job");
@@ -536,7 +554,8 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     assert_eq!(run(&p2, t).await.exit_code, 0);
     let job = t
         .ledger
-        .job_get(&jk("esc2:2026-11-30"))
+        .jobs()
+        .get(&jk("esc2:2026-11-30"))
         .await
         .expect("get")
         .expect("job");
@@ -577,7 +596,8 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
     assert_eq!(summary.exit_code, 3);
     let job = t
         .ledger
-        .job_get(&jk("strict:2026-11-30"))
+        .jobs()
+        .get(&jk("strict:2026-11-30"))
         .await
         .expect("get")
         .expect("job");

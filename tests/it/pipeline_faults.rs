@@ -118,13 +118,19 @@ async fn a_commit_cut_by_a_killed_backend_is_retried_without_resending() {
     }
     let deliveries = t
         .ledger
-        .delivery_list(&jk(&format!("kill:{DATE}")))
+        .deliveries()
+        .list(&jk(&format!("kill:{DATE}")))
         .await
         .expect("deliveries");
     assert_eq!(deliveries.len(), 12);
     for d in &deliveries {
         assert_eq!((d.state, d.attempts), (DeliveryState::Sent, 1), "{}", d.key);
-        let attempts = t.ledger.attempt_list(&d.key).await.expect("attempts");
+        let attempts = t
+            .ledger
+            .deliveries()
+            .attempts(&d.key)
+            .await
+            .expect("attempts");
         assert_eq!(attempts.len(), 1, "{}: one attempt row", d.key);
         assert_eq!(attempts[0].class, ResponseClass::Accepted);
     }
@@ -165,7 +171,8 @@ async fn a_failed_render_waits_its_backoff_from_the_failure(t: &TestLedger) {
     assert_eq!(hits.load(Ordering::SeqCst), 1, "no immediate retry");
     let job = t
         .ledger
-        .job_get(&jk(&format!("slow:{DATE}")))
+        .jobs()
+        .get(&jk(&format!("slow:{DATE}")))
         .await
         .expect("get")
         .expect("job");
@@ -201,7 +208,8 @@ async fn a_file_source_that_never_answers_is_cut_at_the_deadline(t: &TestLedger)
     assert_eq!(summary.exit_code, 4, "still pending: {summary:?}");
     let job = t
         .ledger
-        .job_get(&jk(&format!("stuck:{DATE}")))
+        .jobs()
+        .get(&jk(&format!("stuck:{DATE}")))
         .await
         .expect("get")
         .expect("job");
@@ -235,7 +243,7 @@ async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives
     let first = run(&p, t, Duration::from_secs(30)).await;
     assert_eq!(first.exit_code, 3, "quarantined: {first:?}");
     let key = jk(&format!("again:{DATE}"));
-    let job = t.ledger.job_get(&key).await.expect("get").expect("job");
+    let job = t.ledger.jobs().get(&key).await.expect("get").expect("job");
     let sha = job.artifact.clone().expect("artifact").sha256;
     let store = ArtifactStore::open("file://var/artifacts", p.root()).expect("store");
     assert_eq!(store.count_files("again", DATE).await.expect("count"), 3);
@@ -261,7 +269,8 @@ async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives
 
     // Redriven, the job renders again from the same data: the same bytes, the same sha256.
     t.ledger
-        .job_redrive(
+        .jobs()
+        .redrive(
             &key,
             &Audit::new("ops", "receiver is back", Via::Cli).expect("audited"),
             chrono::Utc::now(),
@@ -270,7 +279,7 @@ async fn a_redrive_after_retention_renders_the_same_bytes_and_no_orphan_survives
         .expect("redrive");
     let second = run(&p, t, Duration::from_secs(30)).await;
     assert_eq!(second.exit_code, 0, "{second:?}");
-    let again = t.ledger.job_get(&key).await.expect("get").expect("job");
+    let again = t.ledger.jobs().get(&key).await.expect("get").expect("job");
     assert_eq!(
         again.artifact.expect("artifact").sha256,
         sha,
@@ -313,7 +322,8 @@ async fn claimed_work_that_waits_too_long_goes_back_uncounted(t: &TestLedger) {
     let summary = run(&p, t, Duration::from_secs(60)).await;
     assert_eq!(summary.stats.sent, 4, "{summary:?}");
     let deliveries = (t.ledger)
-        .delivery_list(&jk(&format!("queued:{DATE}")))
+        .deliveries()
+        .list(&jk(&format!("queued:{DATE}")))
         .await
         .expect("list");
     assert_eq!(deliveries.len(), 4);
@@ -324,7 +334,12 @@ async fn claimed_work_that_waits_too_long_goes_back_uncounted(t: &TestLedger) {
             "{}: giving it back counted an attempt",
             d.key
         );
-        let attempts = t.ledger.attempt_list(&d.key).await.expect("attempts");
+        let attempts = t
+            .ledger
+            .deliveries()
+            .attempts(&d.key)
+            .await
+            .expect("attempts");
         assert_eq!(attempts.len(), 1, "{}", d.key);
         assert_eq!(attempts[0].class, ResponseClass::Accepted, "{}", d.key);
     }
@@ -364,19 +379,19 @@ async fn a_node_whose_clock_is_refused_gives_its_queued_work_back(t: &TestLedger
             .count()
     };
     for _ in 0..100 {
-        let list = t.ledger.delivery_list(&job).await.expect("list");
+        let list = t.ledger.deliveries().list(&job).await.expect("list");
         if sending(&list) >= 2 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let list = t.ledger.delivery_list(&job).await.expect("list");
+    let list = t.ledger.deliveries().list(&job).await.expect("list");
     assert!(sending(&list) >= 2, "one send under way and more queued");
     let now = std::time::Instant::now();
     clock.follow(chrono::Utc::now() - chrono::Duration::hours(2), now, now);
     let mut settled = Vec::new();
     for _ in 0..300 {
-        settled = t.ledger.delivery_list(&job).await.expect("list");
+        settled = t.ledger.deliveries().list(&job).await.expect("list");
         if settled.iter().all(|d| d.state != DeliveryState::Sending) {
             break;
         }
@@ -387,7 +402,12 @@ async fn a_node_whose_clock_is_refused_gives_its_queued_work_back(t: &TestLedger
     assert_eq!(settled.len(), 6);
     let (mut sent, mut given_back) = (0, 0);
     for d in &settled {
-        let attempts = t.ledger.attempt_list(&d.key).await.expect("attempts");
+        let attempts = t
+            .ledger
+            .deliveries()
+            .attempts(&d.key)
+            .await
+            .expect("attempts");
         match d.state {
             DeliveryState::Sent => {
                 assert_eq!(attempts.len(), 1, "{}", d.key);

@@ -33,23 +33,29 @@ async fn a_job_not_ready_waits_without_a_lease_until_its_next_probe(t: &TestLedg
     ready_jobs(t, &["w:2026-10-25"]).await;
     let key = jk("w:2026-10-25");
     let deadline = t0() + chrono::Duration::hours(3);
-    let leased = l.job_lease(&params("n1", t0(), 5)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("n1", t0(), 5))
+        .await
+        .expect("lease");
     let lease = &leased[0].lease;
     let next = t0() + secs(300);
     let first = probe(ProbeOutcome::NotReady, t0() + secs(1));
-    l.job_probed(lease, &first, deadline, &AfterProbe::Wait { next })
+    l.waits()
+        .probed(lease, &first, deadline, &AfterProbe::Wait { next })
         .await
         .expect("wait");
-    let job = l.job_get(&key).await.expect("get").expect("job");
+    let job = l.jobs().get(&key).await.expect("get").expect("job");
     assert_eq!(job.state, JobState::Waiting);
     assert_eq!((job.ready_at, job.wait_until), (next, Some(deadline)));
     assert_eq!(job.attempts, 0, "a probe is not a render attempt");
     assert_eq!(job.lease_owner, None, "no lease between probes");
     assert!(!job.state.is_terminal());
-    assert_eq!(l.job_oldest_waiting().await.expect("oldest"), Some(t0()));
-    assert_eq!(l.job_waiting_overdue(deadline).await.expect("overdue"), 0);
+    assert_eq!(l.waits().oldest().await.expect("oldest"), Some(t0()));
+    assert_eq!(l.waits().overdue(deadline).await.expect("overdue"), 0);
     assert_eq!(
-        l.job_waiting_overdue(deadline + secs(1))
+        l.waits()
+            .overdue(deadline + secs(1))
             .await
             .expect("overdue"),
         1
@@ -57,16 +63,22 @@ async fn a_job_not_ready_waits_without_a_lease_until_its_next_probe(t: &TestLedg
 
     // Not due before its next probe; due then, like a ready job.
     let early = l
-        .job_lease(&params("n2", next - secs(1), 5))
+        .leases()
+        .jobs(&params("n2", next - secs(1), 5))
         .await
         .expect("lease");
     assert!(early.is_empty(), "not due before its next probe");
-    let again = l.job_lease(&params("n2", next, 5)).await.expect("lease");
+    let again = l
+        .leases()
+        .jobs(&params("n2", next, 5))
+        .await
+        .expect("lease");
     assert_eq!(again.len(), 1);
     assert_eq!(again[0].job.state, JobState::Rendering);
     // The first lease is spent: its late probe is refused and records nothing.
     let late = l
-        .job_probed(lease, &first, deadline, &AfterProbe::Wait { next })
+        .waits()
+        .probed(lease, &first, deadline, &AfterProbe::Wait { next })
         .await;
     assert!(
         matches!(late, Err(LedgerError::LeaseLost { .. })),
@@ -75,19 +87,20 @@ async fn a_job_not_ready_waits_without_a_lease_until_its_next_probe(t: &TestLedg
 
     let ready = probe(ProbeOutcome::Ready, next + secs(1));
     let render = AfterProbe::Render { late: false };
-    l.job_probed(&again[0].lease, &ready, deadline, &render)
+    l.waits()
+        .probed(&again[0].lease, &ready, deadline, &render)
         .await
         .expect("ready");
-    let job = l.job_get(&key).await.expect("get").expect("job");
+    let job = l.jobs().get(&key).await.expect("get").expect("job");
     assert_eq!(
         job.state,
         JobState::Rendering,
         "renders under the same lease"
     );
     assert_eq!(job.late_at, None);
-    let probes = l.job_probes(&key).await.expect("probes");
+    let probes = l.waits().probes(&key).await.expect("probes");
     assert_eq!(probes, vec![first, ready], "each probe, in order");
-    assert_eq!(l.job_oldest_waiting().await.expect("oldest"), None);
+    assert_eq!(l.waits().oldest().await.expect("oldest"), None);
 }
 
 async fn a_deadline_skips_or_quarantines_with_the_reason_and_a_redrive_does_not_wait_again(
@@ -96,40 +109,48 @@ async fn a_deadline_skips_or_quarantines_with_the_reason_and_a_redrive_does_not_
     let l = &t.ledger;
     ready_jobs(t, &["s:2026-10-25", "q:2026-10-25", "c:2026-10-25"]).await;
     let deadline = t0() + secs(60);
-    let leased = l.job_lease(&params("n1", t0(), 5)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("n1", t0(), 5))
+        .await
+        .expect("lease");
     let at = deadline + secs(1);
     let why = "its data was not ready by its deadline".to_string();
     let skip = AfterProbe::Skip { why: why.clone() };
     let quarantine = AfterProbe::Quarantine { why: why.clone() };
     let not_ready = probe(ProbeOutcome::Failed, at);
-    l.job_probed(
-        &lease_of(&leased, "s:2026-10-25"),
-        &not_ready,
-        deadline,
-        &skip,
-    )
-    .await
-    .expect("skip");
-    l.job_probed(
-        &lease_of(&leased, "q:2026-10-25"),
-        &not_ready,
-        deadline,
-        &quarantine,
-    )
-    .await
-    .expect("quarantine");
+    l.waits()
+        .probed(
+            &lease_of(&leased, "s:2026-10-25"),
+            &not_ready,
+            deadline,
+            &skip,
+        )
+        .await
+        .expect("skip");
+    l.waits()
+        .probed(
+            &lease_of(&leased, "q:2026-10-25"),
+            &not_ready,
+            deadline,
+            &quarantine,
+        )
+        .await
+        .expect("quarantine");
     let wait = AfterProbe::Wait { next: deadline };
-    l.job_probed(
-        &lease_of(&leased, "c:2026-10-25"),
-        &probe(ProbeOutcome::NotReady, t0()),
-        deadline,
-        &wait,
-    )
-    .await
-    .expect("wait");
+    l.waits()
+        .probed(
+            &lease_of(&leased, "c:2026-10-25"),
+            &probe(ProbeOutcome::NotReady, t0()),
+            deadline,
+            &wait,
+        )
+        .await
+        .expect("wait");
 
     let skipped = l
-        .job_get(&jk("s:2026-10-25"))
+        .jobs()
+        .get(&jk("s:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -140,7 +161,8 @@ async fn a_deadline_skips_or_quarantines_with_the_reason_and_a_redrive_does_not_
     );
     assert_eq!(skipped.terminal_at, Some(at));
     let held = l
-        .job_get(&jk("q:2026-10-25"))
+        .jobs()
+        .get(&jk("q:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -151,11 +173,13 @@ async fn a_deadline_skips_or_quarantines_with_the_reason_and_a_redrive_does_not_
 
     // Redriven, it renders at once, still late: it will not wait for its deadline again.
     let audit = dawnpost::ledger::Audit::new("ops", "send what is there", Via::Cli).expect("audit");
-    l.job_redrive(&jk("q:2026-10-25"), &audit, at + secs(5))
+    l.jobs()
+        .redrive(&jk("q:2026-10-25"), &audit, at + secs(5))
         .await
         .expect("redrive");
     let redriven = l
-        .job_get(&jk("q:2026-10-25"))
+        .jobs()
+        .get(&jk("q:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -166,21 +190,28 @@ async fn a_deadline_skips_or_quarantines_with_the_reason_and_a_redrive_does_not_
 
     // A waiting job can be cancelled, like a ready one.
     let audit = dawnpost::ledger::Audit::new("ops", "not needed", Via::Cli).expect("audit");
-    l.job_cancel(&jk("c:2026-10-25"), &audit, at)
+    l.jobs()
+        .cancel(&jk("c:2026-10-25"), &audit, at)
         .await
         .expect("cancel");
     let cancelled = l
-        .job_get(&jk("c:2026-10-25"))
+        .jobs()
+        .get(&jk("c:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
     assert_eq!(cancelled.state, JobState::Cancelled);
 
     // Finished work: retention deletes its probes with its rows.
-    let rows = l.job_delete(&jk("s:2026-10-25")).await.expect("delete");
+    let rows = l
+        .retention()
+        .delete(&jk("s:2026-10-25"))
+        .await
+        .expect("delete");
     assert!(rows.is_some(), "a skipped job is finished");
     assert!(
-        l.job_probes(&jk("s:2026-10-25"))
+        l.waits()
+            .probes(&jk("s:2026-10-25"))
             .await
             .expect("probes")
             .is_empty()
@@ -235,7 +266,11 @@ fn midnight() -> DateTime<Utc> {
 /// `run --once` for `date`, on a ledger that has seen the live nodes (none: every format is
 /// written, as the binary does once it looked).
 async fn run(p: &Project, t: &TestLedger, date: &str) -> dawnpost::node::runner::RunOnceSummary {
-    t.ledger.follow_formats(Utc::now()).await.expect("formats");
+    t.ledger
+        .nodes()
+        .follow_formats(Utc::now())
+        .await
+        .expect("formats");
     common::run_date(&p.load(), &t.ledger, date, Duration::from_secs(60)).await
 }
 
@@ -256,13 +291,13 @@ async fn a_report_waits_for_its_data_and_renders_once_it_is_ready(t: &TestLedger
     assert!(!body.contains("The data may be incomplete"), "not stale");
 
     let key = jk(&format!("late-data:{}", today()));
-    let outcomes: Vec<ProbeOutcome> = (t.ledger.job_probes(&key).await.expect("probes"))
+    let outcomes: Vec<ProbeOutcome> = (t.ledger.waits().probes(&key).await.expect("probes"))
         .into_iter()
         .map(|p| p.outcome)
         .collect();
     use ProbeOutcome::{NotReady, Ready};
     assert_eq!(outcomes, [NotReady, NotReady, Ready]);
-    let job = t.ledger.job_get(&key).await.expect("get").expect("job");
+    let job = t.ledger.jobs().get(&key).await.expect("get").expect("job");
     assert_eq!(
         (job.state, job.attempts, job.late_at),
         (JobState::Done, 1, None)
@@ -284,7 +319,7 @@ async fn a_deadline_crossed_while_waiting_sends_what_is_there_marked_stale(t: &T
         "the template says it is stale"
     );
     let key = jk(&format!("late-data:{}", today()));
-    let job = t.ledger.job_get(&key).await.expect("get").expect("job");
+    let job = t.ledger.jobs().get(&key).await.expect("get").expect("job");
     let (late, until) = (
         job.late_at.expect("late"),
         job.wait_until.expect("deadline"),
@@ -304,7 +339,7 @@ async fn a_deadline_quarantines_and_a_redrive_sends_without_waiting_again(t: &Te
     );
     assert!(rx.hits_for("hook").is_empty());
     let key = jk(&format!("late-data:{}", yesterday()));
-    let job = t.ledger.job_get(&key).await.expect("get").expect("job");
+    let job = t.ledger.jobs().get(&key).await.expect("get").expect("job");
     let why = job.last_error.clone().expect("why");
     assert!(
         why.contains("not ready by its deadline")
@@ -314,7 +349,8 @@ async fn a_deadline_quarantines_and_a_redrive_sends_without_waiting_again(t: &Te
     );
     let audit = dawnpost::ledger::Audit::new("ops", "send what is there", Via::Cli).expect("audit");
     t.ledger
-        .job_redrive(&key, &audit, Utc::now())
+        .jobs()
+        .redrive(&key, &audit, Utc::now())
         .await
         .expect("redrive");
     let again = run(&p, t, &yesterday()).await;
@@ -334,7 +370,7 @@ async fn a_deadline_skips_and_nothing_is_sent(t: &TestLedger) {
     );
     assert!(rx.hits_for("hook").is_empty(), "nothing sent");
     let key = jk(&format!("late-data:{}", yesterday()));
-    let job = t.ledger.job_get(&key).await.expect("get").expect("job");
+    let job = t.ledger.jobs().get(&key).await.expect("get").expect("job");
     assert_eq!(job.state, JobState::Skipped);
 }
 
@@ -399,7 +435,8 @@ async fn while_an_older_node_is_live_a_job_not_ready_is_probed_again_from_ready(
         started_at: now,
         heartbeat_at: now,
     };
-    l.node_heartbeat(&older)
+    l.nodes()
+        .heartbeat(&older)
         .await
         .expect("an older node's heartbeat");
     l.close().await;
@@ -422,7 +459,8 @@ async fn metrics_and_the_console_show_a_job_waiting_past_its_deadline(t: &TestLe
     ready_jobs(t, &[key]).await;
     let leased = t
         .ledger
-        .job_lease(&params("w1", t0(), 1))
+        .leases()
+        .jobs(&params("w1", t0(), 1))
         .await
         .expect("lease");
     // The server's clock reads 2026-11-30 09:00; the deadline was 08:00.
@@ -430,7 +468,8 @@ async fn metrics_and_the_console_show_a_job_waiting_past_its_deadline(t: &TestLe
     let next = common::utc("2026-11-30T08:30:00Z");
     let answer = probe(ProbeOutcome::NotReady, t0());
     t.ledger
-        .job_probed(
+        .waits()
+        .probed(
             &leased[0].lease,
             &answer,
             deadline,

@@ -52,7 +52,8 @@ fn audit(reason: &str) -> Audit<'_> {
 async fn finish(t: &TestLedger, key: &JobKey) {
     let leased = t
         .ledger
-        .job_lease(&params("w1", t0(), 10))
+        .leases()
+        .jobs(&params("w1", t0(), 10))
         .await
         .expect("lease");
     let lease = &leased
@@ -62,17 +63,18 @@ async fn finish(t: &TestLedger, key: &JobKey) {
         .lease;
     let artifact = common::fixtures::artifact();
     t.ledger
-        .job_rendered(lease, &artifact, &[], t0())
+        .jobs()
+        .rendered(lease, &artifact, &[], t0())
         .await
         .expect("rendered");
 }
 
 async fn a_finished_job_is_reissued_as_its_next_revision_and_only_then(t: &TestLedger) {
     let l = &t.ledger;
-    l.follow_formats(t0()).await.expect("formats");
+    l.nodes().follow_formats(t0()).await.expect("formats");
     ready_jobs(t, &["w:2026-10-25"]).await;
     let first = jk("w:2026-10-25");
-    let refused = l.job_reissue(&first, &audit("too early"), t0()).await;
+    let refused = l.jobs().reissue(&first, &audit("too early"), t0()).await;
     assert!(
         matches!(refused, Err(LedgerError::WrongState { .. })),
         "ready: {refused:?}"
@@ -80,24 +82,25 @@ async fn a_finished_job_is_reissued_as_its_next_revision_and_only_then(t: &TestL
     finish(t, &first).await;
 
     let second = l
-        .job_reissue(&first, &audit("the totals were wrong"), t0())
+        .jobs()
+        .reissue(&first, &audit("the totals were wrong"), t0())
         .await
         .expect("reissue");
     assert_eq!(second, jk("w:2026-10-25.r2"));
-    let job = l.job_get(&second).await.expect("get").expect("job");
+    let job = l.jobs().get(&second).await.expect("get").expect("job");
     assert_eq!(
         (job.state, job.origin),
         (JobState::Ready, JobOrigin::Reissue)
     );
     assert_eq!(job.supersedes, Some(first.clone()));
-    let original = l.job_get(&first).await.expect("get").expect("job");
+    let original = l.jobs().get(&first).await.expect("get").expect("job");
     assert_eq!(job.window, original.window, "the same data window");
     assert_eq!(
         original.state,
         JobState::Done,
         "the first revision is kept as it was"
     );
-    let audited = l.redrive_list(&first).await.expect("audit");
+    let audited = l.deliveries().redrives(&first).await.expect("audit");
     assert!(
         audited
             .iter()
@@ -106,7 +109,7 @@ async fn a_finished_job_is_reissued_as_its_next_revision_and_only_then(t: &TestL
     );
 
     // Not while the newest revision is unfinished, whichever revision is named.
-    let again = l.job_reissue(&first, &audit("again"), t0()).await;
+    let again = l.jobs().reissue(&first, &audit("again"), t0()).await;
     assert!(
         matches!(&again, Err(LedgerError::WrongState { key, .. }) if key == "w:2026-10-25.r2"),
         "{again:?}"
@@ -115,8 +118,8 @@ async fn a_finished_job_is_reissued_as_its_next_revision_and_only_then(t: &TestL
     // Two at once, naming different revisions: one revision, and the other refused by name.
     let (a, b) = (audit("and again"), audit("and again, elsewhere"));
     let (one, other) = tokio::join!(
-        l.job_reissue(&first, &a, t0()),
-        l.job_reissue(&second, &b, t0())
+        l.jobs().reissue(&first, &a, t0()),
+        l.jobs().reissue(&second, &b, t0())
     );
     let (third, refused) = match (one, other) {
         (Ok(k), Err(e)) | (Err(e), Ok(k)) => (k, e),
@@ -127,14 +130,15 @@ async fn a_finished_job_is_reissued_as_its_next_revision_and_only_then(t: &TestL
         "{refused:?}"
     );
     assert_eq!(third, jk("w:2026-10-25.r3"));
-    let job = l.job_get(&third).await.expect("get").expect("job");
+    let job = l.jobs().get(&third).await.expect("get").expect("job");
     assert_eq!(
         job.supersedes,
         Some(second.clone()),
         "supersedes the newest"
     );
     let revisions: Vec<String> = (l
-        .job_revisions(&second)
+        .jobs()
+        .revisions(&second)
         .await
         .expect("revisions")
         .into_iter())
@@ -145,7 +149,8 @@ async fn a_finished_job_is_reissued_as_its_next_revision_and_only_then(t: &TestL
         ["w:2026-10-25", "w:2026-10-25.r2", "w:2026-10-25.r3"]
     );
     let missing = l
-        .job_reissue(&jk("w:2026-10-26"), &audit("none"), t0())
+        .jobs()
+        .reissue(&jk("w:2026-10-26"), &audit("none"), t0())
         .await;
     assert!(
         matches!(missing, Err(LedgerError::NotFound { .. })),
@@ -154,7 +159,8 @@ async fn a_finished_job_is_reissued_as_its_next_revision_and_only_then(t: &TestL
 
     // Finished revisions are finished work, as retention sees it.
     let terminal = l
-        .job_terminal_before(t0() + chrono::Duration::days(1), 10)
+        .retention()
+        .terminal_before(t0() + chrono::Duration::days(1), 10)
         .await
         .expect("terminal");
     assert!(terminal.iter().any(|j| j.key == second), "{terminal:?}");
@@ -168,9 +174,9 @@ async fn a_finished_job_is_reissued_as_its_next_revision_and_only_then(t: &TestL
         started_at: t0(),
         heartbeat_at: t0(),
     };
-    l.node_heartbeat(&older).await.expect("heartbeat");
-    l.follow_formats(t0()).await.expect("formats");
-    let refused = l.job_reissue(&third, &audit("older node"), t0()).await;
+    l.nodes().heartbeat(&older).await.expect("heartbeat");
+    l.nodes().follow_formats(t0()).await.expect("formats");
+    let refused = l.jobs().reissue(&third, &audit("older node"), t0()).await;
     assert!(
         matches!(refused, Err(LedgerError::OlderNodes { .. })),
         "{refused:?}"
@@ -208,6 +214,7 @@ async fn a_reissue_goes_to_every_destination_as_a_threaded_correction(t: &TestLe
     let p = project(&rx);
     let config = p.load();
     t.ledger
+        .nodes()
         .follow_formats(chrono::Utc::now())
         .await
         .expect("formats");
@@ -216,7 +223,8 @@ async fn a_reissue_goes_to_every_destination_as_a_threaded_correction(t: &TestLe
     let key = jk("fixed:2026-11-30");
     let next = t
         .ledger
-        .job_reissue(&key, &audit("wrong totals"), chrono::Utc::now())
+        .jobs()
+        .reissue(&key, &audit("wrong totals"), chrono::Utc::now())
         .await
         .expect("reissue");
     let second = common::run_date(&config, &t.ledger, "2026-11-30", Duration::from_secs(60)).await;
@@ -226,7 +234,8 @@ async fn a_reissue_goes_to_every_destination_as_a_threaded_correction(t: &TestLe
     );
     assert_eq!(
         t.ledger
-            .job_get(&next)
+            .jobs()
+            .get(&next)
             .await
             .expect("get")
             .expect("job")
@@ -284,7 +293,11 @@ async fn an_operator_reissues_from_the_console_and_a_viewer_cannot(t: &TestLedge
     use common::console::{hidden, location, page, post_form, sign_in};
     use common::ops_server::{TOKEN, VIEWER_TOKEN, start};
     let s = start(t).await;
-    t.ledger.follow_formats(t0()).await.expect("formats");
+    t.ledger
+        .nodes()
+        .follow_formats(t0())
+        .await
+        .expect("formats");
     let key = jk("warehouse-17:2026-11-29");
     ready_jobs(t, &["warehouse-17:2026-11-29"]).await;
     finish(t, &key).await;
@@ -317,7 +330,7 @@ async fn an_operator_reissues_from_the_console_and_a_viewer_cannot(t: &TestLedge
         html.contains("Supersedes") && html.contains("(this one)"),
         "{html}"
     );
-    let audited = t.ledger.redrive_list(&key).await.expect("audit");
+    let audited = t.ledger.deliveries().redrives(&key).await.expect("audit");
     assert!(
         audited
             .iter()

@@ -218,7 +218,8 @@ async fn a_link_serves_the_stored_artifact_refuses_an_altered_one_and_is_gone_af
     ready_jobs(t, &["warehouse-17:2026-11-29"]).await;
     let leased = t
         .ledger
-        .job_lease(&params("w1", t0(), 1))
+        .leases()
+        .jobs(&params("w1", t0(), 1))
         .await
         .expect("lease");
     let rendered = dawnpost::report::render::Rendered {
@@ -232,7 +233,8 @@ async fn a_link_serves_the_stored_artifact_refuses_an_altered_one_and_is_gone_af
         .await
         .expect("write");
     t.ledger
-        .job_rendered(&leased[0].lease, &artifact, &[], t0())
+        .jobs()
+        .rendered(&leased[0].lease, &artifact, &[], t0())
         .await
         .expect("rendered");
     let url = |part| {
@@ -281,7 +283,8 @@ async fn a_link_serves_the_stored_artifact_refuses_an_altered_one_and_is_gone_af
     // Deleted by retention: 410, saying how long it was kept.
     let retired = t
         .ledger
-        .job_retire_artifact(&key, t0(), || async { Ok::<(), String>(()) })
+        .retention()
+        .retire_artifact(&key, t0(), || async { Ok::<(), String>(()) })
         .await;
     assert!(matches!(retired, Ok(Some(Ok(())))), "{retired:?}");
     let (status, page) = got(url(dawnpost::delivery::links::Part::Html)).await;

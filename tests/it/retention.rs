@@ -171,7 +171,7 @@ async fn a_sweep_that_died_after_deleting_objects_is_finished_by_the_next(t: &Te
     )
     .await;
     // The objects are gone but the ledger was never told: the crash window between the steps.
-    let job = l.job_get(&k).await.expect("get").expect("job");
+    let job = l.jobs().get(&k).await.expect("get").expect("job");
     let artifact = job.artifact.expect("artifact");
     world
         .store
@@ -184,7 +184,8 @@ async fn a_sweep_that_died_after_deleting_objects_is_finished_by_the_next(t: &Te
         .await
         .expect("delete");
     assert!(
-        l.job_get(&k)
+        l.jobs()
+            .get(&k)
             .await
             .expect("get")
             .expect("job")
@@ -222,9 +223,20 @@ async fn retention_never_touches_work_in_flight(t: &TestLedger) {
     assert_eq!(counts.jobs_examined, 0);
     // The store refuses too, whatever a caller asks.
     let now = t0() + days(400);
-    assert!(!l.job_mark_artifact_deleted(&k, now).await.expect("mark"));
-    assert_eq!(l.job_clear_diagnostics(&k, now).await.expect("clear"), None);
-    assert_eq!(l.job_delete(&k).await.expect("delete"), None);
+    assert!(
+        !l.retention()
+            .mark_artifact_deleted(&k, now)
+            .await
+            .expect("mark")
+    );
+    assert_eq!(
+        l.retention()
+            .clear_diagnostics(&k, now)
+            .await
+            .expect("clear"),
+        None
+    );
+    assert_eq!(l.retention().delete(&k).await.expect("delete"), None);
     let f = footprint(l, &world.store, &k).await;
     assert!(f.row && f.objects == 2 && f.diagnostics == 1);
 }

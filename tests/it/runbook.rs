@@ -172,7 +172,8 @@ async fn a_runbook_goes_canary_then_batches_and_stops_on_a_repeat(t: &TestLedger
     );
 
     let steps: Vec<String> = l
-        .runbook_steps(rb.id)
+        .runbooks()
+        .steps(rb.id)
         .await
         .expect("steps")
         .into_iter()
@@ -182,10 +183,16 @@ async fn a_runbook_goes_canary_then_batches_and_stops_on_a_repeat(t: &TestLedger
         steps,
         ["plan 6", "start 0", "canary 1", "batch 2", "stopped 0"]
     );
-    let stopped = l.runbook_get(rb.id).await.expect("get").expect("runbook");
+    let stopped = l
+        .runbooks()
+        .get(rb.id)
+        .await
+        .expect("get")
+        .expect("runbook");
     assert_eq!(stopped.state.as_str(), "stopped");
     let audit = l
-        .redrive_list(&common::jk("carrier:2026-09-01"))
+        .deliveries()
+        .redrives(&common::jk("carrier:2026-09-01"))
         .await
         .expect("audit");
     assert_eq!(audit.len(), 1);

@@ -155,7 +155,8 @@ async fn three_nodes(t: &TestLedger, db_url: &str) {
     // Exactly one artifact per job, written where the ledger says.
     let l = &t.ledger;
     let all = l
-        .job_list(&JobFilter {
+        .jobs()
+        .list(&JobFilter {
             limit: Some(1000),
             ..JobFilter::default()
         })
@@ -186,7 +187,7 @@ async fn three_nodes(t: &TestLedger, db_url: &str) {
             .as_ref()
             .expect("the shipped template attaches a CSV");
         assert!(keys.contains(&format!("reports/{csv_key}")), "{csv_key}");
-        let sent = l.delivery_list(&j.key).await.expect("deliveries");
+        let sent = l.deliveries().list(&j.key).await.expect("deliveries");
         assert_eq!(sent.len(), WEBHOOKS);
         assert!(sent.iter().all(|d| d.state == DeliveryState::Sent));
     }

@@ -15,7 +15,8 @@ use dawnpost::{Clock, ManualClock, Span};
 async fn job_keys(t: &TestLedger) -> Vec<String> {
     let mut keys: Vec<String> = t
         .ledger
-        .job_list(&JobFilter::default())
+        .jobs()
+        .list(&JobFilter::default())
         .await
         .expect("list")
         .into_iter()
@@ -72,7 +73,8 @@ async fn catch_up_after_three_day_outage_is_bounded(t: &TestLedger) {
     );
     let job = t
         .ledger
-        .job_get(&jk("warehouse-17:2026-10-23"))
+        .jobs()
+        .get(&jk("warehouse-17:2026-10-23"))
         .await
         .expect("get")
         .expect("job");
@@ -81,10 +83,7 @@ async fn catch_up_after_three_day_outage_is_bounded(t: &TestLedger) {
     assert_eq!(job.state, JobState::Ready);
     assert_eq!(job.origin.as_str(), "schedule");
     assert_eq!(
-        t.ledger
-            .schedule_last_tick("warehouse-17")
-            .await
-            .expect("tick"),
+        t.ledger.ticks().last("warehouse-17").await.expect("tick"),
         Some(at(2026, 10, 23, 12, 0))
     );
 
@@ -165,7 +164,8 @@ async fn one_tick_writes_thousands_of_reports_at_once(t: &TestLedger) {
         .collect();
     let inserted = t
         .ledger
-        .schedule_tick(&jobs, &refs, now)
+        .ticks()
+        .tick(&jobs, &refs, now)
         .await
         .expect("tick");
     assert_eq!(inserted.len(), 1_201);
@@ -173,9 +173,9 @@ async fn one_tick_writes_thousands_of_reports_at_once(t: &TestLedger) {
         limit: Some(5_000),
         ..JobFilter::default()
     };
-    let listed = t.ledger.job_list(&all).await.expect("list");
+    let listed = t.ledger.jobs().list(&all).await.expect("list");
     assert_eq!(listed.len(), 1_201);
-    let ticks = t.ledger.schedule_last_ticks().await.expect("ticks");
+    let ticks = t.ledger.ticks().last_of_all().await.expect("ticks");
     assert_eq!(ticks.len(), 5_003);
     assert!(ticks.values().all(|at| *at == now));
 
@@ -183,16 +183,18 @@ async fn one_tick_writes_thousands_of_reports_at_once(t: &TestLedger) {
     let later = now + Duration::minutes(1);
     let again = t
         .ledger
-        .schedule_tick(&jobs, &refs, later)
+        .ticks()
+        .tick(&jobs, &refs, later)
         .await
         .expect("tick");
     assert!(again.is_empty(), "no key inserted twice");
     // An older tick (a slow scheduler on another node) moves nothing back.
     t.ledger
-        .schedule_tick(&[], &refs, now)
+        .ticks()
+        .tick(&[], &refs, now)
         .await
         .expect("older tick");
-    let ticks = t.ledger.schedule_last_ticks().await.expect("ticks");
+    let ticks = t.ledger.ticks().last_of_all().await.expect("ticks");
     assert!(ticks.values().all(|at| *at == later));
 }
 
@@ -207,7 +209,7 @@ async fn ticks_record_only_reports_that_fired(t: &TestLedger) {
     let tick = tick_for(t, &config, &clock, Span::from_secs(3600));
     for _ in 0..(2 * 24 * 6) {
         tick.run_once().await.expect("tick");
-        let ticks = t.ledger.schedule_last_ticks().await.expect("ticks");
+        let ticks = t.ledger.ticks().last_of_all().await.expect("ticks");
         if let Some(morning) = ticks.get("morning") {
             // 06:30 CET is 05:30Z: recorded by the tick that found it, and not again.
             assert!(
@@ -259,7 +261,8 @@ async fn the_tick_inserts_what_plan_lists_across_dst_gaps(t: &TestLedger) {
     for key in job_keys(t).await {
         let job = t
             .ledger
-            .job_get(&jk(&key))
+            .jobs()
+            .get(&jk(&key))
             .await
             .expect("get")
             .expect("job");

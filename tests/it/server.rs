@@ -32,7 +32,8 @@ async fn signed_ingestion_statuses(t: &TestLedger) {
     // 202 came after the commit: the job is there.
     let job = t
         .ledger
-        .job_get(&jk("warehouse-17:2026-11-29"))
+        .jobs()
+        .get(&jk("warehouse-17:2026-11-29"))
         .await
         .expect("get")
         .expect("job");
@@ -144,7 +145,8 @@ async fn signed_ingestion_statuses(t: &TestLedger) {
     // Refused requests recorded nothing.
     assert!(
         t.ledger
-            .job_get(&jk("warehouse-17:2026-11-28"))
+            .jobs()
+            .get(&jk("warehouse-17:2026-11-28"))
             .await
             .expect("get")
             .is_none()
@@ -171,7 +173,7 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         lease_for: chrono::Duration::minutes(5),
         limit: 10,
     };
-    let job = l.job_lease(&params).await.expect("lease").remove(0);
+    let job = l.leases().jobs(&params).await.expect("lease").remove(0);
     let dkey = DeliveryKey::new(
         job.job.key.clone(),
         dawnpost::delivery::webhook::KIND,
@@ -185,10 +187,16 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         bytes: 1,
     };
     let d = NewDelivery { key: dkey.clone() };
-    l.job_rendered(&job.lease, &artifact, &[d], params.now)
+    l.jobs()
+        .rendered(&job.lease, &artifact, &[d], params.now)
         .await
         .expect("rendered");
-    let dl = l.delivery_lease(&params).await.expect("lease").remove(0);
+    let dl = l
+        .leases()
+        .deliveries(&params)
+        .await
+        .expect("lease")
+        .remove(0);
     let attempt = NewAttempt {
         requested_at: params.now,
         finished_at: params.now,
@@ -198,10 +206,12 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         reason: Some("HTTP 410".into()),
         diagnostics: None,
     };
-    l.delivery_finish(&dl.lease, &attempt, DeliveryNext::Quarantine)
+    l.deliveries()
+        .finish(&dl.lease, &attempt, DeliveryNext::Quarantine)
         .await
         .expect("finish");
-    l.job_settle(&job.job.key, params.now)
+    l.jobs()
+        .settle(&job.job.key, params.now)
         .await
         .expect("settle");
 
@@ -313,7 +323,8 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         "the redrive nudged the pool: it goes out at once"
     );
     let audit = l
-        .redrive_list(&jk("warehouse-17:2026-11-29"))
+        .deliveries()
+        .redrives(&jk("warehouse-17:2026-11-29"))
         .await
         .expect("audit");
     assert_eq!(

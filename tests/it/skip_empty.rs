@@ -18,14 +18,20 @@ use dawnpost::ledger::{JobState, LedgerError, Node, SKIPPED_FORMAT};
 async fn a_skip_ends_the_job_with_its_reason_and_is_fenced(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["w:2026-10-25"]).await;
-    let leased = l.job_lease(&params("n1", t0(), 1)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("n1", t0(), 1))
+        .await
+        .expect("lease");
     let lease = &leased[0].lease;
     let at = t0() + chrono::Duration::seconds(3);
-    l.job_skip(lease, "data.rows is empty", at)
+    l.jobs()
+        .skip(lease, "data.rows is empty", at)
         .await
         .expect("skip");
     let job = l
-        .job_get(&common::jk("w:2026-10-25"))
+        .jobs()
+        .get(&common::jk("w:2026-10-25"))
         .await
         .expect("get")
         .expect("job");
@@ -34,14 +40,18 @@ async fn a_skip_ends_the_job_with_its_reason_and_is_fenced(t: &TestLedger) {
     assert_eq!(job.last_error.as_deref(), Some("data.rows is empty"));
     assert_eq!(job.terminal_at, Some(at));
     // The lease is spent: a second skip (or any late write of the render) is refused.
-    let again = l.job_skip(lease, "again", at).await;
+    let again = l.jobs().skip(lease, "again", at).await;
     assert!(
         matches!(again, Err(LedgerError::LeaseLost { .. })),
         "{again:?}"
     );
     // Finished work, as retention sees it.
     let later = at + chrono::Duration::days(1);
-    let terminal = l.job_terminal_before(later, 10).await.expect("terminal");
+    let terminal = l
+        .retention()
+        .terminal_before(later, 10)
+        .await
+        .expect("terminal");
     assert_eq!(terminal.len(), 1);
     assert_eq!(terminal[0].key.to_string(), "w:2026-10-25");
 }
@@ -106,16 +116,17 @@ async fn while_an_older_node_is_live_an_empty_report_is_sent_as_before() {
     let url = format!("sqlite://{}", p.root().join("var/dawnpost.db").display());
     let l = Ledger::connect(&url, p.root()).await.expect("ledger");
     let now = chrono::Utc::now();
-    l.node_heartbeat(&Node {
-        id: "old-node:1".into(),
-        version: "0.1.0".into(),
-        schema_version: 10,
-        formats: (SKIPPED_FORMAT - 1).to_string(),
-        started_at: now,
-        heartbeat_at: now,
-    })
-    .await
-    .expect("an older node's heartbeat");
+    l.nodes()
+        .heartbeat(&Node {
+            id: "old-node:1".into(),
+            version: "0.1.0".into(),
+            schema_version: 10,
+            formats: (SKIPPED_FORMAT - 1).to_string(),
+            started_at: now,
+            heartbeat_at: now,
+        })
+        .await
+        .expect("an older node's heartbeat");
     l.close().await;
     let run = run_in(p.root(), &["run", "--once", "--date", "2026-11-30"]);
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));

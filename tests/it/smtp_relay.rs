@@ -99,7 +99,8 @@ async fn run(relay: &Relay, email: &str, tls: Option<&Path>) -> Vec<dawnpost::le
     run_date(&config, &t.ledger, "2026-11-30", Duration::from_secs(30)).await;
     let attempts = t
         .ledger
-        .attempt_list(&dk("relay:2026-11-30/email:ok@example.com"))
+        .deliveries()
+        .attempts(&dk("relay:2026-11-30/email:ok@example.com"))
         .await
         .expect("attempts");
     t.cleanup().await;

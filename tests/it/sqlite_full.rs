@@ -149,7 +149,7 @@ async fn a_full_disk_is_reported_and_the_daemon_recovers_without_a_restart() {
     let ledger = Ledger::connect(&format!("sqlite://{}", db.display()), p.root())
         .await
         .expect("ledger");
-    let states = ledger.delivery_count_by_state().await.expect("states");
+    let states = ledger.deliveries().count_by_state().await.expect("states");
     assert_eq!(
         states,
         vec![(DeliveryState::Sent, total as i64)],

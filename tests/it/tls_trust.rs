@@ -97,7 +97,12 @@ async fn a_private_ca_is_trusted_only_through_the_ca_bundle() {
     // Not trusted: the webhook is quarantined at once, saying why.
     let (t, summary) = run(&peer, false, false).await;
     assert_eq!(summary.exit_code, 3, "{summary:?}");
-    let attempts = t.ledger.attempt_list(&dk(&hook)).await.expect("attempts");
+    let attempts = t
+        .ledger
+        .deliveries()
+        .attempts(&dk(&hook))
+        .await
+        .expect("attempts");
     assert_eq!(attempts.len(), 1, "{attempts:?}");
     assert_eq!(attempts[0].class, ResponseClass::Permanent);
     let reason = attempts[0].reason.as_deref().unwrap_or_default();
@@ -109,7 +114,8 @@ async fn a_private_ca_is_trusted_only_through_the_ca_bundle() {
     assert_eq!(summary.exit_code, 3, "{summary:?}");
     let job = t
         .ledger
-        .job_get(&common::jk("tls:2026-11-30"))
+        .jobs()
+        .get(&common::jk("tls:2026-11-30"))
         .await
         .expect("get")
         .expect("job");
@@ -121,7 +127,12 @@ async fn a_private_ca_is_trusted_only_through_the_ca_bundle() {
     // Trusted through tls.ca_file: the https source renders, the webhook is delivered.
     let (t, summary) = run(&peer, true, true).await;
     assert_eq!(summary.exit_code, 0, "{summary:?}");
-    let attempts = t.ledger.attempt_list(&dk(&hook)).await.expect("attempts");
+    let attempts = t
+        .ledger
+        .deliveries()
+        .attempts(&dk(&hook))
+        .await
+        .expect("attempts");
     assert_eq!(
         attempts.iter().map(|a| a.class).collect::<Vec<_>>(),
         [ResponseClass::Accepted]

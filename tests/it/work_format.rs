@@ -20,7 +20,11 @@ async fn work_of_a_newer_format_is_not_leased(t: &TestLedger) {
     let l = &t.ledger;
     ready_jobs(t, &["old:2026-10-25", "new:2026-10-25"]).await;
     set_format(t, "jobs", "new:", WORK_FORMAT + 1).await;
-    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("w1", t0(), 10))
+        .await
+        .expect("lease");
     let keys: Vec<String> = leased.iter().map(|j| j.job.key.to_string()).collect();
     assert_eq!(keys, ["old:2026-10-25"], "the newer job waits");
 
@@ -28,12 +32,14 @@ async fn work_of_a_newer_format_is_not_leased(t: &TestLedger) {
     let lease = &leased[0].lease;
     let deliveries =
         common::fixtures::destinations("old:2026-10-25", &["a@x.example", "b@x.example"]);
-    l.job_rendered(lease, &common::fixtures::artifact(), &deliveries, t0())
+    l.jobs()
+        .rendered(lease, &common::fixtures::artifact(), &deliveries, t0())
         .await
         .expect("rendered");
     set_format(t, "deliveries", "old:2026-10-25/email:b@", WORK_FORMAT + 1).await;
     let sends = l
-        .delivery_lease(&params("w1", t0(), 10))
+        .leases()
+        .deliveries(&params("w1", t0(), 10))
         .await
         .expect("lease");
     let keys: Vec<String> = sends.iter().map(|d| d.delivery.key.to_string()).collect();

@@ -21,7 +21,8 @@ pub(super) async fn groups(
     let (groups, truncated) = runbook::groups(&st.ledger).await?;
     let jobs = st
         .ledger
-        .job_list(&JobFilter {
+        .jobs()
+        .list(&JobFilter {
             state: Some(JobState::Quarantined),
             limit: Some(100),
             ..JobFilter::default()
@@ -29,7 +30,7 @@ pub(super) async fn groups(
         .await?;
     // Jobs quarantined at render have no delivery to redrive in bulk: listed on their own.
     let at_render: Vec<_> = jobs.into_iter().filter(|j| j.artifact.is_none()).collect();
-    let runbooks = st.ledger.runbook_list(false, 20).await?;
+    let runbooks = st.ledger.runbooks().list(false, 20).await?;
     let body = html! {
         h1 { "Dead letters" }
         @if groups.is_empty() {

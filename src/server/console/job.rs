@@ -148,9 +148,9 @@ pub(super) async fn redrive(
     let audit = audit_of(&f)?;
     let now = st.clock.now();
     if f.delivery.is_empty() {
-        st.ledger.job_redrive(&key, &audit, now).await?;
+        st.ledger.jobs().redrive(&key, &audit, now).await?;
     } else {
-        let deliveries = st.ledger.delivery_list(&key).await?;
+        let deliveries = st.ledger.deliveries().list(&key).await?;
         let Some(d) = deliveries
             .iter()
             .find(|d| delivery_ref(&d.key) == f.delivery)
@@ -160,7 +160,7 @@ pub(super) async fn redrive(
                 f.delivery
             )));
         };
-        st.ledger.delivery_redrive(&d.key, &audit, now).await?;
+        st.ledger.deliveries().redrive(&d.key, &audit, now).await?;
     }
     Ok(acted("redrive", &key, &key, &audit))
 }
@@ -172,7 +172,10 @@ pub(super) async fn cancel(
 ) -> Result<Response, ConsoleError> {
     let key = job_key(&key)?;
     let audit = audit_of(&f)?;
-    st.ledger.job_cancel(&key, &audit, st.clock.now()).await?;
+    st.ledger
+        .jobs()
+        .cancel(&key, &audit, st.clock.now())
+        .await?;
     Ok(acted("cancel", &key, &key, &audit))
 }
 
@@ -184,6 +187,10 @@ pub(super) async fn reissue(
 ) -> Result<Response, ConsoleError> {
     let key = job_key(&key)?;
     let audit = audit_of(&f)?;
-    let next = st.ledger.job_reissue(&key, &audit, st.clock.now()).await?;
+    let next = st
+        .ledger
+        .jobs()
+        .reissue(&key, &audit, st.clock.now())
+        .await?;
     Ok(acted("reissue", &key, &next, &audit))
 }

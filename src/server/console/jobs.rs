@@ -100,7 +100,7 @@ pub(super) async fn list(
 ) -> Result<Response, ConsoleError> {
     let q = query.map(|Query(q)| q).unwrap_or_default();
     let (jobs, problem) = match q.filter() {
-        Ok(filter) => (st.ledger.job_list(&filter).await?, None),
+        Ok(filter) => (st.ledger.jobs().list(&filter).await?, None),
         Err(problem) => (Vec::new(), Some(problem)),
     };
     let status = if problem.is_some() {

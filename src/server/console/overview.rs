@@ -70,14 +70,15 @@ pub(super) async fn show(
         .collect();
     next_fires.sort_by_key(|(id, _, at, _)| (*at, id.clone()));
     let o = Overview {
-        jobs: st.ledger.job_count_by_state().await?,
-        deliveries: st.ledger.delivery_count_by_state().await?,
-        oldest_ready: st.ledger.job_oldest_ready(now).await?,
-        attempts: st.ledger.attempt_counts_by_hour(since).await?,
+        jobs: st.ledger.jobs().count_by_state().await?,
+        deliveries: st.ledger.deliveries().count_by_state().await?,
+        oldest_ready: st.ledger.jobs().oldest_ready(now).await?,
+        attempts: st.ledger.deliveries().attempts_by_hour(since).await?,
         paused: st.node.pool.paused(now),
         nodes: st
             .ledger
-            .node_list(crate::domain::clock::sub(now, st.node.live_for))
+            .nodes()
+            .list(crate::domain::clock::sub(now, st.node.live_for))
             .await?,
         last_sweep: st.node.sweeper.history().into_iter().next(),
         reload_error: st.node.sweeper.reload_error(),

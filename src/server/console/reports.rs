@@ -69,7 +69,8 @@ async fn row(
     let first = today.checked_sub_days(Days::new(DAYS - 1)).unwrap_or(today);
     let jobs = st
         .ledger
-        .job_list(&JobFilter {
+        .jobs()
+        .list(&JobFilter {
             report: Some(report.id.to_string()),
             from: Some(first),
             to: Some(today),

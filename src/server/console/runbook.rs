@@ -37,7 +37,7 @@ async fn runbook_of(st: &ServerState, id: &str) -> Result<Runbook, ConsoleError>
         })
     };
     let id: i64 = id.parse().map_err(|_| not_found())?;
-    st.ledger.runbook_get(id).await?.ok_or_else(not_found)
+    st.ledger.runbooks().get(id).await?.ok_or_else(not_found)
 }
 
 pub(super) async fn show(
@@ -46,7 +46,7 @@ pub(super) async fn show(
     Path(id): Path<String>,
 ) -> Result<Response, ConsoleError> {
     let rb = runbook_of(&st, &id).await?;
-    let steps = st.ledger.runbook_steps(rb.id).await?;
+    let steps = st.ledger.runbooks().steps(rb.id).await?;
     Ok(page(runbook_page(&session, &rb, &steps)).into_response())
 }
 

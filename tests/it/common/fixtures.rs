@@ -81,7 +81,11 @@ pub async fn ready_jobs(t: &TestLedger, keys: &[&str]) {
             new_job(report, date, t0())
         })
         .collect();
-    t.ledger.job_insert_many(&jobs, t0()).await.expect("insert");
+    t.ledger
+        .jobs()
+        .insert_many(&jobs, t0())
+        .await
+        .expect("insert");
 }
 
 /// The lease `leased` holds on the job `key`.
@@ -93,12 +97,18 @@ pub fn lease_of(leased: &[LeasedJob], key: &str) -> JobLease {
 pub async fn rendered_job(t: &TestLedger, key: &str, emails: &[&str]) -> Vec<DeliveryLease> {
     let l = &t.ledger;
     ready_jobs(t, &[key]).await;
-    let leased = l.job_lease(&params("w1", t0(), 10)).await.expect("lease");
+    let leased = l
+        .leases()
+        .jobs(&params("w1", t0(), 10))
+        .await
+        .expect("lease");
     let lease = lease_of(&leased, key);
-    l.job_rendered(&lease, &artifact(), &destinations(key, emails), t0())
+    l.jobs()
+        .rendered(&lease, &artifact(), &destinations(key, emails), t0())
         .await
         .expect("rendered");
-    l.delivery_lease(&params("w1", t0(), 100))
+    l.leases()
+        .deliveries(&params("w1", t0(), 100))
         .await
         .expect("lease deliveries")
         .into_iter()
@@ -109,7 +119,8 @@ pub async fn rendered_job(t: &TestLedger, key: &str, emails: &[&str]) -> Vec<Del
 /// A rendered job's first delivery sent and its second quarantined (permanent), at [`t0`].
 pub async fn sent_and_quarantined(t: &TestLedger, leases: &[DeliveryLease]) {
     t.ledger
-        .delivery_finish(
+        .deliveries()
+        .finish(
             &leases[0],
             &attempt(ResponseClass::Accepted, t0()),
             DeliveryNext::Sent,
@@ -117,7 +128,8 @@ pub async fn sent_and_quarantined(t: &TestLedger, leases: &[DeliveryLease]) {
         .await
         .expect("sent");
     t.ledger
-        .delivery_finish(
+        .deliveries()
+        .finish(
             &leases[1],
             &attempt(ResponseClass::Permanent, t0()),
             DeliveryNext::Quarantine,
@@ -140,7 +152,8 @@ pub async fn dead_letters(
         let key = format!("{report}:2026-09-{day:02}");
         let leases = rendered_job(t, &key, &[email]).await;
         t.ledger
-            .delivery_finish(&leases[0], &attempt(class, t0()), DeliveryNext::Quarantine)
+            .deliveries()
+            .finish(&leases[0], &attempt(class, t0()), DeliveryNext::Quarantine)
             .await
             .expect("quarantine");
     }
@@ -154,7 +167,8 @@ pub async fn deliver_due(
 ) -> usize {
     let leased = t
         .ledger
-        .delivery_lease(&params("pool", now, 100))
+        .leases()
+        .deliveries(&params("pool", now, 100))
         .await
         .expect("lease");
     for d in &leased {
@@ -164,7 +178,8 @@ pub async fn deliver_due(
             DeliveryNext::Quarantine
         };
         t.ledger
-            .delivery_finish(&d.lease, &attempt(class, now), next)
+            .deliveries()
+            .finish(&d.lease, &attempt(class, now), next)
             .await
             .expect("finish");
     }

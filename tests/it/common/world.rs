@@ -109,40 +109,43 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
     let date = NaiveDate::from_ymd_opt(2026, 9, 1).expect("date") + Duration::days(i as i64);
     let key = JobKey::new(ReportId::parse(&spec.report).expect("id"), date);
     let start = t0();
-    l.job_insert_many(
-        &[NewJob {
-            key: key.clone(),
-            fire_at: start,
-            window: Window {
-                start: start - Duration::days(1),
-                end: start,
-            },
-            ready_at: start,
-            origin: dawnpost::ledger::JobOrigin::Backfill,
-        }],
-        start,
-    )
-    .await
-    .expect("insert");
+    l.jobs()
+        .insert_many(
+            &[NewJob {
+                key: key.clone(),
+                fire_at: start,
+                window: Window {
+                    start: start - Duration::days(1),
+                    end: start,
+                },
+                ready_at: start,
+                origin: dawnpost::ledger::JobOrigin::Backfill,
+            }],
+            start,
+        )
+        .await
+        .expect("insert");
     let k = key.clone();
     let finished = start + Duration::hours(spec.finished_h);
     match spec.shape {
         Shape::Ready => return k,
         Shape::Cancelled => {
-            l.job_cancel(
-                &k,
-                &dawnpost::ledger::Audit::new("ops", "not needed", Via::Cli).expect("audited"),
-                finished,
-            )
-            .await
-            .expect("cancel");
+            l.jobs()
+                .cancel(
+                    &k,
+                    &dawnpost::ledger::Audit::new("ops", "not needed", Via::Cli).expect("audited"),
+                    finished,
+                )
+                .await
+                .expect("cancel");
             return k;
         }
         _ => {}
     }
     let mut leased = None;
     for j in l
-        .job_lease(&LeaseParams {
+        .leases()
+        .jobs(&LeaseParams {
             limit: 100,
             ..lease(start)
         })
@@ -152,7 +155,7 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         if j.job.key == k {
             leased = Some(j);
         } else {
-            l.job_release(&j.lease, start).await.expect("release");
+            l.jobs().release(&j.lease, start).await.expect("release");
         }
     }
     let leased = leased.expect("this job's lease");
@@ -175,7 +178,8 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
             "ops@example.com",
         ),
     }];
-    l.job_rendered(&leased.lease, &artifact, &deliveries, start)
+    l.jobs()
+        .rendered(&leased.lease, &artifact, &deliveries, start)
         .await
         .expect("rendered");
     if spec.shape == Shape::Delivering {
@@ -184,7 +188,8 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
     // Lease this job's delivery; hand back any other job's that came along.
     let mut dl = None;
     for d in l
-        .delivery_lease(&LeaseParams {
+        .leases()
+        .deliveries(&LeaseParams {
             limit: 100,
             ..lease(start)
         })
@@ -194,7 +199,10 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         if d.delivery.key.job() == &k {
             dl = Some(d);
         } else {
-            l.delivery_release(&d.lease, start).await.expect("release");
+            l.deliveries()
+                .release(&d.lease, start)
+                .await
+                .expect("release");
         }
     }
     let dl = dl.expect("this job's delivery");
@@ -202,18 +210,20 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         Shape::Done => (ResponseClass::Accepted, DeliveryNext::Sent),
         _ => (ResponseClass::Permanent, DeliveryNext::Quarantine),
     };
-    l.delivery_finish(&dl.lease, &attempt(class, finished), next)
+    l.deliveries()
+        .finish(&dl.lease, &attempt(class, finished), next)
         .await
         .expect("finish");
-    l.job_settle(&k, finished).await.expect("settle");
+    l.jobs().settle(&k, finished).await.expect("settle");
     if spec.shape == Shape::Redriven {
-        l.job_redrive(
-            &k,
-            &dawnpost::ledger::Audit::new("ops", "again", Via::Cli).expect("audited"),
-            finished + Duration::hours(1),
-        )
-        .await
-        .expect("redrive");
+        l.jobs()
+            .redrive(
+                &k,
+                &dawnpost::ledger::Audit::new("ops", "again", Via::Cli).expect("audited"),
+                finished + Duration::hours(1),
+            )
+            .await
+            .expect("redrive");
     }
     k
 }
@@ -229,9 +239,10 @@ pub struct Footprint {
 
 pub async fn footprint(l: &Ledger, store: &ArtifactStore, key: &JobKey) -> Footprint {
     let (report, date) = (key.report().as_str(), key.date().to_string());
-    let job = l.job_get(key).await.expect("get");
+    let job = l.jobs().get(key).await.expect("get");
     let diagnostics = if job.is_some() {
-        l.job_retention_sizes(key)
+        l.retention()
+            .sizes(key)
             .await
             .expect("sizes")
             .diagnostics_rows
