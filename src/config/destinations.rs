@@ -40,7 +40,7 @@ pub trait DestinationConfig: Sync {
 }
 
 /// What a kind keeps of a report beyond its destinations' names.
-pub type Detail = Arc<dyn Any + Send + Sync>;
+pub(crate) type Detail = Arc<dyn Any + Send + Sync>;
 
 /// What a kind read of one report.
 #[derive(Default)]

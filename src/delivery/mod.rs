@@ -71,7 +71,7 @@ pub(crate) fn of_owners(owners: &Owners) -> Vec<(DestinationKind, String)> {
 }
 
 /// The longest any kind's send may take, by its transport's own timeout.
-pub fn longest_timeout(settings: &crate::config::Settings) -> std::time::Duration {
+pub(crate) fn longest_timeout(settings: &crate::config::Settings) -> std::time::Duration {
     (KINDS.iter().map(|d| d.timeout(settings)))
         .max()
         .unwrap_or_default()

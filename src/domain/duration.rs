@@ -22,11 +22,11 @@ impl Span {
         Span(Duration::from_millis(ms))
     }
 
-    pub const fn from_std(d: Duration) -> Self {
+    pub(crate) const fn from_std(d: Duration) -> Self {
         Span(d)
     }
 
-    pub const fn as_std(self) -> Duration {
+    pub(crate) const fn as_std(self) -> Duration {
         self.0
     }
 

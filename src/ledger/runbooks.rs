@@ -71,7 +71,7 @@ impl RunbookState {
     ];
 
     /// Not finished: planned, or running.
-    pub const OPEN: &[RunbookState] = &[RunbookState::Planned, RunbookState::Running];
+    pub(crate) const OPEN: &[RunbookState] = &[RunbookState::Planned, RunbookState::Running];
 
     pub const fn as_str(self) -> &'static str {
         match self {

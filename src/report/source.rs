@@ -126,7 +126,7 @@ pub(crate) async fn first_cell(
 /// `config::MAX_ROWS_FILE` bytes of rows as JSON. Each read runs on a thread of its own with
 /// its own runtime, so configuration can be loaded from any context, async or not.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SqlRows;
+pub(crate) struct SqlRows;
 
 impl crate::config::RowReader for SqlRows {
     fn sql_rows(
@@ -143,8 +143,15 @@ impl crate::config::RowReader for SqlRows {
                 .map_err(|e| SourceError::Transient(format!("cannot start a runtime: {e}")))?;
             runtime.block_on(async {
                 let (url, sql) = sql_of(&url_env, &query).await?;
-                let limit = (timeout, crate::config::MAX_ROWS_FILE);
-                let read = query_within(&url, &sql, &[], limit, Shape::Rows);
+                let q = Query {
+                    url: &url,
+                    sql: &sql,
+                    binds: &[],
+                    timeout,
+                    max_bytes: crate::config::MAX_ROWS_FILE,
+                    shape: Shape::Rows,
+                };
+                let read = query_within(&q);
                 tokio::time::timeout(timeout.as_std(), read)
                     .await
                     .map_err(|_| {
@@ -293,21 +300,34 @@ async fn fetch_sql(
     shape: Shape,
 ) -> Result<Value, SourceError> {
     let bounds = [rfc3339(window.start), rfc3339(window.end)];
-    query_within(url, sql, &bounds, (timeout, max_bytes), shape).await
+    query_within(&Query {
+        url,
+        sql,
+        binds: &bounds,
+        timeout,
+        max_bytes,
+        shape,
+    })
+    .await
 }
 
-/// `sql`'s rows against the database at `url`, with `binds` bound in order.
-async fn query_within(
-    url: &str,
-    sql: &str,
-    bounds: &[String],
-    (timeout, max_bytes): (crate::domain::duration::Span, u64),
+/// One read of a source database: `sql` against the database at `url`, with `binds` bound in
+/// order, cut at `timeout` and past `max_bytes` of JSON.
+struct Query<'a> {
+    url: &'a str,
+    sql: &'a str,
+    binds: &'a [String],
+    timeout: crate::domain::duration::Span,
+    max_bytes: u64,
     shape: Shape,
-) -> Result<Value, SourceError> {
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        fetch_postgres(url, sql, bounds, (timeout, max_bytes), shape).await
-    } else if url.starts_with("sqlite:") {
-        fetch_sqlite(url, sql, bounds, (timeout, max_bytes), shape).await
+}
+
+/// `q`'s rows, from whichever database its URL names.
+async fn query_within(q: &Query<'_>) -> Result<Value, SourceError> {
+    if q.url.starts_with("postgres://") || q.url.starts_with("postgresql://") {
+        fetch_postgres(q).await
+    } else if q.url.starts_with("sqlite:") {
+        fetch_sqlite(q).await
     } else {
         Err(SourceError::Permanent(
             "the source database URL is neither postgres:// nor sqlite:".into(),
@@ -335,14 +355,16 @@ fn query_err(e: sqlx::Error) -> SourceError {
 
 /// A read-only transaction whose statement timeout stops the query on the server too, not
 /// only this side's wait for it.
-async fn fetch_postgres(
-    url: &str,
-    sql: &str,
-    binds: &[String],
-    (timeout, max_bytes): (crate::domain::duration::Span, u64),
-    shape: Shape,
-) -> Result<Value, SourceError> {
+async fn fetch_postgres(q: &Query<'_>) -> Result<Value, SourceError> {
     use sqlx::Connection;
+    let Query {
+        url,
+        sql,
+        binds,
+        timeout,
+        max_bytes,
+        shape,
+    } = *q;
     let opts = sqlx::postgres::PgConnectOptions::from_str(url)
         .map_err(|e| SourceError::Permanent(e.to_string()))?;
     let mut conn = tokio::time::timeout(
@@ -380,14 +402,16 @@ async fn fetch_postgres(
 
 /// A read-only connection. SQLite has no statement timeout: the statement is interrupted at
 /// the deadline, or its thread would run on after the fetch was cut.
-async fn fetch_sqlite(
-    url: &str,
-    sql: &str,
-    binds: &[String],
-    (timeout, max_bytes): (crate::domain::duration::Span, u64),
-    shape: Shape,
-) -> Result<Value, SourceError> {
+async fn fetch_sqlite(q: &Query<'_>) -> Result<Value, SourceError> {
     use sqlx::Connection;
+    let Query {
+        url,
+        sql,
+        binds,
+        timeout,
+        max_bytes,
+        shape,
+    } = *q;
     let opts = sqlx::sqlite::SqliteConnectOptions::from_str(url)
         .map_err(|e| SourceError::Permanent(e.to_string()))?
         .read_only(true);

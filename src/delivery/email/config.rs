@@ -3,7 +3,41 @@
 
 use std::sync::Arc;
 
-use crate::config::{ConfigError, Fields, Read};
+use crate::domain::keys::DestinationKind;
+
+use crate::config::{ConfigError, DestinationConfig, Fields, Read};
+
+impl DestinationConfig for super::Email {
+    fn kind(&self) -> DestinationKind {
+        super::KIND
+    }
+
+    /// `email` and `list_unsubscribe`.
+    fn read_report(
+        &self,
+        f: &mut Fields<'_, '_>,
+        errors: &mut Vec<ConfigError>,
+        _warnings: &mut Vec<String>,
+    ) -> Read {
+        let to = addresses(f, "email", errors);
+        let list_unsubscribe = read_list_unsubscribe(f, errors);
+        Read {
+            to,
+            detail: Some(Arc::new(Options { list_unsubscribe })),
+        }
+    }
+
+    /// `owners`: one email each.
+    fn read_owners(
+        &self,
+        f: &mut Fields<'_, '_>,
+        errors: &mut Vec<ConfigError>,
+        _warnings: &mut Vec<String>,
+    ) -> Read {
+        let to = addresses(f, "owners", errors);
+        Read { to, detail: None }
+    }
+}
 
 /// What a report's emails carry beyond their addresses.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -11,24 +45,6 @@ pub struct Options {
     /// `list_unsubscribe`: the `List-Unsubscribe` of its emails (`mailto:…`), for reports sent
     /// outside the company.
     pub list_unsubscribe: Option<String>,
-}
-
-/// `email` and `list_unsubscribe`.
-pub(super) fn read_report(f: &mut Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Read {
-    let to = addresses(f, "email", errors);
-    let list_unsubscribe = read_list_unsubscribe(f, errors);
-    Read {
-        to,
-        detail: Some(Arc::new(Options { list_unsubscribe })),
-    }
-}
-
-/// `owners`: one email each.
-pub(super) fn read_owners(f: &mut Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Read {
-    Read {
-        to: addresses(f, "owners", errors),
-        detail: None,
-    }
 }
 
 fn addresses(

@@ -51,30 +51,6 @@ pub struct Email;
 /// The email kind's name.
 pub const KIND: DestinationKind = DestinationKind::named("email");
 
-impl crate::config::DestinationConfig for Email {
-    fn kind(&self) -> DestinationKind {
-        KIND
-    }
-
-    fn read_report(
-        &self,
-        f: &mut crate::config::Fields<'_, '_>,
-        errors: &mut Vec<crate::config::ConfigError>,
-        _warnings: &mut Vec<String>,
-    ) -> crate::config::Read {
-        config::read_report(f, errors)
-    }
-
-    fn read_owners(
-        &self,
-        f: &mut crate::config::Fields<'_, '_>,
-        errors: &mut Vec<crate::config::ConfigError>,
-        _warnings: &mut Vec<String>,
-    ) -> crate::config::Read {
-        config::read_owners(f, errors)
-    }
-}
-
 /// A report's email options as configured (none when it sends no email).
 fn options(report: &crate::config::Report) -> Option<&Options> {
     report.destinations.detail::<Options>(KIND)

@@ -3,7 +3,33 @@
 
 use std::sync::Arc;
 
-use crate::config::{ConfigError, Fields, Place, Read};
+use crate::domain::keys::DestinationKind;
+
+use crate::config::{ConfigError, DestinationConfig, Fields, Place, Read};
+
+impl DestinationConfig for super::Webhook {
+    fn kind(&self) -> DestinationKind {
+        super::KIND
+    }
+
+    fn read_report(
+        &self,
+        f: &mut Fields<'_, '_>,
+        errors: &mut Vec<ConfigError>,
+        warnings: &mut Vec<String>,
+    ) -> Read {
+        hooks(f, errors, warnings)
+    }
+
+    fn read_owners(
+        &self,
+        f: &mut Fields<'_, '_>,
+        errors: &mut Vec<ConfigError>,
+        warnings: &mut Vec<String>,
+    ) -> Read {
+        owner_hook(f, errors, warnings)
+    }
+}
 
 /// One webhook as configured: where it posts and the variable holding its signing secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,7 +44,7 @@ pub struct Hook {
 pub type Hooks = Vec<Hook>;
 
 /// `[[report.webhook]]`: distinct http(s) URLs, each with an optional signing secret's variable.
-pub(super) fn read_report(
+fn hooks(
     f: &mut Fields<'_, '_>,
     errors: &mut Vec<ConfigError>,
     warnings: &mut Vec<String>,
@@ -52,7 +78,7 @@ pub(super) fn read_report(
 }
 
 /// `owner_webhook`: one signed webhook told when the report is late or quarantined.
-pub(super) fn read_owners(
+fn owner_hook(
     f: &mut Fields<'_, '_>,
     errors: &mut Vec<ConfigError>,
     warnings: &mut Vec<String>,

@@ -33,34 +33,10 @@ use crate::report::artifact::ArtifactRef;
 /// sample `tests/it/contracts.rs` pins).
 /// The webhook kind: a report's `[[report.webhook]]` entries and its `owner_webhook`, each a
 /// Standard Webhooks POST.
-pub struct Webhook;
+pub(crate) struct Webhook;
 
 /// The webhook kind's name.
 pub const KIND: DestinationKind = DestinationKind::named("webhook");
-
-impl crate::config::DestinationConfig for Webhook {
-    fn kind(&self) -> DestinationKind {
-        KIND
-    }
-
-    fn read_report(
-        &self,
-        f: &mut crate::config::Fields<'_, '_>,
-        errors: &mut Vec<crate::config::ConfigError>,
-        warnings: &mut Vec<String>,
-    ) -> crate::config::Read {
-        config::read_report(f, errors, warnings)
-    }
-
-    fn read_owners(
-        &self,
-        f: &mut crate::config::Fields<'_, '_>,
-        errors: &mut Vec<crate::config::ConfigError>,
-        warnings: &mut Vec<String>,
-    ) -> crate::config::Read {
-        config::read_owners(f, errors, warnings)
-    }
-}
 
 /// The webhook configured as `url` among `destinations`.
 fn hook<'d>(destinations: &'d crate::config::Destinations, url: &str) -> Option<&'d Hook> {
