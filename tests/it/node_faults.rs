@@ -40,6 +40,13 @@ fn schema_url(t: &TestLedger) -> String {
 /// Two nodes' projects on one ledger and one artifact folder: one report with [`WEBHOOKS`]
 /// signed webhooks, backfilled for [`DATES`]; each node's `[pool]` and `[retry]` as given.
 fn two_nodes(t: &TestLedger, rx: &Receiver, a: &str, b: &str) -> (Project, Project) {
+    let (a, b) = two_projects(t, rx, a, b);
+    backfill(&a, "2024-01-01", "2026-01-02");
+    (a, b)
+}
+
+/// Two nodes' projects on one ledger and one artifact folder, with nothing enqueued.
+fn two_projects(t: &TestLedger, rx: &Receiver, a: &str, b: &str) -> (Project, Project) {
     let (url, shared) = (
         schema_url(t),
         tempfile::tempdir().expect("artifacts").keep(),
@@ -56,19 +63,19 @@ fn two_nodes(t: &TestLedger, rx: &Receiver, a: &str, b: &str) -> (Project, Proje
         );
         p
     };
-    let (a, b) = (node(a), node(b));
-    let out = command(
-        &a,
-        &["backfill", "--from", "2024-01-01", "--to", "2026-01-02"],
-    )
-    .output()
-    .expect("backfill");
+    (node(a), node(b))
+}
+
+/// The report's jobs of the fires in `[from, to)`, through `p`'s binary.
+fn backfill(p: &Project, from: &str, to: &str) {
+    let out = command(p, &["backfill", "--from", from, "--to", to])
+        .output()
+        .expect("backfill");
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    (a, b)
 }
 
 /// `[pool]` and `[retry]` of a node: `pool` lines, a 10 s drain, quick retries.
@@ -105,7 +112,7 @@ fn signed_with(hit: &common::peers::Hit, secret: &str) -> bool {
 /// test rewrites (`@file`); `None` where libfaketime is not installed.
 fn skewed(p: &Project, faketime: &str) -> Option<Command> {
     if !Path::new(FAKETIME_LIB).exists() {
-        eprintln!("skipped: {FAKETIME_LIB} is missing (Debian's faketime package)");
+        common::skip(&format!("{FAKETIME_LIB} is missing (Debian's faketime package)"));
         return None;
     }
     let mut c = command(p, &["run"]);
@@ -160,7 +167,7 @@ async fn unsent_leases_of(t: &TestLedger, pid: u32, seen: &BTreeSet<String>) -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_node_starts_no_send_on_the_leases_it_lost() {
     let Some(t) = TestLedger::postgres().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::ZERO));
@@ -259,18 +266,25 @@ struct Beside {
 }
 
 async fn two_hours_ahead_beside_another(t: &TestLedger, a_pool: &str) -> Option<Beside> {
-    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(200)));
+    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(500)));
     let rx = Receiver::start(rule).await;
     let pool = "concurrency = 4\nlease = \"3s\"";
-    let (a, b) = two_nodes(
+    let (a, b) = two_projects(
         t,
         &rx,
         &settings(&format!("{pool}\n{a_pool}")),
         &settings(pool),
     );
     let total = WEBHOOKS * DATES.len();
-    let node_a = Daemon::start(skewed(&a, "+2h")?);
+    // B renders the first date and holds its sends' leases (20 sends of half a second, four
+    // at a time) while A, started then, takes the other dates: each node's leases are live
+    // while the other's rescuer looks.
+    let skewed_a = skewed(&a, "+2h")?;
+    backfill(&b, "2024-01-01", "2024-01-02");
     let node_b = Daemon::start(command(&b, &["run"]));
+    rx.wait_for(1, Duration::from_secs(60)).await;
+    backfill(&a, "2025-01-01", "2026-01-02");
+    let node_a = Daemon::start(skewed_a);
     let all = rx.keys_reached(total, 1, Duration::from_secs(120)).await;
     let ready = get(&node_a.addr, "/readyz").await;
     let metrics = get(&node_a.addr, "/metrics").await.1;
@@ -323,7 +337,7 @@ impl Beside {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_hours_ahead_leases_and_rescues_nothing_and_says_why() {
     let Some(t) = TestLedger::postgres().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let Some(run) = two_hours_ahead_beside_another(&t, "").await else {
@@ -353,7 +367,7 @@ async fn a_node_hours_ahead_leases_and_rescues_nothing_and_says_why() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_ahead_within_its_bound_keeps_the_ledgers_time() {
     let Some(t) = TestLedger::postgres().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let Some(run) = two_hours_ahead_beside_another(&t, "max_clock_offset = \"3h\"").await else {
@@ -385,7 +399,7 @@ async fn a_node_ahead_within_its_bound_keeps_the_ledgers_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clock_stepped_back_stalls_nothing() {
     let Some(t) = TestLedger::postgres().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     // Each delivery's first attempt fails (a webhook's first request for each of the dates);
