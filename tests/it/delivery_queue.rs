@@ -63,7 +63,7 @@ on_both_backends!(rows_an_older_version_wrote_are_claimed_and_listed);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finish_writes_no_index_entry() {
     let Some(t) = TestLedger::postgres().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let schema = t.schema().expect("schema").to_string();

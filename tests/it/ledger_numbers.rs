@@ -347,7 +347,7 @@ async fn an_older_versions_rows_are_numbered_as_they_go_in_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_older_versions_rows_are_numbered_as_they_go_in_on_postgres() {
     let Some(old) = Expanded::postgres().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     an_older_versions_rows_are_numbered_as_they_go_in(old).await;

@@ -42,7 +42,7 @@ async fn drop_schema(admin: &sqlx::PgPool, schema: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_command_migrates_by_itself_and_migrate_is_the_deploy_step() {
     let Some((admin, schema, url)) = empty_schema().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let p = project(&url, None);
@@ -77,7 +77,7 @@ async fn no_command_migrates_by_itself_and_migrate_is_the_deploy_step() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_migrates_on_open_as_before() {
     let Some((admin, schema, url)) = empty_schema().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let p = project(&url, Some("auto"));
@@ -115,7 +115,7 @@ async fn record_newer(t: &TestLedger, version: i64, description: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schema_a_newer_version_expanded_runs_one_it_contracted_does_not() {
     let Some(t) = TestLedger::postgres().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let base = std::env::var(common::POSTGRES_ENV).expect("url");
@@ -269,7 +269,7 @@ async fn the_old_audit_name_lasts_until_the_contract_migration_on_sqlite() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_old_audit_name_lasts_until_the_contract_migration_on_postgres() {
     let Some((admin, schema, url)) = empty_schema().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let raw = sqlx::PgPool::connect(&url).await.expect("raw");

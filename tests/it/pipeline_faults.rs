@@ -52,7 +52,7 @@ async fn run(p: &Project, t: &TestLedger, max_wait: Duration) -> RunOnceSummary 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_cut_by_a_killed_backend_is_retried_without_resending() {
     let Some(t) = TestLedger::postgres().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let url = std::env::var(common::POSTGRES_ENV).expect("url");

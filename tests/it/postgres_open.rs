@@ -27,7 +27,7 @@ fn jobs_at(url: &str) -> (Option<i32>, String) {
 
 fn server() -> Option<url::Url> {
     let Ok(url) = std::env::var(common::POSTGRES_ENV) else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return None;
     };
     Some(url::Url::parse(&url).expect("a URL"))
@@ -101,7 +101,7 @@ async fn a_missing_database_and_a_closed_port_each_say_so() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_it_cannot_write_is_not_ready() {
     let Some(t) = common::TestLedger::postgres().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let base = server().expect("url");

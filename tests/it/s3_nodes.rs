@@ -1,4 +1,4 @@
-//! Several nodes, one bucket (issue 13 point 5): three `dawnpost run` processes on one ledger and
+//! Several nodes, one bucket: three `dawnpost run` processes on one ledger and
 //! one S3 API (moto's server on loopback) render each job once, into one create-only artifact,
 //! and deliver each destination once; `show` reads the artifact back from the bucket and a
 //! sweep deletes it there.
@@ -258,7 +258,7 @@ async fn sweep_deletes_from_the_bucket(p: &Project, s3: &S3, job: &dawnpost::led
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_on_postgres_share_one_bucket() {
     let Some(t) = TestLedger::postgres().await else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     let base = std::env::var(common::POSTGRES_ENV).expect("url");

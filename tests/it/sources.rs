@@ -205,7 +205,7 @@ async fn sql_source_on_sqlite_reads_the_window_as_objects() {
 #[tokio::test]
 async fn sql_source_on_postgres_binds_the_window() {
     let Ok(url) = std::env::var(common::POSTGRES_ENV) else {
-        eprintln!("skipped: {} is not set", common::POSTGRES_ENV);
+        common::skip(&format!("{} is not set", common::POSTGRES_ENV));
         return;
     };
     use sqlx::Connection;

@@ -90,7 +90,7 @@ fn project(rx: &Receiver, ledger: &Path) -> Project {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_disk_is_reported_and_the_daemon_recovers_without_a_restart() {
     let Some(fs) = Tmpfs::mount("16m") else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        crate::common::skip("cannot mount a tmpfs here (needs root)");
         return;
     };
     let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(150)));

@@ -29,7 +29,7 @@ fn previous_binary() -> Option<PathBuf> {
         .output()
         .expect("run build-previous.sh");
     if out.status.code() == Some(3) {
-        eprintln!("skipped: {}", String::from_utf8_lossy(&out.stderr).trim());
+        common::skip(String::from_utf8_lossy(&out.stderr).trim());
         return None;
     }
     assert!(
@@ -338,10 +338,7 @@ fn the_contract_migration_waits_for(d: &Deploy, old: Daemon) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_deploy_beside_the_previous_release_loses_nothing_and_sends_nothing_twice() {
     let Some(d) = Deploy::new().await else {
-        eprintln!(
-            "skipped: {} is not set, or no previous release",
-            common::POSTGRES_ENV
-        );
+        common::skip(&format!("{} is not set, or no previous release", common::POSTGRES_ENV));
         return;
     };
     let (old, old_schema) = the_fleet_before_the_deploy(&d).await;

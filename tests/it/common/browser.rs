@@ -1,6 +1,6 @@
 //! Headless Chromium driven through chromedriver (W3C WebDriver, with fantoccini): Debian's
 //! `chromium` and `chromium-driver`, started on a free loopback port per test, with the flags
-//! this machine's closed network needs. Screenshots go to `target/ui-screenshots/`.
+//! a host without network access needs. Screenshots go to `target/ui-screenshots/`.
 
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
