@@ -1,5 +1,5 @@
--- What the deliveries' keys cost in WAL when one node or three insert them (issue 30: three
--- nodes' WAL per delivery on an empty ledger). No dawnpost process: the insert order of a night's
+-- What the deliveries' keys cost in WAL when one node or three insert them (three nodes'
+-- WAL per delivery on an empty ledger). No dawnpost process: the insert order of a night's
 -- deliveries is replayed in one session, which is all the WAL depends on (commit by commit, in
 -- the order the nodes' commits reach the server).
 --

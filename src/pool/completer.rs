@@ -251,7 +251,7 @@ async fn gather(
 /// coming (the last renders of a night, whose deliveries wait for this commit to start, or
 /// their last sends), and waiting on would only hold what is here. Each such gathering held
 /// its outcomes a whole [`LINGER`]: two or three a 10,000-job drain, at its start and its end
-/// (a throwaway probe timing each gathering of `cargo bench --bench pipeline`). A node
+/// (timing each gathering of `cargo bench --bench pipeline`). A node
 /// gathering at a third of the load still sees an outcome every millisecond or so.
 const PAUSE: Duration = Duration::from_millis(5);
 
