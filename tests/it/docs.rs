@@ -14,10 +14,15 @@ fn root() -> &'static Path {
 
 /// Every Markdown file a reader meets: the documents at the root and the book.
 fn documents() -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = ["README.md", "CONTRIBUTING.md", "CHANGELOG.md", "ARCHITECTURE.md"]
-        .iter()
-        .map(|f| root().join(f))
-        .collect();
+    let mut out: Vec<PathBuf> = [
+        "README.md",
+        "CONTRIBUTING.md",
+        "CHANGELOG.md",
+        "ARCHITECTURE.md",
+    ]
+    .iter()
+    .map(|f| root().join(f))
+    .collect();
     let mut stack = vec![root().join("docs")];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).expect("docs") {
@@ -138,7 +143,10 @@ fn every_page_of_the_guide_is_in_the_book() {
         .filter(|p| !listed.contains(p))
         .map(|p| p.display().to_string())
         .collect();
-    assert!(missing.is_empty(), "pages not in docs/SUMMARY.md: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "pages not in docs/SUMMARY.md: {missing:?}"
+    );
 }
 
 /// Every ```toml block of the documents, with where it starts.
@@ -171,7 +179,11 @@ fn place_example(p: &Project, example: &str) {
         .map(str::trim)
         .filter(|l| l.starts_with('['))
         .collect();
-    let any = |names: &[&str]| tables.iter().any(|t| names.iter().any(|n| t.starts_with(n)));
+    let any = |names: &[&str]| {
+        tables
+            .iter()
+            .any(|t| names.iter().any(|n| t.starts_with(n)))
+    };
     let reference = report("example", "0 30 6 * * *", "Europe/Berlin");
     if any(&["[[report]]", "[[family]]"]) {
         p.write("config/reports.toml", example);
@@ -190,7 +202,11 @@ fn place_example(p: &Project, example: &str) {
 #[test]
 fn every_toml_example_of_the_documents_is_accepted_by_the_loader() {
     let examples = toml_examples();
-    assert!(examples.len() >= 5, "the guide's examples: {}", examples.len());
+    assert!(
+        examples.len() >= 5,
+        "the guide's examples: {}",
+        examples.len()
+    );
     let shipped = root().join("config");
     let mut refused = Vec::new();
     for (at, example) in examples {
@@ -199,6 +215,12 @@ fn every_toml_example_of_the_documents_is_accepted_by_the_loader() {
             "config/warehouses.csv",
             &std::fs::read_to_string(shipped.join("warehouses.csv")).expect("rows"),
         );
+        for entry in std::fs::read_dir(shipped.join("calendars")).expect("calendars") {
+            let f = entry.expect("calendar").path();
+            let name = f.file_name().expect("name").to_string_lossy().to_string();
+            let text = std::fs::read_to_string(&f).expect("calendar");
+            p.write(&format!("config/calendars/{name}"), &text);
+        }
         place_example(&p, &example);
         if let Err(e) = Config::load(&p.config_dir(), &dawnpost::delivery::readers()) {
             refused.push(format!("{at}:\n{e}"));

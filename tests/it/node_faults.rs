@@ -112,7 +112,9 @@ fn signed_with(hit: &common::peers::Hit, secret: &str) -> bool {
 /// test rewrites (`@file`); `None` where libfaketime is not installed.
 fn skewed(p: &Project, faketime: &str) -> Option<Command> {
     if !Path::new(FAKETIME_LIB).exists() {
-        common::skip(&format!("{FAKETIME_LIB} is missing (Debian's faketime package)"));
+        common::skip(&format!(
+            "{FAKETIME_LIB} is missing (Debian's faketime package)"
+        ));
         return None;
     }
     let mut c = command(p, &["run"]);

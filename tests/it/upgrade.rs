@@ -338,7 +338,10 @@ fn the_contract_migration_waits_for(d: &Deploy, old: Daemon) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_deploy_beside_the_previous_release_loses_nothing_and_sends_nothing_twice() {
     let Some(d) = Deploy::new().await else {
-        common::skip(&format!("{} is not set, or no previous release", common::POSTGRES_ENV));
+        common::skip(&format!(
+            "{} is not set, or no previous release",
+            common::POSTGRES_ENV
+        ));
         return;
     };
     let (old, old_schema) = the_fleet_before_the_deploy(&d).await;

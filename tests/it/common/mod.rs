@@ -26,9 +26,16 @@ pub const POSTGRES_ENV: &str = "DAWNPOST_TEST_POSTGRES_URL";
 pub fn skip(why: &str) {
     if let Some(path) = std::env::var_os("DAWNPOST_TEST_SKIPS") {
         use std::io::Write as _;
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(path);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path);
         if let Ok(mut f) = file {
-            let _ = writeln!(f, "{}: {why}", std::thread::current().name().unwrap_or("a test"));
+            let _ = writeln!(
+                f,
+                "{}: {why}",
+                std::thread::current().name().unwrap_or("a test")
+            );
         }
     }
     assert!(
