@@ -10,6 +10,7 @@ mod browser;
 mod bulk_redrive;
 mod calendars;
 mod cli;
+mod cli_reference;
 mod cli_run;
 mod config_cases;
 mod config_reference;
