@@ -95,13 +95,12 @@ impl Calendar {
             vec![error(line, "(syntax)", e.message().to_string())]
         })?;
         let mut errors = Vec::new();
-        let weekdays = match raw.weekdays.as_deref().map(parse_weekdays) {
+        let weekdays = match &raw.weekdays {
             None => [true, true, true, true, true, false, false],
-            Some(Ok(days)) => days,
-            Some(Err(message)) => {
-                errors.push(error(None, "weekdays", message));
+            Some(w) => parse_weekdays(w.get_ref()).unwrap_or_else(|message| {
+                errors.push(error(Some(line_of(w.span().start)), "weekdays", message));
                 [false; 7]
-            }
+            }),
         };
         let mut holidays = BTreeMap::new();
         for (i, h) in raw.holiday.iter().enumerate() {
@@ -238,7 +237,7 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
-    weekdays: Option<String>,
+    weekdays: Option<toml::Spanned<String>>,
     #[serde(default)]
     holiday: Vec<toml::Spanned<RawHoliday>>,
 }

@@ -11,6 +11,7 @@ mod database;
 mod destinations;
 mod family;
 mod fields;
+mod lines;
 mod owners;
 mod rate_limits;
 mod readiness;
@@ -173,6 +174,7 @@ impl Config {
             }
         }
         if !errors.is_empty() {
+            lines::locate(&mut errors);
             return Err(ConfigErrors(errors));
         }
         Ok(Config {

@@ -149,6 +149,7 @@ impl RetentionPolicy {
         if errors.is_empty() {
             Ok(policy)
         } else {
+            super::lines::locate(&mut errors);
             Err(ConfigErrors(errors))
         }
     }

@@ -54,7 +54,8 @@ fn prose(md: &str) -> Vec<(usize, &str)> {
         .collect()
 }
 
-/// The targets of a line's Markdown links and images, `[text](target)`, outside inline code.
+/// The targets of a line's Markdown links and images (`[text](target)`, outside inline code)
+/// and HTML images (`<img src="target">`).
 fn link_targets(line: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut code = false;
@@ -72,6 +73,14 @@ fn link_targets(line: &str) -> Vec<String> {
             _ => {}
         }
         i += 1;
+    }
+    // HTML images: `<img src="…">`.
+    let mut rest = line;
+    while let Some(at) = rest.find("src=\"") {
+        rest = &rest[at + 5..];
+        if let Some(end) = rest.find('"') {
+            out.push(rest[..end].to_string());
+        }
     }
     out
 }

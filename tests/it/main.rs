@@ -13,6 +13,7 @@ mod cli;
 mod cli_reference;
 mod cli_run;
 mod config_cases;
+mod config_lines;
 mod config_reference;
 mod config_validation;
 mod console;
