@@ -76,8 +76,8 @@ fn report_table<'t, 'i>(
         DeValue::Array(items) => items,
         _ => return None,
     };
-    let by_index = (label.strip_prefix("report["))
-        .and_then(|r| r.trim_end_matches(']').parse::<usize>().ok());
+    let by_index =
+        (label.strip_prefix("report[")).and_then(|r| r.trim_end_matches(']').parse::<usize>().ok());
     let found = match by_index {
         Some(i) => reports.get(i),
         None => reports.iter().find(|r| match r.get_ref() {
@@ -96,6 +96,9 @@ fn report_table<'t, 'i>(
 fn entry<'t, 'i>(
     table: &'t DeTable<'i>,
     key: &str,
-) -> Option<(&'t toml::Spanned<toml::de::DeString<'i>>, &'t toml::Spanned<DeValue<'i>>)> {
+) -> Option<(
+    &'t toml::Spanned<toml::de::DeString<'i>>,
+    &'t toml::Spanned<DeValue<'i>>,
+)> {
     table.iter().find(|(k, _)| k.get_ref().as_ref() == key)
 }

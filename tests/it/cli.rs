@@ -47,7 +47,7 @@ fn check_lists_every_problem_and_fails() {
     );
     assert!(err.contains("report \"b\": schedule:"), "{err}");
     assert!(
-        err.contains("retention.toml: ledger: ledger (1d) must be at least artifact (7d)"),
+        err.contains("retention.toml: line 1: ledger: ledger (1d) must be at least artifact (7d)"),
         "{err}"
     );
 }

@@ -316,7 +316,8 @@ fn run_refuses_to_start_under_an_invalid_retention_policy() {
     let out = run_in(dir.path(), &["run"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("retention.toml: ledger: ledger (1d) must be at least artifact (7d)"),
+        stderr(&out)
+            .contains("retention.toml: line 2: ledger: ledger (1d) must be at least artifact (7d)"),
         "{}",
         stderr(&out)
     );

@@ -31,7 +31,9 @@ fn a_bad_field_of_a_report_names_its_line() {
     let said = said(&p, "email[0]");
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(
-        said[0].contains(&format!("reports.toml: line {line}: report \"second\": email[0]:")),
+        said[0].contains(&format!(
+            "reports.toml: line {line}: report \"second\": email[0]:"
+        )),
         "{said:?}"
     );
 }
@@ -42,7 +44,10 @@ fn a_bad_nested_field_names_its_line() {
         + "[[report.webhook]]\nurl = \"https://h.example/a\"\n\
            [[report.webhook]]\nurl = \"ftp://h.example/b\"\n";
     let p = Project::new(&reports);
-    let line = 1 + reports.lines().position(|l| l.contains("ftp:")).expect("line");
+    let line = 1 + reports
+        .lines()
+        .position(|l| l.contains("ftp:"))
+        .expect("line");
     let said = said(&p, "webhook[1].url");
     assert!(
         said.iter().any(|s| s.contains(&format!("line {line}: "))),
@@ -57,7 +62,8 @@ fn a_bad_setting_names_its_line() {
     p.write("config/dawnpost.toml", settings);
     let said = said(&p, "pool.lease");
     assert!(
-        said.iter().any(|s| s.contains("dawnpost.toml: line 6: pool.lease:")),
+        said.iter()
+            .any(|s| s.contains("dawnpost.toml: line 6: pool.lease:")),
         "{said:?}"
     );
 }
@@ -75,7 +81,8 @@ fn a_calendars_bad_weekdays_names_its_line() {
     );
     let said = said(&p, "weekdays");
     assert!(
-        said.iter().any(|s| s.contains("site.toml: line 3: weekdays:")),
+        said.iter()
+            .any(|s| s.contains("site.toml: line 3: weekdays:")),
         "{said:?}"
     );
 }
@@ -92,7 +99,9 @@ fn a_retention_override_names_its_line() {
     };
     let shown: Vec<String> = errors.0.iter().map(ToString::to_string).collect();
     assert!(
-        shown.iter().any(|s| s.contains("retention.toml: line ") && s.contains("ledger")),
+        shown
+            .iter()
+            .any(|s| s.contains("retention.toml: line ") && s.contains("ledger")),
         "{shown:?}"
     );
 }

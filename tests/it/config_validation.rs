@@ -143,10 +143,22 @@ fn every_error_of_a_file_is_reported_together() {
             (Some("c"), "email[0]"),
         ]
     );
+    // Each names its line: report a's schedule is the first `schedule` of the file.
+    let line = 1
+        + (reports.lines())
+            .position(|l| l.starts_with("schedule"))
+            .expect("a schedule");
     let rendered = errors[2].to_string();
     assert!(
-        rendered.contains("reports.toml: report \"a\": schedule: "),
+        rendered.contains(&format!(
+            "reports.toml: line {line}: report \"a\": schedule: "
+        )),
         "{rendered}"
+    );
+    let settings = errors[0].to_string();
+    assert!(
+        settings.contains("dawnpost.toml: line 2: pool.concurrency: "),
+        "{settings}"
     );
 }
 

@@ -188,7 +188,7 @@ fn check_shows_each_limit_and_what_it_holds_back() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("dawnpost.toml: rate_limit[0].per_second: -1 must be above 0"),
+        err.contains("dawnpost.toml: line 3: rate_limit[0].per_second: -1 must be above 0"),
         "{err}"
     );
 }
