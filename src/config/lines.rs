@@ -14,28 +14,46 @@ use super::ConfigError;
 /// field's key where it is written, else the nearest table on its path that is.
 pub(super) fn locate(errors: &mut [ConfigError]) {
     let mut texts: HashMap<PathBuf, Option<String>> = HashMap::new();
-    for e in errors.iter_mut().filter(|e| e.row.is_none()) {
-        if e.file.extension().is_none_or(|x| x != "toml") {
+    for e in errors.iter_mut() {
+        // A family's own table (`family "…"`); a row's problem names its row's line instead.
+        let family = (e.row.as_deref())
+            .and_then(|r| r.strip_prefix("family \""))
+            .and_then(|r| r.strip_suffix('"'))
+            .filter(|id| !id.contains('"'))
+            .map(str::to_string);
+        if (e.row.is_some() && family.is_none()) || e.file.extension().is_none_or(|x| x != "toml") {
             continue;
         }
         let text = texts
             .entry(e.file.clone())
             .or_insert_with(|| std::fs::read_to_string(&e.file).ok());
-        if let Some(line) = text.as_deref().and_then(|t| line_of(t, e)) {
-            e.row = Some(format!("line {line}"));
-        }
+        let Some(line) = text
+            .as_deref()
+            .and_then(|t| line_of(t, e, family.as_deref()))
+        else {
+            continue;
+        };
+        e.row = Some(match e.row.take() {
+            Some(family) => format!("{family}, line {line}"),
+            None => format!("line {line}"),
+        });
     }
 }
 
-/// The line of `e`'s field in `text`, when the file parses and the field's table is found.
-fn line_of(text: &str, e: &ConfigError) -> Option<usize> {
+/// The line of `e`'s field in `text` (in the `[[family]]` whose id is `family`, when given),
+/// when the file parses and the field's table is found.
+fn line_of(text: &str, e: &ConfigError, family: Option<&str>) -> Option<usize> {
     let doc = DeTable::parse(text).ok()?;
     let mut at: Range<usize> = doc.span();
     let mut table: Option<&DeTable<'_>> = Some(doc.get_ref());
-    if let Some(label) = &e.report {
-        let (span, found) = report_table(doc.get_ref(), label)?;
+    let found = match (family, &e.report) {
+        (Some(id), _) => Some(table_of(doc.get_ref(), "family", id)?),
+        (None, Some(label)) => Some(table_of(doc.get_ref(), "report", label)?),
+        (None, None) => None,
+    };
+    if let Some((span, t)) = found {
         at = span;
-        table = Some(found);
+        table = Some(t);
     }
     for segment in e.field.split('.') {
         let (key, index) = match segment.split_once('[') {
@@ -67,17 +85,19 @@ fn line_of(text: &str, e: &ConfigError) -> Option<usize> {
     Some(text[..start + skipped].matches('\n').count() + 1)
 }
 
-/// The `[[report]]` table `label` names: by its id, or `report[i]` when it had none.
-fn report_table<'t, 'i>(
+/// The `[[report]]` (or `[[family]]`, as `kind` says) table `label` names: by its id, or
+/// `report[i]` when it had none.
+fn table_of<'t, 'i>(
     doc: &'t DeTable<'i>,
+    kind: &str,
     label: &str,
 ) -> Option<(Range<usize>, &'t DeTable<'i>)> {
-    let reports: &DeArray<'i> = match entry(doc, "report")?.1.get_ref() {
+    let reports: &DeArray<'i> = match entry(doc, kind)?.1.get_ref() {
         DeValue::Array(items) => items,
         _ => return None,
     };
-    let by_index =
-        (label.strip_prefix("report[")).and_then(|r| r.trim_end_matches(']').parse::<usize>().ok());
+    let by_index = (label.strip_prefix(&format!("{kind}[")))
+        .and_then(|r| r.trim_end_matches(']').parse::<usize>().ok());
     let found = match by_index {
         Some(i) => reports.get(i),
         None => reports.iter().find(|r| match r.get_ref() {

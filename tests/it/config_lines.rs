@@ -105,3 +105,18 @@ fn a_retention_override_names_its_line() {
         "{shown:?}"
     );
 }
+
+#[test]
+fn a_bad_field_of_a_familys_own_table_names_its_line() {
+    let reports = "[[family]]\nid = \"f-{{row.id}}\"\nrows = { kind = \"csv\", path = \"config/rows.csv\", sheet = 2 }\n\
+                   title = \"F\"\nschedule = \"0 30 6 * * *\"\ntimezone = \"UTC\"\ntemplate = \"daily_ops\"\n\
+                   source = { kind = \"file\", path = \"config/sample/warehouse-17.json\" }\n";
+    let p = Project::new(reports);
+    p.write("config/rows.csv", "id\nw1\n");
+    let said = said(&p, "rows.sheet");
+    assert!(
+        said.iter()
+            .any(|s| s.contains("reports.toml: family \"f-{{row.id}}\", line 3: rows.sheet:")),
+        "{said:?}"
+    );
+}
