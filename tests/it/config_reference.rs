@@ -1,4 +1,4 @@
-//! Every key the configuration's loader accepts is in the guide's configuration reference. The
+//! Every key the configuration's loader accepts is in the configuration reference. The
 //! keys are the loader's own: each table is given a key it does not know, and the loader's
 //! refusal lists the keys it reads there.
 
@@ -11,12 +11,8 @@ use crate::common::{Project, report};
 
 const UNKNOWN: &str = "zzz_not_a_key";
 
-/// The pages that document the configuration.
-const REFERENCE: &[&str] = &[
-    "docs/guide/configuration.md",
-    "docs/guide/deadlines-and-owners.md",
-    "docs/guide/retention.md",
-];
+/// The configuration reference: every key with its type, default and an example.
+const REFERENCE: &[&str] = &["docs/reference/configuration.md"];
 
 /// The keys the loader lists when `file` of a project holds `text` (and the other files are
 /// the minimal ones), or none when it does not complain of [`UNKNOWN`].
