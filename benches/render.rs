@@ -26,7 +26,9 @@ fn main() {
         sinks::project(dir.path(), jobs.clamp(1, 100), 1, 0, unused, unused, "");
         let config = Config::load(&dir.path().join("config"), &dawnpost::delivery::readers())
             .unwrap_or_else(|e| panic!("{e}"));
-        let templates = Arc::new(Templates::load(&config.root, "daily_ops").expect("template"));
+        let templates = Arc::new(
+            Templates::load(&config.root, "daily_ops", &config.template_parts).expect("template"),
+        );
         let store = ArtifactStore::open(&url, &config.root).expect("store");
         let http = reqwest::Client::new();
         let todo = sinks::jobs(&config, jobs, chrono::Utc::now());

@@ -26,6 +26,12 @@ pub trait DestinationConfig: Sync {
         warnings: &mut Vec<String>,
     ) -> Read;
 
+    /// The part of a job's artifact it sends, rendered from `templates/<name>.<part>.hbs` when
+    /// the report's template has one (a chat message's JSON); none by default.
+    fn template_part(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Reads its keys of a report's owners (`owners`, `owner_webhook`): who of its kind is told
     /// when the report is late or quarantined. A kind that tells no owners reads nothing, and
     /// a key it would own is an unknown key.

@@ -112,6 +112,9 @@ pub struct Config {
     pub retention: RetentionPolicy,
     /// Things worth saying that do not stop a run (e.g. a secret's variable is unset here).
     pub warnings: Vec<String>,
+    /// The artifact parts the kinds of destination send (`DestinationConfig::template_part`),
+    /// which a report's template may render.
+    pub template_parts: Vec<&'static str>,
 }
 
 impl Config {
@@ -177,11 +180,15 @@ impl Config {
             lines::locate(&mut errors);
             return Err(ConfigErrors(errors));
         }
+        let template_parts = (readers.destinations.iter())
+            .filter_map(|k| k.template_part())
+            .collect();
         Ok(Config {
             reports,
             families,
             retention,
             warnings,
+            template_parts,
             ..Config::of_settings(dir, root, settings)
         })
     }
@@ -196,6 +203,7 @@ impl Config {
             families: Vec::new(),
             retention: RetentionPolicy::default(),
             warnings: Vec::new(),
+            template_parts: Vec::new(),
         }
     }
 

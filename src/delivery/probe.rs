@@ -48,6 +48,11 @@ impl DestinationConfig for Probe {
         KIND
     }
 
+    /// A probe's message is the report's `<template>.probe.hbs`, when it has one.
+    fn template_part(&self) -> Option<&'static str> {
+        Some("probe")
+    }
+
     /// `probe = ["desk", …]`.
     fn read_report(
         &self,
@@ -99,8 +104,14 @@ impl Sender for Desks {
                 ResponseClass::Accepted
             };
             locked(&LOG).push((key, class));
+            // The message the render stored, read back with the artifact.
+            let message = parcel
+                .rendered
+                .parts
+                .get("probe")
+                .map_or("", String::as_str);
             let words = format!(
-                "desk {desk}: {} for {}",
+                "desk {desk}: {} for {} ({message})",
                 class.as_str(),
                 parcel.report.title
             );
@@ -161,6 +172,8 @@ mod tests {
             ),
         )
         .expect("reports");
+        let message = "{\"desk report\": \"{{report.title}}\"}";
+        std::fs::write(dir.path().join("templates/daily_ops.probe.hbs"), message).expect("part");
         dir
     }
 
@@ -251,5 +264,12 @@ mod tests {
         let shown = history.render_text();
         assert!(shown.contains("probe:stubborn-south"), "{shown}");
         assert!(shown.contains("desk stubborn-south"), "{shown}");
+        // The probe's message is a part of the artifact: rendered once, listed, and what each
+        // send read back.
+        assert!(shown.contains(".probe.json"), "{shown}");
+        assert!(
+            shown.contains(r#"({"desk report": "Desk report"})"#),
+            "{shown}"
+        );
     }
 }

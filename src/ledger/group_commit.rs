@@ -64,7 +64,7 @@ pub struct Committed {
 /// sha256, bytes, csv, now) record each job's artifact under its lease: `rendering →
 /// delivering`, or `→ done` for a job without destinations.
 const RENDERED_VALUES: &str =
-    "WITH v (key, token, state, html, text, sha256, bytes, csv, now) AS (VALUES ";
+    "WITH v (key, token, state, html, text, sha256, bytes, csv, parts, now) AS (VALUES ";
 
 /// What a batch of renders returns: the job rows only (PostgreSQL's `*` would add `v`'s
 /// columns; SQLite's means the updated table's and refuses `jobs.*`).
@@ -299,7 +299,7 @@ async fn rendered_rows(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<V
     let tail = [") ", RENDERED_UPDATE, tx.pick(RENDERED_RETURNING)].concat();
     let mut rows = Vec::with_capacity(renders.len());
     for chunk in shaped(renders, ROWS_PER_STATEMENT) {
-        let sql = values_list(tx.numbered(), RENDERED_VALUES, chunk.len(), 9, &tail);
+        let sql = values_list(tx.numbered(), RENDERED_VALUES, chunk.len(), 10, &tail);
         let mut update = Statement::owned(sql);
         for r in chunk {
             let a = &r.artifact;
@@ -312,6 +312,7 @@ async fn rendered_rows(tx: &mut Tx, renders: &[Render], now_ms: i64) -> Result<V
                 .bind(a.sha256.as_str())
                 .bind(a.bytes)
                 .bind(a.csv_key.as_deref())
+                .bind(super::types::parts_column(a))
                 .bind(now_ms);
         }
         rows.extend(tx.fetch_all::<JobRecord>(&update).await?);

@@ -17,12 +17,12 @@ use super::types::{DeliveryRecord, JobRecord};
 use super::{Finish, Render, Result};
 use crate::domain::clock::to_millis;
 
-/// Renders as parallel arrays (key, token, state, html, text, sha256, bytes, csv) at `$9`,
-/// then `group_commit_sql::RENDERED_UPDATE`.
+/// Renders as parallel arrays (key, token, state, html, text, sha256, bytes, csv, parts) at
+/// `$10`, then `group_commit_sql::RENDERED_UPDATE`.
 static RENDERED: LazyLock<String> = LazyLock::new(|| {
-    let head = "WITH v (key, token, state, html, text, sha256, bytes, csv, now) AS (
-        SELECT *, $9::int8 FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::text[],
-            $5::text[], $6::text[], $7::int8[], $8::text[])) ";
+    let head = "WITH v (key, token, state, html, text, sha256, bytes, csv, parts, now) AS (
+        SELECT *, $10::int8 FROM UNNEST($1::text[], $2::int8[], $3::text[], $4::text[],
+            $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[])) ";
     [head, RENDERED_UPDATE, "jobs.*"].concat()
 });
 
@@ -76,6 +76,7 @@ pub(super) async fn rendered(
         Vec::with_capacity(n),
     );
     let (mut bytes, mut csv) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let mut parts = Vec::with_capacity(n);
     for r in renders {
         let a = &r.artifact;
         key.push(r.lease.key().to_string());
@@ -86,6 +87,7 @@ pub(super) async fn rendered(
         sha.push(a.sha256.as_str());
         bytes.push(a.bytes);
         csv.push(a.csv_key.as_deref());
+        parts.push(super::types::parts_column(a));
     }
     let rows = sqlx::query_as(sqlx::AssertSqlSafe(RENDERED.as_str()))
         .bind(key)
@@ -96,6 +98,7 @@ pub(super) async fn rendered(
         .bind(sha)
         .bind(bytes)
         .bind(csv)
+        .bind(parts)
         .bind(now_ms)
         .fetch_all(conn)
         .await?;

@@ -22,7 +22,8 @@ pub(super) struct NewRow<'a> {
 pub(super) const RENDERED_UPDATE: &str = "UPDATE jobs SET state = v.state, artifact_key = v.html, artifact_text_key = v.text,
         artifact_sha256 = v.sha256, artifact_bytes = v.bytes, artifact_deleted_at = NULL, last_error = NULL,
         lease_owner = NULL, lease_expires_at = NULL, updated_at = v.now,
-        terminal_at = CASE WHEN v.state = 'done' THEN v.now ELSE NULL END, artifact_csv_key = v.csv
+        terminal_at = CASE WHEN v.state = 'done' THEN v.now ELSE NULL END, artifact_csv_key = v.csv,
+        artifact_parts = v.parts
      FROM v
      WHERE jobs.key = v.key AND jobs.lease_token = v.token AND (jobs.state = 'rendering') IS TRUE
      RETURNING ";

@@ -122,6 +122,9 @@ pub(super) struct JobRecord {
     artifact_key: Option<String>,
     artifact_text_key: Option<String>,
     artifact_csv_key: Option<String>,
+    /// The names of the artifact's named parts, comma-separated (none: no such part).
+    #[sqlx(default)]
+    artifact_parts: Option<String>,
     artifact_sha256: Option<String>,
     artifact_bytes: Option<i64>,
     artifact_deleted_at: Option<i64>,
@@ -140,6 +143,11 @@ pub(super) struct JobRecord {
     number: Option<i64>,
 }
 
+/// How an artifact's named parts are stored: their names, comma-separated; none without any.
+pub(super) fn parts_column(a: &ArtifactRef) -> Option<String> {
+    (!a.parts.is_empty()).then(|| a.parts.join(","))
+}
+
 impl TryFrom<JobRecord> for Job {
     type Error = LedgerError;
 
@@ -156,6 +164,11 @@ impl TryFrom<JobRecord> for Job {
                 csv_key: r.artifact_csv_key,
                 sha256,
                 bytes,
+                parts: (r.artifact_parts.iter())
+                    .flat_map(|p| p.split(','))
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_string)
+                    .collect(),
             }),
             _ => None,
         };

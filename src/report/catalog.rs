@@ -39,8 +39,8 @@ impl Reports {
         let mut templates = HashMap::new();
         for r in &config.reports {
             if !templates.contains_key(&r.template) {
-                let t =
-                    Templates::load(&config.root, &r.template).map_err(|source| CatalogError {
+                let t = Templates::load(&config.root, &r.template, &config.template_parts)
+                    .map_err(|source| CatalogError {
                         report: r.id.to_string(),
                         source,
                     })?;

@@ -240,11 +240,14 @@ impl JobHistory {
                 let _ = writeln!(out, "  artifact: not rendered");
             }
             (Some(a), deleted) => {
-                let parts = if a.csv_key.is_some() {
-                    "+ .txt, .csv"
-                } else {
-                    "+ .txt"
-                };
+                let csv = a.csv_key.as_ref().map(|_| ".csv".to_string());
+                let named = a.parts.iter().map(|p| format!(".{p}.json"));
+                let parts = std::iter::once(".txt".to_string())
+                    .chain(csv)
+                    .chain(named)
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let parts = format!("+ {parts}");
                 let _ = writeln!(
                     out,
                     "  artifact: {} ({parts})  sha256 {}  {} bytes",

@@ -157,8 +157,8 @@ async fn render(
     now: DateTime<Utc>,
 ) -> Result<Rendered, PreviewError> {
     let name = report.id.to_string();
-    let templates =
-        Templates::load(&config.root, &report.template).map_err(|source| PreviewError::Render {
+    let templates = Templates::load(&config.root, &report.template, &config.template_parts)
+        .map_err(|source| PreviewError::Render {
             report: name.clone(),
             source,
         })?;

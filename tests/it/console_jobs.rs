@@ -29,6 +29,7 @@ async fn quarantined_job(s: &Server, t: &TestLedger) -> Vec<DeliveryLease> {
         html: "<html><body><h1>Stock at warehouse 17</h1></body></html>".into(),
         text: "Stock at warehouse 17".into(),
         csv: Some("shift,picked\nEarly,6210\n".into()),
+        parts: Default::default(),
     };
     let (artifact, _) = s
         .artifacts

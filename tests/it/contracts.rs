@@ -66,6 +66,7 @@ fn sample_job(bytes: i64) -> (JobKey, DeliveryKey, ArtifactRef) {
         csv_key: Some("warehouse-17/2026-10-25/9f2c.csv".into()),
         sha256: "9f2c".into(),
         bytes,
+        parts: Vec::new(),
     };
     (job, delivery, artifact)
 }
@@ -175,6 +176,7 @@ async fn quarantined_job(t: &TestLedger) -> (JobKey, DeliveryKey) {
         csv_key: None,
         sha256: "00ab".into(),
         bytes: 4096,
+        parts: Vec::new(),
     };
     let deliveries = [
         NewDelivery { key: hook.clone() },

@@ -398,7 +398,30 @@ async fn a_batch_past_a_statements_rows_records_each_as_given(t: &TestLedger) {
     }
 }
 
+/// An artifact's named parts (a chat message beside the HTML and text) are recorded with its
+/// render and read back with the job, in order; an artifact without any reads as before.
+async fn a_renders_named_parts_are_recorded_with_its_artifact(t: &TestLedger) {
+    let l = &t.ledger;
+    ready_jobs(t, &["a:2026-10-25", "b:2026-10-25"]).await;
+    let leased = l
+        .leases()
+        .jobs(&params("w1", t0(), 10))
+        .await
+        .expect("lease");
+    let [mut a, b] = renders_of_a_and_b(&leased);
+    a.artifact.parts = vec!["probe".into(), "teams".into()];
+    let results = l.jobs().rendered_many(&[a, b], t0()).await.expect("batch");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let parts = |key: &'static str| async move {
+        let job = l.jobs().get(&jk(key)).await.expect("get").expect("job");
+        job.artifact.expect("an artifact").parts
+    };
+    assert_eq!(parts("a:2026-10-25").await, ["probe", "teams"]);
+    assert!(parts("b:2026-10-25").await.is_empty());
+}
+
 on_both_backends!(
+    a_renders_named_parts_are_recorded_with_its_artifact,
     a_batch_past_a_statements_rows_records_each_as_given,
     a_render_creates_its_deliveries_leased_to_its_node,
     a_claim_rides_the_commit_of_the_outcomes,

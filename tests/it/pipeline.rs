@@ -478,6 +478,7 @@ async fn a_first_render_writes_its_own_artifact(t: &TestLedger) {
         html: "<p>left by a job deleted before</p>".into(),
         text: "left by a job deleted before".into(),
         csv: None,
+        parts: Default::default(),
     };
     let (left, _) = store
         .write("own", DATE, &Arc::new(stranger))
@@ -513,6 +514,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
         html: "<p>rendered before the crash</p>".into(),
         text: "rendered before the crash".into(),
         csv: None,
+        parts: Default::default(),
     });
     let lease = earlier_attempt(t, "esc:2026-11-30").await;
     let (stored, wrote) = store.write("esc", DATE, &earlier).await.expect("write");

@@ -226,6 +226,7 @@ async fn a_link_serves_the_stored_artifact_refuses_an_altered_one_and_is_gone_af
         html: "<!DOCTYPE html><html><body><h1>Big</h1></body></html>".into(),
         text: "Big".into(),
         csv: Some("a,b\r\n1,2\r\n".into()),
+        parts: Default::default(),
     };
     let (artifact, _) = s
         .artifacts

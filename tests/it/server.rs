@@ -185,6 +185,7 @@ async fn ops_api_needs_the_token_and_redrives_with_audit(t: &TestLedger) {
         csv_key: None,
         sha256: "00".into(),
         bytes: 1,
+        parts: Vec::new(),
     };
     let d = NewDelivery { key: dkey.clone() };
     l.jobs()

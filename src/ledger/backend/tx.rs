@@ -37,6 +37,12 @@ impl<'a> From<&'a str> for Arg<'a> {
     }
 }
 
+impl From<Option<String>> for Arg<'_> {
+    fn from(v: Option<String>) -> Self {
+        Arg::MaybeText(v.map(Cow::Owned))
+    }
+}
+
 impl<'a> From<Option<&'a str>> for Arg<'a> {
     fn from(v: Option<&'a str>) -> Self {
         Arg::MaybeText(v.map(Cow::Borrowed))

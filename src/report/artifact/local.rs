@@ -21,20 +21,20 @@ pub(super) fn files<'a>(
     rendered: &'a crate::report::render::Rendered,
 ) -> Result<Vec<(PathBuf, &'a [u8])>, ArtifactError> {
     let mut files = Vec::with_capacity(3);
-    let mut folder: Option<(&str, PathBuf)> = None;
+    let mut folder: Option<(String, PathBuf)> = None;
     for (key, body) in super::parts(artifact, rendered) {
         let plain = |name: &str| name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.');
         let path = match key.rsplit_once('/') {
             Some((dir, name)) if plain(name) => match &folder {
-                Some((at, path)) if *at == dir => path.join(name),
+                Some((at, path)) if at == dir => path.join(name),
                 _ => {
                     let path = fs.path_to_filesystem(&ObjectPath::from(dir))?;
                     let file = path.join(name);
-                    folder = Some((dir, path));
+                    folder = Some((dir.to_string(), path));
                     file
                 }
             },
-            _ => fs.path_to_filesystem(&ObjectPath::from(key))?,
+            _ => fs.path_to_filesystem(&ObjectPath::from(key.as_str()))?,
         };
         files.push((path, body.as_bytes()));
     }
@@ -159,6 +159,7 @@ mod tests {
             html: "<p>Carrier 7</p>".into(),
             text: "Carrier 7".into(),
             csv: Some("carrier\n7\n".into()),
+            parts: Default::default(),
         };
         for report in ["warehouse-17", "caf\u{e9} #7"] {
             let writer = super::super::ArtifactStore::open(&url, dir.path()).expect("open");

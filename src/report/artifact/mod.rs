@@ -1,6 +1,7 @@
 //! Artifacts: the rendered report, written once and never changed, under content-addressed
-//! keys `<report>/<date>/<sha256>.html`, `.txt` and (a report with a CSV attachment) `.csv`,
-//! with create-only writes. A render repeated
+//! keys `<report>/<date>/<sha256>.html`, `.txt`, (a report with a CSV attachment) `.csv`
+//! and one `.<part>.json` per named part a destination kind sends (a chat message), with
+//! create-only writes. A render repeated
 //! after a crash finds the complete artifact already stored and reuses it, so a job has exactly
 //! one artifact whatever its attempts.
 
@@ -27,6 +28,20 @@ pub struct ArtifactRef {
     pub csv_key: Option<String>,
     pub sha256: String,
     pub bytes: i64,
+    /// The named parts a destination kind sends (a chat message), by name, each stored at
+    /// [`ArtifactRef::part_key`].
+    pub parts: Vec<String>,
+}
+
+impl ArtifactRef {
+    /// The key of its part `name`: `<report>/<date>/<sha256>.<name>.json`.
+    pub fn part_key(&self, name: &str) -> String {
+        let stem = self
+            .html_key
+            .strip_suffix(".html")
+            .unwrap_or(&self.html_key);
+        format!("{stem}.{name}.json")
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -146,13 +161,26 @@ impl ArtifactStore {
                     let sha256 = stem.rsplit('/').next().unwrap_or_default().to_string();
                     let csv_key = format!("{stem}.csv");
                     let csv = listed.iter().find(|m| m.location.as_ref() == csv_key);
-                    let size = meta.size + text.size + csv.map_or(0, |c| c.size);
+                    let named: Vec<(String, u64)> = (listed.iter())
+                        .filter_map(|m| {
+                            let rest = m.location.as_ref().strip_prefix(stem)?;
+                            let name = rest.strip_prefix('.')?.strip_suffix(".json")?;
+                            Some((name.to_string(), m.size))
+                        })
+                        .collect();
+                    let size = meta.size
+                        + text.size
+                        + csv.map_or(0, |c| c.size)
+                        + named.iter().map(|(_, n)| n).sum::<u64>();
+                    let mut parts: Vec<String> = named.into_iter().map(|(n, _)| n).collect();
+                    parts.sort();
                     html = Some(ArtifactRef {
                         html_key: key.clone(),
                         text_key,
                         csv_key: csv.map(|_| csv_key),
                         sha256,
                         bytes: i64::try_from(size).unwrap_or(i64::MAX),
+                        parts,
                     });
                     break;
                 }
@@ -184,7 +212,7 @@ impl ArtifactStore {
         let artifact = reference(report, date, rendered);
         let mut wrote = false;
         for (key, body) in parts(&artifact, rendered) {
-            wrote |= self.put_create(key, body.to_string()).await?;
+            wrote |= self.put_create(&key, body.to_string()).await?;
         }
         self.remember(&artifact.html_key, rendered);
         Ok((artifact, wrote))
@@ -264,7 +292,11 @@ impl ArtifactStore {
             Some(key) => Some(self.read(key).await?),
             None => None,
         };
-        Ok(Arc::new(decoded(&html, &text, csv.as_deref())))
+        let mut named = Vec::with_capacity(artifact.parts.len());
+        for name in &artifact.parts {
+            named.push((name.as_str(), self.read(&artifact.part_key(name)).await?));
+        }
+        Ok(Arc::new(decoded(&html, &text, csv.as_deref(), &named)))
     }
 
     /// Keeps the artifact just written (shared, not copied) for its deliveries.
@@ -311,10 +343,18 @@ impl ArtifactStore {
             },
             None => None,
         };
+        let mut named = Vec::with_capacity(artifact.parts.len());
+        for name in &artifact.parts {
+            match read(artifact.part_key(name)).await? {
+                Some(body) => named.push((name.as_str(), body)),
+                None => return Ok(StoredArtifact::Missing),
+            }
+        }
         let (Some(html), Some(text)) = (html, text) else {
             return Ok(StoredArtifact::Missing);
         };
-        let sha256 = digest(&html, &text, csv.as_deref());
+        let bodies: Vec<(&str, &[u8])> = named.iter().map(|(n, b)| (*n, b.as_ref())).collect();
+        let sha256 = digest(&html, &text, csv.as_deref(), &bodies);
         if sha256 != artifact.sha256 {
             return Ok(StoredArtifact::Altered { sha256 });
         }
@@ -322,6 +362,7 @@ impl ArtifactStore {
             &html,
             &text,
             csv.as_deref(),
+            &named,
         )))
     }
 
@@ -331,6 +372,10 @@ impl ArtifactStore {
             .strip_suffix(".html")
             .or_else(|| key.strip_suffix(".txt"))
             .or_else(|| key.strip_suffix(".csv"))
+            .or_else(|| {
+                key.strip_suffix(".json")
+                    .and_then(|k| Some(k.rsplit_once('.')?.0))
+            })
             .unwrap_or(key);
         self.forget(|html_key| html_key.strip_suffix(".html") == Some(stem));
         match self.store.delete(&ObjectPath::from(key)).await {
@@ -441,44 +486,68 @@ pub enum StoredArtifact {
 
 /// An artifact's stored parts as text (bytes that are not UTF-8 are replaced, never refused:
 /// the store holds what dawnpost wrote).
-fn decoded(html: &[u8], text: &[u8], csv: Option<&[u8]>) -> Rendered {
+fn decoded(
+    html: &[u8],
+    text: &[u8],
+    csv: Option<&[u8]>,
+    named: &[(&str, impl AsRef<[u8]>)],
+) -> Rendered {
     let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     Rendered {
         html: lossy(html),
         text: lossy(text),
         csv: csv.map(lossy),
+        parts: (named.iter())
+            .map(|(name, body)| (name.to_string(), lossy(body.as_ref())))
+            .collect(),
     }
 }
 
 /// The reference of `rendered` stored for `report` and `date`: its content-addressed keys.
 fn reference(report: &str, date: &str, rendered: &Rendered) -> ArtifactRef {
     let csv = rendered.csv.as_deref().map(str::as_bytes);
-    let sha256 = digest(rendered.html.as_bytes(), rendered.text.as_bytes(), csv);
-    let size = rendered.html.len() + rendered.text.len() + csv.map_or(0, <[u8]>::len);
+    let named: Vec<(&str, &[u8])> = (rendered.parts.iter())
+        .map(|(n, b)| (n.as_str(), b.as_bytes()))
+        .collect();
+    let sha256 = digest(
+        rendered.html.as_bytes(),
+        rendered.text.as_bytes(),
+        csv,
+        &named,
+    );
+    let size = rendered.html.len()
+        + rendered.text.len()
+        + csv.map_or(0, <[u8]>::len)
+        + named.iter().map(|(_, b)| b.len()).sum::<usize>();
     ArtifactRef {
         html_key: format!("{report}/{date}/{sha256}.html"),
         text_key: format!("{report}/{date}/{sha256}.txt"),
         csv_key: csv.map(|_| format!("{report}/{date}/{sha256}.csv")),
         sha256,
         bytes: i64::try_from(size).unwrap_or(i64::MAX),
+        parts: rendered.parts.keys().cloned().collect(),
     }
 }
 
 /// An artifact's parts by key, in the order they are written: the others first, since `find`
 /// treats an artifact as complete once its .html exists.
-fn parts<'a>(artifact: &'a ArtifactRef, rendered: &'a Rendered) -> Vec<(&'a str, &'a str)> {
-    let mut parts = Vec::with_capacity(3);
-    if let (Some(key), Some(csv)) = (&artifact.csv_key, &rendered.csv) {
-        parts.push((key.as_str(), csv.as_str()));
+fn parts<'a>(artifact: &'a ArtifactRef, rendered: &'a Rendered) -> Vec<(String, &'a str)> {
+    let mut parts = Vec::with_capacity(3 + rendered.parts.len());
+    for (name, body) in &rendered.parts {
+        parts.push((artifact.part_key(name), body.as_str()));
     }
-    parts.push((artifact.text_key.as_str(), rendered.text.as_str()));
-    parts.push((artifact.html_key.as_str(), rendered.html.as_str()));
+    if let (Some(key), Some(csv)) = (&artifact.csv_key, &rendered.csv) {
+        parts.push((key.clone(), csv.as_str()));
+    }
+    parts.push((artifact.text_key.clone(), rendered.text.as_str()));
+    parts.push((artifact.html_key.clone(), rendered.html.as_str()));
     parts
 }
 
-/// The sha256 of an artifact: its HTML, a zero byte, its text, and, when it attaches a CSV, a
-/// zero byte and the CSV (an artifact without one hashes as before CSV parts existed).
-fn digest(html: &[u8], text: &[u8], csv: Option<&[u8]>) -> String {
+/// The sha256 of an artifact: its HTML, a zero byte, its text; when it attaches a CSV, a zero
+/// byte and the CSV; then, for each named part in name order, a zero byte, its name, a zero
+/// byte and its body (an artifact without CSV or named parts hashes as before they existed).
+fn digest(html: &[u8], text: &[u8], csv: Option<&[u8]>, named: &[(&str, &[u8])]) -> String {
     let mut hasher = Sha256::new();
     hasher.update(html);
     hasher.update([0u8]);
@@ -487,89 +556,14 @@ fn digest(html: &[u8], text: &[u8], csv: Option<&[u8]>) -> String {
         hasher.update([0u8]);
         hasher.update(csv);
     }
+    for (name, body) in named {
+        hasher.update([0u8]);
+        hasher.update(name.as_bytes());
+        hasher.update([0u8]);
+        hasher.update(body);
+    }
     hex::encode(hasher.finalize())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rendered() -> Rendered {
-        Rendered {
-            html: "<p>Carrier 7</p>".into(),
-            text: "Carrier 7".into(),
-            csv: None,
-        }
-    }
-
-    #[tokio::test]
-    async fn what_was_written_is_read_without_the_store_until_deleted() {
-        let backing: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let store = ArtifactStore::with_store(backing.clone(), "memory://");
-        let (a, wrote) = store
-            .write("r", "2026-11-30", &Arc::new(rendered()))
-            .await
-            .expect("write");
-        assert!(wrote);
-        // Gone from the store behind this process's back: the bytes it wrote are still the
-        // artifact (its key is their hash), and its deliveries need no read.
-        backing
-            .delete(&ObjectPath::from(a.html_key.as_str()))
-            .await
-            .expect("delete");
-        assert_eq!(*store.read_rendered(&a).await.expect("read"), rendered());
-        // Deleted through the store (retention): no longer served.
-        store.purge("r", "2026-11-30").await.expect("purge");
-        assert!(store.read_rendered(&a).await.is_err(), "purged");
-        let (a, _) = store
-            .write("r", "2026-11-30", &Arc::new(rendered()))
-            .await
-            .expect("write");
-        store.delete(&a.text_key).await.expect("delete");
-        assert!(store.read_rendered(&a).await.is_err(), "a part deleted");
-    }
-
-    #[tokio::test]
-    async fn a_purge_through_the_sweepers_clone_reaches_the_pools_cache() {
-        // The daemon hands one store to the pool, the sweeper and the server as clones.
-        let backing: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let pool = ArtifactStore::with_store(backing, "memory://");
-        let sweeper = pool.clone();
-        let (a, _) = pool
-            .write("r", "2026-11-30", &Arc::new(rendered()))
-            .await
-            .expect("write");
-        sweeper.purge("r", "2026-11-30").await.expect("purge");
-        assert!(
-            pool.read_rendered(&a).await.is_err(),
-            "served after its purge"
-        );
-    }
-
-    #[tokio::test]
-    async fn the_cache_keeps_the_latest_artifacts_only() {
-        let backing: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-        let store = ArtifactStore::with_store(backing, "memory://");
-        let mut refs = Vec::new();
-        for i in 0..(RECENT + 3) {
-            let r = Rendered {
-                html: format!("<p>{i}</p>"),
-                text: i.to_string(),
-                csv: None,
-            };
-            refs.push(
-                store
-                    .write("r", &format!("d{i}"), &Arc::new(r))
-                    .await
-                    .expect("write")
-                    .0,
-            );
-        }
-        assert!(
-            store.recalled(&refs[0].html_key).is_none(),
-            "the oldest fell out"
-        );
-        assert!(store.recalled(&refs[RECENT + 2].html_key).is_some());
-        assert_eq!(store.recent.lock().expect("lock").len(), RECENT);
-    }
-}
+mod tests;

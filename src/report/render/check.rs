@@ -32,9 +32,9 @@ pub fn check_templates(config: &Config, sizes: SizeCheck<'_>) -> (Vec<ConfigErro
                 continue;
             }
         }
-        let templates = loaded
-            .entry(report.template.as_str())
-            .or_insert_with(|| Templates::load(&config.root, &report.template));
+        let templates = loaded.entry(report.template.as_str()).or_insert_with(|| {
+            Templates::load(&config.root, &report.template, &config.template_parts)
+        });
         let checked = match templates {
             Ok(t) => check_report(t, report, config, sizes).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),

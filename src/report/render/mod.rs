@@ -4,6 +4,7 @@
 //! fail at render time. So `check` renders every report's template against its sample data
 //! ([`check_templates`]); other commands only load what they use.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -31,6 +32,9 @@ pub struct Templates {
     text: Handlebars<'static>,
     /// `<name>.csv.hbs`, escaping each value as a CSV field.
     csv: Option<Handlebars<'static>>,
+    /// `<name>.<part>.hbs` of each part a kind declares that the template has, escaping each
+    /// value as JSON string content; what it renders must be JSON.
+    parts: Vec<(String, Handlebars<'static>)>,
 }
 
 /// What went wrong loading or rendering a template.
@@ -83,20 +87,22 @@ pub enum RenderError {
     NoWindow,
 }
 
-/// The rendered parts of one job: the email's HTML (CSS inlined) and text, and the CSV
-/// attachment when the report's template has one (`<name>.csv.hbs`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The rendered parts of one job: the email's HTML (CSS inlined) and text, the CSV
+/// attachment when the report's template has one (`<name>.csv.hbs`), and the named parts a
+/// destination kind sends (a chat message: `<name>.<part>.hbs`, JSON), by name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Rendered {
     pub html: String,
     pub text: String,
     pub csv: Option<String>,
+    pub parts: BTreeMap<String, String>,
 }
 
 impl Templates {
     /// Loads `templates/<name>.html.hbs`, `templates/<name>.txt.hbs`, `templates/<name>.csv.hbs`
-    /// when it exists (the report then attaches its data as CSV), and any partials in
-    /// `templates/partials/*.hbs`.
-    pub fn load(root: &Path, name: &str) -> Result<Templates, RenderError> {
+    /// when it exists (the report then attaches its data as CSV), `templates/<name>.<part>.hbs`
+    /// for each of `parts` that exists, and any partials in `templates/partials/*.hbs`.
+    pub fn load(root: &Path, name: &str, parts: &[&str]) -> Result<Templates, RenderError> {
         let dir = root.join("templates");
         let mut html = strict_registry();
         let mut text = strict_registry();
@@ -126,6 +132,7 @@ impl Templates {
             html,
             text,
             csv,
+            parts: load_parts(&dir, name, parts)?,
         };
         for (stem, path, source) in partials(&dir)? {
             for registry in templates.registries() {
@@ -146,6 +153,7 @@ impl Templates {
         ]
         .into_iter()
         .flatten()
+        .chain(self.parts.iter_mut().map(|(_, r)| r))
     }
 
     /// Renders every part; a missing field is an error that names it. The HTML part then has
@@ -179,7 +187,26 @@ impl Templates {
             ),
             None => None,
         };
-        Ok(Rendered { html, text, csv })
+        let mut parts = BTreeMap::new();
+        for (name, registry) in &self.parts {
+            let ext = format!("{name}.hbs");
+            let json =
+                (registry.render_with_context(&self.name, &context)).map_err(|e| part(&ext, e))?;
+            if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&json) {
+                return Err(RenderError::Render {
+                    part: format!("{}.{ext}", self.name),
+                    at: position(Some((e.line(), e.column()))),
+                    reason: format!("does not render to JSON: {e}"),
+                });
+            }
+            parts.insert(name.clone(), json);
+        }
+        Ok(Rendered {
+            html,
+            text,
+            csv,
+            parts,
+        })
     }
 
     /// Renders without strict mode: used when no sample data exists, to still catch unknown
@@ -211,6 +238,38 @@ fn partials(dir: &Path) -> Result<Vec<(String, PathBuf, String)>, RenderError> {
         out.push((stem.to_string(), path, source));
     }
     Ok(out)
+}
+
+/// The registries of `templates/<name>.<part>.hbs` for each of `parts` that exists.
+fn load_parts(
+    dir: &Path,
+    name: &str,
+    parts: &[&str],
+) -> Result<Vec<(String, Handlebars<'static>)>, RenderError> {
+    let mut out = Vec::new();
+    for part in parts {
+        let path = dir.join(format!("{name}.{part}.hbs"));
+        if !path.is_file() {
+            continue;
+        }
+        let mut registry = strict_registry();
+        registry.register_escape_fn(json_escape);
+        registry.register_helper("local_time", helpers::local_time(json_escape));
+        registry.register_helper("number", helpers::number(json_escape));
+        registry
+            .register_template_string(name, read(&path)?)
+            .map_err(|e| syntax(&path, e))?;
+        out.push((part.to_string(), registry));
+    }
+    Ok(out)
+}
+
+/// A value as the content of a JSON string: quotes, backslashes and control characters
+/// escaped, so a template writes `"text": "{{title}}"` whatever the title holds.
+fn json_escape(s: &str) -> String {
+    let quoted = serde_json::Value::String(s.to_string()).to_string();
+    let inner = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"'));
+    inner.unwrap_or(&quoted).to_string()
 }
 
 fn strict_registry() -> Handlebars<'static> {
@@ -299,5 +358,53 @@ pub fn human_size(n: usize) -> String {
         0..1024 => format!("{n} B"),
         1024..1_048_576 => format!("{:.1} KiB", x / 1024.0),
         _ => format!("{:.1} MiB", x / 1_048_576.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A template folder with the HTML and text parts and a `probe` part, `part`.
+    fn templates(part: &str) -> (tempfile::TempDir, Templates) {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("templates");
+        std::fs::create_dir_all(&dir).expect("templates");
+        for (file, text) in [
+            ("t.html.hbs", "<p>{{title}}</p>"),
+            ("t.txt.hbs", "{{title}}"),
+            ("t.probe.hbs", part),
+            ("t.unasked.hbs", "not JSON, and never rendered"),
+        ] {
+            std::fs::write(dir.join(file), text).expect("template");
+        }
+        let t = Templates::load(root.path(), "t", &["probe", "absent"]).expect("load");
+        (root, t)
+    }
+
+    /// A declared part renders to JSON, its values escaped as JSON strings; a part no kind
+    /// declares, or one the template does not have, is not rendered.
+    #[test]
+    fn a_declared_part_renders_json_with_its_values_escaped() {
+        let (_root, t) = templates(r#"{"text": "{{title}} — {{number n}}"}"#);
+        let title = "Late \"north\" dock\nC:\\ops <b>";
+        let rendered = t
+            .render(json!({"title": title, "n": 1842}))
+            .expect("render");
+        assert_eq!(rendered.parts.keys().collect::<Vec<_>>(), ["probe"]);
+        let message: Value = serde_json::from_str(&rendered.parts["probe"]).expect("JSON");
+        assert_eq!(message["text"], format!("{title} — 1,842"));
+    }
+
+    /// A part that does not render to JSON fails the render, naming its template and where.
+    #[test]
+    fn a_part_that_is_not_json_fails_naming_its_template() {
+        let (_root, t) = templates(r#"{"text": {{n}}"#);
+        let e = t
+            .render(json!({"title": "x", "n": 1}))
+            .expect_err("not JSON");
+        let said = e.to_string();
+        assert!(said.starts_with("t.probe.hbs line 1, column "), "{said}");
+        assert!(said.contains("does not render to JSON"), "{said}");
     }
 }

@@ -46,6 +46,7 @@ pub fn artifact() -> ArtifactRef {
         csv_key: None,
         sha256: "abc".into(),
         bytes: 1234,
+        parts: Vec::new(),
     }
 }
 

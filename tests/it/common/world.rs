@@ -166,6 +166,7 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         html: format!("<p>{k}</p>"),
         text: k.to_string(),
         csv: None,
+        parts: Default::default(),
     };
     let (artifact, _) = store
         .write(&spec.report, &date.to_string(), &Arc::new(rendered))
