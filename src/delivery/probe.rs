@@ -271,5 +271,16 @@ mod tests {
             shown.contains(r#"({"desk report": "Desk report"})"#),
             "{shown}"
         );
+        // `preview` writes the part beside the other files.
+        let out = dir.path().join("preview");
+        std::fs::create_dir_all(&out).expect("preview dir");
+        let date = chrono::NaiveDate::from_ymd_opt(2026, 11, 30);
+        let files = crate::views::preview::preview(&config, report, date, &out, at.into())
+            .await
+            .expect("preview");
+        let part = out.join(format!("{report}-2026-11-30.probe.json"));
+        assert!(files.messages.contains(&part), "{:?}", files.messages);
+        let written = std::fs::read_to_string(&part).expect("the part");
+        assert_eq!(written, r#"{"desk report": "Desk report"}"#);
     }
 }

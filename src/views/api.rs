@@ -83,6 +83,10 @@ pub struct ArtifactV1 {
     pub csv_key: Option<String>,
     pub sha256: String,
     pub bytes: i64,
+    /// The keys of the named parts a destination kind sends (a chat message), by part name;
+    /// absent when there are none (an added field of version 1).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub parts: std::collections::BTreeMap<String, String>,
 }
 
 /// One delivery of a job to one destination.
@@ -276,6 +280,9 @@ impl From<&Job> for JobV1 {
                 csv_key: a.csv_key.clone(),
                 sha256: a.sha256.clone(),
                 bytes: a.bytes,
+                parts: (a.parts.iter())
+                    .map(|p| (p.clone(), a.part_key(p)))
+                    .collect(),
             }),
             artifact_deleted_at: j.artifact_deleted_at,
             diagnostics_cleared_at: j.diagnostics_cleared_at,

@@ -80,7 +80,8 @@ impl PreviewFiles {
 }
 
 /// Renders `report_id` for `date` (default: today in its timezone, as `run --once`) at `now`
-/// and writes `REPORT-DATE.html`, `.txt`, `.csv` (when it attaches one) and `.eml` into `out`.
+/// and writes `REPORT-DATE.html`, `.txt`, `.csv` (when it attaches one), `.eml` and each named
+/// part as `.<part>.json` into `out`.
 pub async fn preview(
     config: &Config,
     report_id: &str,
@@ -129,6 +130,10 @@ pub async fn preview(
         if let Some((ext, bytes)) = &p.file {
             messages.push(write(ext, bytes)?);
         }
+    }
+    // Each named part (a chat message) as the artifact would hold it.
+    for (name, body) in &rendered.parts {
+        messages.push(write(&format!("{name}.json"), body.as_bytes())?);
     }
     let sizes = PartSizes {
         html: rendered.html.len(),

@@ -418,6 +418,20 @@ async fn a_renders_named_parts_are_recorded_with_its_artifact(t: &TestLedger) {
     };
     assert_eq!(parts("a:2026-10-25").await, ["probe", "teams"]);
     assert!(parts("b:2026-10-25").await.is_empty());
+    // The JSON API names each part's key; an artifact without parts reads as before.
+    let json = |key: &'static str| async move {
+        let job = l.jobs().get(&jk(key)).await.expect("get").expect("job");
+        serde_json::to_value(dawnpost::views::api::JobV1::from(&job)).expect("json")
+    };
+    assert_eq!(
+        json("a:2026-10-25").await["artifact"]["parts"],
+        serde_json::json!({
+            "probe": "artifacts/r/2026-10-25/abc.probe.json",
+            "teams": "artifacts/r/2026-10-25/abc.teams.json",
+        })
+    );
+    let b = json("b:2026-10-25").await;
+    assert!(b["artifact"].get("parts").is_none(), "{b}");
 }
 
 on_both_backends!(
