@@ -83,13 +83,7 @@ impl Calendar {
         };
         let text = std::fs::read_to_string(path)
             .map_err(|e| vec![error(None, "(file)", format!("cannot read: {e}"))])?;
-        // A table's span may start at the line break before its header: the line is the
-        // first one after `offset` with something on it.
-        let line_of = |offset: usize| {
-            let offset = offset.min(text.len());
-            let skipped = text[offset..].len() - text[offset..].trim_start().len();
-            text[..offset + skipped].matches('\n').count() + 1
-        };
+        let line_of = |offset: usize| super::lines::line_at(&text, offset);
         let raw: Raw = toml::from_str(&text).map_err(|e| {
             let line = e.span().map(|s| line_of(s.start));
             vec![error(line, "(syntax)", e.message().to_string())]

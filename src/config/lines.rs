@@ -2,48 +2,70 @@
 //! problem by its report and field; this finds that field in the file's text, so that every
 //! error names its line too (`reports.toml: line 12: report "warehouse-17": source.kind: …`).
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::path::PathBuf;
 
+use toml::Spanned;
 use toml::de::{DeArray, DeTable, DeValue};
 
 use super::ConfigError;
 
 /// Gives each error of a TOML file that names no line or row the line of its field: the
-/// field's key where it is written, else the nearest table on its path that is.
+/// field's key where it is written, else the nearest table on its path that is. Each file is
+/// read and parsed once, however many errors it has.
 pub(super) fn locate(errors: &mut [ConfigError]) {
-    let mut texts: HashMap<PathBuf, Option<String>> = HashMap::new();
-    for e in errors.iter_mut() {
-        // A family's own table (`family "…"`); a row's problem names its row's line instead.
-        let family = (e.row.as_deref())
-            .and_then(|r| r.strip_prefix("family \""))
-            .and_then(|r| r.strip_suffix('"'))
-            .filter(|id| !id.contains('"'))
-            .map(str::to_string);
-        if (e.row.is_some() && family.is_none()) || e.file.extension().is_none_or(|x| x != "toml") {
-            continue;
-        }
-        let text = texts
-            .entry(e.file.clone())
-            .or_insert_with(|| std::fs::read_to_string(&e.file).ok());
-        let Some(line) = text
-            .as_deref()
-            .and_then(|t| line_of(t, e, family.as_deref()))
-        else {
+    let mut files: Vec<PathBuf> = (errors.iter())
+        .filter(|e| target(e).is_some())
+        .map(|e| e.file.clone())
+        .collect();
+    files.sort();
+    files.dedup();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
             continue;
         };
-        e.row = Some(match e.row.take() {
-            Some(family) => format!("{family}, line {line}"),
-            None => format!("line {line}"),
-        });
+        let Ok(doc) = DeTable::parse(&text) else {
+            continue;
+        };
+        for e in errors.iter_mut().filter(|e| e.file == file) {
+            let Some(family) = target(e) else {
+                continue;
+            };
+            let Some(line) = line_of(&text, &doc, e, family.as_deref()) else {
+                continue;
+            };
+            e.row = Some(match e.row.take() {
+                Some(family) => format!("{family}, line {line}"),
+                None => format!("line {line}"),
+            });
+        }
     }
 }
 
-/// The line of `e`'s field in `text` (in the `[[family]]` whose id is `family`, when given),
-/// when the file parses and the field's table is found.
-fn line_of(text: &str, e: &ConfigError, family: Option<&str>) -> Option<usize> {
-    let doc = DeTable::parse(text).ok()?;
+/// Whether `e` is one to locate (a TOML file's, naming no line or row), and the `[[family]]`
+/// whose own table it is about, if it is a family's (`family "…"`; a row's problem names its
+/// row's line instead).
+fn target(e: &ConfigError) -> Option<Option<String>> {
+    if e.file.extension().is_none_or(|x| x != "toml") {
+        return None;
+    }
+    let Some(row) = e.row.as_deref() else {
+        return Some(None);
+    };
+    let id = (row.strip_prefix("family \""))
+        .and_then(|r| r.strip_suffix('"'))
+        .filter(|id| !id.contains('"'))?;
+    Some(Some(id.to_string()))
+}
+
+/// The line of `e`'s field in `doc`, parsed from `text` (in the `[[family]]` whose id is
+/// `family`, when given), when the field's table is found.
+fn line_of(
+    text: &str,
+    doc: &Spanned<DeTable<'_>>,
+    e: &ConfigError,
+    family: Option<&str>,
+) -> Option<usize> {
     let mut at: Range<usize> = doc.span();
     let mut table: Option<&DeTable<'_>> = Some(doc.get_ref());
     let found = match (family, &e.report) {
@@ -79,10 +101,15 @@ fn line_of(text: &str, e: &ConfigError, family: Option<&str>) -> Option<usize> {
             _ => None,
         };
     }
-    let start = at.start.min(text.len());
-    // A table's span may start at the line break before its header.
-    let skipped = text[start..].len() - text[start..].trim_start().len();
-    Some(text[..start + skipped].matches('\n').count() + 1)
+    Some(line_at(text, at.start))
+}
+
+/// The line of `text` at byte `offset`: the first one from there with something on it (a
+/// table's span may start at the line break before its header).
+pub(super) fn line_at(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    let skipped = text[offset..].len() - text[offset..].trim_start().len();
+    text[..offset + skipped].matches('\n').count() + 1
 }
 
 /// The `[[report]]` (or `[[family]]`, as `kind` says) table `label` names: by its id, or
