@@ -117,10 +117,7 @@ impl Templates {
         let csv = match std::fs::metadata(&csv_path) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             _ => {
-                let mut registry = strict_registry();
-                registry.register_escape_fn(csv::escape);
-                registry.register_helper("local_time", helpers::local_time(csv::escape));
-                registry.register_helper("number", helpers::number(csv::escape));
+                let mut registry = escaping_registry(csv::escape);
                 registry
                     .register_template_string(name, read(&csv_path)?)
                     .map_err(|e| syntax(&csv_path, e))?;
@@ -252,10 +249,7 @@ fn load_parts(
         if !path.is_file() {
             continue;
         }
-        let mut registry = strict_registry();
-        registry.register_escape_fn(json_escape);
-        registry.register_helper("local_time", helpers::local_time(json_escape));
-        registry.register_helper("number", helpers::number(json_escape));
+        let mut registry = escaping_registry(json_escape);
         registry
             .register_template_string(name, read(&path)?)
             .map_err(|e| syntax(&path, e))?;
@@ -270,6 +264,16 @@ fn json_escape(s: &str) -> String {
     let quoted = serde_json::Value::String(s.to_string()).to_string();
     let inner = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"'));
     inner.unwrap_or(&quoted).to_string()
+}
+
+/// A strict registry whose values, and what its formatting helpers print, are escaped by
+/// `escape` (a CSV field, a JSON string's content).
+fn escaping_registry(escape: fn(&str) -> String) -> Handlebars<'static> {
+    let mut registry = strict_registry();
+    registry.register_escape_fn(escape);
+    registry.register_helper("local_time", helpers::local_time(escape));
+    registry.register_helper("number", helpers::number(escape));
+    registry
 }
 
 fn strict_registry() -> Handlebars<'static> {
