@@ -58,9 +58,9 @@ fn main() {
                     (date, job.fire_at),
                     &job.window,
                     data,
-                    false,
+                    (false, None),
                 );
-                let rendered = templates.render(context).expect("render");
+                let rendered = templates.render(context, &[]).expect("render");
                 let day = dawnpost::domain::keys::IsoDate(date).to_string();
                 store
                     .write(report.id.as_str(), &day, &Arc::new(rendered))

@@ -112,7 +112,7 @@ complete -c dawnpost -n "__fish_dawnpost_using_subcommand redrive" -l by -d 'Who
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand redrive" -l reason -d 'Why' -r
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand redrive" -l report -d 'Bulk: the report whose quarantined deliveries to redrive' -r
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand redrive" -l class -d 'Bulk: their last error class (permanent, transient, ambiguous, rate_limited, unknown)' -r
-complete -c dawnpost -n "__fish_dawnpost_using_subcommand redrive" -l host -d 'Bulk: only deliveries to this host (an address\'s domain, a webhook\'s host:port)' -r
+complete -c dawnpost -n "__fish_dawnpost_using_subcommand redrive" -l host -d 'Bulk: only deliveries to this host (an address\'s domain, a webhook\'s host:port, a chat destination\'s variable)' -r
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand redrive" -l since -d 'Bulk: only deliveries quarantined at or after this instant (RFC 3339 or YYYY-MM-DD)' -r
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand redrive" -l canary -d 'Bulk: deliveries the canary redrives first' -r
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand redrive" -l batch -d 'Bulk: deliveries per batch after the canary' -r

@@ -174,7 +174,8 @@ pub struct RedriveArgs {
     /// Bulk: their last error class (permanent, transient, ambiguous, rate_limited, unknown).
     #[arg(long, requires = "report")]
     pub class: Option<String>,
-    /// Bulk: only deliveries to this host (an address's domain, a webhook's host:port).
+    /// Bulk: only deliveries to this host (an address's domain, a webhook's host:port, a chat
+    /// destination's variable).
     #[arg(long, requires = "report")]
     pub host: Option<String>,
     /// Bulk: only deliveries quarantined at or after this instant (RFC 3339 or YYYY-MM-DD).

@@ -232,8 +232,11 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
     release_freed_memory();
     if matches!(cli.command, Command::Check) {
         // Only `check` renders every template against its sample: the others load what they use.
-        let (mut errors, warnings) =
-            crate::report::render::check_templates(&config, &crate::delivery::checked);
+        let (mut errors, warnings) = crate::report::render::check_templates(
+            &config,
+            &crate::delivery::checked,
+            &crate::delivery::default_parts,
+        );
         errors.extend(artifact_store_problem(&config));
         if !errors.is_empty() {
             errln!("{}", crate::config::ConfigErrors(errors));

@@ -35,6 +35,8 @@ pub struct Report {
     pub destinations: super::Destinations,
     /// `skip_if_empty`: where in the source data an empty value ends the job `skipped`.
     pub skip_if_empty: Option<crate::domain::data_path::DataPath>,
+    /// `figures`: the key figures a short message shows, and templates see as `figures`.
+    pub figures: Vec<super::figures::Figure>,
     /// `ready_when`, `wait_until` and `on_late`: wait for the data, until a deadline.
     pub readiness: Option<Readiness>,
     /// `calendar` and `on_holiday`: the business days it fires on.
@@ -212,6 +214,7 @@ pub(super) fn load_report(
         kind.read_report(&mut f, errors, warnings)
     });
     let skip_if_empty = load_skip_if_empty(&mut f, &place, errors);
+    let figures = super::figures::load(&mut f, errors);
     let readiness = super::readiness::load(&mut f, &place, ctx.root, schedule.as_ref(), errors);
     let calendar = load_calendar(&mut f, &place, ctx, errors);
     let owners = super::owners::load(&mut f, &place, &ctx.readers.destinations, errors, warnings);
@@ -240,6 +243,7 @@ pub(super) fn load_report(
         source_limit,
         destinations,
         skip_if_empty,
+        figures,
         readiness,
         calendar,
         family: None,

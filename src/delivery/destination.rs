@@ -70,6 +70,31 @@ pub trait Destination: DestinationConfig {
         Ok(None)
     }
 
+    /// The part this kind makes itself from the template context when a report's template has
+    /// no `<template>.<part>.hbs` of its [`DestinationConfig::template_part`].
+    fn default_part(&self) -> Option<crate::report::render::DefaultPart> {
+        None
+    }
+
+    /// What follows an ambiguous attempt to `destination` of `report` (one that may have
+    /// arrived): `None` for a kind whose sends carry a key its receivers recognise a second
+    /// copy by (an email's Message-ID, a webhook's Idempotency-Key), which retries with it.
+    fn on_ambiguous(&self, _report: &Report, _destination: &str) -> Option<OnAmbiguous> {
+        None
+    }
+
+    /// The rate its send targets keep when no `[[rate_limit]]` names them: a pattern of its
+    /// targets, sends a second, and the burst.
+    fn default_rate(&self) -> Option<(&'static str, f64, u32)> {
+        None
+    }
+
+    /// Why a render of a report of this kind cannot be sent to it at all (a message that is
+    /// not what its service takes): `check`'s errors.
+    fn invalid(&self, _rendered: &Rendered) -> Vec<String> {
+        Vec::new()
+    }
+
     /// What `check` warns of a report of this kind whose sample renders as `rendered` (`parts`:
     /// its parts' sizes in words, and their total in bytes): a limit it passes.
     fn checked(
@@ -79,6 +104,35 @@ pub trait Destination: DestinationConfig {
         _config: &Config,
     ) -> Vec<String> {
         Vec::new()
+    }
+}
+
+/// What follows an attempt that may have reached its receiver when the receiver cannot tell a
+/// second copy (a chat post has no idempotency key): `on_ambiguous` of a chat destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnAmbiguous {
+    /// Held for an operator, who checks whether it arrived and redrives it if not: never
+    /// posted twice by a blind retry. The default.
+    #[default]
+    Quarantine,
+    /// Retried as any transient failure: it may arrive twice.
+    Retry,
+}
+
+impl OnAmbiguous {
+    pub fn parse(text: &str) -> Option<OnAmbiguous> {
+        match text {
+            "quarantine" => Some(OnAmbiguous::Quarantine),
+            "retry" => Some(OnAmbiguous::Retry),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnAmbiguous::Quarantine => "quarantine",
+            OnAmbiguous::Retry => "retry",
+        }
     }
 }
 

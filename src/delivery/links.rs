@@ -106,10 +106,37 @@ impl Links {
         self.mac(job, sha256).verify_slice(&sig).is_ok()
     }
 
-    fn mac(&self, job: &JobKey, sha256: &str) -> Hmac<Sha256> {
+    /// The link to job `job`'s report, whatever its artifact's digest: what a message made
+    /// before its artifact is stored (a chat message, a part of that artifact) links to.
+    pub fn report(&self, job: &JobKey) -> String {
+        let sig = hex::encode(self.report_mac(job).finalize().into_bytes());
+        format!("{}/r/{job}?s={sig}", self.base)
+    }
+
+    /// Whether `sig` (hex) is this key's signature of [`Links::report`]'s link to `job`.
+    pub fn verify_report(&self, job: &JobKey, sig: &str) -> bool {
+        let Ok(sig) = hex::decode(sig) else {
+            return false;
+        };
+        self.report_mac(job).verify_slice(&sig).is_ok()
+    }
+
+    /// Signed under its own label: no link to a job can pass for a link to an artifact.
+    fn report_mac(&self, job: &JobKey) -> Hmac<Sha256> {
+        let mut mac = self.keyed();
+        mac.update(b"dawnpost-report-link-v1\n");
+        mac.update(job.to_string().as_bytes());
+        mac
+    }
+
+    fn keyed(&self) -> Hmac<Sha256> {
         // A key of any length is accepted by HMAC; the error cannot happen.
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
-            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"))
+    }
+
+    fn mac(&self, job: &JobKey, sha256: &str) -> Hmac<Sha256> {
+        let mut mac = self.keyed();
         mac.update(b"dawnpost-link-v1\n");
         mac.update(job.to_string().as_bytes());
         mac.update(b"\n");
@@ -147,6 +174,28 @@ mod tests {
             vec![7; 32],
         );
         assert!(!other_key.verify(&job, "ab12", sig), "another key");
+    }
+
+    #[test]
+    fn a_report_link_opens_its_job_only_and_is_no_artifact_link() {
+        let l = links();
+        let job: JobKey = "warehouse-17:2026-11-30".parse().expect("key");
+        let other: JobKey = "warehouse-17:2026-11-29".parse().expect("key");
+        let link = l.report(&job);
+        assert!(
+            link.starts_with("https://dawnpost.example/r/warehouse-17:2026-11-30?s="),
+            "{link}"
+        );
+        let sig = link.rsplit("s=").next().expect("sig");
+        assert!(l.verify_report(&job, sig));
+        assert!(!l.verify_report(&other, sig), "another job");
+        assert!(!l.verify(&job, "", sig), "not an artifact's link");
+        let artifact_sig = l.link(&job, "ab12", Part::Html);
+        let artifact_sig = artifact_sig.rsplit("s=").next().expect("sig");
+        assert!(
+            !l.verify_report(&job, artifact_sig),
+            "an artifact's is not a job's"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! kind's keys through it too ([`readers`]). A kind is one file (or folder) of this folder that
 //! implements the trait, and one line in [`KINDS`].
 
+mod chat;
 pub mod destination;
 pub mod email;
 pub mod links;
@@ -16,6 +17,8 @@ pub mod notice;
 mod probe;
 pub mod retry;
 pub mod signing;
+pub mod slack;
+pub mod teams;
 pub mod webhook;
 
 use chrono::Duration;
@@ -31,6 +34,8 @@ use crate::domain::redact::redact_address;
 const KINDS: &[&dyn Destination] = &[
     &email::Email,
     &webhook::Webhook,
+    &slack::Slack,
+    &teams::Teams,
     #[cfg(test)]
     &probe::Probe,
 ];
@@ -77,17 +82,54 @@ pub(crate) fn longest_timeout(settings: &crate::config::Settings) -> std::time::
         .unwrap_or_default()
 }
 
-/// What each kind the report sends to warns of its sample's render (`check`).
+/// What each kind the report sends to finds in its sample's render (`check`): why it cannot
+/// be sent (errors), and the limits it passes (warnings).
 pub fn checked(
     report: &Report,
     rendered: &crate::report::render::Rendered,
     config: &crate::config::Config,
-) -> Vec<String> {
+) -> (Vec<String>, Vec<String>) {
     let parts = crate::report::render::part_sizes(rendered);
+    let kinds = || (KINDS.iter()).filter(|d| !d.of_report(report).is_empty());
+    let errors = kinds().flat_map(|d| d.invalid(rendered)).collect();
+    let warnings = kinds()
+        .flat_map(|d| d.checked(rendered, &parts, config))
+        .collect();
+    (errors, warnings)
+}
+
+/// The parts the kinds `report` sends to make themselves when its template has none.
+pub fn default_parts(report: &Report) -> Vec<crate::report::render::DefaultPart> {
     (KINDS.iter())
         .filter(|d| !d.of_report(report).is_empty())
-        .flat_map(|d| d.checked(rendered, &parts, config))
+        .filter_map(|d| d.default_part())
         .collect()
+}
+
+/// The rates the kinds' send targets keep when no `[[rate_limit]]` names them, as entries that
+/// come after the configured ones.
+pub(crate) fn default_rates() -> Vec<crate::config::RateLimitSpec> {
+    (KINDS.iter())
+        .filter_map(|d| d.default_rate())
+        .filter_map(|(pattern, per_second, burst)| {
+            let matcher = globset::Glob::new(pattern).ok()?.compile_matcher();
+            Some(crate::config::RateLimitSpec {
+                host: pattern.to_string(),
+                matcher,
+                per_second,
+                burst,
+            })
+        })
+        .collect()
+}
+
+/// What follows an ambiguous attempt of `key` (a delivery of `report`): its kind's policy, if
+/// its kind has one.
+pub(crate) fn on_ambiguous(
+    report: &Report,
+    key: &crate::domain::keys::DeliveryKey,
+) -> Option<destination::OnAmbiguous> {
+    of(*key.kind())?.on_ambiguous(report, key.destination())
 }
 
 /// What each kind the report sends to shows of its render (`preview`).
@@ -156,6 +198,11 @@ impl SendTarget {
             }
             Err(_) => smtp_url.to_ascii_lowercase(),
         })
+    }
+
+    /// A target named by its kind (`slack:slack_ops_webhook`), lowercase.
+    pub(crate) fn named(name: &str) -> SendTarget {
+        SendTarget(name.to_ascii_lowercase())
     }
 
     /// A webhook URL's `host:port` (the URL itself, lowercase, if it does not parse).

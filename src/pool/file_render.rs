@@ -44,6 +44,7 @@ pub(super) async fn render_in_one_step(
     let artifacts = p.artifacts.clone();
     let allowed = (stale, p.ledger.nodes().write_format() >= SKIPPED_FORMAT);
     let (key, window, path) = (job.key.clone(), job.window, path.to_path_buf());
+    let links = p.links.clone();
     let generated_at = generated_at(job);
     let stage = Arc::new(AtomicU8::new(READING));
     let at = stage.clone();
@@ -51,7 +52,8 @@ pub(super) async fn render_in_one_step(
         let data = crate::report::source::read_json_file(&path, report.source_limit)?;
         at.store(RENDERING, Ordering::Relaxed);
         let job_at = (&key, &window, generated_at);
-        let drawn = render_data(&report, templates.as_deref(), job_at, data, allowed)?;
+        let made = (templates.as_deref(), links.as_ref());
+        let drawn = render_data(&report, made, job_at, data, allowed)?;
         let rendered = match drawn {
             Drawn::Empty(why) => return Ok(Stepped::Empty(why)),
             Drawn::Parts(rendered) => Arc::new(rendered),
@@ -96,12 +98,13 @@ pub(super) fn generated_at(job: &Job) -> DateTime<Utc> {
     job.generated_at.unwrap_or(job.created_at)
 }
 
-/// Renders `data` for the job `key` of `report` (its window and generation instant), whatever
-/// its source and store: empty data at `skip_if_empty` ends the job instead, when every live
+/// Renders `data` for the job `key` of `report` (its window and generation instant) with its
+/// `templates` and the parts its kinds make themselves, the report's link under `links`,
+/// whatever its source and store: empty data at `skip_if_empty` ends the job instead, when every live
 /// node reads the `skipped` state (`skip_allowed`; otherwise the log says it is sent as it is).
 pub(super) fn render_data(
     report: &Report,
-    templates: Option<&Templates>,
+    (templates, links): (Option<&Templates>, Option<&crate::delivery::links::Links>),
     (key, window, generated_at): (&JobKey, &Window, DateTime<Utc>),
     data: serde_json::Value,
     (stale, skip_allowed): (bool, bool),
@@ -114,8 +117,11 @@ pub(super) fn render_data(
     }
     let templates = templates.ok_or_else(|| RenderFailure::NotLoaded(report.template.clone()))?;
     let when = (key.date(), generated_at);
-    let context = crate::report::render::context(report, when, window, data, stale);
-    Ok(Drawn::Parts(templates.render(context)?))
+    let report_url = links.map(|l| l.report(key));
+    let context =
+        crate::report::render::context(report, when, window, data, (stale, report_url.as_deref()));
+    let defaults = crate::delivery::default_parts(report);
+    Ok(Drawn::Parts(templates.render(context, &defaults)?))
 }
 
 fn not_local(artifacts: &crate::report::artifact::ArtifactStore) -> ArtifactError {

@@ -72,10 +72,12 @@ const TARGETS_KEPT: usize = 4096;
 
 impl RateLimits {
     /// The limits of `specs`, emails going through `smtp_url`'s relay, on the pool's `clock`.
+    /// The kinds' own rates (`Destination::default_rate`) come after `specs`: an entry that
+    /// matches a target first overrides its kind's.
     pub fn new(specs: &[RateLimitSpec], smtp_url: &str, clock: SharedClock) -> RateLimits {
         let clock = PoolTime(clock);
-        let limits = specs
-            .iter()
+        let defaults = crate::delivery::default_rates();
+        let limits = (specs.iter().chain(&defaults))
             .map(|spec| {
                 let period = Duration::from_secs_f64(1.0 / spec.per_second);
                 let burst = NonZeroU32::new(spec.burst).unwrap_or(NonZeroU32::MIN);
@@ -168,7 +170,7 @@ impl RateLimits {
         Err(due.saturating_sub(now))
     }
 
-    /// The configured entries, for `/metrics`.
+    /// The entries in force (the configured ones, then the kinds' own), for `/metrics`.
     pub fn specs(&self) -> impl Iterator<Item = &RateLimitSpec> {
         self.limits.iter().map(|l| &l.spec)
     }

@@ -235,6 +235,8 @@ pub struct Pipeline {
     pub artifacts: ArtifactStore,
     /// Each destination kind's sender.
     pub senders: Senders,
+    /// Links to a job's report (`[server] public_url`), which a render puts in its context.
+    pub(crate) links: Option<crate::delivery::links::Links>,
     pub http: reqwest::Client,
     pub policy: RetryPolicy,
     pub clock: SharedClock,
@@ -283,7 +285,8 @@ impl Pipeline {
                 source: e.source,
             })?;
         let ca = config.settings.tls.ca.as_deref();
-        let senders = Senders::build(&Build::new(config, ca, pool.concurrency)?)?;
+        let build = Build::new(config, ca, pool.concurrency)?;
+        let senders = Senders::build(&build)?;
         let send_timeouts: Vec<_> = (crate::delivery::kinds().iter())
             .map(|d| (d.kind(), d.timeout(&config.settings)))
             .collect();
@@ -298,6 +301,7 @@ impl Pipeline {
             catalog,
             artifacts,
             senders,
+            links: build.links,
             http: crate::report::source::http_client(ca)?,
             policy: RetryPolicy::from(&config.settings.retry),
             clock,
@@ -332,8 +336,13 @@ impl Pipeline {
         self.publishing_limits()
     }
 
-    /// Shows the configured rate limits in the metrics.
+    /// Shows the rate limits in force in the metrics, and makes the attempts' series of every
+    /// kind it sends exist.
     fn publishing_limits(self) -> Pipeline {
+        let kinds: Vec<String> = (crate::delivery::kinds().iter())
+            .map(|d| d.kind().to_string())
+            .collect();
+        self.metrics.kinds_sent(&kinds);
         for spec in self.limits.specs() {
             self.metrics
                 .set_rate_limit(&spec.host, spec.per_second, spec.burst);

@@ -208,7 +208,8 @@ async fn render_and_store(
     let templates = reports.templates.get(&report.template).map(|t| &**t);
     let job_at = (&job.key, &job.window, generated_at(job));
     let allowed = (stale, p.ledger.nodes().write_format() >= SKIPPED_FORMAT);
-    let rendered = match render_data(report, templates, job_at, data, allowed)? {
+    let made = (templates, p.links.as_ref());
+    let rendered = match render_data(report, made, job_at, data, allowed)? {
         Drawn::Empty(why) => return Ok(Made::Empty(why)),
         Drawn::Parts(rendered) => Arc::new(rendered),
     };
@@ -272,7 +273,7 @@ pub(super) async fn deliver(
     // The job's artifact (its parts, read once for its deliveries) is not kept while the
     // outcome waits for its commit.
     drop(artifact);
-    let outcome = match send {
+    let mut outcome = match send {
         Ok(outcome) => outcome,
         Err(NotStarted(e)) => return not_started(p, &lease, shown, &e).await,
     };
@@ -287,6 +288,7 @@ pub(super) async fn deliver(
         outcome.retry_after,
         super::jitter(),
     );
+    let decision = under_policy(p, &delivery.key, &mut outcome, decision);
     throttle_on(p, target.as_str(), &outcome, &decision, finished_at);
     let (next, reason) = next_of(&outcome, &decision);
     let record = NewAttempt {
@@ -298,7 +300,7 @@ pub(super) async fn deliver(
         reason: Some(reason.clone()),
         diagnostics: outcome.diagnostics.clone(),
     };
-    p.metrics.attempt(outcome.class.as_str());
+    (p.metrics).attempt(delivery.key.kind().as_str(), outcome.class.as_str());
     let (reply, recorded) = oneshot::channel();
     let completion = Completion::Finished {
         finish: Finish {
@@ -437,6 +439,35 @@ fn throttle_on(
             p.throttle.clear(host);
         }
         _ => p.throttle.clear(host),
+    }
+}
+
+/// What follows an ambiguous attempt to a destination whose kind has a policy for one (a chat
+/// post, of which its service cannot recognise a second copy): held for an operator, or
+/// retried; the attempt's reason says which.
+fn under_policy(
+    p: &Pipeline,
+    key: &crate::domain::keys::DeliveryKey,
+    outcome: &mut Outcome,
+    decision: Decision,
+) -> Decision {
+    use crate::delivery::destination::OnAmbiguous;
+    if outcome.class != ResponseClass::Ambiguous {
+        return decision;
+    }
+    let report = p.catalog.get(key.job().report().as_str());
+    match report.and_then(|r| crate::delivery::on_ambiguous(&r, key)) {
+        None => decision,
+        Some(OnAmbiguous::Retry) => {
+            if matches!(decision, Decision::Retry { .. }) {
+                let words = "; on_ambiguous = \"retry\": retried, so it may arrive twice";
+                outcome.reason.push_str(words);
+            }
+            decision
+        }
+        Some(OnAmbiguous::Quarantine) => Decision::Quarantine {
+            why: "on_ambiguous = \"quarantine\": not retried, as it may have arrived; see whether it did, and redrive it if not".into(),
+        },
     }
 }
 

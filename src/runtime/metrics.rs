@@ -112,17 +112,8 @@ impl Default for Metrics {
             registry: Registry::default(),
         };
         m.register(&mut registry);
-        // Every series exists from the start, so dashboards and alerts see zeros, not gaps.
-        for class in [
-            "accepted",
-            "rate_limited",
-            "transient",
-            "ambiguous",
-            "permanent",
-            "unknown",
-        ] {
-            let _ = m.attempts.get_or_create(&label("class", class));
-        }
+        // Every series exists from the start, so dashboards and alerts see zeros, not gaps (the
+        // attempts' series, by kind, once the pool knows its kinds: `kinds_sent`).
         for outcome in ["ready", "not_ready", "failed"] {
             let _ = m.probes.get_or_create(&label("outcome", outcome));
         }
@@ -153,6 +144,23 @@ impl Default for Metrics {
         }
         Metrics { registry, ..m }
     }
+}
+
+/// How an attempt can end, as `dawnpost_delivery_attempts_total` labels it.
+const ATTEMPT_CLASSES: [&str; 6] = [
+    "accepted",
+    "rate_limited",
+    "transient",
+    "ambiguous",
+    "permanent",
+    "unknown",
+];
+
+fn attempt_labels(kind: &str, class: &str) -> Labels {
+    vec![
+        ("kind".to_string(), kind.to_string()),
+        ("class".to_string(), class.to_string()),
+    ]
 }
 
 /// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
@@ -227,8 +235,20 @@ impl Metrics {
             .inc();
     }
 
-    pub fn attempt(&self, class: &str) {
-        self.attempts.get_or_create(&label("class", class)).inc();
+    /// An attempt to a destination of `kind` that ended `class`.
+    pub fn attempt(&self, kind: &str, class: &str) {
+        self.attempts
+            .get_or_create(&attempt_labels(kind, class))
+            .inc();
+    }
+
+    /// Makes the attempts' series of each of `kinds` exist (at zero) before any attempt.
+    pub(crate) fn kinds_sent(&self, kinds: &[String]) {
+        for kind in kinds {
+            for class in ATTEMPT_CLASSES {
+                let _ = self.attempts.get_or_create(&attempt_labels(kind, class));
+            }
+        }
     }
 
     /// A readiness probe that answered `outcome` (`ready`, `not_ready` or `failed`).
@@ -367,7 +387,7 @@ impl Metrics {
         let m = self;
         registry.register(
             "delivery_attempts",
-            "Delivery attempts by response class",
+            "Delivery attempts by destination kind and response class",
             m.attempts.clone(),
         );
         registry.register(

@@ -1,5 +1,7 @@
 //! `GET /r/{job}/{sha256}[/text|/csv]?s=…`: the whole report behind a link that a
-//! destination got instead of a report too large for it. The signature (`crate::delivery::links`) names
+//! destination got instead of a report too large for it; `GET /r/{job}?s=…`, the same report
+//! by a link signed over its job alone, which a message made with the report (a chat
+//! message) carries. The signature (`crate::delivery::links`) names
 //! the job and its artifact's digest; what is served is read back from the store and checked
 //! against that digest, as `show` does. Once retention deleted the artifact: 410, saying how
 //! long it was kept. A link that does not verify is 404, which says nothing.
@@ -34,6 +36,44 @@ pub(super) async fn report(
     serve(&st, (&job, &sha256, None), &q.s).await
 }
 
+/// `GET /r/{job}`: the job's report, by a link signed over the job alone (what a message made
+/// with the report, such as a chat message, links to): served as its artifact's link is.
+pub(super) async fn job_report(
+    State(st): State<ServerState>,
+    Path(job): Path<String>,
+    Query(q): Query<Signed>,
+) -> Response {
+    let (Some(links), Ok(key)) = (&st.links, job.parse::<JobKey>()) else {
+        return not_found();
+    };
+    if !links.verify_report(&key, &q.s) {
+        return not_found();
+    }
+    let sha256 = match st.ledger.jobs().get(&key).await {
+        Ok(Some(job)) => match job.artifact {
+            Some(a) => a.sha256,
+            None => return not_found(),
+        },
+        Ok(None) => return gone(&st, &key),
+        Err(e) => {
+            tracing::warn!(job = %key, error = %e, "link: the ledger could not be read");
+            return unavailable();
+        }
+    };
+    // Served under the artifact's own signature, which this key makes.
+    let sig = links.link(&key, &sha256, Part::Html);
+    let sig = sig.rsplit("s=").next().unwrap_or_default().to_string();
+    serve(&st, (&job, &sha256, None), &sig).await
+}
+
+fn unavailable() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "The ledger could not be read; try again later.",
+    )
+        .into_response()
+}
+
 /// `GET /r/{job}/{sha256}/text` and `…/csv`.
 pub(super) async fn part(
     State(st): State<ServerState>,
@@ -64,11 +104,7 @@ async fn serve(
         Ok(None) => return gone(st, &key),
         Err(e) => {
             tracing::warn!(job = %key, error = %e, "link: the ledger could not be read");
-            return (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The ledger could not be read; try again later.",
-            )
-                .into_response();
+            return unavailable();
         }
     };
     let artifact = match (job.artifact, job.artifact_deleted_at) {

@@ -131,9 +131,16 @@ pub async fn preview(
             messages.push(write(ext, bytes)?);
         }
     }
-    // Each named part (a chat message) as the artifact would hold it.
+    // Each named part as the artifact would hold it, unless its kind wrote the message it
+    // would send under that name (a chat message in its envelope, or in its bounded form).
     for (name, body) in &rendered.parts {
-        messages.push(write(&format!("{name}.json"), body.as_bytes())?);
+        let ext = format!("{name}.json");
+        if !previews
+            .iter()
+            .any(|(_, p)| p.file.as_ref().is_some_and(|(e, _)| *e == ext))
+        {
+            messages.push(write(&ext, body.as_bytes())?);
+        }
     }
     let sizes = PartSizes {
         html: rendered.html.len(),
@@ -188,10 +195,18 @@ async fn render(
         report: name.clone(),
         source,
     })?;
-    let context =
-        crate::report::render::context(report, (fire.key.date(), now), &fire.window, data, false);
+    let links = crate::delivery::links::Links::from_settings(&config.settings.server);
+    let report_url = links.ok().flatten().map(|l| l.report(&fire.key));
+    let when = (fire.key.date(), now);
+    let context = crate::report::render::context(
+        report,
+        when,
+        &fire.window,
+        data,
+        (false, report_url.as_deref()),
+    );
     templates
-        .render(context)
+        .render(context, &crate::delivery::default_parts(report))
         .map_err(|source| PreviewError::Render {
             report: name,
             source,

@@ -26,6 +26,12 @@ const S: &str = "config/dawnpost.toml";
 const P: &str = "config/retention.toml";
 
 pub(crate) fn cases() -> Vec<Case> {
+    let mut all = base_cases();
+    all.extend(crate::config_cases_chat::cases());
+    all
+}
+
+fn base_cases() -> Vec<Case> {
     use Edit::*;
     vec![
         Case {

@@ -75,6 +75,13 @@ fn probes() -> Vec<(&'static str, String)> {
         report_with(&format!(
             "owner_webhook = {{ url = \"https://h.example/o\", {u} = 1 }}"
         )),
+        report_with(&format!("[[report.slack]]\nurl_env = \"S\"\n{u} = 1")),
+        report_with(&format!("[[report.teams]]\nurl_env = \"T\"\n{u} = 1")),
+        report_with(&format!("owner_slack = {{ url_env = \"S\", {u} = 1 }}")),
+        report_with(&format!("owner_teams = {{ url_env = \"T\", {u} = 1 }}")),
+        report_with(&format!(
+            "figures = [{{ label = \"L\", path = \"data.x\", {u} = 1 }}]"
+        )),
         report_with(&format!(
             "ready_when = {{ kind = \"file\", path = \"r.flag\", {u} = 1 }}"
         )),

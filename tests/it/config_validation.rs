@@ -43,7 +43,12 @@ fn apply(p: &Project, edits: &[Edit]) {
 fn errors_of(p: &Project) -> Vec<ConfigError> {
     match Config::load(&p.config_dir(), &dawnpost::delivery::readers()) {
         Ok(config) => {
-            dawnpost::report::render::check_templates(&config, &dawnpost::delivery::checked).0
+            dawnpost::report::render::check_templates(
+                &config,
+                &dawnpost::delivery::checked,
+                &dawnpost::delivery::default_parts,
+            )
+            .0
         }
         Err(e) => e.0,
     }

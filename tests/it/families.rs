@@ -104,7 +104,7 @@ fn each_row_makes_a_report_with_its_columns() {
         (window.end.date_naive(), window.end),
         &window,
         serde_json::json!({}),
-        false,
+        (false, None),
     );
     assert_eq!(context["row"]["id"], "21");
     assert_eq!(context["row"]["lead_email"], "");

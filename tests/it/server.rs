@@ -411,7 +411,7 @@ async fn metrics_and_health(t: &TestLedger) {
         assert!(text.contains(name), "{name} missing from /metrics");
     }
     assert!(
-        text.contains("dawnpost_delivery_attempts_total{class=\"accepted\"} 1"),
+        text.contains("dawnpost_delivery_attempts_total{kind=\"email\",class=\"accepted\"} 1"),
         "{text}"
     );
     assert!(text.contains("dawnpost_jobs{state=\"done\"} 1"), "{text}");

@@ -451,22 +451,32 @@ pub(crate) struct WebhookSender {
     client: reqwest::Client,
 }
 
+/// The HTTP client every kind that POSTs JSON sends with: cut at `timeout`, no redirect
+/// followed, no retry inside it, trusting `[tls] ca_file` too.
+pub(crate) fn client(
+    timeout: Duration,
+    ca: Option<&crate::runtime::tls::CaBundle>,
+) -> Result<reqwest::Client, super::DeliverError> {
+    let builder = reqwest::Client::builder()
+        .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .redirect(reqwest::redirect::Policy::none())
+        // No retry inside the client: each send is one attempt the ledger records, and
+        // going again is the pool's decision. (reqwest's default policy would copy every
+        // request's headers up front in case it resends it.)
+        .retry(reqwest::retry::never().max_retries_per_request(0))
+        .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")));
+    Ok(crate::runtime::tls::trust(builder, ca)?.build()?)
+}
+
 impl WebhookSender {
     pub fn new(
         timeout: Duration,
         ca: Option<&crate::runtime::tls::CaBundle>,
     ) -> Result<WebhookSender, super::DeliverError> {
-        let builder = reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .redirect(reqwest::redirect::Policy::none())
-            // No retry inside the client: each send is one attempt the ledger records, and
-            // going again is the pool's decision. (reqwest's default policy would copy every
-            // request's headers up front in case it resends it.)
-            .retry(reqwest::retry::never().max_retries_per_request(0))
-            .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")));
-        let client = crate::runtime::tls::trust(builder, ca)?.build()?;
-        Ok(WebhookSender { client })
+        Ok(WebhookSender {
+            client: client(timeout, ca)?,
+        })
     }
 
     /// POSTs `body` to `url` (a configured webhook's parsed URL, or its text) and classifies
@@ -522,32 +532,25 @@ impl WebhookSender {
                 }
                 outcome
             }
-            Err(e) => {
-                let detail = crate::domain::redact::http_error(&e);
-                if let Some(why) = crate::runtime::tls::untrusted_certificate(&e) {
-                    // A misconfiguration (a private CA not trusted, a wrong host name): nothing
-                    // was sent, and no retry mends it.
-                    Outcome::new(ResponseClass::Permanent, None, why).with_diagnostics(detail)
-                } else if e.is_connect() {
-                    Outcome::new(ResponseClass::Transient, None, "connection failed")
-                        .with_diagnostics(detail)
-                } else if e.is_timeout() {
-                    Outcome::new(
-                        ResponseClass::Ambiguous,
-                        None,
-                        "timed out after the request was sent",
-                    )
-                    .with_diagnostics(detail)
-                } else {
-                    Outcome::new(
-                        ResponseClass::Ambiguous,
-                        None,
-                        "the connection failed after the request was sent",
-                    )
-                    .with_diagnostics(detail)
-                }
-            }
+            Err(e) => failed(&e).with_diagnostics(crate::domain::redact::http_error(&e)),
         }
+    }
+}
+
+/// A request that got no answer: a certificate not trusted is permanent (nothing was sent, and
+/// no retry mends it), a failure to connect transient, a timeout or a reset after the request
+/// went out ambiguous. The caller adds the (redacted) detail.
+pub(crate) fn failed(e: &reqwest::Error) -> Outcome {
+    if let Some(why) = crate::runtime::tls::untrusted_certificate(e) {
+        Outcome::new(ResponseClass::Permanent, None, why)
+    } else if e.is_connect() {
+        Outcome::new(ResponseClass::Transient, None, "connection failed")
+    } else if e.is_timeout() {
+        let why = "timed out after the request was sent";
+        Outcome::new(ResponseClass::Ambiguous, None, why)
+    } else {
+        let why = "the connection failed after the request was sent";
+        Outcome::new(ResponseClass::Ambiguous, None, why)
     }
 }
 
@@ -556,7 +559,7 @@ pub(crate) const REPLY_LIMIT: usize = 512;
 
 /// The start of a reply's body, for diagnostics: at most [`REPLY_LIMIT`] bytes are read, the
 /// rest is never fetched.
-async fn reply_snippet(mut resp: reqwest::Response) -> String {
+pub(crate) async fn reply_snippet(mut resp: reqwest::Response) -> String {
     let mut kept = Vec::new();
     while kept.len() < REPLY_LIMIT {
         match resp.chunk().await {

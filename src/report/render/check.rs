@@ -12,14 +12,21 @@ use crate::domain::window::Window;
 /// How many rows of each `[[family]]` `check` renders (they share one template).
 pub(crate) const FAMILY_ROWS_CHECKED: usize = 3;
 
-/// What a report's destinations make of its sample's render: a warning per limit it passes
-/// (the destination kinds say; `check` hands them in).
-pub(crate) type SizeCheck<'a> = &'a dyn Fn(&Report, &Rendered, &Config) -> Vec<String>;
+/// What a report's destinations make of its sample's render: why it cannot be sent to them
+/// (errors), and a warning per limit it passes (the destination kinds say; `check` hands them
+/// in).
+pub(crate) type SizeCheck<'a> =
+    &'a dyn Fn(&Report, &Rendered, &Config) -> (Vec<String>, Vec<String>);
 
 /// What `check` adds to loading the configuration: every report's template rendered against
 /// its sample data, each template loaded once, and what `sizes` says of each render. Returns
 /// the errors (file, report and field `template`) and the warnings.
-pub fn check_templates(config: &Config, sizes: SizeCheck<'_>) -> (Vec<ConfigError>, Vec<String>) {
+/// `defaults` names the parts the kinds a report sends to make themselves.
+pub fn check_templates(
+    config: &Config,
+    sizes: SizeCheck<'_>,
+    defaults: &dyn Fn(&Report) -> Vec<super::DefaultPart>,
+) -> (Vec<ConfigError>, Vec<String>) {
     let mut loaded: HashMap<&str, Result<Templates, RenderError>> = HashMap::new();
     let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     let mut checked_rows: HashMap<&str, usize> = HashMap::new();
@@ -36,7 +43,8 @@ pub fn check_templates(config: &Config, sizes: SizeCheck<'_>) -> (Vec<ConfigErro
             Templates::load(&config.root, &report.template, &config.template_parts)
         });
         let checked = match templates {
-            Ok(t) => check_report(t, report, config, sizes).map_err(|e| e.to_string()),
+            Ok(t) => check_report(t, report, config, (sizes, &defaults(report)))
+                .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
         match checked {
@@ -65,7 +73,7 @@ fn check_report(
     templates: &mut Templates,
     report: &Report,
     config: &Config,
-    sizes: SizeCheck<'_>,
+    (sizes, defaults): (SizeCheck<'_>, &[super::DefaultPart]),
 ) -> Result<Vec<String>, RenderError> {
     let sample = report.sample.clone().or_else(|| match &report.source {
         SourceSpec::File { path } => Some(path.clone()),
@@ -75,6 +83,12 @@ fn check_report(
     let window =
         Window::previous_local_day(date, report.timezone()).ok_or(RenderError::NoWindow)?;
     let generated_at = window.end;
+    // A link of the length a real one has: what is sent is measured as it will be.
+    let report_url = (config.settings.server.public_url.as_ref()).map(|base| {
+        let base = base.as_str().trim_end_matches('/');
+        format!("{base}/r/{}:{date}?s={}", report.id, "0".repeat(64))
+    });
+    let url = report_url.as_deref();
     match sample {
         Some(path) => {
             let text =
@@ -88,12 +102,19 @@ fn check_report(
                     source,
                 })?;
             let rendered = templates
-                .render(context(report, (date, generated_at), &window, data, false))
+                .render(
+                    context(report, (date, generated_at), &window, data, (false, url)),
+                    defaults,
+                )
                 .map_err(|e| RenderError::AgainstSample {
                     path: path.clone(),
                     source: Box::new(e),
                 })?;
-            Ok(sizes(report, &rendered, config))
+            let (refused, warned) = sizes(report, &rendered, config);
+            if !refused.is_empty() {
+                return Err(RenderError::Unsendable(refused.join("; ")));
+            }
+            Ok(warned)
         }
         None => {
             templates
@@ -102,7 +123,7 @@ fn check_report(
                     (date, generated_at),
                     &window,
                     json!({}),
-                    false,
+                    (false, url),
                 ))
                 .map_err(|e| RenderError::Lenient(Box::new(e)))?;
             Ok(vec![

@@ -37,6 +37,10 @@ pub struct Templates {
     parts: Vec<(String, Handlebars<'static>)>,
 }
 
+/// A part a destination kind makes itself when a report's template has none of its own: the
+/// part's name, and how it is made from the template context (what fails says why, in words).
+pub type DefaultPart = (&'static str, fn(&Value) -> Result<String, String>);
+
 /// What went wrong loading or rendering a template.
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
@@ -85,6 +89,9 @@ pub enum RenderError {
     Lenient(Box<RenderError>),
     #[error("no window for the sample date")]
     NoWindow,
+    /// The sample renders, but not to what a destination of the report takes.
+    #[error("the sample's render cannot be sent: {0}")]
+    Unsendable(String),
 }
 
 /// The rendered parts of one job: the email's HTML (CSS inlined) and text, the CSV
@@ -157,7 +164,14 @@ impl Templates {
     /// its `<style>` rules inlined on each element (the block is kept for clients that read it)
     /// and every image must carry alt text. The context is taken as it is, for all the parts:
     /// handlebars' `render` would copy it into a value of its own for each.
-    pub fn render(&self, context: Value) -> Result<Rendered, RenderError> {
+    ///
+    /// `defaults`: the parts the kinds a report sends to make themselves from the context when
+    /// the template has no `<name>.<part>.hbs` of theirs.
+    pub fn render(
+        &self,
+        context: Value,
+        defaults: &[DefaultPart],
+    ) -> Result<Rendered, RenderError> {
         let context = handlebars::Context::from(context);
         let part = |ext: &str, e: handlebars::RenderError| RenderError::Render {
             part: format!("{}.{ext}", self.name),
@@ -198,6 +212,17 @@ impl Templates {
             }
             parts.insert(name.clone(), json);
         }
+        for (name, make) in defaults {
+            if parts.contains_key(*name) {
+                continue;
+            }
+            let made = make(context.data()).map_err(|reason| RenderError::Render {
+                part: format!("the default {name} message"),
+                at: String::new(),
+                reason,
+            })?;
+            parts.insert((*name).to_string(), made);
+        }
         Ok(Rendered {
             html,
             text,
@@ -210,7 +235,7 @@ impl Templates {
     /// helpers and partials.
     pub(super) fn render_lenient(&mut self, context: Value) -> Result<Rendered, RenderError> {
         self.registries().for_each(|r| r.set_strict_mode(false));
-        let result = self.render(context);
+        let result = self.render(context, &[]);
         self.registries().for_each(|r| r.set_strict_mode(true));
         result
     }
@@ -323,27 +348,35 @@ fn render_reason(e: &handlebars::RenderError) -> String {
     }
 }
 
-/// The template context (README.md, "Configuration"): `stale` when the job rendered at its
-/// deadline without its data ready (`ready_when`, `on_late = "send"`); `row`, a `[[family]]`
-/// report's row.
+/// The template context (docs/guide/templates.md): `stale` when the job rendered at its
+/// deadline without its data ready (`ready_when`, `on_late = "send"`); `figures`, the report's
+/// key figures with their values (null where the data has none); `report_url`, the signed link
+/// to the job's report when `[server] public_url` is set; `row`, a `[[family]]` report's row.
 pub fn context(
     report: &Report,
     (date, generated_at): (NaiveDate, DateTime<Utc>),
     window: &Window,
     data: Value,
-    stale: bool,
+    (stale, report_url): (bool, Option<&str>),
 ) -> Value {
+    let figures: Vec<Value> = (report.figures.iter())
+        .map(|f| json!({ "label": f.label, "path": f.path.to_string(), "value": f.path.resolve(&data) }))
+        .collect();
     let mut context = json!({
         "report": { "id": report.id.as_str(), "title": report.title, "timezone": report.timezone().name() },
         "date": crate::domain::keys::IsoDate(date).to_string(),
         "window": { "start": rfc3339(window.start), "end": rfc3339(window.end) },
         "generated_at": rfc3339(generated_at),
         "stale": stale,
+        "figures": figures,
     });
     if let Value::Object(c) = &mut context {
         // Moved in, not written into `json!`, which would copy the whole source through
         // serialization.
         c.insert("data".into(), data);
+        if let Some(url) = report_url {
+            c.insert("report_url".into(), Value::String(url.to_string()));
+        }
         if let Some(family) = &report.family {
             c.insert("row".into(), Value::Object(family.values.clone()));
         }
@@ -393,7 +426,7 @@ mod tests {
         let (_root, t) = templates(r#"{"text": "{{title}} — {{number n}}"}"#);
         let title = "Late \"north\" dock\nC:\\ops <b>";
         let rendered = t
-            .render(json!({"title": title, "n": 1842}))
+            .render(json!({"title": title, "n": 1842}), &[])
             .expect("render");
         assert_eq!(rendered.parts.keys().collect::<Vec<_>>(), ["probe"]);
         let message: Value = serde_json::from_str(&rendered.parts["probe"]).expect("JSON");
@@ -405,7 +438,7 @@ mod tests {
     fn a_part_that_is_not_json_fails_naming_its_template() {
         let (_root, t) = templates(r#"{"text": {{n}}"#);
         let e = t
-            .render(json!({"title": "x", "n": 1}))
+            .render(json!({"title": "x", "n": 1}), &[])
             .expect_err("not JSON");
         let said = e.to_string();
         assert!(said.starts_with("t.probe.hbs line 1, column "), "{said}");

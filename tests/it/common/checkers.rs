@@ -100,3 +100,33 @@ pub async fn axe(b: &Browser) -> Vec<String> {
         .map(|v| format!("{} ({}): {}", v["id"], v["impact"], v["targets"]))
         .collect()
 }
+
+/// What Microsoft's Adaptive Cards parser (npm `adaptivecards`, targeting schema 1.5) finds
+/// wrong in each file — a card, or a Teams message carrying one: `(file, errors)` each.
+pub fn adaptive_cards(files: &[PathBuf]) -> Vec<(String, Vec<String>)> {
+    assert!(
+        node_modules().join("adaptivecards").is_dir(),
+        "the Adaptive Cards parser is not installed: npm ci --prefix tests/support/node"
+    );
+    let script = node_modules().join("../card_check.js");
+    let out = Command::new("node")
+        .arg(script)
+        .args(files)
+        .output()
+        .expect("node (the machine's Node.js) is needed");
+    assert!(
+        out.status.success(),
+        "card_check.js: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            let errors = (v["errors"].as_array().into_iter().flatten())
+                .filter_map(|e| e.as_str().map(str::to_string))
+                .collect();
+            (v["file"].as_str().unwrap_or("").to_string(), errors)
+        })
+        .collect()
+}

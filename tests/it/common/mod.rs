@@ -1,6 +1,7 @@
 //! Shared test helpers: config directories in temp folders, and ledgers on both backends.
 
 pub mod browser;
+pub mod chat_peers;
 pub mod checkers;
 pub mod console;
 pub mod daemon;
