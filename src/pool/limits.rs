@@ -255,4 +255,32 @@ mod tests {
         assert!(kept <= TARGETS_KEPT, "{kept} kept");
         assert_eq!(limits.target(&hook).as_str(), "hooks.x.example:8080");
     }
+
+    #[test]
+    fn a_slack_webhook_keeps_one_post_a_second_unless_a_rate_limit_names_it() {
+        let (manual, shared) = clock();
+        let limits = RateLimits::new(&[], "smtp://relay.example:2525", shared.clone());
+        let job: crate::domain::keys::JobKey = "r:2026-11-30".parse().expect("job");
+        let key = DeliveryKey::new(job, crate::delivery::slack::KIND, "SLACK_OPS");
+        let target = limits.target(&key);
+        assert_eq!(target.as_str(), "slack:slack_ops");
+        assert_eq!(limits.take(target.as_str()), Ok(()));
+        assert_eq!(
+            limits.take(target.as_str()),
+            Err(Duration::from_secs(1)),
+            "Slack's documented rate"
+        );
+        assert_eq!(
+            limits.take("slack:slack_other"),
+            Ok(()),
+            "each webhook its own"
+        );
+        manual.advance(chrono::Duration::seconds(1));
+        assert_eq!(limits.take(target.as_str()), Ok(()));
+        // A [[rate_limit]] that names it comes first.
+        let fast = RateLimits::new(&[spec("slack:*", 50.0, 5)], "smtp://r.example", shared);
+        for _ in 0..5 {
+            assert_eq!(fast.take("slack:slack_ops"), Ok(()));
+        }
+    }
 }

@@ -86,7 +86,10 @@ pub(crate) async fn members(
     Ok(found
         .into_iter()
         .filter(|d| {
-            spec.host.is_empty() || crate::domain::keys::receiver(d.key.destination()) == spec.host
+            // A host as written, in any case: a domain, or a chat destination's variable.
+            spec.host.is_empty()
+                || (crate::domain::keys::receiver(d.key.destination()))
+                    .eq_ignore_ascii_case(&spec.host)
         })
         .collect())
 }

@@ -114,8 +114,13 @@ async fn default_messages_are_stored_posted_and_answered_as_documented(t: &TestL
         _ => None,
     });
     let slack = ChatPeer::start(Service::Slack, script).await;
-    let teams = ChatPeer::start(Service::Teams, no_script()).await;
+    // A flow that takes less than dawnpost sends refuses it as Teams does, with 413.
+    let small: Script = Arc::new(|path: &str, _| {
+        (path == "small").then(|| Answer::new(413, r#"{"error":{"code":"MessageTooLarge"}}"#))
+    });
+    let teams = ChatPeer::start(Service::Teams, small).await;
     set_env(&[
+        ("DAWNPOST_TEST_TEAMS_SMALL", teams.url("small")),
         ("DAWNPOST_TEST_SLACK_OPS", slack.url("ops")),
         ("DAWNPOST_TEST_SLACK_ARCHIVED", slack.url("archived")),
         ("DAWNPOST_TEST_SLACK_REMOVED", slack.url("removed")),
@@ -128,12 +133,13 @@ async fn default_messages_are_stored_posted_and_answered_as_documented(t: &TestL
         "[[report.slack]]\nurl_env = \"DAWNPOST_TEST_SLACK_REMOVED\"",
         "[[report.slack]]\nurl_env = \"DAWNPOST_TEST_SLACK_BUSY\"",
         "[[report.teams]]\nurl_env = \"DAWNPOST_TEST_TEAMS_OPS\"",
+        "[[report.teams]]\nurl_env = \"DAWNPOST_TEST_TEAMS_SMALL\"",
     ]
     .join("\n");
     let p = Project::new(&report("chat", &chat));
     p.write("config/dawnpost.toml", &settings(true));
     let summary = run(&p, t).await;
-    assert_eq!(summary.exit_code, 3, "two quarantined: {summary:?}");
+    assert_eq!(summary.exit_code, 3, "three quarantined: {summary:?}");
 
     // Posted as stored: the message is the artifact's part, byte for byte.
     let job = format!("chat:{DATE}");
@@ -174,19 +180,26 @@ async fn default_messages_are_stored_posted_and_answered_as_documented(t: &TestL
 
     let delivery = |env: &str, kind: &str| dk(&format!("{job}/{kind}:{env}"));
     let l = &t.ledger;
-    for (env, words) in [
+    for (env, kind, words) in [
         (
             "DAWNPOST_TEST_SLACK_ARCHIVED",
-            "the webhook's channel is archived (channel_is_archived)",
+            "slack",
+            "HTTP 410: the webhook's channel is archived (channel_is_archived)",
         ),
         (
             "DAWNPOST_TEST_SLACK_REMOVED",
-            "the webhook is disabled, removed or invalid (no_service)",
+            "slack",
+            "HTTP 404: the webhook is disabled, removed or invalid (no_service)",
+        ),
+        (
+            "DAWNPOST_TEST_TEAMS_SMALL",
+            "teams",
+            "HTTP 413: the message is too large for the workflow",
         ),
     ] {
         let d = l
             .deliveries()
-            .get(&delivery(env, "slack"))
+            .get(&delivery(env, kind))
             .await
             .expect("get")
             .expect("delivery");

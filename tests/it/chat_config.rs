@@ -261,3 +261,61 @@ fn check_and_preview_show_the_messages_as_they_would_be_posted() {
         "{sizes}"
     );
 }
+
+/// A bulk redrive picks out one chat webhook's dead letters by its variable, as `dlq` groups
+/// them; the dry run shows the variable, never the URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bulk_redrive_picks_one_webhook_by_its_variable() {
+    let slack = ChatPeer::start(
+        Service::Slack,
+        Arc::new(|path: &str, _| match path {
+            "archived" => Some(common::chat_peers::Answer::new(410, "channel_is_archived")),
+            _ => Some(common::chat_peers::Answer::new(404, "no_service")),
+        }),
+    )
+    .await;
+    let p = Project::new(&report(
+        "[[report.slack]]\nurl_env = \"BULK_SLACK_ARCHIVED\"\n[[report.slack]]\nurl_env = \"BULK_SLACK_REMOVED\"\n",
+    ));
+    let run = |args: &[&str]| {
+        let out = common::daemon::command(&p, args)
+            .env("BULK_SLACK_ARCHIVED", slack.url("archived"))
+            .env("BULK_SLACK_REMOVED", slack.url("removed"))
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run dawnpost");
+        (out.status.code(), text(&out))
+    };
+    let (code, out) = run(&["run", "--once", "--date", "2026-11-30"]);
+    assert_eq!(code, Some(3), "{out}");
+    let (code, out) = run(&["dlq"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("BULK_SLACK_ARCHIVED") && out.contains("BULK_SLACK_REMOVED"),
+        "{out}"
+    );
+    let (code, out) = run(&[
+        "redrive",
+        "--report",
+        "warehouse-17",
+        "--class",
+        "permanent",
+        "--host",
+        "BULK_SLACK_ARCHIVED",
+        "--by",
+        "ann",
+        "--reason",
+        "the channel is back",
+        "--dry-run",
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("1 quarantined deliver(ies) of warehouse-17 with class permanent"),
+        "{out}"
+    );
+    assert!(
+        out.contains("slack:BULK_SLACK_ARCHIVED") && !out.contains("BULK_SLACK_REMOVED"),
+        "{out}"
+    );
+    assert!(!out.contains(&slack.port().to_string()), "no URL: {out}");
+}
