@@ -60,7 +60,11 @@ fn main() {
                     data,
                     (false, None),
                 );
-                let rendered = templates.render(context, &[]).expect("render");
+                let extras = dawnpost::report::render::Extras {
+                    defaults: &[],
+                    charts: &report.charts,
+                };
+                let rendered = templates.render(context, &extras).expect("render");
                 let day = dawnpost::domain::keys::IsoDate(date).to_string();
                 store
                     .write(report.id.as_str(), &day, &Arc::new(rendered))

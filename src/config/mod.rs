@@ -7,6 +7,7 @@
 //! parent of the configuration directory.
 
 mod calendar;
+mod charts;
 mod database;
 mod destinations;
 mod family;
@@ -34,6 +35,7 @@ pub(crate) use calendar::Calendar;
 pub use calendar::CalendarCell;
 pub use calendar::OnHoliday;
 pub use calendar::ReportCalendar;
+pub use charts::{ChartKind, ChartSpec, MAX_SERIES};
 pub(crate) use database::DEFAULT_PG_CONNECTIONS;
 pub use database::DatabaseSettings;
 pub use destinations::{DestinationConfig, Destinations, Read, Readers};

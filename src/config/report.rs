@@ -37,6 +37,8 @@ pub struct Report {
     pub skip_if_empty: Option<crate::domain::data_path::DataPath>,
     /// `figures`: the key figures a short message shows, and templates see as `figures`.
     pub figures: Vec<super::figures::Figure>,
+    /// `[[report.chart]]`: charts drawn from its data, placed by the HTML template.
+    pub charts: Vec<super::charts::ChartSpec>,
     /// `ready_when`, `wait_until` and `on_late`: wait for the data, until a deadline.
     pub readiness: Option<Readiness>,
     /// `calendar` and `on_holiday`: the business days it fires on.
@@ -215,6 +217,7 @@ pub(super) fn load_report(
     });
     let skip_if_empty = load_skip_if_empty(&mut f, &place, errors);
     let figures = super::figures::load(&mut f, errors);
+    let charts = super::charts::load(&mut f, errors);
     let readiness = super::readiness::load(&mut f, &place, ctx.root, schedule.as_ref(), errors);
     let calendar = load_calendar(&mut f, &place, ctx, errors);
     let owners = super::owners::load(&mut f, &place, &ctx.readers.destinations, errors, warnings);
@@ -244,6 +247,7 @@ pub(super) fn load_report(
         destinations,
         skip_if_empty,
         figures,
+        charts,
         readiness,
         calendar,
         family: None,

@@ -121,7 +121,11 @@ pub(super) fn render_data(
     let context =
         crate::report::render::context(report, when, window, data, (stale, report_url.as_deref()));
     let defaults = crate::delivery::default_parts(report);
-    Ok(Drawn::Parts(templates.render(context, &defaults)?))
+    let extras = crate::report::render::Extras {
+        defaults: &defaults,
+        charts: &report.charts,
+    };
+    Ok(Drawn::Parts(templates.render(context, &extras)?))
 }
 
 fn not_local(artifacts: &crate::report::artifact::ArtifactStore) -> ArtifactError {

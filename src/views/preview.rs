@@ -80,8 +80,8 @@ impl PreviewFiles {
 }
 
 /// Renders `report_id` for `date` (default: today in its timezone, as `run --once`) at `now`
-/// and writes `REPORT-DATE.html`, `.txt`, `.csv` (when it attaches one), `.eml` and each named
-/// part as `.<part>.json` into `out`.
+/// and writes `REPORT-DATE.html`, `.txt`, `.csv` (when it attaches one), `.eml`, each chart as
+/// `.<chart>.png` and each named part as `.<part>.json` into `out`.
 pub async fn preview(
     config: &Config,
     report_id: &str,
@@ -130,6 +130,10 @@ pub async fn preview(
         if let Some((ext, bytes)) = &p.file {
             messages.push(write(ext, bytes)?);
         }
+    }
+    // Each chart as the email carries it.
+    for (id, png) in &rendered.images {
+        messages.push(write(&format!("{id}.png"), png)?);
     }
     // Each named part as the artifact would hold it, unless its kind wrote the message it
     // would send under that name (a chat message in its envelope, or in its bounded form).
@@ -205,8 +209,13 @@ async fn render(
         data,
         (false, report_url.as_deref()),
     );
+    let defaults = crate::delivery::default_parts(report);
+    let extras = crate::report::render::Extras {
+        defaults: &defaults,
+        charts: &report.charts,
+    };
     templates
-        .render(context, &crate::delivery::default_parts(report))
+        .render(context, &extras)
         .map_err(|source| PreviewError::Render {
             report: name,
             source,

@@ -90,6 +90,7 @@ async fn a_report_link_opens_its_jobs_report(t: &TestLedger) {
         text: "Stock at warehouse 17".into(),
         csv: None,
         parts: [("slack".to_string(), "{\"text\": \"x\"}".to_string())].into(),
+        images: Default::default(),
     };
     let (artifact, _) = (s.artifacts)
         .write("warehouse-17", "2026-11-29", &Arc::new(rendered))

@@ -28,6 +28,7 @@ const P: &str = "config/retention.toml";
 pub(crate) fn cases() -> Vec<Case> {
     let mut all = base_cases();
     all.extend(crate::config_cases_chat::cases());
+    all.extend(crate::config_cases_chat::chart_cases());
     all
 }
 

@@ -141,3 +141,60 @@ pub(crate) fn cases() -> Vec<Case> {
         ),
     ]
 }
+
+/// The charts' rows of the table.
+pub(crate) fn chart_cases() -> Vec<Case> {
+    use Edit::*;
+    const CHART: &str = "[[report.chart]]\nid = \"late\"\nkind = \"line\"\ntitle = \"Late\"\ndata = \"data.rows\"\nx = \"shift\"\ny = [\"late\"]\n";
+    let with = |from: &'static str, to: &'static str| -> Vec<Edit> {
+        let chart: &'static str = Box::leak(CHART.replace(from, to).into_boxed_str());
+        vec![Append(R, chart)]
+    };
+    vec![
+        case(
+            "a chart of no kind",
+            with("kind = \"line\"", "kind = \"pie\""),
+            "chart[0].kind",
+            "\"pie\": use \"line\", \"bar\", \"stacked_bar\" or \"area\"",
+        ),
+        case(
+            "a chart id with spaces",
+            with("id = \"late\"", "id = \"late orders\""),
+            "chart[0].id",
+            "use 1 to 40 of a-z, 0-9, _ and -",
+        ),
+        case(
+            "a chart's data outside the data",
+            with("data = \"data.rows\"", "data = \"rows\""),
+            "chart[0].data",
+            "is not a path into the source data",
+        ),
+        case(
+            "a chart of no series",
+            with("y = [\"late\"]", "y = []"),
+            "chart[0].y",
+            "lists no field",
+        ),
+        case(
+            "a chart without x",
+            with("x = \"shift\"\n", ""),
+            "chart[0].x",
+            "missing required field",
+        ),
+        case(
+            "two charts of one id",
+            vec![Append(
+                R,
+                Box::leak(format!("{CHART}{CHART}").into_boxed_str()),
+            )],
+            "chart[1].id",
+            "\"late\" is used by another chart",
+        ),
+        case(
+            "a chart whose series is text in the sample",
+            with("y = [\"late\"]", "y = [\"lead\"]"),
+            "template",
+            "chart \"late\": y: data.rows[0].lead is the text",
+        ),
+    ]
+}

@@ -83,6 +83,9 @@ fn probes() -> Vec<(&'static str, String)> {
             "figures = [{{ label = \"L\", path = \"data.x\", {u} = 1 }}]"
         )),
         report_with(&format!(
+            "[[report.chart]]\nid = \"c\"\nkind = \"line\"\ntitle = \"C\"\ndata = \"data.rows\"\nx = \"shift\"\ny = \"late\"\n{u} = 1"
+        )),
+        report_with(&format!(
             "ready_when = {{ kind = \"file\", path = \"r.flag\", {u} = 1 }}"
         )),
         report_with(&format!(

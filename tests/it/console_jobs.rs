@@ -30,6 +30,7 @@ async fn quarantined_job(s: &Server, t: &TestLedger) -> Vec<DeliveryLease> {
         text: "Stock at warehouse 17".into(),
         csv: Some("shift,picked\nEarly,6210\n".into()),
         parts: Default::default(),
+        images: Default::default(),
     };
     let (artifact, _) = s
         .artifacts

@@ -318,6 +318,7 @@ fn every_line_of_a_part_ends_in_crlf_whatever_it_ended_in() {
         text: text.clone(),
         csv: Some("a,b\n1,2\n".into()),
         parts: Default::default(),
+        images: Default::default(),
     };
     let list = dawnpost::delivery::email::message::ListHeaders {
         report: "w",

@@ -9,6 +9,7 @@ mod alerts;
 mod browser;
 mod bulk_redrive;
 mod calendars;
+mod charts;
 mod chat;
 mod chat_config;
 mod cli;

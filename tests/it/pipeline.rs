@@ -479,6 +479,7 @@ async fn a_first_render_writes_its_own_artifact(t: &TestLedger) {
         text: "left by a job deleted before".into(),
         csv: None,
         parts: Default::default(),
+        images: Default::default(),
     };
     let (left, _) = store
         .write("own", DATE, &Arc::new(stranger))
@@ -515,6 +516,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
         text: "rendered before the crash".into(),
         csv: None,
         parts: Default::default(),
+        images: Default::default(),
     });
     let lease = earlier_attempt(t, "esc:2026-11-30").await;
     let (stored, wrote) = store.write("esc", DATE, &earlier).await.expect("write");

@@ -290,6 +290,7 @@ async fn racing_writes_of_one_artifact_store_it_once() {
         text: "Carrier 7".into(),
         csv: None,
         parts: Default::default(),
+        images: Default::default(),
     });
     let writes = (0..6).map(|_| {
         let (store, rendered) = (store.clone(), rendered.clone());

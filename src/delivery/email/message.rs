@@ -61,8 +61,9 @@ pub struct ListHeaders<'a> {
     pub unsubscribe: Option<&'a str>,
 }
 
-/// The message to one recipient: the report's text and HTML as alternatives (inside
-/// multipart/mixed with the CSV attachment when it has one), under [`head`]'s headers.
+/// The message to one recipient: the report's text and HTML as alternatives (the HTML in
+/// multipart/related with its charts, when it has any; all inside multipart/mixed with the CSV
+/// attachment when it has one), under [`head`]'s headers.
 pub fn build_message(
     from: &Mailbox,
     to: &lettre::Address,
@@ -73,17 +74,20 @@ pub fn build_message(
     list: &ListHeaders<'_>,
 ) -> Result<Message, lettre::error::Error> {
     let builder = head(from, to, subject, delivery_key, date, list);
-    let alternative = MultiPart::alternative()
-        .singlepart(
-            SinglePart::builder()
-                .header(ContentType::TEXT_PLAIN)
-                .body(rendered.text.clone()),
-        )
-        .singlepart(
-            SinglePart::builder()
-                .header(ContentType::TEXT_HTML)
-                .body(rendered.html.clone()),
-        );
+    let html = SinglePart::builder()
+        .header(ContentType::TEXT_HTML)
+        .body(rendered.html.clone());
+    let text = SinglePart::builder()
+        .header(ContentType::TEXT_PLAIN)
+        .body(rendered.text.clone());
+    let alternative = match rendered.images.is_empty() {
+        true => MultiPart::alternative().singlepart(text).singlepart(html),
+        // The HTML and the charts it shows by `cid:` (RFC 2387): every client shows a part so
+        // referenced, where a `data:` URI or an SVG is dropped by some.
+        false => MultiPart::alternative()
+            .singlepart(text)
+            .multipart(related(html, rendered)?),
+    };
     let message = match &rendered.csv {
         None => builder.multipart(alternative)?,
         Some(csv) => {
@@ -100,6 +104,21 @@ pub fn build_message(
         }
     };
     Ok(with_list_headers(message, delivery_key, list))
+}
+
+/// The HTML part and, after it, each chart as an inline PNG with its Content-ID.
+fn related(html: SinglePart, rendered: &Rendered) -> Result<MultiPart, lettre::error::Error> {
+    // A constant that parses; lettre has no error of its own for it.
+    let png =
+        ContentType::parse("image/png").map_err(|_| lettre::error::Error::CannotParseFilename)?;
+    let mut related = MultiPart::related().singlepart(html);
+    for (id, bytes) in &rendered.images {
+        let cid = crate::report::render::content_id(id);
+        let part = lettre::message::Attachment::new_inline_with_name(cid, format!("{id}.png"))
+            .body(bytes.clone(), png.clone());
+        related = related.singlepart(part);
+    }
+    Ok(related)
 }
 
 /// The bounded copy of a report too large for email: one text part, `text` (a notice with the
@@ -180,8 +199,10 @@ fn with_list_headers(
 /// in base64 (4/3, in lines of 76 and CRLF), and 16 KiB for headers and boundaries. Under the
 /// relay's limit, the message is too, and needs no encoding to be measured.
 pub(crate) fn size_bound(rendered: &Rendered) -> u64 {
-    let parts =
-        rendered.html.len() + rendered.text.len() + rendered.csv.as_ref().map_or(0, String::len);
+    let parts = rendered.html.len()
+        + rendered.text.len()
+        + rendered.csv.as_ref().map_or(0, String::len)
+        + rendered.images.values().map(Vec::len).sum::<usize>();
     let base64 = (parts as u64).div_ceil(3) * 4;
     base64 + base64.div_ceil(76) * 2 + (16 << 10)
 }

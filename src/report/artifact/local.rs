@@ -36,7 +36,7 @@ pub(super) fn files<'a>(
             },
             _ => fs.path_to_filesystem(&ObjectPath::from(key.as_str()))?,
         };
-        files.push((path, body.as_bytes()));
+        files.push((path, body));
     }
     Ok(files)
 }
@@ -160,6 +160,7 @@ mod tests {
             text: "Carrier 7".into(),
             csv: Some("carrier\n7\n".into()),
             parts: Default::default(),
+            images: Default::default(),
         };
         for report in ["warehouse-17", "caf\u{e9} #7"] {
             let writer = super::super::ArtifactStore::open(&url, dir.path()).expect("open");

@@ -1,7 +1,7 @@
 //! Artifacts: the rendered report, written once and never changed, under content-addressed
 //! keys `<report>/<date>/<sha256>.html`, `.txt`, (a report with a CSV attachment) `.csv`
-//! and one `.<part>.json` per named part a destination kind sends (a chat message), with
-//! create-only writes. A render repeated
+//! and one `.<part>.json` per named part a destination kind sends (a chat message) and one
+//! `.<chart>.png` per chart, with create-only writes. A render repeated
 //! after a crash finds the complete artifact already stored and reuses it, so a job has exactly
 //! one artifact whatever its attempts.
 
@@ -28,20 +28,29 @@ pub struct ArtifactRef {
     pub csv_key: Option<String>,
     pub sha256: String,
     pub bytes: i64,
-    /// The named parts a destination kind sends (a chat message), by name, each stored at
-    /// [`ArtifactRef::part_key`].
+    /// The named parts a destination kind sends (a chat message), by name, and the charts, by
+    /// id and `.png` (`late_by_hour.png`); each stored at [`ArtifactRef::part_key`].
     pub parts: Vec<String>,
 }
 
 impl ArtifactRef {
-    /// The key of its part `name`: `<report>/<date>/<sha256>.<name>.json`.
+    /// The key of its part `name`: `<report>/<date>/<sha256>.<name>.json`, or a chart's
+    /// `<report>/<date>/<sha256>.<id>.png`.
     pub fn part_key(&self, name: &str) -> String {
         let stem = self
             .html_key
             .strip_suffix(".html")
             .unwrap_or(&self.html_key);
-        format!("{stem}.{name}.json")
+        match is_image(name) {
+            true => format!("{stem}.{name}"),
+            false => format!("{stem}.{name}.json"),
+        }
     }
+}
+
+/// Whether a part's name is a chart's (`<id>.png`).
+fn is_image(name: &str) -> bool {
+    name.ends_with(".png")
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -164,7 +173,11 @@ impl ArtifactStore {
                     let named: Vec<(String, u64)> = (listed.iter())
                         .filter_map(|m| {
                             let rest = m.location.as_ref().strip_prefix(stem)?;
-                            let name = rest.strip_prefix('.')?.strip_suffix(".json")?;
+                            let rest = rest.strip_prefix('.')?;
+                            let name = match rest.strip_suffix(".json") {
+                                Some(name) => name,
+                                None => rest.strip_suffix(".png").map(|_| rest)?,
+                            };
                             Some((name.to_string(), m.size))
                         })
                         .collect();
@@ -212,7 +225,7 @@ impl ArtifactStore {
         let artifact = reference(report, date, rendered);
         let mut wrote = false;
         for (key, body) in parts(&artifact, rendered) {
-            wrote |= self.put_create(&key, body.to_string()).await?;
+            wrote |= self.put_create(&key, Bytes::copy_from_slice(body)).await?;
         }
         self.remember(&artifact.html_key, rendered);
         Ok((artifact, wrote))
@@ -248,18 +261,14 @@ impl ArtifactStore {
         self.local.is_some()
     }
 
-    async fn put_create(&self, key: &str, body: String) -> Result<bool, ArtifactError> {
+    async fn put_create(&self, key: &str, body: Bytes) -> Result<bool, ArtifactError> {
         let opts = PutOptions {
             mode: PutMode::Create,
             ..PutOptions::default()
         };
         match self
             .store
-            .put_opts(
-                &ObjectPath::from(key),
-                PutPayload::from(Bytes::from(body)),
-                opts,
-            )
+            .put_opts(&ObjectPath::from(key), PutPayload::from(body), opts)
             .await
         {
             Ok(_) => Ok(true),
@@ -493,22 +502,38 @@ fn decoded(
     named: &[(&str, impl AsRef<[u8]>)],
 ) -> Rendered {
     let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let (images, texts): (Vec<_>, Vec<_>) = named.iter().partition(|(name, _)| is_image(name));
     Rendered {
         html: lossy(html),
         text: lossy(text),
         csv: csv.map(lossy),
-        parts: (named.iter())
+        parts: (texts.iter())
             .map(|(name, body)| (name.to_string(), lossy(body.as_ref())))
             .collect(),
+        images: (images.iter())
+            .map(|(name, body)| {
+                let id = name.strip_suffix(".png").unwrap_or(name);
+                (id.to_string(), body.as_ref().to_vec())
+            })
+            .collect(),
     }
+}
+
+/// A render's named parts and charts as the artifact names them, in name order.
+fn named(rendered: &Rendered) -> Vec<(String, &[u8])> {
+    let mut named: Vec<(String, &[u8])> = (rendered.parts.iter())
+        .map(|(n, b)| (n.clone(), b.as_bytes()))
+        .chain((rendered.images.iter()).map(|(id, png)| (format!("{id}.png"), png.as_slice())))
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    named
 }
 
 /// The reference of `rendered` stored for `report` and `date`: its content-addressed keys.
 fn reference(report: &str, date: &str, rendered: &Rendered) -> ArtifactRef {
     let csv = rendered.csv.as_deref().map(str::as_bytes);
-    let named: Vec<(&str, &[u8])> = (rendered.parts.iter())
-        .map(|(n, b)| (n.as_str(), b.as_bytes()))
-        .collect();
+    let all = named(rendered);
+    let named: Vec<(&str, &[u8])> = all.iter().map(|(n, b)| (n.as_str(), *b)).collect();
     let sha256 = digest(
         rendered.html.as_bytes(),
         rendered.text.as_bytes(),
@@ -525,22 +550,22 @@ fn reference(report: &str, date: &str, rendered: &Rendered) -> ArtifactRef {
         csv_key: csv.map(|_| format!("{report}/{date}/{sha256}.csv")),
         sha256,
         bytes: i64::try_from(size).unwrap_or(i64::MAX),
-        parts: rendered.parts.keys().cloned().collect(),
+        parts: all.into_iter().map(|(n, _)| n).collect(),
     }
 }
 
 /// An artifact's parts by key, in the order they are written: the others first, since `find`
 /// treats an artifact as complete once its .html exists.
-fn parts<'a>(artifact: &'a ArtifactRef, rendered: &'a Rendered) -> Vec<(String, &'a str)> {
-    let mut parts = Vec::with_capacity(3 + rendered.parts.len());
-    for (name, body) in &rendered.parts {
-        parts.push((artifact.part_key(name), body.as_str()));
+fn parts<'a>(artifact: &'a ArtifactRef, rendered: &'a Rendered) -> Vec<(String, &'a [u8])> {
+    let mut parts = Vec::with_capacity(3 + rendered.parts.len() + rendered.images.len());
+    for (name, body) in named(rendered) {
+        parts.push((artifact.part_key(&name), body));
     }
     if let (Some(key), Some(csv)) = (&artifact.csv_key, &rendered.csv) {
-        parts.push((key.clone(), csv.as_str()));
+        parts.push((key.clone(), csv.as_bytes()));
     }
-    parts.push((artifact.text_key.clone(), rendered.text.as_str()));
-    parts.push((artifact.html_key.clone(), rendered.html.as_str()));
+    parts.push((artifact.text_key.clone(), rendered.text.as_bytes()));
+    parts.push((artifact.html_key.clone(), rendered.html.as_bytes()));
     parts
 }
 

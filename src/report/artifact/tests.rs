@@ -8,6 +8,7 @@ fn rendered() -> Rendered {
         text: "Carrier 7".into(),
         csv: None,
         parts: Default::default(),
+        images: Default::default(),
     }
 }
 
@@ -66,6 +67,7 @@ async fn the_cache_keeps_the_latest_artifacts_only() {
             text: i.to_string(),
             csv: None,
             parts: Default::default(),
+            images: Default::default(),
         };
         refs.push(
             store

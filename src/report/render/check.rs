@@ -104,7 +104,10 @@ fn check_report(
             let rendered = templates
                 .render(
                     context(report, (date, generated_at), &window, data, (false, url)),
-                    defaults,
+                    &super::Extras {
+                        defaults,
+                        charts: &report.charts,
+                    },
                 )
                 .map_err(|e| RenderError::AgainstSample {
                     path: path.clone(),

@@ -14,11 +14,13 @@ use serde_json::{Value, json};
 use crate::config::Report;
 use crate::domain::window::{Window, rfc3339};
 
+mod charts;
 mod check;
 mod csv;
 mod email_html;
 mod helpers;
 
+pub use charts::content_id;
 pub use check::check_templates;
 pub(crate) use check::{FAMILY_ROWS_CHECKED, part_sizes};
 pub use helpers::grouped;
@@ -40,6 +42,14 @@ pub struct Templates {
 /// A part a destination kind makes itself when a report's template has none of its own: the
 /// part's name, and how it is made from the template context (what fails says why, in words).
 pub type DefaultPart = (&'static str, fn(&Value) -> Result<String, String>);
+
+/// What a report adds to its template's render: the parts the kinds it sends to make
+/// themselves (when the template has none of theirs), and its charts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extras<'a> {
+    pub defaults: &'a [DefaultPart],
+    pub charts: &'a [crate::config::ChartSpec],
+}
 
 /// What went wrong loading or rendering a template.
 #[derive(Debug, thiserror::Error)]
@@ -95,14 +105,16 @@ pub enum RenderError {
 }
 
 /// The rendered parts of one job: the email's HTML (CSS inlined) and text, the CSV
-/// attachment when the report's template has one (`<name>.csv.hbs`), and the named parts a
-/// destination kind sends (a chat message: `<name>.<part>.hbs`, JSON), by name.
+/// attachment when the report's template has one (`<name>.csv.hbs`), the named parts a
+/// destination kind sends (a chat message: `<name>.<part>.hbs`, JSON), by name, and the
+/// report's charts (PNG), by chart id.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Rendered {
     pub html: String,
     pub text: String,
     pub csv: Option<String>,
     pub parts: BTreeMap<String, String>,
+    pub images: BTreeMap<String, Vec<u8>>,
 }
 
 impl Templates {
@@ -114,6 +126,8 @@ impl Templates {
         let mut html = strict_registry();
         let mut text = strict_registry();
         text.register_escape_fn(handlebars::no_escape);
+        html.register_helper("chart", Box::new(charts::Chart { html: true }));
+        text.register_helper("chart", Box::new(charts::Chart { html: false }));
         for (registry, ext) in [(&mut html, "html.hbs"), (&mut text, "txt.hbs")] {
             let path = dir.join(format!("{name}.{ext}"));
             registry
@@ -165,13 +179,11 @@ impl Templates {
     /// and every image must carry alt text. The context is taken as it is, for all the parts:
     /// handlebars' `render` would copy it into a value of its own for each.
     ///
-    /// `defaults`: the parts the kinds a report sends to make themselves from the context when
-    /// the template has no `<name>.<part>.hbs` of theirs.
-    pub fn render(
-        &self,
-        context: Value,
-        defaults: &[DefaultPart],
-    ) -> Result<Rendered, RenderError> {
+    /// `extras`: the report's charts, drawn first (the templates place them), and the parts
+    /// the kinds it sends to make themselves from the context when the template has no
+    /// `<name>.<part>.hbs` of theirs.
+    pub fn render(&self, mut context: Value, extras: &Extras<'_>) -> Result<Rendered, RenderError> {
+        let images = charts::draw_all(extras.charts, &mut context)?;
         let context = handlebars::Context::from(context);
         let part = |ext: &str, e: handlebars::RenderError| RenderError::Render {
             part: format!("{}.{ext}", self.name),
@@ -212,7 +224,7 @@ impl Templates {
             }
             parts.insert(name.clone(), json);
         }
-        for (name, make) in defaults {
+        for (name, make) in extras.defaults {
             if parts.contains_key(*name) {
                 continue;
             }
@@ -228,6 +240,7 @@ impl Templates {
             text,
             csv,
             parts,
+            images,
         })
     }
 
@@ -235,7 +248,7 @@ impl Templates {
     /// helpers and partials.
     pub(super) fn render_lenient(&mut self, context: Value) -> Result<Rendered, RenderError> {
         self.registries().for_each(|r| r.set_strict_mode(false));
-        let result = self.render(context, &[]);
+        let result = self.render(context, &Extras::default());
         self.registries().for_each(|r| r.set_strict_mode(true));
         result
     }
@@ -426,7 +439,7 @@ mod tests {
         let (_root, t) = templates(r#"{"text": "{{title}} — {{number n}}"}"#);
         let title = "Late \"north\" dock\nC:\\ops <b>";
         let rendered = t
-            .render(json!({"title": title, "n": 1842}), &[])
+            .render(json!({"title": title, "n": 1842}), &Extras::default())
             .expect("render");
         assert_eq!(rendered.parts.keys().collect::<Vec<_>>(), ["probe"]);
         let message: Value = serde_json::from_str(&rendered.parts["probe"]).expect("JSON");
@@ -438,7 +451,7 @@ mod tests {
     fn a_part_that_is_not_json_fails_naming_its_template() {
         let (_root, t) = templates(r#"{"text": {{n}}"#);
         let e = t
-            .render(json!({"title": "x", "n": 1}), &[])
+            .render(json!({"title": "x", "n": 1}), &Extras::default())
             .expect_err("not JSON");
         let said = e.to_string();
         assert!(said.starts_with("t.probe.hbs line 1, column "), "{said}");

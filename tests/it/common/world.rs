@@ -167,6 +167,7 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         text: k.to_string(),
         csv: None,
         parts: Default::default(),
+        images: Default::default(),
     };
     let (artifact, _) = store
         .write(&spec.report, &date.to_string(), &Arc::new(rendered))

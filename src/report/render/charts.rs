@@ -1,0 +1,101 @@
+//! A render's charts: each of the report's `[[report.chart]]` drawn from the data
+//! (`report::chart`) before the templates run, and placed by them with `{{chart "id"}}` — in
+//! the HTML an `<img>` of the chart's `cid:` part with its size and its message as `alt`, in the
+//! text the message alone.
+
+use std::collections::BTreeMap;
+
+use handlebars::{Context, Handlebars, Helper, HelperDef, HelperResult, Output, RenderContext};
+use serde_json::{Value, json};
+
+use super::RenderError;
+use crate::config::ChartSpec;
+
+/// The Content-ID of chart `id`'s part in an email (`cid:` in the HTML, `Content-ID` on the
+/// part).
+pub fn content_id(id: &str) -> String {
+    format!("chart-{id}@dawnpost")
+}
+
+/// Draws every chart of `specs` from `context`'s `data`, and puts what a template needs of each
+/// (its `cid`, `alt`, `width`, `height`) under `charts` in the context. The PNGs, by chart id.
+pub(super) fn draw_all(
+    specs: &[ChartSpec],
+    context: &mut Value,
+) -> Result<BTreeMap<String, Vec<u8>>, RenderError> {
+    let mut images = BTreeMap::new();
+    let mut placed = serde_json::Map::new();
+    for spec in specs {
+        let drawn = crate::report::chart::draw(spec, &context["data"]).map_err(|reason| {
+            RenderError::Render {
+                part: format!("chart {:?}", spec.id),
+                at: String::new(),
+                reason,
+            }
+        })?;
+        placed.insert(
+            spec.id.clone(),
+            json!({
+                "cid": content_id(&spec.id),
+                "alt": drawn.alt,
+                "width": crate::report::chart::WIDTH as u32,
+                "height": crate::report::chart::HEIGHT as u32,
+            }),
+        );
+        images.insert(spec.id.clone(), drawn.png);
+    }
+    if let Value::Object(c) = context {
+        c.insert("charts".into(), Value::Object(placed));
+    }
+    Ok(images)
+}
+
+/// `{{chart "id"}}`: the chart as an `<img>` (`html`), or its message (text).
+pub(super) struct Chart {
+    pub html: bool,
+}
+
+impl HelperDef for Chart {
+    fn call<'reg: 'rc, 'rc>(
+        &self,
+        h: &Helper<'rc>,
+        _: &'reg Handlebars<'reg>,
+        ctx: &'rc Context,
+        _: &mut RenderContext<'reg, 'rc>,
+        out: &mut dyn Output,
+    ) -> HelperResult {
+        let other = |m: String| handlebars::RenderErrorReason::Other(m);
+        let id = (h.param(0).and_then(|p| p.value().as_str()))
+            .ok_or_else(|| other("chart needs a chart's id: {{chart \"late_by_hour\"}}".into()))?;
+        let placed = ctx
+            .data()
+            .pointer(&format!("/charts/{id}"))
+            .ok_or_else(|| {
+                other(format!(
+                    "chart {id:?}: the report has no [[report.chart]] of that id"
+                ))
+            })?;
+        let alt = placed["alt"].as_str().unwrap_or_default();
+        if !self.html {
+            out.write(alt)?;
+            return Ok(());
+        }
+        let tag = format!(
+            "<img src=\"cid:{}\" alt=\"{}\" width=\"{}\" height=\"{}\" style=\"display:block;width:100%;max-width:{}px;height:auto;border:0\">",
+            escape(placed["cid"].as_str().unwrap_or_default()),
+            escape(alt),
+            placed["width"],
+            placed["height"],
+            placed["width"],
+        );
+        out.write(&tag)?;
+        Ok(())
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
