@@ -63,6 +63,7 @@ fn main() {
                 let extras = dawnpost::report::render::Extras {
                     defaults: &[],
                     charts: &report.charts,
+                    xlsx: report.attach.xlsx,
                 };
                 let rendered = templates.render(context, &extras).expect("render");
                 let day = dawnpost::domain::keys::IsoDate(date).to_string();

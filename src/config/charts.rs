@@ -9,6 +9,7 @@
 //! data = "data.hours"                  # a path to an array of objects in the source data
 //! x = "hour"                           # the field for the x axis
 //! y = ["late", "shipped"]              # one series per field
+//! labels = ["Late", "Shipped"]         # the series' names (default: the fields')
 //! ```
 
 use super::ConfigError;
@@ -59,6 +60,9 @@ pub struct ChartSpec {
     pub x: String,
     /// The fields of each row drawn, one series each.
     pub y: Vec<String>,
+    /// What the legend and the picture's text call each series (`labels`; the fields' names
+    /// by default).
+    pub labels: Vec<String>,
 }
 
 /// The most series one chart draws.
@@ -150,13 +154,25 @@ fn chart(t: &toml::Table, place: &Place<'_>, errors: &mut Vec<ConfigError>) -> O
         };
         problem.map(|p| errors.push(place.error("y", p))).is_none()
     });
+    let labels = f.opt::<Vec<String>>("labels", errors);
     f.finish(errors);
+    let y = y?;
+    let labels = match labels {
+        None => y.clone(),
+        Some(labels) if labels.len() == y.len() => labels,
+        Some(labels) => {
+            let message = format!("{} labels for {} series in y", labels.len(), y.len());
+            errors.push(place.error("labels", message));
+            return None;
+        }
+    };
     Some(ChartSpec {
         id: id?,
         kind: kind?,
         title: title?,
         data: data?,
         x: x?,
-        y: y?,
+        y,
+        labels,
     })
 }

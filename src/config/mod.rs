@@ -6,6 +6,7 @@
 //! together. Unknown keys are errors. Relative paths are relative to the project root: the
 //! parent of the configuration directory.
 
+mod attach;
 mod calendar;
 mod charts;
 mod database;
@@ -31,6 +32,7 @@ use std::sync::Arc;
 use fields::parse_file;
 pub use fields::{Fields, Place};
 
+pub use attach::Attach;
 pub(crate) use calendar::Calendar;
 pub use calendar::CalendarCell;
 pub use calendar::OnHoliday;

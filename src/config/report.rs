@@ -39,6 +39,8 @@ pub struct Report {
     pub figures: Vec<super::figures::Figure>,
     /// `[[report.chart]]`: charts drawn from its data, placed by the HTML template.
     pub charts: Vec<super::charts::ChartSpec>,
+    /// `attach`: the CSV part as CSV, as a spreadsheet, or both.
+    pub attach: super::attach::Attach,
     /// `ready_when`, `wait_until` and `on_late`: wait for the data, until a deadline.
     pub readiness: Option<Readiness>,
     /// `calendar` and `on_holiday`: the business days it fires on.
@@ -218,6 +220,7 @@ pub(super) fn load_report(
     let skip_if_empty = load_skip_if_empty(&mut f, &place, errors);
     let figures = super::figures::load(&mut f, errors);
     let charts = super::charts::load(&mut f, errors);
+    let attach = super::attach::load(&mut f, (ctx.root, template.as_deref()), errors);
     let readiness = super::readiness::load(&mut f, &place, ctx.root, schedule.as_ref(), errors);
     let calendar = load_calendar(&mut f, &place, ctx, errors);
     let owners = super::owners::load(&mut f, &place, &ctx.readers.destinations, errors, warnings);
@@ -248,6 +251,7 @@ pub(super) fn load_report(
         skip_if_empty,
         figures,
         charts,
+        attach,
         readiness,
         calendar,
         family: None,

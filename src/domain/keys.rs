@@ -135,9 +135,18 @@ impl JobKey {
     /// The file name of the job's CSV attachment: `warehouse-17-2026-10-25.csv`
     /// (`…-2026-10-25-r2.csv` for a revision).
     pub fn csv_filename(&self) -> String {
+        self.filename("csv")
+    }
+
+    /// The spreadsheet attachment's file name: the CSV's, `.xlsx`.
+    pub fn xlsx_filename(&self) -> String {
+        self.filename("xlsx")
+    }
+
+    fn filename(&self, ext: &str) -> String {
         match self.revision {
-            1 => format!("{}-{}.csv", self.report, IsoDate(self.date)),
-            n => format!("{}-{}-r{n}.csv", self.report, IsoDate(self.date)),
+            1 => format!("{}-{}.{ext}", self.report, IsoDate(self.date)),
+            n => format!("{}-{}-r{n}.{ext}", self.report, IsoDate(self.date)),
         }
     }
 }

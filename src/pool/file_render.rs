@@ -124,6 +124,7 @@ pub(super) fn render_data(
     let extras = crate::report::render::Extras {
         defaults: &defaults,
         charts: &report.charts,
+        xlsx: report.attach.xlsx,
     };
     Ok(Drawn::Parts(templates.render(context, &extras)?))
 }

@@ -241,7 +241,14 @@ impl JobHistory {
             }
             (Some(a), deleted) => {
                 let csv = a.csv_key.as_ref().map(|_| ".csv".to_string());
-                let named = a.parts.iter().map(|p| format!(".{p}.json"));
+                // Each part's key after the artifact's: `.slack.json`, `.by_hour.png`.
+                let stem = a.html_key.strip_suffix(".html").unwrap_or(&a.html_key);
+                let named = (a.parts.iter()).map(|p| {
+                    a.part_key(p)
+                        .strip_prefix(stem)
+                        .unwrap_or_default()
+                        .to_string()
+                });
                 let parts = std::iter::once(".txt".to_string())
                     .chain(csv)
                     .chain(named)

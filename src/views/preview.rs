@@ -131,6 +131,10 @@ pub async fn preview(
             messages.push(write(ext, bytes)?);
         }
     }
+    // The spreadsheet, when the report attaches one.
+    if let Some(xlsx) = &rendered.xlsx {
+        messages.push(write("xlsx", xlsx)?);
+    }
     // Each chart as the email carries it.
     for (id, png) in &rendered.images {
         messages.push(write(&format!("{id}.png"), png)?);
@@ -213,6 +217,7 @@ async fn render(
     let extras = crate::report::render::Extras {
         defaults: &defaults,
         charts: &report.charts,
+        xlsx: report.attach.xlsx,
     };
     templates
         .render(context, &extras)

@@ -91,6 +91,7 @@ async fn a_report_link_opens_its_jobs_report(t: &TestLedger) {
         csv: None,
         parts: [("slack".to_string(), "{\"text\": \"x\"}".to_string())].into(),
         images: Default::default(),
+        xlsx: None,
     };
     let (artifact, _) = (s.artifacts)
         .write("warehouse-17", "2026-11-29", &Arc::new(rendered))

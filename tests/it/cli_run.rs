@@ -153,7 +153,7 @@ fn run_once_reports_quarantine_with_exit_3_and_redrive_is_audited() {
     }
     std::fs::write(
         dir.path().join("live/warehouse-17.json"),
-        r#"{"site": "W17", "rows": []}"#,
+        r#"{"site": "W17", "rows": [], "hours": []}"#,
     )
     .expect("write");
     assert!(run_in(dir.path(), &["check"]).status.success());
@@ -286,8 +286,8 @@ fn sweep_previews_with_dry_run_then_deletes_and_show_says_so() {
             .map(|r| r.count())
             .unwrap_or(0)
     };
-    // One artifact: its HTML, text and CSV parts.
-    assert_eq!(objects(dir.path()), 3, "the dry run deleted nothing");
+    // One artifact: its HTML, text and CSV parts and its chart.
+    assert_eq!(objects(dir.path()), 4, "the dry run deleted nothing");
 
     let swept = run_in(dir.path(), &["sweep", "--as-of", &in_10_days, "--json"]);
     assert!(swept.status.success(), "{}", stderr(&swept));

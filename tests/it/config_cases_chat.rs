@@ -191,6 +191,23 @@ pub(crate) fn chart_cases() -> Vec<Case> {
             "\"late\" is used by another chart",
         ),
         case(
+            "an attachment of no kind",
+            vec![Append(R, "attach = [\"csv\", \"pdf\"]\n")],
+            "attach[1]",
+            "\"pdf\": use \"csv\" or \"xlsx\"",
+        ),
+        case(
+            "a spreadsheet of a template without a CSV part",
+            vec![
+                Replace(R, "template = \"daily_ops\"", "template = \"plain\""),
+                Write("templates/plain.html.hbs", "<p>{{report.title}}</p>"),
+                Write("templates/plain.txt.hbs", "{{report.title}}"),
+                Append(R, "attach = [\"xlsx\"]\n"),
+            ],
+            "attach",
+            "the template has no CSV part to attach",
+        ),
+        case(
             "a chart whose series is text in the sample",
             with("y = [\"late\"]", "y = [\"lead\"]"),
             "template",

@@ -31,6 +31,7 @@ async fn quarantined_job(s: &Server, t: &TestLedger) -> Vec<DeliveryLease> {
         csv: Some("shift,picked\nEarly,6210\n".into()),
         parts: Default::default(),
         images: Default::default(),
+        xlsx: None,
     };
     let (artifact, _) = s
         .artifacts

@@ -75,7 +75,8 @@ fn preview_writes_what_run_sends_and_touches_nothing() {
             "warehouse-17-2026-11-30.html",
             "warehouse-17-2026-11-30.txt",
             "warehouse-17-2026-11-30.csv",
-            "warehouse-17-2026-11-30.eml"
+            "warehouse-17-2026-11-30.eml",
+            "warehouse-17-2026-11-30.by_hour.png"
         ]
     );
     assert!(files.iter().all(|p| p.is_file()), "{files:?}");
@@ -88,7 +89,7 @@ fn preview_writes_what_run_sends_and_touches_nothing() {
     let eml = MessageParser::default().parse(&bytes).expect("parses");
     assert_eq!(
         tree(&eml, 0),
-        "multipart/mixed[multipart/alternative[text/plain,text/html],text/csv]"
+        "multipart/mixed[multipart/alternative[text/plain,multipart/related[text/html,image/png]],text/csv]"
     );
     assert_eq!(
         eml.subject(),
@@ -154,7 +155,15 @@ fn preview_writes_what_run_sends_and_touches_nothing() {
     );
 
     // The CSV attachment: the shifts, one row each, and the same bytes as the .csv file.
-    let csv_part = eml.attachment(0).expect("an attachment");
+    let csv_part = (eml.attachments())
+        .find(|a| a.attachment_name().is_some_and(|n| n.ends_with(".csv")))
+        .expect("an attachment");
+    // The chart: inline, by the Content-ID the HTML names, the bytes `preview` wrote.
+    let chart = (eml.attachments())
+        .find(|a| a.content_id() == Some("chart-by_hour@dawnpost"))
+        .expect("the chart's part");
+    assert_eq!(chart.contents(), std::fs::read(&files[4]).expect("png"));
+    assert!(html.contains("src=\"cid:chart-by_hour@dawnpost\""));
     assert_eq!(
         csv_part.attachment_name(),
         Some("warehouse-17-2026-11-30.csv")
@@ -186,14 +195,18 @@ fn preview_writes_what_run_sends_and_touches_nothing() {
         without_generation_time(&html)
     );
     assert_eq!(
-        sent.attachment(0)
+        (sent.attachments())
+            .find(|a| a.attachment_name().is_some_and(|n| n.ends_with(".csv")))
             .map(|a| String::from_utf8_lossy(a.contents()).replace("\r\n", "\n")),
         Some(csv.clone())
     );
     // `show` names the CSV part and prints it from the store.
     let key = "warehouse-17:2026-11-30";
     let shown = stdout(&run_in(dir.path(), &["show", key]));
-    assert!(shown.contains("(+ .txt, .csv)  sha256"), "{shown}");
+    assert!(
+        shown.contains("(+ .txt, .csv, .by_hour.png)  sha256"),
+        "{shown}"
+    );
     let stored = run_in(dir.path(), &["show", key, "--artifact", "csv"]);
     assert_eq!(stdout(&stored).trim_end(), csv.trim_end());
 }
@@ -319,12 +332,14 @@ fn every_line_of_a_part_ends_in_crlf_whatever_it_ended_in() {
         csv: Some("a,b\n1,2\n".into()),
         parts: Default::default(),
         images: Default::default(),
+        xlsx: None,
     };
     let list = dawnpost::delivery::email::message::ListHeaders {
         report: "w",
         domain: "dawnpost.test",
         reply_to: None,
         unsubscribe: None,
+        attach: Default::default(),
     };
     let message = dawnpost::delivery::email::message::build_message(
         &from,

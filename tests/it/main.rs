@@ -74,6 +74,7 @@ mod server;
 mod skip_empty;
 mod smtp_relay;
 mod sources;
+mod spreadsheet;
 mod sqlite_full;
 mod tls_trust;
 mod upgrade;

@@ -480,6 +480,7 @@ async fn a_first_render_writes_its_own_artifact(t: &TestLedger) {
         csv: None,
         parts: Default::default(),
         images: Default::default(),
+        xlsx: None,
     };
     let (left, _) = store
         .write("own", DATE, &Arc::new(stranger))
@@ -517,6 +518,7 @@ async fn render_is_once_escaped_and_strict(t: &TestLedger) {
         csv: None,
         parts: Default::default(),
         images: Default::default(),
+        xlsx: None,
     });
     let lease = earlier_attempt(t, "esc:2026-11-30").await;
     let (stored, wrote) = store.write("esc", DATE, &earlier).await.expect("write");

@@ -228,6 +228,7 @@ async fn a_link_serves_the_stored_artifact_refuses_an_altered_one_and_is_gone_af
         csv: Some("a,b\r\n1,2\r\n".into()),
         parts: Default::default(),
         images: Default::default(),
+        xlsx: None,
     };
     let (artifact, _) = s
         .artifacts

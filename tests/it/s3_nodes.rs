@@ -291,6 +291,7 @@ async fn racing_writes_of_one_artifact_store_it_once() {
         csv: None,
         parts: Default::default(),
         images: Default::default(),
+        xlsx: None,
     });
     let writes = (0..6).map(|_| {
         let (store, rendered) = (store.clone(), rendered.clone());

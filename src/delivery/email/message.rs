@@ -59,6 +59,8 @@ pub struct ListHeaders<'a> {
     pub reply_to: Option<&'a Mailbox>,
     /// A `mailto:` URL.
     pub unsubscribe: Option<&'a str>,
+    /// What it attaches of the CSV part (`attach`).
+    pub attach: crate::config::Attach,
 }
 
 /// The message to one recipient: the report's text and HTML as alternatives (the HTML in
@@ -88,23 +90,46 @@ pub fn build_message(
             .singlepart(text)
             .multipart(related(html, rendered)?),
     };
-    let message = match &rendered.csv {
-        None => builder.multipart(alternative)?,
-        Some(csv) => {
-            // A constant that parses; lettre has no error of its own for it.
-            let csv_type = ContentType::parse("text/csv; charset=utf-8")
-                .map_err(|_| lettre::error::Error::CannotParseFilename)?;
-            let attachment = lettre::message::Attachment::new(delivery_key.job().csv_filename())
-                .body(csv.clone(), csv_type);
-            builder.multipart(
-                MultiPart::mixed()
-                    .multipart(alternative)
-                    .singlepart(attachment),
-            )?
+    let attachments = attachments(rendered, delivery_key.job(), list.attach)?;
+    let message = match attachments.is_empty() {
+        true => builder.multipart(alternative)?,
+        false => {
+            let mixed = (attachments.into_iter())
+                .fold(MultiPart::mixed().multipart(alternative), |m, a| {
+                    m.singlepart(a)
+                });
+            builder.multipart(mixed)?
         }
     };
     Ok(with_list_headers(message, delivery_key, list))
 }
+
+/// The files a report's email attaches: its CSV part as `REPORT-DATE.csv` and as
+/// `REPORT-DATE.xlsx`, as `attach` says.
+fn attachments(
+    rendered: &Rendered,
+    job: &crate::domain::keys::JobKey,
+    attach: crate::config::Attach,
+) -> Result<Vec<SinglePart>, lettre::error::Error> {
+    // Constants that parse; lettre has no error of its own for them.
+    let parse =
+        |t: &str| ContentType::parse(t).map_err(|_| lettre::error::Error::CannotParseFilename);
+    let mut out = Vec::new();
+    if let (Some(csv), true) = (&rendered.csv, attach.csv) {
+        let part = lettre::message::Attachment::new(job.csv_filename())
+            .body(csv.clone(), parse("text/csv; charset=utf-8")?);
+        out.push(part);
+    }
+    if let (Some(xlsx), true) = (&rendered.xlsx, attach.xlsx) {
+        let part = lettre::message::Attachment::new(job.xlsx_filename())
+            .body(xlsx.clone(), parse(XLSX_TYPE)?);
+        out.push(part);
+    }
+    Ok(out)
+}
+
+/// A spreadsheet's media type.
+pub const XLSX_TYPE: &str = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet";
 
 /// The HTML part and, after it, each chart as an inline PNG with its Content-ID.
 fn related(html: SinglePart, rendered: &Rendered) -> Result<MultiPart, lettre::error::Error> {
@@ -202,7 +227,8 @@ pub(crate) fn size_bound(rendered: &Rendered) -> u64 {
     let parts = rendered.html.len()
         + rendered.text.len()
         + rendered.csv.as_ref().map_or(0, String::len)
-        + rendered.images.values().map(Vec::len).sum::<usize>();
+        + rendered.images.values().map(Vec::len).sum::<usize>()
+        + rendered.xlsx.as_ref().map_or(0, Vec::len);
     let base64 = (parts as u64).div_ceil(3) * 4;
     base64 + base64.div_ceil(76) * 2 + (16 << 10)
 }

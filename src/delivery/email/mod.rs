@@ -104,6 +104,7 @@ impl Destination for Email {
             domain: settings.list_domain(),
             reply_to: settings.reply_to.as_ref(),
             unsubscribe: options(s.report).and_then(|o| o.list_unsubscribe.as_deref()),
+            attach: s.report.attach,
         };
         let subject = message::subject_of(&s.report.title, s.job);
         let message = message::build_message(
@@ -228,6 +229,7 @@ impl EmailSending {
             domain: &self.list_domain,
             reply_to: self.reply_to.as_ref(),
             unsubscribe: options(parcel.report).and_then(|o| o.list_unsubscribe.as_deref()),
+            attach: parcel.report.attach,
         };
         let (from, date) = (&self.from, parcel.now.into());
         let built =

@@ -204,11 +204,7 @@ impl WebhookSending {
             html: &escaped.html,
             text: &escaped.text,
             csv: escaped.csv.as_deref(),
-            attachments: AttachmentBody::csv_of(
-                parcel.job,
-                parcel.artifact,
-                parcel.rendered.csv.as_deref(),
-            ),
+            attachments: AttachmentBody::of(parcel),
         };
         // Sized for the escaped parts up front: grown from empty, a body of tens of KB was
         // reallocated and copied a dozen times, per delivery.
@@ -250,11 +246,7 @@ impl WebhookSending {
             },
             inline_bytes,
             max_body_bytes: limit,
-            attachments: AttachmentBody::csv_of(
-                parcel.job,
-                parcel.artifact,
-                parcel.rendered.csv.as_deref(),
-            ),
+            attachments: AttachmentBody::of(parcel),
         };
         serde_json::to_vec(&body).map_err(|e| permanent(format!("cannot encode the body: {e}")))
     }
@@ -402,6 +394,27 @@ pub struct AttachmentBody {
 }
 
 impl AttachmentBody {
+    /// The files an email of `parcel`'s job attaches: its CSV and its spreadsheet, as its
+    /// report's `attach` says and its artifact has them.
+    pub(crate) fn of(parcel: &Parcel<'_>) -> Vec<AttachmentBody> {
+        let (job, artifact, rendered) = (parcel.job, parcel.artifact, parcel.rendered);
+        let attach = parcel.report.attach;
+        let mut out = match attach.csv {
+            true => AttachmentBody::csv_of(job, artifact, rendered.csv.as_deref()),
+            false => Vec::new(),
+        };
+        let xlsx = artifact.parts.iter().find(|p| p.ends_with(".xlsx"));
+        if let (Some(name), Some(sheet), true) = (xlsx, &rendered.xlsx, attach.xlsx) {
+            out.push(AttachmentBody {
+                filename: job.xlsx_filename(),
+                content_type: crate::delivery::email::message::XLSX_TYPE,
+                key: artifact.part_key(name),
+                bytes: sheet.len(),
+            });
+        }
+        out
+    }
+
     /// The CSV attachment of a job, if its artifact has one.
     pub fn csv_of(job: &JobKey, artifact: &ArtifactRef, csv: Option<&str>) -> Vec<AttachmentBody> {
         match (&artifact.csv_key, csv) {

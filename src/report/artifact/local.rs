@@ -161,6 +161,7 @@ mod tests {
             csv: Some("carrier\n7\n".into()),
             parts: Default::default(),
             images: Default::default(),
+            xlsx: None,
         };
         for report in ["warehouse-17", "caf\u{e9} #7"] {
             let writer = super::super::ArtifactStore::open(&url, dir.path()).expect("open");

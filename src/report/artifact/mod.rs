@@ -41,17 +41,21 @@ impl ArtifactRef {
             .html_key
             .strip_suffix(".html")
             .unwrap_or(&self.html_key);
-        match is_image(name) {
+        match is_file(name) {
             true => format!("{stem}.{name}"),
             false => format!("{stem}.{name}.json"),
         }
     }
 }
 
-/// Whether a part's name is a chart's (`<id>.png`).
-fn is_image(name: &str) -> bool {
-    name.ends_with(".png")
+/// Whether a part's name is a file's, with its extension (a chart's `<id>.png`, the
+/// spreadsheet's `report.xlsx`), rather than a kind's JSON part's.
+fn is_file(name: &str) -> bool {
+    name.contains('.')
 }
+
+/// The spreadsheet's part name.
+const XLSX: &str = "report.xlsx";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArtifactError {
@@ -176,7 +180,8 @@ impl ArtifactStore {
                             let rest = rest.strip_prefix('.')?;
                             let name = match rest.strip_suffix(".json") {
                                 Some(name) => name,
-                                None => rest.strip_suffix(".png").map(|_| rest)?,
+                                None if rest.ends_with(".png") || rest == XLSX => rest,
+                                None => return None,
                             };
                             Some((name.to_string(), m.size))
                         })
@@ -502,7 +507,8 @@ fn decoded(
     named: &[(&str, impl AsRef<[u8]>)],
 ) -> Rendered {
     let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    let (images, texts): (Vec<_>, Vec<_>) = named.iter().partition(|(name, _)| is_image(name));
+    let (files, texts): (Vec<_>, Vec<_>) = named.iter().partition(|(name, _)| is_file(name));
+    let (sheet, images): (Vec<_>, Vec<_>) = files.into_iter().partition(|(n, _)| *n == XLSX);
     Rendered {
         html: lossy(html),
         text: lossy(text),
@@ -516,6 +522,7 @@ fn decoded(
                 (id.to_string(), body.as_ref().to_vec())
             })
             .collect(),
+        xlsx: sheet.first().map(|(_, body)| body.as_ref().to_vec()),
     }
 }
 
@@ -524,6 +531,7 @@ fn named(rendered: &Rendered) -> Vec<(String, &[u8])> {
     let mut named: Vec<(String, &[u8])> = (rendered.parts.iter())
         .map(|(n, b)| (n.clone(), b.as_bytes()))
         .chain((rendered.images.iter()).map(|(id, png)| (format!("{id}.png"), png.as_slice())))
+        .chain((rendered.xlsx.iter()).map(|x| (XLSX.to_string(), x.as_slice())))
         .collect();
     named.sort_by(|a, b| a.0.cmp(&b.0));
     named
@@ -557,7 +565,7 @@ fn reference(report: &str, date: &str, rendered: &Rendered) -> ArtifactRef {
 /// An artifact's parts by key, in the order they are written: the others first, since `find`
 /// treats an artifact as complete once its .html exists.
 fn parts<'a>(artifact: &'a ArtifactRef, rendered: &'a Rendered) -> Vec<(String, &'a [u8])> {
-    let mut parts = Vec::with_capacity(3 + rendered.parts.len() + rendered.images.len());
+    let mut parts = Vec::with_capacity(4 + rendered.parts.len() + rendered.images.len());
     for (name, body) in named(rendered) {
         parts.push((artifact.part_key(&name), body));
     }

@@ -9,6 +9,7 @@ fn rendered() -> Rendered {
         csv: None,
         parts: Default::default(),
         images: Default::default(),
+        xlsx: None,
     }
 }
 
@@ -68,6 +69,7 @@ async fn the_cache_keeps_the_latest_artifacts_only() {
             csv: None,
             parts: Default::default(),
             images: Default::default(),
+            xlsx: None,
         };
         refs.push(
             store

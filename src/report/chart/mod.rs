@@ -61,7 +61,7 @@ pub fn alt(spec: &ChartSpec, table: &table::Table) -> String {
     let Some((at, values)) = table.latest() else {
         return format!("{}: no data.", spec.title);
     };
-    let series = spec.y.join(" and ");
+    let series = spec.labels.join(" and ");
     let (first, last) = (
         table.x.first().map_or("", String::as_str),
         table.x.last().map_or("", String::as_str),

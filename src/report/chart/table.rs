@@ -45,6 +45,11 @@ pub fn read(spec: &ChartSpec, data: &Value) -> Result<Table, String> {
     let mut series: Vec<(String, Vec<Option<f64>>)> = (spec.y.iter())
         .map(|f| (f.clone(), Vec::with_capacity(rows.len())))
         .collect();
+    let named = |series: Vec<(String, Vec<Option<f64>>)>| -> Vec<(String, Vec<Option<f64>>)> {
+        (series.into_iter().zip(&spec.labels))
+            .map(|((_, values), label)| (label.clone(), values))
+            .collect()
+    };
     for (i, row) in rows.iter().enumerate() {
         let Value::Object(row) = row else {
             return Err(format!("data: {}[{i}] is not an object", spec.data));
@@ -82,7 +87,10 @@ pub fn read(spec: &ChartSpec, data: &Value) -> Result<Table, String> {
     {
         return Err(format!("y: no row of {} has a field {field:?}", spec.data));
     }
-    Ok(Table { x, series })
+    Ok(Table {
+        x,
+        series: named(series),
+    })
 }
 
 /// A value that is not a number, in words: `the text "n/a"`, `true`, `a list`.

@@ -10,6 +10,7 @@ fn spec(kind: ChartKind, y: &[&str]) -> ChartSpec {
         data: "data.hours".parse().expect("a path"),
         x: "hour".into(),
         y: y.iter().map(|s| s.to_string()).collect(),
+        labels: y.iter().map(|s| s.to_string()).collect(),
     }
 }
 

@@ -81,7 +81,7 @@ impl HelperDef for Chart {
             return Ok(());
         }
         let tag = format!(
-            "<img src=\"cid:{}\" alt=\"{}\" width=\"{}\" height=\"{}\" style=\"display:block;width:100%;max-width:{}px;height:auto;border:0\">",
+            "<img src=\"cid:{}\" alt=\"{}\" width=\"{}\" height=\"{}\" style=\"width:100%;max-width:{}px;height:auto;border:0\">",
             escape(placed["cid"].as_str().unwrap_or_default()),
             escape(alt),
             placed["width"],

@@ -107,6 +107,7 @@ fn check_report(
                     &super::Extras {
                         defaults,
                         charts: &report.charts,
+                        xlsx: report.attach.xlsx,
                     },
                 )
                 .map_err(|e| RenderError::AgainstSample {

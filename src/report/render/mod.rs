@@ -19,6 +19,7 @@ mod check;
 mod csv;
 mod email_html;
 mod helpers;
+mod xlsx;
 
 pub use charts::content_id;
 pub use check::check_templates;
@@ -49,6 +50,8 @@ pub type DefaultPart = (&'static str, fn(&Value) -> Result<String, String>);
 pub struct Extras<'a> {
     pub defaults: &'a [DefaultPart],
     pub charts: &'a [crate::config::ChartSpec],
+    /// Whether the CSV part is made a spreadsheet too (`attach` names `xlsx`).
+    pub xlsx: bool,
 }
 
 /// What went wrong loading or rendering a template.
@@ -106,8 +109,8 @@ pub enum RenderError {
 
 /// The rendered parts of one job: the email's HTML (CSS inlined) and text, the CSV
 /// attachment when the report's template has one (`<name>.csv.hbs`), the named parts a
-/// destination kind sends (a chat message: `<name>.<part>.hbs`, JSON), by name, and the
-/// report's charts (PNG), by chart id.
+/// destination kind sends (a chat message: `<name>.<part>.hbs`, JSON), by name, the report's
+/// charts (PNG), by chart id, and its spreadsheet.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Rendered {
     pub html: String,
@@ -115,6 +118,8 @@ pub struct Rendered {
     pub csv: Option<String>,
     pub parts: BTreeMap<String, String>,
     pub images: BTreeMap<String, Vec<u8>>,
+    /// The CSV part as a spreadsheet, when the report attaches one (`attach`).
+    pub xlsx: Option<Vec<u8>>,
 }
 
 impl Templates {
@@ -210,6 +215,17 @@ impl Templates {
             ),
             None => None,
         };
+        let xlsx =
+            match (&csv, extras.xlsx) {
+                (Some(csv), true) => Some(spreadsheet(csv, context.data()).map_err(|reason| {
+                    RenderError::Render {
+                        part: format!("{}.csv.hbs as a spreadsheet", self.name),
+                        at: String::new(),
+                        reason,
+                    }
+                })?),
+                _ => None,
+            };
         let mut parts = BTreeMap::new();
         for (name, registry) in &self.parts {
             let ext = format!("{name}.hbs");
@@ -241,6 +257,7 @@ impl Templates {
             csv,
             parts,
             images,
+            xlsx,
         })
     }
 
@@ -252,6 +269,18 @@ impl Templates {
         self.registries().for_each(|r| r.set_strict_mode(true));
         result
     }
+}
+
+/// The spreadsheet of the rendered `csv`, titled and dated as `context` says.
+fn spreadsheet(csv: &str, context: &Value) -> Result<Vec<u8>, String> {
+    let title = context["report"]["title"].as_str().unwrap_or_default();
+    let tz = (context["report"]["timezone"].as_str())
+        .and_then(|z| z.parse::<chrono_tz::Tz>().ok())
+        .unwrap_or(chrono_tz::UTC);
+    let generated_at = (context["generated_at"].as_str())
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .map_or(DateTime::<Utc>::UNIX_EPOCH, |t| t.with_timezone(&Utc));
+    xlsx::workbook(csv, title, tz, generated_at)
 }
 
 /// The partials in `templates/partials/*.hbs`, by file stem, in name order.

@@ -168,6 +168,7 @@ pub async fn build(l: &Ledger, store: &ArtifactStore, i: usize, spec: &Spec) -> 
         csv: None,
         parts: Default::default(),
         images: Default::default(),
+        xlsx: None,
     };
     let (artifact, _) = store
         .write(&spec.report, &date.to_string(), &Arc::new(rendered))
