@@ -1,7 +1,8 @@
 //! What the chat kinds share (`slack.rs`, `teams.rs`): a destination named by the environment
 //! variable that holds its incoming webhook's URL — a secret, so the name is what the ledger,
 //! the logs and the pages show, never the URL; its `on_ambiguous` policy; the POST, with a
-//! bounded read of the reply; and the facts a default message shows.
+//! bounded read of the reply; and the facts a default message shows (the charts by their
+//! links, since an incoming webhook cannot upload a file).
 //!
 //! ```toml
 //! [[report.slack]]
@@ -257,6 +258,8 @@ pub(crate) struct Facts {
     /// Each figure's label and its value in words.
     pub figures: Vec<(String, String)>,
     pub link: Option<String>,
+    /// Each chart's message and link, when the report has charts and a link.
+    pub charts: Vec<(String, String)>,
     /// Rendered at its deadline without its data ready.
     pub stale: bool,
 }
@@ -287,12 +290,16 @@ pub(crate) fn facts(context: &Value) -> Result<Facts, String> {
         };
         figures.push((label, value));
     }
+    let charts = (context["charts"].as_object().into_iter().flatten())
+        .filter_map(|(_, c)| Some((text(&c["alt"])?, text(&c["url"])?)))
+        .collect();
     Ok(Facts {
         title,
         date,
         window,
         figures,
         link: text(&context["report_url"]),
+        charts,
         stale: context["stale"].as_bool().unwrap_or(false),
     })
 }

@@ -113,6 +113,11 @@ impl Links {
         format!("{}/r/{job}?s={sig}", self.base)
     }
 
+    /// The link to chart `id` of job `job`'s report: signed as [`Links::report`]'s link is.
+    pub fn chart(&self, job: &JobKey, id: &str) -> String {
+        crate::report::render::chart_url(&self.report(job), id)
+    }
+
     /// Whether `sig` (hex) is this key's signature of [`Links::report`]'s link to `job`.
     pub fn verify_report(&self, job: &JobKey, sig: &str) -> bool {
         let Ok(sig) = hex::decode(sig) else {

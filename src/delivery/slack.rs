@@ -40,6 +40,8 @@ const MAX_FIELDS: usize = 10;
 const MAX_FIELD_TEXT: usize = 2_000;
 const MAX_HEADER: usize = 150;
 const MAX_BLOCKS_CHARS: usize = 12_000;
+/// An image block's alt text.
+const MAX_ALT: usize = 2_000;
 
 /// The block types Slack's messages take.
 const BLOCK_TYPES: &[&str] = &[
@@ -205,6 +207,10 @@ fn default_message(context: &Value) -> Result<String, String> {
             })
             .collect();
         blocks.push(json!({"type": "section", "fields": fields}));
+    }
+    for (alt, url) in f.charts.iter().take(MAX_BLOCKS - 6) {
+        let image = json!({"type": "image", "image_url": url, "alt_text": cut(alt, MAX_ALT)});
+        blocks.push(image);
     }
     if let Some(link) = &f.link {
         let text = format!("<{link}|Open the whole report>");

@@ -169,6 +169,9 @@ fn default_card(context: &Value) -> Result<String, String> {
             .collect();
         body.push(json!({"type": "FactSet", "facts": facts}));
     }
+    for (alt, url) in &f.charts {
+        body.push(json!({"type": "Image", "url": url, "altText": alt, "size": "Stretch"}));
+    }
     serde_json::to_string(&card(body, f.link.as_deref())).map_err(|e| e.to_string())
 }
 

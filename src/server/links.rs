@@ -19,7 +19,7 @@ use crate::report::render::Rendered;
 
 /// What a served report may do: its own inline styles and data images; no script, no request.
 const REPORT_CSP: &str =
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; frame-ancestors 'none'";
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data: 'self'; frame-ancestors 'none'";
 
 #[derive(Debug, Deserialize)]
 pub(super) struct Signed {
@@ -64,6 +64,60 @@ pub(super) async fn job_report(
     let sig = links.link(&key, &sha256, Part::Html);
     let sig = sig.rsplit("s=").next().unwrap_or_default().to_string();
     serve(&st, (&job, &sha256, None), &sig).await
+}
+
+/// `GET /r/{job}/charts/{id}`: one chart of the job's report, by its link (signed over the
+/// job, as `GET /r/{job}` is): its PNG, read back and checked against the artifact's digest.
+pub(super) async fn chart(
+    State(st): State<ServerState>,
+    Path((job, id)): Path<(String, String)>,
+    Query(q): Query<Signed>,
+) -> Response {
+    let (Some(links), Ok(key)) = (&st.links, job.parse::<JobKey>()) else {
+        return not_found();
+    };
+    if !links.verify_report(&key, &q.s) {
+        return not_found();
+    }
+    let artifact = match st.ledger.jobs().get(&key).await {
+        Ok(Some(job)) => match (job.artifact, job.artifact_deleted_at) {
+            (Some(a), None) => a,
+            (Some(_), Some(_)) => return gone(&st, &key),
+            (None, _) => return not_found(),
+        },
+        Ok(None) => return gone(&st, &key),
+        Err(e) => {
+            tracing::warn!(job = %key, error = %e, "link: the ledger could not be read");
+            return unavailable();
+        }
+    };
+    let png = match st.artifacts.check(&artifact).await {
+        Ok(StoredArtifact::Intact(r)) => r.images.get(&id).cloned(),
+        Ok(_) => {
+            tracing::error!(job = %key, "link: the stored artifact is not the one the ledger records; not served");
+            let msg = "The stored report does not match its record; it is not served.";
+            return (StatusCode::BAD_GATEWAY, msg).into_response();
+        }
+        Err(e) => {
+            tracing::warn!(job = %key, error = %e, "link: the artifact could not be read");
+            return (
+                StatusCode::BAD_GATEWAY,
+                "The report could not be read from the store; try again later.",
+            )
+                .into_response();
+        }
+    };
+    match png {
+        Some(png) => (
+            [
+                (header::CONTENT_TYPE, "image/png"),
+                (header::CACHE_CONTROL, "private, max-age=86400"),
+            ],
+            png,
+        )
+            .into_response(),
+        None => not_found(),
+    }
 }
 
 fn unavailable() -> Response {
@@ -145,7 +199,13 @@ fn served(
     let mut response = match part {
         Part::Html => {
             let also = other_parts(links, key, sha256, r.csv.is_some());
-            Html(with_header(&r.html, &also)).into_response()
+            // The charts the email carries as parts, by their links here.
+            let mut html = r.html;
+            for id in r.images.keys() {
+                let cid = format!("cid:{}", crate::report::render::content_id(id));
+                html = html.replace(&cid, &html_escape(&links.chart(key, id)));
+            }
+            Html(with_header(&html, &also)).into_response()
         }
         Part::Text => (
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],

@@ -110,6 +110,7 @@ pub fn router(state: ServerState) -> Router {
         .merge(console::router(state.clone()))
         .route("/v1/runs", making_work(post(ingest::ingest), &state))
         .route("/r/{job}", get(links::job_report))
+        .route("/r/{job}/charts/{id}", get(links::chart))
         .route("/r/{job}/{sha256}", get(links::report))
         .route("/r/{job}/{sha256}/{part}", get(links::part))
         .route("/metrics", get(metrics))

@@ -17,6 +17,9 @@ use common::{Project, TestLedger, run_date};
 use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{Audit, DeliveryState, Via};
 
+/// Held by each test that sets the variables its webhooks are named by: the SQLite and the
+/// PostgreSQL runs of a test set them to their own peers' URLs.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const DATE: &str = "2026-11-30";
 const LINK_ENV: &str = "DAWNPOST_TEST_CHAT_LINK_KEY";
 const LINK_KEY: &str = "chat-link-key-0123456789abcdef0123456789";
@@ -61,8 +64,8 @@ figures = [
 /// Sets each `(variable, url)`, and the link key.
 fn set_env(vars: &[(&str, String)]) {
     for (name, value) in vars {
-        // SAFETY: each variable is this file's own, set to the same value by every test that
-        // sets it, before the run that reads it.
+        // SAFETY: each variable is this file's own, set under SERIAL, before the run that
+        // reads it.
         unsafe { std::env::set_var(name, value) };
     }
     unsafe { std::env::set_var(LINK_ENV, LINK_KEY) };
@@ -107,6 +110,8 @@ fn card_errors(files: &[std::path::PathBuf]) -> Vec<String> {
 }
 
 async fn default_messages_are_stored_posted_and_answered_as_documented(t: &TestLedger) {
+    // The variables name webhooks of this test's own peers: one test sets them at a time.
+    let _serial = SERIAL.lock().await;
     let script: Script = Arc::new(|path: &str, n| match path {
         "archived" => Some(Answer::new(410, "channel_is_archived")),
         "removed" => Some(Answer::new(404, "no_service")),
@@ -279,6 +284,8 @@ async fn default_messages_are_stored_posted_and_answered_as_documented(t: &TestL
 }
 
 async fn an_ambiguous_post_is_held_or_retried_as_configured(t: &TestLedger) {
+    // The variables name webhooks of this test's own peers: one test sets them at a time.
+    let _serial = SERIAL.lock().await;
     // Both webhooks answer only after the 1 s timeout: the post may have arrived.
     let script: Script =
         Arc::new(|_: &str, _| Some(Answer::new(200, "ok").after(Duration::from_secs(3))));
@@ -342,6 +349,8 @@ async fn an_ambiguous_post_is_held_or_retried_as_configured(t: &TestLedger) {
 }
 
 async fn a_message_over_the_limits_goes_short_with_the_link(t: &TestLedger) {
+    // The variables name webhooks of this test's own peers: one test sets them at a time.
+    let _serial = SERIAL.lock().await;
     let slack = ChatPeer::start(Service::Slack, no_script()).await;
     let teams = ChatPeer::start(Service::Teams, no_script()).await;
     set_env(&[
@@ -433,6 +442,8 @@ async fn a_message_over_the_limits_goes_short_with_the_link(t: &TestLedger) {
 }
 
 async fn slack_posts_one_message_a_second_per_webhook(t: &TestLedger) {
+    // The variables name webhooks of this test's own peers: one test sets them at a time.
+    let _serial = SERIAL.lock().await;
     let slack = ChatPeer::start(Service::Slack, no_script()).await;
     set_env(&[("DAWNPOST_TEST_SLACK_PACED", slack.url("paced"))]);
     let chat = "[[report.slack]]\nurl_env = \"DAWNPOST_TEST_SLACK_PACED\"\n";

@@ -13,6 +13,9 @@ use common::fixtures::{destinations, params, ready_jobs, t0};
 use common::{Project, TestLedger, at, jk, run_in, text};
 use dawnpost::report::render::Rendered;
 
+/// Held by each test that sets the variables its webhooks are named by: the SQLite and the
+/// PostgreSQL runs of a test set them to their own peers' URLs.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// The shipped report with figures and `chat`.
 fn report(chat: &str) -> String {
     format!(
@@ -22,9 +25,11 @@ fn report(chat: &str) -> String {
 }
 
 async fn an_owner_is_told_in_slack_and_teams(t: &TestLedger) {
+    // The variables name webhooks of this test's own peers: one test sets them at a time.
+    let _serial = SERIAL.lock().await;
     let slack = ChatPeer::start(Service::Slack, Arc::new(|_: &str, _| None)).await;
     let teams = ChatPeer::start(Service::Teams, Arc::new(|_: &str, _| None)).await;
-    // SAFETY: this file's own variables, set to the same values by every test that sets them.
+    // SAFETY: this file's own variables, set under SERIAL, before the round that reads them.
     unsafe {
         std::env::set_var("DAWNPOST_TEST_OWNER_SLACK", slack.url("owners"));
         std::env::set_var("DAWNPOST_TEST_OWNER_TEAMS", teams.url("owners"));
@@ -86,11 +91,11 @@ async fn a_report_link_opens_its_jobs_report(t: &TestLedger) {
         .await
         .expect("lease");
     let rendered = Rendered {
-        html: "<html><body><h1>Stock at warehouse 17</h1></body></html>".into(),
+        html: "<html><body><h1>Stock at warehouse 17</h1><img src=\"cid:chart-late@dawnpost\" alt=\"Late\"></body></html>".into(),
         text: "Stock at warehouse 17".into(),
         csv: None,
         parts: [("slack".to_string(), "{\"text\": \"x\"}".to_string())].into(),
-        images: Default::default(),
+        images: [("late".to_string(), b"\x89PNG not really".to_vec())].into(),
         xlsx: None,
     };
     let (artifact, _) = (s.artifacts)
@@ -121,6 +126,29 @@ async fn a_report_link_opens_its_jobs_report(t: &TestLedger) {
     let (status, body) = get(path.to_string()).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("Stock at warehouse 17"), "{body}");
+    // Its chart, by the link the report's own page shows it by.
+    let chart = links.chart(&jk(job), "late");
+    let chart_path = chart
+        .strip_prefix(common::ops_server::LINK_BASE)
+        .expect("under the base");
+    assert!(body.contains(&chart_path.replace('&', "&amp;")), "{body}");
+    let r = s
+        .http
+        .get(format!("{}{chart_path}", s.base))
+        .send()
+        .await
+        .expect("get");
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["content-type"], "image/png");
+    assert_eq!(
+        r.bytes().await.expect("bytes").as_ref(),
+        b"\x89PNG not really"
+    );
+    let none = links.chart(&jk(job), "early");
+    let none = none
+        .strip_prefix(common::ops_server::LINK_BASE)
+        .unwrap_or_default();
+    assert_eq!(get(none.to_string()).await.0, 404, "no such chart");
     let forged = format!("{}{}", &path[..path.len() - 4], "0000");
     assert_eq!(get(forged).await.0, 404);
     let other = links.report(&jk("warehouse-17:2026-11-28"));

@@ -105,6 +105,7 @@ fn the_webhook_body_is_version_1_as_documented() {
         text: &text,
         csv: Some(&csv_raw),
         attachments: AttachmentBody::csv_of(&job, &artifact, Some(csv)),
+        charts: Vec::new(),
     };
     let encoded = serde_json::to_string(&body).expect("encode");
     assert_eq!(WEBHOOK_BODY_VERSION, 1);
@@ -136,6 +137,7 @@ fn the_linked_webhook_body_is_version_2_as_documented() {
         inline_bytes: 25_165_824,
         max_body_bytes: 1 << 20,
         attachments: AttachmentBody::csv_of(&job, &artifact, Some("carrier,parcels\r\n")),
+        charts: Vec::new(),
     };
     let encoded = serde_json::to_string(&body).expect("encode");
     assert_eq!(LINKED_BODY_VERSION, 2);

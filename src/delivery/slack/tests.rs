@@ -173,3 +173,27 @@ fn slack_answers_are_classified_by_status_and_error_string() {
     let odd = c(400, "something_new");
     assert!(odd.reason.contains("\"something_new\""), "{}", odd.reason);
 }
+
+#[test]
+fn the_default_message_shows_each_chart_by_its_link() {
+    let mut c = context(json!([]));
+    c["charts"] = json!({"by_hour": {"alt": "Orders by hour: bar chart.", "url": "https://reports.example/r/w17:2026-11-30/charts/by_hour?s=ab", "cid": "x", "width": 600, "height": 300}});
+    let message = default_message(&c).expect("made");
+    assert_eq!(checked(&message), Ok(Vec::new()), "{message}");
+    let v: Value = serde_json::from_str(&message).expect("JSON");
+    let image = (v["blocks"].as_array().into_iter().flatten())
+        .find(|b| b["type"] == "image")
+        .expect("an image block");
+    assert_eq!(
+        image["image_url"],
+        "https://reports.example/r/w17:2026-11-30/charts/by_hour?s=ab"
+    );
+    assert_eq!(image["alt_text"], "Orders by hour: bar chart.");
+    // Without a link, no picture: an incoming webhook cannot upload one.
+    c.as_object_mut().map(|o| o.remove("report_url"));
+    c["charts"]["by_hour"]
+        .as_object_mut()
+        .map(|o| o.remove("url"));
+    let plain = default_message(&c).expect("made");
+    assert!(!plain.contains("\"image\""), "{plain}");
+}

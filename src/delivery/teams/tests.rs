@@ -100,3 +100,20 @@ fn flow_answers_are_classified() {
     assert_eq!(c(404).class, ResponseClass::Permanent);
     assert_eq!(c(408).class, ResponseClass::Transient);
 }
+
+#[test]
+fn the_default_card_shows_each_chart_by_its_link() {
+    let mut c = context(json!([]));
+    c["charts"] = json!({"by_hour": {"alt": "Orders by hour: bar chart.", "url": "https://reports.example/r/w17:2026-11-30/charts/by_hour?s=ab"}});
+    let card = default_card(&c).expect("made");
+    let v: Value = serde_json::from_str(&card).expect("JSON");
+    let image = (v["body"].as_array().into_iter().flatten())
+        .find(|b| b["type"] == "Image")
+        .expect("an Image element");
+    assert_eq!(
+        image["url"],
+        "https://reports.example/r/w17:2026-11-30/charts/by_hour?s=ab"
+    );
+    assert_eq!(image["altText"], "Orders by hour: bar chart.");
+    assert!(enveloped(&card).is_ok());
+}

@@ -1,7 +1,8 @@
 //! A render's charts: each of the report's `[[report.chart]]` drawn from the data
 //! (`report::chart`) before the templates run, and placed by them with `{{chart "id"}}` — in
 //! the HTML an `<img>` of the chart's `cid:` part with its size and its message as `alt`, in the
-//! text the message alone.
+//! text the message alone. With `report_url`, each chart has its link too (`charts.<id>.url`),
+//! which a chat message shows it by.
 
 use std::collections::BTreeMap;
 
@@ -33,21 +34,34 @@ pub(super) fn draw_all(
                 reason,
             }
         })?;
-        placed.insert(
-            spec.id.clone(),
-            json!({
-                "cid": content_id(&spec.id),
-                "alt": drawn.alt,
-                "width": crate::report::chart::WIDTH as u32,
-                "height": crate::report::chart::HEIGHT as u32,
-            }),
-        );
+        let mut entry = json!({
+            "cid": content_id(&spec.id),
+            "alt": drawn.alt,
+            "width": crate::report::chart::WIDTH as u32,
+            "height": crate::report::chart::HEIGHT as u32,
+        });
+        if let Some(url) = context["report_url"]
+            .as_str()
+            .map(|r| chart_url(r, &spec.id))
+        {
+            entry["url"] = Value::String(url);
+        }
+        placed.insert(spec.id.clone(), entry);
         images.insert(spec.id.clone(), drawn.png);
     }
     if let Value::Object(c) = context {
         c.insert("charts".into(), Value::Object(placed));
     }
     Ok(images)
+}
+
+/// The link to chart `id` of the report at `report_url` (`…/r/{job}?s=…`): the report's link
+/// with `/charts/{id}` before its query, signed as it is (`delivery::links::Links::chart`).
+pub fn chart_url(report_url: &str, id: &str) -> String {
+    match report_url.split_once('?') {
+        Some((path, query)) => format!("{path}/charts/{id}?{query}"),
+        None => format!("{report_url}/charts/{id}"),
+    }
 }
 
 /// `{{chart "id"}}`: the chart as an `<img>` (`html`), or its message (text).
