@@ -230,9 +230,11 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             }
         };
     release_freed_memory();
+    // What `check` says of its renders after the configuration (each chart drawn).
+    let mut notes = Vec::new();
     if matches!(cli.command, Command::Check) {
         // Only `check` renders every template against its sample: the others load what they use.
-        let (mut errors, warnings) = crate::report::render::check_templates(
+        let (mut errors, warnings, drawn) = crate::report::render::check_templates(
             &config,
             &crate::delivery::checked,
             &crate::delivery::default_parts,
@@ -243,6 +245,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_ERROR));
         }
         config.warnings.extend(warnings);
+        notes = drawn;
     }
     for w in &config.warnings {
         if matches!(cli.command, Command::Check) {
@@ -259,7 +262,11 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Command::Backfill(_) | Command::Enqueue(_) | Command::Redrive(_) | Command::Reissue(_)
     );
     let result = match cli.command {
-        Command::Check => print::check(c, clock.now()),
+        Command::Check => print::check(c, clock.now()).inspect(|_| {
+            for note in &notes {
+                out!("{note}");
+            }
+        }),
         Command::Plan(args) => commands::plan(c, &args),
         Command::Migrate(args) => deploy::migrate(c, &args, clock).await,
         Command::Backfill(args) => commands::backfill(c, &mut ledger, &args, clock).await,

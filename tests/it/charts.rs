@@ -232,6 +232,23 @@ fn preview_writes_the_same_pictures_at_every_render() {
 }
 
 #[test]
+fn check_draws_every_chart_and_says_its_size() {
+    let p = project(DATA);
+    let out = run_in(p.root(), &["check"]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    for id in ["bars", "flat"] {
+        let line =
+            format!("report \"charted\": chart \"{id}\" drawn from the sample: a 1200 × 600 PNG, ");
+        assert!(said.contains(&line), "{said}");
+    }
+    assert!(
+        !said.contains("WARN"),
+        "a drawing the renderer reads without a complaint: {said}"
+    );
+}
+
+#[test]
 fn check_refuses_what_is_not_a_chart_naming_report_chart_and_field() {
     let p = project(&DATA.replace("\"late\": 0", "\"late\": \"none\""));
     let out = run_in(p.root(), &["check"]);

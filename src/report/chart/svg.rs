@@ -328,11 +328,15 @@ fn bars(s: &mut String, scale: &Scale, table: &Table, stacked: bool) {
                 ),
             };
             let (y0, y1) = (scale.y(from.max(to)), scale.y(from.min(to)));
+            if y1 - y0 < 0.01 {
+                // A zero draws nothing (and a rect of no height is no rect).
+                continue;
+            }
             let _ = write!(
                 s,
                 "<rect x=\"{x:.2}\" y=\"{y0:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{}\"/>",
                 (width - 0.5).max(0.5),
-                (y1 - y0).max(0.0),
+                y1 - y0,
                 COLORS[k % COLORS.len()]
             );
         }

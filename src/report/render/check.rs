@@ -18,17 +18,20 @@ pub(crate) const FAMILY_ROWS_CHECKED: usize = 3;
 pub(crate) type SizeCheck<'a> =
     &'a dyn Fn(&Report, &Rendered, &Config) -> (Vec<String>, Vec<String>);
 
+/// What `check` found of the templates: errors (file, report and field `template`), warnings,
+/// and notes (each chart drawn from a sample, and its size).
+pub type Checked = (Vec<ConfigError>, Vec<String>, Vec<String>);
+
 /// What `check` adds to loading the configuration: every report's template rendered against
-/// its sample data, each template loaded once, and what `sizes` says of each render. Returns
-/// the errors (file, report and field `template`) and the warnings.
+/// its sample data, each template loaded once, and what `sizes` says of each render.
 /// `defaults` names the parts the kinds a report sends to make themselves.
 pub fn check_templates(
     config: &Config,
     sizes: SizeCheck<'_>,
     defaults: &dyn Fn(&Report) -> Vec<super::DefaultPart>,
-) -> (Vec<ConfigError>, Vec<String>) {
+) -> Checked {
     let mut loaded: HashMap<&str, Result<Templates, RenderError>> = HashMap::new();
-    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    let (mut errors, mut warnings, mut notes) = (Vec::new(), Vec::new(), Vec::new());
     let mut checked_rows: HashMap<&str, usize> = HashMap::new();
     for report in &config.reports {
         if let Some(family) = &report.family {
@@ -47,14 +50,15 @@ pub fn check_templates(
                 .map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
+        let about = |said: String| {
+            let (file, id) = (report.file.display(), report.id.as_str());
+            format!("{file}: report {id:?}: {said}")
+        };
         match checked {
-            Ok(said) => warnings.extend(said.into_iter().map(|warning| {
-                format!(
-                    "{}: report {:?}: {warning}",
-                    report.file.display(),
-                    report.id.as_str()
-                )
-            })),
+            Ok((said, drawn)) => {
+                warnings.extend(said.into_iter().map(about));
+                notes.extend(drawn.into_iter().map(about));
+            }
             Err(message) => errors.push(ConfigError {
                 file: report.file.clone(),
                 row: report.family.as_ref().map(|f| f.origin()),
@@ -64,17 +68,18 @@ pub fn check_templates(
             }),
         }
     }
-    (errors, warnings)
+    (errors, warnings, notes)
 }
 
-/// Renders a report's template against its sample data; the warnings: no sample to render
-/// strictly against, or a rendering too large for its destinations.
+/// Renders a report's template against its sample data; the warnings (no sample to render
+/// strictly against, or a rendering too large for its destinations) and the notes (each
+/// chart drawn, and its size).
 fn check_report(
     templates: &mut Templates,
     report: &Report,
     config: &Config,
     (sizes, defaults): (SizeCheck<'_>, &[super::DefaultPart]),
-) -> Result<Vec<String>, RenderError> {
+) -> Result<(Vec<String>, Vec<String>), RenderError> {
     let sample = report.sample.clone().or_else(|| match &report.source {
         SourceSpec::File { path } => Some(path.clone()),
         _ => None,
@@ -118,7 +123,17 @@ fn check_report(
             if !refused.is_empty() {
                 return Err(RenderError::Unsendable(refused.join("; ")));
             }
-            Ok(warned)
+            let drawn = (rendered.images.iter())
+                .map(|(id, png)| {
+                    format!(
+                        "chart {id:?} drawn from the sample: a {} × {} PNG, {}",
+                        crate::report::chart::WIDTH * f64::from(crate::report::chart::DENSITY),
+                        crate::report::chart::HEIGHT * f64::from(crate::report::chart::DENSITY),
+                        human_size(png.len())
+                    )
+                })
+                .collect();
+            Ok((warned, drawn))
         }
         None => {
             templates
@@ -130,9 +145,9 @@ fn check_report(
                     (false, url),
                 ))
                 .map_err(|e| RenderError::Lenient(Box::new(e)))?;
-            Ok(vec![
+            Ok((vec![
                 "no sample data (set `sample = \"…json\"`): fields were not checked, only helpers and partials".into(),
-            ])
+            ], Vec::new()))
         }
     }
 }
