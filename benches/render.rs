@@ -1,7 +1,8 @@
-//! `cargo bench --bench render [-- --reports N --artifacts URL]`: the render stage alone, as
-//! the pool runs it for a job — fetch the file source, render the shipped template (HTML and
-//! text), write the artifact create-only — 16 at a time over N jobs (default 10,000), with no
-//! ledger and no deliveries. Prints `renders_per_s` and `cpu_us_per_render` (this process).
+//! `cargo bench --bench render [-- --reports N --artifacts URL --charts C]`: the render stage
+//! alone, as the pool runs it for a job — fetch the file source, render the shipped template
+//! (HTML and text, and C charts of the sample's data drawn to PNG, 0 to 2, default 0), write
+//! the artifact create-only — 16 at a time over N jobs (default 10,000), with no ledger and no
+//! deliveries. Prints `renders_per_s` and `cpu_us_per_render` (this process).
 //! The pipeline bench's `renders_per_s` is bound by its deliveries; this is the stage's own.
 
 #[allow(dead_code)]
@@ -24,6 +25,10 @@ fn main() {
         let dir = tempfile::tempdir().expect("tempdir");
         let unused: std::net::SocketAddr = ([127, 0, 0, 1], 9).into();
         sinks::project(dir.path(), jobs.clamp(1, 100), 1, 0, unused, unused, "");
+        let charts: usize = sinks::arg("--charts")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        with_charts(&dir.path().join("config/reports.toml"), charts);
         let config = Config::load(&dir.path().join("config"), &dawnpost::delivery::readers())
             .unwrap_or_else(|e| panic!("{e}"));
         let templates = Arc::new(
@@ -89,4 +94,22 @@ fn main() {
             })
         );
     });
+}
+
+/// Gives every report of `reports_toml` the first `n` of two charts of the sample's data: its
+/// hours as stacked bars (the shipped template shows it) and its shifts as bars.
+fn with_charts(reports_toml: &std::path::Path, n: usize) {
+    const CHARTS: [&str; 2] = [
+        "[[report.chart]]\nid = \"by_hour\"\nkind = \"stacked_bar\"\ntitle = \"Orders by hour\"\ndata = \"data.hours\"\nx = \"hour\"\ny = [\"on_time\", \"late\"]\n",
+        "[[report.chart]]\nid = \"by_shift\"\nkind = \"bar\"\ntitle = \"Shipped and late by shift\"\ndata = \"data.rows\"\nx = \"shift\"\ny = [\"shipped\", \"late\"]\n",
+    ];
+    if n == 0 {
+        return;
+    }
+    let text = std::fs::read_to_string(reports_toml).expect("reports");
+    let charts: String = CHARTS.iter().take(n).copied().collect();
+    let blocks: Vec<String> = (text.split("[[report]]\n").filter(|b| !b.trim().is_empty()))
+        .map(|b| format!("[[report]]\n{b}{charts}"))
+        .collect();
+    std::fs::write(reports_toml, blocks.concat()).expect("write");
 }

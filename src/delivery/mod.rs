@@ -244,6 +244,15 @@ pub struct Outcome {
     pub diagnostics: Option<String>,
 }
 
+/// What an attempt's reason ends with when it sent a bounded copy with a link instead of the
+/// whole report (a message too large for its destination).
+pub const SENT_LINKED: &str = "sent a bounded copy with a link instead of the whole report";
+
+/// Whether an attempt's reason says it sent a link instead of the whole report.
+pub fn sent_linked(reason: &str) -> bool {
+    reason.ends_with(SENT_LINKED)
+}
+
 /// The most transport detail kept per attempt.
 pub(crate) const DIAGNOSTICS_LIMIT: usize = 2048;
 
@@ -256,6 +265,13 @@ impl Outcome {
             reason: reason.into(),
             diagnostics: None,
         }
+    }
+
+    /// This attempt sent a bounded copy with a link to the whole report instead of the whole:
+    /// its reason says so, in words [`sent_linked`] finds.
+    pub(crate) fn linked(mut self) -> Outcome {
+        self.reason = format!("{}; {SENT_LINKED}", self.reason);
+        self
     }
 
     pub(crate) fn with_diagnostics(mut self, d: impl Into<String>) -> Outcome {

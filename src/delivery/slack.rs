@@ -351,15 +351,15 @@ struct SlackSender {
 impl SlackSender {
     /// What is posted for `parcel`: its stored message, or a short one with the link when the
     /// stored one passes Slack's limits; worked out once for the job's Slack deliveries.
-    fn message(&self, parcel: &Parcel<'_>) -> Result<Vec<u8>, Outcome> {
-        let made = parcel.memo.get_or_init(KIND, || -> Result<Vec<u8>, Outcome> {
+    fn message(&self, parcel: &Parcel<'_>) -> Result<(Vec<u8>, bool), Outcome> {
+        let made = parcel.memo.get_or_init(KIND, || -> Result<(Vec<u8>, bool), Outcome> {
             let message = parcel.rendered.parts.get(PART).ok_or_else(|| {
                 permanent("the job's artifact has no slack message: reissue the job to render one")
             })?;
             let over = checked(message)
                 .map_err(|p| permanent(format!("the slack message is not Block Kit Slack takes: {p}")))?;
             if over.is_empty() {
-                return Ok(message.as_bytes().to_vec());
+                return Ok((message.as_bytes().to_vec(), false));
             }
             let links = self.links.as_ref().ok_or_else(|| {
                 permanent(format!(
@@ -367,7 +367,8 @@ impl SlackSender {
                     over.join("; ")
                 ))
             })?;
-            Ok(bounded(&parcel.report.title, &over.join("; "), &links.report(parcel.job)))
+            let link = links.report(parcel.job);
+            Ok((bounded(&parcel.report.title, &over.join("; "), &link), true))
         });
         made.as_ref().clone()
     }
@@ -383,15 +384,16 @@ impl Sender for SlackSender {
         Box::pin(async move {
             let env = to.destination();
             let ready = chat::url_of(env).and_then(|url| Ok((url, self.message(parcel)?)));
-            let (url, body) = match ready {
+            let (url, (body, linked)) = match ready {
                 Ok(ready) => ready,
                 Err(outcome) => return Ok(outcome),
             };
             confirm().await?;
-            Ok(match self.poster.post((url, env), body, parcel.now).await {
+            let outcome = match self.poster.post((url, env), body, parcel.now).await {
                 Ok(reply) => classify(&reply),
                 Err(outcome) => outcome,
-            })
+            };
+            Ok(if linked { outcome.linked() } else { outcome })
         })
     }
 

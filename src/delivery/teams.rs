@@ -264,8 +264,8 @@ struct TeamsSender {
 impl TeamsSender {
     /// What is posted for `parcel`: its stored card in the envelope, or a short card with the
     /// link when that is over the size kept; worked out once for the job's Teams deliveries.
-    fn message(&self, parcel: &Parcel<'_>) -> Result<Vec<u8>, Outcome> {
-        let made = parcel.memo.get_or_init(KIND, || -> Result<Vec<u8>, Outcome> {
+    fn message(&self, parcel: &Parcel<'_>) -> Result<(Vec<u8>, bool), Outcome> {
+        let made = parcel.memo.get_or_init(KIND, || -> Result<(Vec<u8>, bool), Outcome> {
             let card = parcel.rendered.parts.get(PART).ok_or_else(|| {
                 permanent("the job's artifact has no teams card: reissue the job to render one")
             })?;
@@ -273,7 +273,7 @@ impl TeamsSender {
                 permanent(format!("the teams card is not an Adaptive Card Teams takes: {p}"))
             })?;
             if message.len() <= MAX_MESSAGE_BYTES {
-                return Ok(message);
+                return Ok((message, false));
             }
             let links = self.links.as_ref().ok_or_else(|| {
                 permanent(format!(
@@ -281,7 +281,8 @@ impl TeamsSender {
                     message.len()
                 ))
             })?;
-            Ok(bounded(&parcel.report.title, message.len(), &links.report(parcel.job)))
+            let link = links.report(parcel.job);
+            Ok((bounded(&parcel.report.title, message.len(), &link), true))
         });
         made.as_ref().clone()
     }
@@ -297,15 +298,16 @@ impl Sender for TeamsSender {
         Box::pin(async move {
             let env = to.destination();
             let ready = chat::url_of(env).and_then(|url| Ok((url, self.message(parcel)?)));
-            let (url, body) = match ready {
+            let (url, (body, linked)) = match ready {
                 Ok(ready) => ready,
                 Err(outcome) => return Ok(outcome),
             };
             confirm().await?;
-            Ok(match self.poster.post((url, env), body, parcel.now).await {
+            let outcome = match self.poster.post((url, env), body, parcel.now).await {
                 Ok(reply) => classify(&reply),
                 Err(outcome) => outcome,
-            })
+            };
+            Ok(if linked { outcome.linked() } else { outcome })
         })
     }
 

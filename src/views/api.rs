@@ -133,6 +133,10 @@ pub struct AttemptV1 {
 pub struct DeliveryHistoryV1 {
     #[serde(flatten)]
     pub delivery: DeliveryV1,
+    /// An attempt sent a bounded copy with a link instead of the whole report (it was too
+    /// large for the destination); absent when none did.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub sent_a_link: bool,
     pub attempt_log: Vec<AttemptV1>,
 }
 
@@ -189,6 +193,9 @@ pub struct RevisionV1 {
     pub key: String,
     pub state: &'static str,
     pub created_at: DateTime<Utc>,
+    /// Its artifact, every part named; absent before it rendered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<ArtifactV1>,
 }
 
 /// One notice to a job's report's owners: why (`late`, `quarantined`), when, what it said,
@@ -274,16 +281,7 @@ impl From<&Job> for JobV1 {
             lease_owner: j.lease_owner.clone(),
             lease_token: j.lease_token,
             lease_expires_at: j.lease_expires_at,
-            artifact: j.artifact.as_ref().map(|a| ArtifactV1 {
-                html_key: a.html_key.clone(),
-                text_key: a.text_key.clone(),
-                csv_key: a.csv_key.clone(),
-                sha256: a.sha256.clone(),
-                bytes: a.bytes,
-                parts: (a.parts.iter())
-                    .map(|p| (p.clone(), a.part_key(p)))
-                    .collect(),
-            }),
+            artifact: j.artifact.as_ref().map(ArtifactV1::from),
             artifact_deleted_at: j.artifact_deleted_at,
             diagnostics_cleared_at: j.diagnostics_cleared_at,
             last_error: j.last_error.clone(),
@@ -344,10 +342,26 @@ impl From<&Attempt> for AttemptV1 {
     }
 }
 
+impl From<&crate::report::artifact::ArtifactRef> for ArtifactV1 {
+    fn from(a: &crate::report::artifact::ArtifactRef) -> ArtifactV1 {
+        ArtifactV1 {
+            html_key: a.html_key.clone(),
+            text_key: a.text_key.clone(),
+            csv_key: a.csv_key.clone(),
+            sha256: a.sha256.clone(),
+            bytes: a.bytes,
+            parts: (a.parts.iter())
+                .map(|p| (p.clone(), a.part_key(p)))
+                .collect(),
+        }
+    }
+}
+
 impl From<&DeliveryHistory> for DeliveryHistoryV1 {
     fn from(d: &DeliveryHistory) -> DeliveryHistoryV1 {
         DeliveryHistoryV1 {
             delivery: (&d.delivery).into(),
+            sent_a_link: d.sent_a_link(),
             attempt_log: d.attempt_log.iter().map(AttemptV1::from).collect(),
         }
     }
@@ -396,6 +410,7 @@ impl From<&JobHistory> for JobHistoryV1 {
                         key: r.key.to_string(),
                         state: r.state.as_str(),
                         created_at: r.created_at,
+                        artifact: r.artifact.as_ref().map(ArtifactV1::from),
                     })
                     .collect()
             } else {

@@ -222,9 +222,13 @@ impl JobHistory {
                 } else {
                     ""
                 };
+                let artifact = match &r.artifact {
+                    Some(a) => format!("  artifact sha256 {} ({})", a.sha256, parts_of(a)),
+                    None => "  not rendered".to_string(),
+                };
                 let _ = writeln!(
                     out,
-                    "    {}  {}  created {}{this}",
+                    "    {}  {}  created {}{artifact}{this}",
                     r.key,
                     r.state.as_str(),
                     rfc3339(r.created_at)
@@ -240,21 +244,7 @@ impl JobHistory {
                 let _ = writeln!(out, "  artifact: not rendered");
             }
             (Some(a), deleted) => {
-                let csv = a.csv_key.as_ref().map(|_| ".csv".to_string());
-                // Each part's key after the artifact's: `.slack.json`, `.by_hour.png`.
-                let stem = a.html_key.strip_suffix(".html").unwrap_or(&a.html_key);
-                let named = (a.parts.iter()).map(|p| {
-                    a.part_key(p)
-                        .strip_prefix(stem)
-                        .unwrap_or_default()
-                        .to_string()
-                });
-                let parts = std::iter::once(".txt".to_string())
-                    .chain(csv)
-                    .chain(named)
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let parts = format!("+ {parts}");
+                let parts = format!("+ {}", parts_of(a));
                 let _ = writeln!(
                     out,
                     "  artifact: {} ({parts})  sha256 {}  {} bytes",
@@ -276,16 +266,29 @@ impl JobHistory {
 }
 
 impl DeliveryHistory {
+    /// Whether an attempt sent a bounded copy with a link instead of the whole report.
+    pub fn sent_a_link(&self) -> bool {
+        (self.attempt_log.iter())
+            .filter_map(|a| a.reason.as_deref())
+            .any(crate::delivery::sent_linked)
+    }
+
     /// The delivery and its attempts, for `show`.
     fn lines(&self, out: &mut String) {
         let dl = &self.delivery;
+        let linked = self.sent_a_link();
         let _ = writeln!(
             out,
-            "  delivery {}  {}  attempts {}  redrives {}",
+            "  delivery {}  {}  attempts {}  redrives {}{}",
             dl.key,
             dl.state.as_str(),
             dl.attempts,
-            dl.redrive_count
+            dl.redrive_count,
+            if linked {
+                "  (got a link instead of the whole report)"
+            } else {
+                ""
+            }
         );
         for a in &self.attempt_log {
             let _ = writeln!(
@@ -414,4 +417,19 @@ impl Dlq {
     pub(crate) fn redactions(&self) -> Redactions {
         Redactions::of(&self.deliveries)
     }
+}
+
+/// An artifact's parts besides its HTML, by their keys' ends: `.txt, .csv, .by_hour.png`.
+pub(crate) fn parts_of(a: &crate::report::artifact::ArtifactRef) -> String {
+    let stem = a.html_key.strip_suffix(".html").unwrap_or(&a.html_key);
+    let csv = a.csv_key.as_ref().map(|_| ".csv".to_string());
+    let named = (a.parts.iter()).map(|p| {
+        a.part_key(p)
+            .strip_prefix(stem)
+            .unwrap_or_default()
+            .to_string()
+    });
+    (std::iter::once(".txt".to_string()).chain(csv).chain(named))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

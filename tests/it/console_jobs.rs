@@ -395,7 +395,95 @@ async fn an_operator_redrives_the_whole_job_and_a_viewer_cannot_cancel(t: &TestL
     s.cancel.cancel();
 }
 
+/// The job page names every part of the artifact and marks the delivery that got a link
+/// instead of the whole report.
+async fn the_job_page_names_the_parts_and_a_link_sent_instead(t: &TestLedger) {
+    let s = start(t).await;
+    let leases = quarantined_job(&s, t).await;
+    assert_eq!(leases.len(), 2);
+    let cookie = sign_in(&s, TOKEN).await;
+    let html = page(&s, &format!("/ui/jobs/{JOB}"), &cookie).await;
+    assert!(html.contains(".html, .txt, .csv"), "{html}");
+    assert!(!html.contains("got a link instead"), "{html}");
+
+    // A second job with a chart, whose one email was too large and went as a bounded copy
+    // with a link.
+    let key = "warehouse-17:2026-11-30";
+    let leases = charted_job(&s, t, key).await;
+    let mut linked = attempt(dawnpost::domain::outcome::ResponseClass::Accepted, t0());
+    linked.reason = Some(format!("250 ok; {}", dawnpost::delivery::SENT_LINKED));
+    (t.ledger.deliveries())
+        .finish(&leases[0], &linked, dawnpost::ledger::DeliveryNext::Sent)
+        .await
+        .expect("sent");
+    let html = page(&s, &format!("/ui/jobs/{key}"), &cookie).await;
+    assert!(
+        html.contains("got a link instead of the whole report"),
+        "{html}"
+    );
+    assert!(html.contains(".html, .txt, .by_hour.png"), "{html}");
+    // The preview frame shows the chart: its `cid:` is the picture itself there.
+    let r = get(&s, &format!("/ui/jobs/{key}/artifact"), Some(&cookie)).await;
+    let frame = r.text().await.expect("body");
+    assert!(!frame.contains("cid:"), "{frame}");
+    let src = frame
+        .split("src=\"data:image/png;base64,")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the chart inline");
+    use base64::Engine as _;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(src)
+        .expect("base64");
+    assert_eq!(png, PNG, "the stored picture");
+    s.cancel.cancel();
+}
+
+/// The smallest PNG there is: one transparent pixel.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0d, 0x0a, 0x2d, 0xb4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae,
+    0x42, 0x60, 0x82,
+];
+
+/// Job `key` rendered into the server's store with a chart `by_hour` placed by its `cid:`,
+/// one email destination; its delivery lease.
+async fn charted_job(s: &Server, t: &TestLedger, key: &str) -> Vec<DeliveryLease> {
+    let l = &t.ledger;
+    ready_jobs(t, &[key]).await;
+    let leased = (l.leases().jobs(&params("w1", t0(), 10)))
+        .await
+        .expect("lease");
+    let cid = dawnpost::report::render::content_id("by_hour");
+    let rendered = Rendered {
+        html: format!("<html><body><img src=\"cid:{cid}\" alt=\"Orders by hour\"></body></html>"),
+        text: "Orders by hour".into(),
+        csv: None,
+        parts: Default::default(),
+        images: [("by_hour".to_string(), PNG.to_vec())].into(),
+        xlsx: None,
+    };
+    let (report, date) = key.split_once(':').expect("key");
+    let (artifact, _) = (s.artifacts)
+        .write(report, date, &std::sync::Arc::new(rendered))
+        .await
+        .expect("write artifact");
+    let dests = destinations(key, &["ops@carrier-x.example"]);
+    (l.jobs().rendered(&leased[0].lease, &artifact, &dests, t0()))
+        .await
+        .expect("rendered");
+    (l.leases().deliveries(&params("w1", t0(), 10)))
+        .await
+        .expect("lease deliveries")
+        .into_iter()
+        .map(|d| d.lease)
+        .collect()
+}
+
 on_both_backends!(
+    the_job_page_names_the_parts_and_a_link_sent_instead,
     an_operator_redrives_the_whole_job_and_a_viewer_cannot_cancel,
     jobs_filter_and_page_without_offsets,
     the_job_page_tells_the_whole_story_redacted,

@@ -398,6 +398,31 @@ async fn the_cli_reissues_a_finished_job_audited_and_show_tells_every_revision()
         show.contains("fixed:2026-11-30  done") && show.contains("fixed:2026-11-30.r2  ready"),
         "{show}"
     );
+    // Every revision's artifact: the first's sha256 and parts, the second not yet rendered.
+    let first = show
+        .lines()
+        .find(|l| l.contains("fixed:2026-11-30  done"))
+        .unwrap_or("");
+    assert!(
+        first.contains("artifact sha256 ") && first.contains("(.txt, .csv"),
+        "{show}"
+    );
+    let second = show
+        .lines()
+        .find(|l| l.contains("fixed:2026-11-30.r2  ready"))
+        .unwrap_or("");
+    assert!(second.contains("not rendered"), "{show}");
+    let json = run_in(p.root(), &["show", "fixed:2026-11-30.r2", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    let revisions = json["revisions"].as_array().cloned().unwrap_or_default();
+    assert_eq!(revisions.len(), 2, "{json}");
+    assert!(
+        revisions[0]["artifact"]["sha256"]
+            .as_str()
+            .is_some_and(|s| s.len() == 64),
+        "{json}"
+    );
+    assert!(revisions[1].get("artifact").is_none(), "{json}");
     let original = text(&run_in(p.root(), &["show", key]));
     assert!(
         original.contains("reissue") && original.contains("by ops via cli: wrong totals"),

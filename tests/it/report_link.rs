@@ -120,6 +120,25 @@ async fn a_report_too_large_goes_as_a_bounded_copy_and_a_link_served_until_reten
         .expect("a csv link")
         .to_string();
 
+    // `show` and its JSON say which destinations got a link instead of the whole report.
+    let shown = text(&run_in(p.root(), &["show", "big:2026-11-30"]));
+    let linked = shown
+        .lines()
+        .filter(|l| l.contains("(got a link instead of the whole report)"));
+    assert_eq!(linked.count(), 2, "the email and the webhook: {shown}");
+    let json = run_in(p.root(), &["show", "big:2026-11-30", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    let flags: Vec<&serde_json::Value> = (json["deliveries"].as_array().into_iter().flatten())
+        .map(|d| &d["sent_a_link"])
+        .collect();
+    assert_eq!(
+        flags,
+        [
+            &serde_json::Value::Bool(true),
+            &serde_json::Value::Bool(true)
+        ]
+    );
+
     // The daemon serves the whole artifact, as stored.
     let daemon = Daemon::start(with_key(command(&p, &["run"])));
     let path = |l: &str| {

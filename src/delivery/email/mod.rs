@@ -190,12 +190,13 @@ impl Sender for EmailSending {
         confirm: Confirm<'a>,
     ) -> Sending<'a, Result<Outcome, NotConfirmed>> {
         Box::pin(async move {
-            let message = match self.message(parcel, to) {
-                Ok(message) => message,
+            let (message, linked) = match self.message(parcel, to) {
+                Ok(made) => made,
                 Err(outcome) => return Ok(outcome),
             };
             confirm().await?;
-            Ok(self.sender.send(&message, to, to.destination()).await)
+            let outcome = self.sender.send(&message, to, to.destination()).await;
+            Ok(if linked { outcome.linked() } else { outcome })
         })
     }
 
@@ -215,8 +216,8 @@ impl Sender for EmailSending {
 
 impl EmailSending {
     /// The message to `to`: the whole report, or its bounded copy with a link when the whole
-    /// passes `email.max_message_bytes`.
-    fn message(&self, parcel: &Parcel<'_>, to: &DeliveryKey) -> Result<Message, Outcome> {
+    /// passes `email.max_message_bytes` (then `true`).
+    fn message(&self, parcel: &Parcel<'_>, to: &DeliveryKey) -> Result<(Message, bool), Outcome> {
         let address: lettre::Address = to.destination().parse().map_err(|_| {
             permanent(format!(
                 "invalid address {}",
@@ -236,10 +237,11 @@ impl EmailSending {
             message::build_message(from, &address, &subject, to, date, parcel.rendered, &list);
         let whole = built.map_err(|e| permanent(format!("cannot build the message: {e}")))?;
         let Some(size) = self.over(parcel, &whole) else {
-            return Ok(whole);
+            return Ok((whole, false));
         };
         let text = self.linked_text(parcel, size)?;
         message::build_linked_message(from, &address, &subject, to, date, text, &list)
+            .map(|m| (m, true))
             .map_err(|e| permanent(format!("cannot build the message: {e}")))
     }
 

@@ -132,7 +132,9 @@ impl Sender for WebhookSending {
             };
             confirm().await?;
             let secret = secret.as_ref();
-            Ok(match hook {
+            // The linked body (version 2) is what a report too large to inline gets.
+            let linked = body.starts_with(br#"{"version":2,"#);
+            let outcome = match hook {
                 // Parsed once, when the configuration was loaded.
                 Some(hook) => {
                     (self.sender)
@@ -144,7 +146,8 @@ impl Sender for WebhookSending {
                         .send(to.destination(), secret, to, body, parcel.now)
                         .await
                 }
-            })
+            };
+            Ok(if linked { outcome.linked() } else { outcome })
         })
     }
 

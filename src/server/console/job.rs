@@ -55,7 +55,7 @@ pub(super) async fn artifact(
 ) -> Result<Response, ConsoleError> {
     let key = job_key(&key)?;
     let body = match stored(&st, &key).await? {
-        Ok(r) => r.html,
+        Ok(r) => with_charts_inline(r),
         Err(refused) => return Ok(refused),
     };
     let mut r = ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], body).into_response();
@@ -64,6 +64,22 @@ pub(super) async fn artifact(
         HeaderValue::from_static(ARTIFACT_CSP),
     );
     Ok(r)
+}
+
+/// The HTML with each chart's `cid:` replaced by the picture itself as a `data:` URI: the
+/// frame is a unique origin that neither sends the console's cookie nor reaches another URL,
+/// and the preview is the operator's alone (emails never carry `data:` pictures).
+fn with_charts_inline(r: crate::report::render::Rendered) -> String {
+    use base64::Engine as _;
+    let mut html = r.html;
+    for (id, png) in &r.images {
+        let cid = format!("cid:{}", crate::report::render::content_id(id));
+        if html.contains(&cid) {
+            let data = base64::engine::general_purpose::STANDARD.encode(png);
+            html = html.replace(&cid, &format!("data:image/png;base64,{data}"));
+        }
+    }
+    html
 }
 
 /// `GET /ui/jobs/{key}/artifact.csv`: the CSV attachment, as a download.

@@ -54,6 +54,7 @@ pub fn job(session: &Session, h: &JobHistory, now: DateTime<Utc>, tz: Option<Tz>
                             @if i > 0 { ", " }
                             @if r.key == j.key { (r.key) " (this one)" } @else { a href={ "/ui/jobs/" (r.key) } { (r.key) } }
                             " " (state_badge(r.state.as_str()))
+                            @if let Some(a) = &r.artifact { " sha256 " code { (a.sha256.get(..12).unwrap_or(&a.sha256)) } }
                         }
                     }
                 }
@@ -97,6 +98,7 @@ fn artifact(h: &JobHistory, tz: Option<Tz>) -> Markup {
                 dl.facts {
                     dt { "sha256" } dd { code { (a.sha256) } }
                     dt { "Size" } dd { (a.bytes) " bytes" }
+                    dt { "Parts" } dd { ".html, " (crate::views::history::parts_of(a)) }
                     @if let Some(g) = j.generated_at { dt { "Generated" } dd { (when_in(tz, g)) } }
                 }
                 @if let Some(at) = deleted {
@@ -200,6 +202,7 @@ fn delivery(
                 (dl.attempts) " attempt(s), " (dl.redrive_count) " redrive(s)"
                 @if dl.state == DeliveryState::Pending { "; next try " (when_in(tz, dl.ready_at)) }
                 @if let Some(e) = &dl.last_error { "; last error: " (hide.text(e)) }
+                @if d.sent_a_link() { "; got a link instead of the whole report, too large for it" }
             }
             @if !d.attempt_log.is_empty() {
                 (scroll_region("Attempts", html! { table.attempts {
