@@ -19,6 +19,9 @@ _dawnpost() {
             dawnpost,backfill)
                 cmd="dawnpost__subcmd__backfill"
                 ;;
+            dawnpost,bounce)
+                cmd="dawnpost__subcmd__bounce"
+                ;;
             dawnpost,check)
                 cmd="dawnpost__subcmd__check"
                 ;;
@@ -58,11 +61,23 @@ _dawnpost() {
             dawnpost,show)
                 cmd="dawnpost__subcmd__show"
                 ;;
+            dawnpost,suppress)
+                cmd="dawnpost__subcmd__suppress"
+                ;;
+            dawnpost,suppressions)
+                cmd="dawnpost__subcmd__suppressions"
+                ;;
             dawnpost,sweep)
                 cmd="dawnpost__subcmd__sweep"
                 ;;
+            dawnpost,unsuppress)
+                cmd="dawnpost__subcmd__unsuppress"
+                ;;
             dawnpost__subcmd__help,backfill)
                 cmd="dawnpost__subcmd__help__subcmd__backfill"
+                ;;
+            dawnpost__subcmd__help,bounce)
+                cmd="dawnpost__subcmd__help__subcmd__bounce"
                 ;;
             dawnpost__subcmd__help,check)
                 cmd="dawnpost__subcmd__help__subcmd__check"
@@ -103,8 +118,17 @@ _dawnpost() {
             dawnpost__subcmd__help,show)
                 cmd="dawnpost__subcmd__help__subcmd__show"
                 ;;
+            dawnpost__subcmd__help,suppress)
+                cmd="dawnpost__subcmd__help__subcmd__suppress"
+                ;;
+            dawnpost__subcmd__help,suppressions)
+                cmd="dawnpost__subcmd__help__subcmd__suppressions"
+                ;;
             dawnpost__subcmd__help,sweep)
                 cmd="dawnpost__subcmd__help__subcmd__sweep"
+                ;;
+            dawnpost__subcmd__help,unsuppress)
+                cmd="dawnpost__subcmd__help__subcmd__unsuppress"
                 ;;
             *)
                 ;;
@@ -113,7 +137,7 @@ _dawnpost() {
 
     case "${cmd}" in
         dawnpost)
-            opts="-h -V --config --log-json --help --version check migrate plan backfill enqueue jobs run show dlq nodes sweep redrive reissue preview help"
+            opts="-h -V --config --log-json --help --version check migrate plan backfill enqueue jobs run show dlq nodes sweep redrive reissue preview bounce suppressions suppress unsuppress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -145,6 +169,24 @@ _dawnpost() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dawnpost__subcmd__bounce)
+            opts="-h --json --reveal --config --log-json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -215,7 +257,7 @@ _dawnpost() {
             return 0
             ;;
         dawnpost__subcmd__help)
-            opts="check migrate plan backfill enqueue jobs run show dlq nodes sweep redrive reissue preview help"
+            opts="check migrate plan backfill enqueue jobs run show dlq nodes sweep redrive reissue preview bounce suppressions suppress unsuppress help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -229,6 +271,20 @@ _dawnpost() {
             return 0
             ;;
         dawnpost__subcmd__help__subcmd__backfill)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dawnpost__subcmd__help__subcmd__bounce)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -424,7 +480,49 @@ _dawnpost() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        dawnpost__subcmd__help__subcmd__suppress)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dawnpost__subcmd__help__subcmd__suppressions)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         dawnpost__subcmd__help__subcmd__sweep)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dawnpost__subcmd__help__subcmd__unsuppress)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -692,6 +790,58 @@ _dawnpost() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        dawnpost__subcmd__suppress)
+            opts="-h --report --by --reason --config --log-json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --report)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --by)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reason)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dawnpost__subcmd__suppressions)
+            opts="-h --all --limit --json --reveal --config --log-json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --limit)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         dawnpost__subcmd__sweep)
             opts="-h --dry-run --as-of --json --config --log-json --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -700,6 +850,36 @@ _dawnpost() {
             fi
             case "${prev}" in
                 --as-of)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dawnpost__subcmd__unsuppress)
+            opts="-h --report --by --reason --config --log-json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --report)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --by)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reason)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

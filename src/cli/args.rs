@@ -195,3 +195,42 @@ pub struct RedriveArgs {
     #[arg(long, default_value = "30m", requires = "report")]
     pub wait: String,
 }
+
+#[derive(Debug, Args)]
+pub struct BounceArgs {
+    /// Print what was recorded as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Print recipient addresses in full.
+    #[arg(long)]
+    pub reveal: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SuppressionsArgs {
+    /// The lifted suppressions too, with who lifted each and why.
+    #[arg(long)]
+    pub all: bool,
+    #[arg(long, default_value_t = 1000)]
+    pub limit: u32,
+    #[arg(long)]
+    pub json: bool,
+    /// Print recipient addresses in full.
+    #[arg(long)]
+    pub reveal: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SuppressArgs {
+    /// The recipient's address.
+    pub address: String,
+    /// For this report only (default: every report).
+    #[arg(long)]
+    pub report: Option<String>,
+    /// Who is doing it.
+    #[arg(long)]
+    pub by: String,
+    /// Why.
+    #[arg(long)]
+    pub reason: String,
+}

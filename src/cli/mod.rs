@@ -44,6 +44,7 @@ mod args;
 mod commands;
 mod deploy;
 mod print;
+mod recipients;
 mod runbook;
 
 pub use args::*;
@@ -108,6 +109,16 @@ pub enum Command {
     /// files: HTML, text, CSV and the first recipient's .eml. Writes nothing to the ledger or
     /// the artifact store and sends nothing.
     Preview(PreviewArgs),
+    /// Record the bounces or complaint of a delivery status notification (RFC 3464) or an
+    /// abuse report (RFC 5965) read from stdin, as a mailbox's filter pipes it: each matched
+    /// to its delivery, and its address suppressed as `[recipients]` says.
+    Bounce(BounceArgs),
+    /// The suppressed recipients: who, for which reports, since when and why.
+    Suppressions(SuppressionsArgs),
+    /// Suppress ADDRESS (for every report, or --report): no report is sent to it. Audited.
+    Suppress(SuppressArgs),
+    /// Lift the suppression of ADDRESS (for every report, or --report). Audited.
+    Unsuppress(SuppressArgs),
 }
 
 impl Command {
@@ -121,6 +132,10 @@ impl Command {
                 | Command::Redrive(_)
                 | Command::Reissue(_)
                 | Command::Nodes(_)
+                | Command::Bounce(_)
+                | Command::Suppressions(_)
+                | Command::Suppress(_)
+                | Command::Unsuppress(_)
         )
     }
 }
@@ -284,6 +299,10 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         }
         Command::Redrive(args) => commands::redrive(&mut ledger, &args, clock).await,
         Command::Reissue(args) => commands::reissue(&mut ledger, &args, clock).await,
+        Command::Bounce(args) => recipients::bounce(c, &mut ledger, &args, clock).await,
+        Command::Suppressions(args) => recipients::suppressions(&mut ledger, &args).await,
+        Command::Suppress(args) => recipients::suppress(&mut ledger, &args, clock).await,
+        Command::Unsuppress(args) => recipients::unsuppress(&mut ledger, &args, clock).await,
     };
     if makes_work {
         ledger.signal_work().await;

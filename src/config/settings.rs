@@ -22,6 +22,7 @@ pub struct Settings {
     pub schedule: ScheduleSettings,
     pub server: ServerSettings,
     pub services: super::services::ServiceSettings,
+    pub recipients: super::recipients::RecipientSettings,
     pub webhook: WebhookSettings,
     /// `[[rate_limit]]`: per-destination send rates, in file order.
     pub rate_limits: Vec<super::RateLimitSpec>,
@@ -214,6 +215,7 @@ impl Default for Settings {
                 link_secret_env: "DAWNPOST_LINK_SECRET".into(),
             },
             services: super::services::ServiceSettings::default(),
+            recipients: super::recipients::RecipientSettings::default(),
             webhook: WebhookSettings {
                 timeout: Span::from_secs(30),
                 max_body_bytes: 1 << 20,
@@ -283,6 +285,9 @@ pub(super) fn load(file: &Path, errors: &mut Vec<ConfigError>) -> Settings {
     }
     if let Some(f) = section("server", errors) {
         super::server::read(f, &mut s.server, errors);
+    }
+    if let Some(f) = section("recipients", errors) {
+        super::recipients::read(f, &mut s.recipients, errors);
     }
     if let Some(f) = section("services", errors) {
         super::services::read(f, &mut s.services, errors);

@@ -83,6 +83,13 @@ pub trait Destination: DestinationConfig {
         None
     }
 
+    /// The person `destination` reaches, as a suppression names them (an email address):
+    /// a delivery to a suppressed recipient is not sent. `None` for a kind that reaches no one
+    /// person.
+    fn recipient(&self, _destination: &str) -> Option<String> {
+        None
+    }
+
     /// The rate its send targets keep when no `[[rate_limit]]` names them: a pattern of its
     /// targets, sends a second, and the burst.
     fn default_rate(&self) -> Option<(&'static str, f64, u32)> {

@@ -133,6 +133,12 @@ pub(crate) fn on_ambiguous(
 }
 
 /// What each kind the report sends to shows of its render (`preview`).
+/// The person delivery `key` reaches, as a suppression names them; `None` for a kind that
+/// reaches no one person.
+pub(crate) fn recipient(key: &crate::domain::keys::DeliveryKey) -> Option<String> {
+    of(*key.kind())?.recipient(key.destination())
+}
+
 pub(crate) fn previews(
     shown: &destination::Shown<'_>,
 ) -> Result<Vec<(DestinationKind, destination::Preview)>, String> {

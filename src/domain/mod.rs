@@ -2,6 +2,7 @@
 //! injected clock, a job's window, cron rules, how a response was classed, what may be printed.
 //! It uses nothing else of the crate.
 
+pub mod bounce;
 pub mod clock;
 pub mod cron;
 pub mod data_path;

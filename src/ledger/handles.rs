@@ -55,6 +55,9 @@ handles! {
     notices -> Notices;
     /// The nodes sharing the ledger: heartbeats, departures, the formats they write (`nodes.rs`).
     nodes -> Nodes;
+    /// Recipients: bounces and complaints, suppressions set and lifted, a delivery to a
+    /// suppressed address ended (`recipients.rs`).
+    recipients -> Recipients;
     /// The scheduler's ticks: each report's last fire recorded with the jobs it made (`ticks.rs`).
     ticks -> Ticks;
     /// The schema: how this binary fits it, and migrations planned and applied (`schema.rs`,

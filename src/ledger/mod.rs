@@ -76,6 +76,7 @@ mod leases;
 mod nodes;
 mod notices;
 mod probes;
+mod recipients;
 mod reissue;
 mod rescue;
 mod retention;
@@ -106,6 +107,7 @@ pub use notices::Told;
 pub(crate) use notices::{Addressed, NewNotice, NoticeAttempt, NoticeMessage, SendNext};
 pub use notices::{NoticeRow, NoticeSend};
 pub use probes::{AfterProbe, ProbeRow};
+pub use recipients::{BounceRow, Cause, Lifted, NewSuppression, Recorded, SoftPolicy, Suppression};
 pub use rescue::RescueBudget;
 pub use runbooks::RunbookSpec;
 pub use runbooks::RunbookState;
@@ -230,7 +232,13 @@ pub(super) struct PerBackend {
 /// 2: a job may also end `skipped` ([`SKIPPED_FORMAT`]).
 /// 3: a job may also be `waiting` for its data ([`WAITING_FORMAT`]).
 /// 4: a job may be a reissued revision (`report:date.rN`, origin `reissue`; [`REISSUE_FORMAT`]).
-pub const WORK_FORMAT: i64 = 4;
+/// 5: a delivery may end `suppressed` ([`SUPPRESSED_FORMAT`]).
+pub const WORK_FORMAT: i64 = 5;
+
+/// The format in which a delivery may end `suppressed`: written only while every live node
+/// reads it (until then a delivery to a suppressed recipient is quarantined, saying why), and
+/// the delivery records it.
+pub const SUPPRESSED_FORMAT: i64 = 5;
 
 /// The format of a reissued revision: its key and origin are new to older versions, so a
 /// reissue is refused while one is live, and the revision keeps the format.

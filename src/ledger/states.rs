@@ -107,14 +107,18 @@ pub enum DeliveryState {
     Sending,
     Sent,
     Quarantined,
+    /// Not sent, for good: its recipient is suppressed (a bounce, a complaint, an
+    /// unsubscribe or an operator said so).
+    Suppressed,
 }
 
 impl DeliveryState {
-    pub const ALL: [DeliveryState; 4] = [
+    pub const ALL: [DeliveryState; 5] = [
         DeliveryState::Pending,
         DeliveryState::Sending,
         DeliveryState::Sent,
         DeliveryState::Quarantined,
+        DeliveryState::Suppressed,
     ];
 
     /// Not finished: due, or leased and maybe on its way.
@@ -122,8 +126,11 @@ impl DeliveryState {
         &[DeliveryState::Pending, DeliveryState::Sending];
 
     /// Finished until an operator redrives it.
-    pub(crate) const TERMINAL: &[DeliveryState] =
-        &[DeliveryState::Sent, DeliveryState::Quarantined];
+    pub(crate) const TERMINAL: &[DeliveryState] = &[
+        DeliveryState::Sent,
+        DeliveryState::Quarantined,
+        DeliveryState::Suppressed,
+    ];
 
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -131,6 +138,7 @@ impl DeliveryState {
             DeliveryState::Sending => "sending",
             DeliveryState::Sent => "sent",
             DeliveryState::Quarantined => "quarantined",
+            DeliveryState::Suppressed => "suppressed",
         }
     }
 

@@ -150,3 +150,59 @@ async fn prepare<'a>(p: &'a Pipeline, shared: &'a JobArtifact) -> Result<Ready<'
         memo: &shared.memo,
     })
 }
+
+/// Why delivery `key` is not to be sent: the suppression of its recipient in force, in words;
+/// `None` for a kind that reaches no one person, or a recipient not suppressed.
+pub(super) async fn suppression(
+    p: &Pipeline,
+    key: &crate::domain::keys::DeliveryKey,
+) -> Result<Option<String>, LedgerError> {
+    let Some(address) = crate::delivery::recipient(key) else {
+        return Ok(None);
+    };
+    let report = key.job().report();
+    let found = p
+        .ledger
+        .recipients()
+        .suppressed(&address, report.as_str())
+        .await?;
+    Ok(found.map(|s| {
+        let scope = match &s.report {
+            Some(r) => format!("for report {r}"),
+            None => "for every report".to_string(),
+        };
+        format!(
+            "not sent: the recipient is suppressed {scope} since {} ({})",
+            crate::domain::window::rfc3339(s.since),
+            s.why
+        )
+    }))
+}
+
+/// Ends leased delivery `key` unsent for its suppressed recipient (`why`), and settles its job.
+pub(super) async fn suppressed(
+    p: &Pipeline,
+    key: &crate::domain::keys::DeliveryKey,
+    lease: &crate::ledger::DeliveryLease,
+    why: &str,
+) {
+    let shown = key.shown_lazily();
+    let now = p.clock.now();
+    match p
+        .ledger
+        .recipients()
+        .suppress_delivery(lease, why, now)
+        .await
+    {
+        Ok(state) => {
+            p.metrics.suppressed.inc();
+            tracing::warn!(delivery = %shown, state = state.as_str(), reason = %why, "not sent");
+            if let Err(e) = p.ledger.jobs().settle_many(&[key.job()], now).await {
+                tracing::warn!(delivery = %shown, error = %e, "could not settle the job; the next settle will");
+            }
+        }
+        Err(e) => {
+            tracing::warn!(delivery = %shown, error = %e, "could not end the delivery of a suppressed recipient; it is tried again")
+        }
+    }
+}

@@ -258,6 +258,11 @@ pub(super) async fn deliver(
         delivery, lease, ..
     } = leased;
     let shown = delivery.key.shown_lazily();
+    match super::send::suppression(p, &delivery.key).await {
+        Ok(None) => {}
+        Ok(Some(why)) => return super::send::suppressed(p, &delivery.key, &lease, &why).await,
+        Err(e) => return not_started(p, &lease, shown, &e).await,
+    }
     // An attempt is requested when its delivery is leased: lease-to-result is what it cost.
     let requested_at = crate::domain::clock::sub(lease.expires_at(), p.config.lease);
     // Boxed: the HTTP or SMTP send's state is most of this future's size, and held inline it

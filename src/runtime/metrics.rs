@@ -52,6 +52,12 @@ pub struct Metrics {
     /// Owners' notice sends, by outcome (`sent`, `retry`, `quarantined`).
     pub owner_notices: Family<Labels, Counter>,
     pub ingested: Family<Labels, Counter>,
+    /// Deliveries not sent because their recipient is suppressed.
+    pub suppressed: Counter,
+    /// Bounces and complaints received, by provider and kind (`hard`, `soft`, `complaint`).
+    pub bounces: Family<Labels, Counter>,
+    /// Bounces and complaints that matched no delivery (kept, never used to suppress).
+    pub bounces_unmatched: Counter,
     /// Log lines dropped because stderr was full or broken (shared with [`crate::runtime::logging`]).
     pub log_lines_dropped: Counter,
     pub service_failures: Family<Labels, Counter>,
@@ -99,6 +105,9 @@ impl Default for Metrics {
             report_late: Family::default(),
             owner_notices: Family::default(),
             ingested: Family::default(),
+            suppressed: Counter::default(),
+            bounces: Family::default(),
+            bounces_unmatched: Counter::default(),
             log_lines_dropped: crate::runtime::logging::dropped_lines(),
             service_failures: Family::default(),
             service_up: Family::default(),
@@ -130,6 +139,15 @@ impl Default for Metrics {
         }
         for result in ["created", "duplicate"] {
             let _ = m.ingested.get_or_create(&label("result", result));
+        }
+        for provider in BOUNCE_PROVIDERS {
+            for kind in ["hard", "soft", "complaint"] {
+                let labels = vec![
+                    ("provider".to_string(), provider.to_string()),
+                    ("kind".to_string(), kind.to_string()),
+                ];
+                let _ = m.bounces.get_or_create(&labels);
+            }
         }
         for result in ["ok", "failed"] {
             let _ = m.config_reloads.get_or_create(&label("result", result));
@@ -165,6 +183,9 @@ fn attempt_labels(kind: &str, class: &str) -> Labels {
 
 /// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
 /// here so that their failure series exist from the start.
+/// Where bounces and complaints come from, as `dawnpost_bounces_total` labels them.
+pub(crate) const BOUNCE_PROVIDERS: [&str; 5] = ["dsn", "ses", "postmark", "sendgrid", "mailgun"];
+
 pub(crate) const SERVICES: [&str; 10] = [
     "tick", "pool", "rescuer", "sweeper", "runbooks", "clock", "registry", "reload", "notifier",
     "server",
@@ -201,6 +222,9 @@ pub const NAMES: &[&str] = &[
     "dawnpost_config_reloads_total",
     "dawnpost_owner_notice_sends_total",
     "dawnpost_ingested_runs_total",
+    "dawnpost_deliveries_suppressed_total",
+    "dawnpost_bounces_total",
+    "dawnpost_bounces_unmatched_total",
     "dawnpost_log_lines_dropped_total",
     "dawnpost_service_failures_total",
     "dawnpost_service_up",
@@ -299,6 +323,18 @@ impl Metrics {
 
     pub fn ingest(&self, result: &str) {
         self.ingested.get_or_create(&label("result", result)).inc();
+    }
+
+    /// A bounce or complaint received from `provider`, matched to a delivery or not.
+    pub(crate) fn bounce(&self, provider: &str, kind: &str, matched: bool) {
+        let labels = vec![
+            ("provider".to_string(), provider.to_string()),
+            ("kind".to_string(), kind.to_string()),
+        ];
+        self.bounces.get_or_create(&labels).inc();
+        if !matched {
+            self.bounces_unmatched.inc();
+        }
     }
 
     pub(crate) fn set_jobs(&self, state: &str, n: i64) {
@@ -469,6 +505,21 @@ impl Metrics {
             "ingested_runs",
             "Signed run requests accepted, by result",
             m.ingested.clone(),
+        );
+        registry.register(
+            "deliveries_suppressed",
+            "Deliveries not sent because their recipient is suppressed",
+            m.suppressed.clone(),
+        );
+        registry.register(
+            "bounces",
+            "Bounces and complaints received, by provider and kind (hard, soft, complaint)",
+            m.bounces.clone(),
+        );
+        registry.register(
+            "bounces_unmatched",
+            "Bounces and complaints that matched no delivery",
+            m.bounces_unmatched.clone(),
         );
         registry.register(
             "log_lines_dropped",

@@ -11,6 +11,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+mod bounces;
 pub mod console;
 mod head;
 mod ingest;
@@ -59,6 +60,8 @@ pub struct ServerState {
     pub node: Node,
     /// Links to reports too large to send (`[server] public_url`); none without it.
     pub links: Option<crate::delivery::links::Links>,
+    /// What bounces and complaints do to the addresses they name (`[recipients]`).
+    pub recipients: crate::config::RecipientSettings,
 }
 
 /// This process's services, as the server reports them: metrics, health (`/readyz`), the
@@ -101,6 +104,8 @@ pub fn router(state: ServerState) -> Router {
             making_work(post(ops::redrive_delivery), &state),
         )
         .route("/v1/dlq", get(ops::dlq))
+        .route("/v1/bounces/dsn", post(bounces::dsn))
+        .route("/v1/suppressions", get(bounces::suppressions))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             ops::require_token,

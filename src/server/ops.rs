@@ -122,11 +122,11 @@ pub(super) async fn list_jobs(
 #[derive(Debug, Deserialize)]
 pub(super) struct RevealQuery {
     #[serde(default)]
-    reveal: bool,
+    pub(super) reveal: bool,
 }
 
 /// `value` as JSON, with what `hide` names redacted unless the reader asked to reveal it.
-fn answer<T: serde::Serialize>(
+pub(super) fn answer<T: serde::Serialize>(
     value: &T,
     hide: Redactions,
     q: &RevealQuery,

@@ -3,6 +3,7 @@
 //! notifier, the node registry and its timekeeper, the reload of the reports, and the wake-ups
 //! from other nodes' work signals.
 
+pub mod bounces;
 pub mod notifier;
 pub mod registry;
 pub mod reload;

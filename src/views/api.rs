@@ -138,6 +138,24 @@ pub struct DeliveryHistoryV1 {
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub sent_a_link: bool,
     pub attempt_log: Vec<AttemptV1>,
+    /// The bounces and complaints recorded on it after it was sent, oldest first; absent
+    /// when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bounces: Vec<BounceV1>,
+}
+
+/// A bounce or complaint recorded on a delivery.
+#[derive(Debug, Clone, Serialize)]
+pub struct BounceV1 {
+    pub received_at: DateTime<Utc>,
+    /// `dsn`, `ses`, `postmark`, `sendgrid` or `mailgun`.
+    pub provider: String,
+    /// `hard`, `soft` or `complaint`.
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diagnostic: Option<String>,
 }
 
 /// One audited action on a job or a delivery.
@@ -363,6 +381,15 @@ impl From<&DeliveryHistory> for DeliveryHistoryV1 {
             delivery: (&d.delivery).into(),
             sent_a_link: d.sent_a_link(),
             attempt_log: d.attempt_log.iter().map(AttemptV1::from).collect(),
+            bounces: (d.bounces.iter())
+                .map(|b| BounceV1 {
+                    received_at: b.received_at,
+                    provider: b.provider.clone(),
+                    kind: b.kind.as_str(),
+                    status: b.status.clone(),
+                    diagnostic: b.diagnostic.clone(),
+                })
+                .collect(),
         }
     }
 }

@@ -12,6 +12,8 @@ use crate::ledger::{
 pub struct DeliveryHistory {
     pub delivery: Delivery,
     pub attempt_log: Vec<Attempt>,
+    /// The bounces and complaints recorded on it after it was sent.
+    pub bounces: Vec<crate::ledger::BounceRow>,
 }
 
 /// A job, its artifact, every delivery with every attempt, and every redrive.
@@ -50,9 +52,11 @@ impl JobHistory {
         let mut deliveries = Vec::new();
         for d in ledger.deliveries().list(key).await? {
             let attempt_log = ledger.deliveries().attempts(&d.key).await?;
+            let bounces = ledger.recipients().bounces_of(&d.key).await?;
             deliveries.push(DeliveryHistory {
                 delivery: d,
                 attempt_log,
+                bounces,
             });
         }
         let redrives = ledger.deliveries().redrives(key).await?;
@@ -310,7 +314,38 @@ impl DeliveryHistory {
                 let _ = writeln!(out, "       {r}");
             }
         }
+        if dl.state == crate::ledger::DeliveryState::Suppressed {
+            let why = dl
+                .last_error
+                .as_deref()
+                .unwrap_or("its recipient is suppressed");
+            let _ = writeln!(out, "    {why}");
+        }
+        for b in &self.bounces {
+            let _ = writeln!(out, "    then {}", bounce_line(b));
+        }
     }
+}
+
+/// A bounce on a delivery as `show` tells it: `bounced 5.1.1 (hard) at … via dsn: …`.
+pub(crate) fn bounce_line(b: &crate::ledger::BounceRow) -> String {
+    let status = b
+        .status
+        .as_deref()
+        .map(|s| format!(" {s}"))
+        .unwrap_or_default();
+    let what = match b.kind {
+        crate::domain::bounce::BounceKind::Complaint => "complaint".to_string(),
+        kind => format!("bounced{status} ({})", kind.as_str()),
+    };
+    let diagnostic = (b.diagnostic.as_deref())
+        .map(|d| format!(": {d}"))
+        .unwrap_or_default();
+    format!(
+        "{what} at {} via {}{diagnostic}",
+        rfc3339(b.received_at),
+        b.provider
+    )
 }
 
 /// Quarantined work.
@@ -382,6 +417,13 @@ impl Redactions {
             ));
         }
         // The longest first: a key holds its destination.
+        pairs.sort_by_key(|(full, _)| std::cmp::Reverse(full.len()));
+        pairs.dedup();
+        Redactions(pairs)
+    }
+
+    /// Each `(full, shown)` pair, the longest first (a key holds its destination).
+    pub fn from_pairs(mut pairs: Vec<(String, String)>) -> Redactions {
         pairs.sort_by_key(|(full, _)| std::cmp::Reverse(full.len()));
         pairs.dedup();
         Redactions(pairs)

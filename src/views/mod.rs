@@ -4,3 +4,4 @@
 pub mod api;
 pub mod history;
 pub mod preview;
+pub mod recipients;

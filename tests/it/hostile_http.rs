@@ -67,7 +67,11 @@ fn ops_cases() -> Vec<Case> {
         case("wrong method on ingest", get, "/v1/runs", None, S::METHOD_NOT_ALLOWED, "method"),
         case("redrive without a body", post.clone(), &format!("/v1/jobs/{key}/redrive"), t, S::UNPROCESSABLE_ENTITY, "body"),
         big(case("3 MiB redrive body", post.clone(), &format!("/v1/jobs/{key}/redrive"), t, S::PAYLOAD_TOO_LARGE, "")),
-        big(case("3 MiB redrive body, no token", post, &format!("/v1/jobs/{key}/redrive"), None, S::UNAUTHORIZED, "token")),
+        big(case("3 MiB redrive body, no token", post.clone(), &format!("/v1/jobs/{key}/redrive"), None, S::UNAUTHORIZED, "token")),
+        Case { body: Some(vec![b'x'; 10 << 20]), ..case("10 MiB bounce report", post.clone(), "/v1/bounces/dsn", t, S::PAYLOAD_TOO_LARGE, "") },
+        Case { body: Some(b"Subject: hi\r\n\r\nhello\r\n".to_vec()), ..case("a mail that is no report", post.clone(), "/v1/bounces/dsn", t, S::UNPROCESSABLE_ENTITY, "neither") },
+        Case { body: Some(b"{\"Type\": \"Bounce\"}".to_vec()), ..case("another provider's payload", post.clone(), "/v1/bounces/dsn", t, S::UNPROCESSABLE_ENTITY, "neither") },
+        case("a bounce report without a token", post, "/v1/bounces/dsn", None, S::UNAUTHORIZED, "token"),
     ]
 }
 

@@ -29,8 +29,26 @@ pub(crate) fn subject_of(title: &str, job: &crate::domain::keys::JobKey) -> Stri
 
 /// The Message-ID of a delivery: the same for every retry.
 pub fn message_id(delivery_key: &(dyn std::fmt::Display + Sync), from: &Mailbox) -> String {
-    let digest = hex::encode(Sha256::digest(delivery_key.to_string().as_bytes()));
-    format!("<{}.dawnpost@{}>", &digest[..32], from.email.domain())
+    let digest = message_digest(&delivery_key.to_string());
+    format!("<{digest}.dawnpost@{}>", from.email.domain())
+}
+
+/// What a delivery's Message-ID holds of its key: 32 hex digits of its SHA-256.
+pub fn message_digest(delivery_key: &str) -> String {
+    let mut digest = hex::encode(Sha256::digest(delivery_key.as_bytes()));
+    digest.truncate(32);
+    digest
+}
+
+/// The key digest a Message-ID dawnpost made holds (`<DIGEST.dawnpost@domain>`), or `None`.
+pub fn digest_in(message_id: &str) -> Option<&str> {
+    let local = message_id
+        .trim()
+        .trim_start_matches('<')
+        .split('@')
+        .next()?;
+    let digest = local.strip_suffix(".dawnpost")?;
+    (digest.len() == 32 && digest.bytes().all(|b| b.is_ascii_hexdigit())).then_some(digest)
 }
 
 /// `<delivery key>.eml` with characters unsafe in file names replaced.

@@ -26,6 +26,7 @@ use lettre::transport::smtp::extension::ClientId;
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
 mod config;
+pub mod dsn;
 pub mod message;
 
 pub use config::Options;
@@ -57,6 +58,10 @@ fn options(report: &crate::config::Report) -> Option<&Options> {
 }
 
 impl Destination for Email {
+    fn recipient(&self, destination: &str) -> Option<String> {
+        crate::domain::bounce::address(destination)
+    }
+
     fn send_target(&self, _destination: &str, relay: &SendTarget) -> SendTarget {
         relay.clone()
     }

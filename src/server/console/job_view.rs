@@ -204,6 +204,9 @@ fn delivery(
                 @if let Some(e) = &dl.last_error { "; last error: " (hide.text(e)) }
                 @if d.sent_a_link() { "; got a link instead of the whole report, too large for it" }
             }
+            @for b in &d.bounces {
+                p.bounce { "Then " (hide.text(&crate::views::history::bounce_line(b))) }
+            }
             @if !d.attempt_log.is_empty() {
                 (scroll_region("Attempts", html! { table.attempts {
                     thead { tr {

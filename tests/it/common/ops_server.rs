@@ -101,6 +101,7 @@ pub async fn start(t: &TestLedger) -> Server {
             runbooks: runbooks.clone(),
         },
         links: Some(links()),
+        recipients: config.settings.recipients,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
