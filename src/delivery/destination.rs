@@ -96,9 +96,9 @@ pub trait Destination: DestinationConfig {
         None
     }
 
-    /// Why a render of a report of this kind cannot be sent to it at all (a message that is
-    /// not what its service takes): `check`'s errors.
-    fn invalid(&self, _rendered: &Rendered) -> Vec<String> {
+    /// Why a render of `report` cannot be sent to this kind at all (a message that is not what
+    /// its service takes, a setting it needs missing): `check`'s errors.
+    fn invalid(&self, _report: &Report, _rendered: &Rendered, _config: &Config) -> Vec<String> {
         Vec::new()
     }
 

@@ -53,6 +53,15 @@ pub enum LinkError {
     ShortKey(String),
 }
 
+/// Why an unsubscribe token was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    #[error("the link is not an unsubscribe link")]
+    Malformed,
+    #[error("the link was not made by this server")]
+    Forged,
+}
+
 /// Makes and checks links under one base URL and key.
 #[derive(Clone)]
 pub struct Links {
@@ -134,6 +143,44 @@ impl Links {
         mac
     }
 
+    /// The one-click unsubscribe link (RFC 8058) of `address` from `report`:
+    /// `BASE/u/TOKEN`, the token the report and address (base64url) and their signature.
+    pub fn unsubscribe(&self, report: &str, address: &str) -> String {
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let who = b64.encode(format!("{report}\n{address}"));
+        let sig = hex::encode(
+            self.unsubscribe_mac(report, address)
+                .finalize()
+                .into_bytes(),
+        );
+        format!("{}/u/{who}.{sig}", self.base)
+    }
+
+    /// The report and address an unsubscribe token names, when this key signed it.
+    pub fn unsubscribed(&self, token: &str) -> Result<(String, String), TokenError> {
+        use base64::Engine as _;
+        let (who, sig) = token.split_once('.').ok_or(TokenError::Malformed)?;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let who = b64.decode(who).map_err(|_| TokenError::Malformed)?;
+        let who = String::from_utf8(who).map_err(|_| TokenError::Malformed)?;
+        let (report, address) = who.split_once('\n').ok_or(TokenError::Malformed)?;
+        let sig = hex::decode(sig).map_err(|_| TokenError::Malformed)?;
+        (self.unsubscribe_mac(report, address).verify_slice(&sig))
+            .map_err(|_| TokenError::Forged)?;
+        Ok((report.to_string(), address.to_string()))
+    }
+
+    /// Signed under its own label: no link to a report can pass for an unsubscribe.
+    fn unsubscribe_mac(&self, report: &str, address: &str) -> Hmac<Sha256> {
+        let mut mac = self.keyed();
+        mac.update(b"dawnpost-unsubscribe-v1\n");
+        mac.update(report.as_bytes());
+        mac.update(b"\n");
+        mac.update(address.as_bytes());
+        mac
+    }
+
     fn keyed(&self) -> Hmac<Sha256> {
         // A key of any length is accepted by HMAC; the error cannot happen.
         <Hmac<Sha256> as KeyInit>::new_from_slice(&self.key)
@@ -157,6 +204,39 @@ mod tests {
     fn links() -> Links {
         let base = url::Url::parse("https://dawnpost.example/").expect("url");
         Links::new(&base, b"0123456789abcdef0123456789abcdef".to_vec())
+    }
+
+    #[test]
+    fn an_unsubscribe_token_names_its_report_and_address_and_cannot_be_forged() {
+        let l = links();
+        let url = l.unsubscribe("warehouse-17", "bob@carrier-y.example");
+        let token = url
+            .strip_prefix("https://dawnpost.example/u/")
+            .expect("under the base");
+        assert!(!token.contains('/') && !token.contains('?'), "{token}");
+        assert_eq!(
+            l.unsubscribed(token),
+            Ok(("warehouse-17".into(), "bob@carrier-y.example".into()))
+        );
+        // Another address under the same signature, another key, or garbage: refused.
+        let (_, sig) = token.split_once('.').expect("dot");
+        let other = l.unsubscribe("warehouse-17", "eve@carrier-y.example");
+        let (who, _) = other
+            .rsplit('/')
+            .next()
+            .expect("t")
+            .split_once('.')
+            .expect("dot");
+        assert_eq!(
+            l.unsubscribed(&format!("{who}.{sig}")),
+            Err(TokenError::Forged)
+        );
+        let base = url::Url::parse("https://dawnpost.example/").expect("url");
+        let stranger = Links::new(&base, b"another key of thirty-two bytes!".to_vec());
+        assert_eq!(stranger.unsubscribed(token), Err(TokenError::Forged));
+        for bad in ["", "nodot", "!!.00", "aGk.zz"] {
+            assert_eq!(l.unsubscribed(bad), Err(TokenError::Malformed), "{bad}");
+        }
     }
 
     #[test]

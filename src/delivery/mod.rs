@@ -91,7 +91,9 @@ pub fn checked(
 ) -> (Vec<String>, Vec<String>) {
     let parts = crate::report::render::part_sizes(rendered);
     let kinds = || (KINDS.iter()).filter(|d| !d.of_report(report).is_empty());
-    let errors = kinds().flat_map(|d| d.invalid(rendered)).collect();
+    let errors = kinds()
+        .flat_map(|d| d.invalid(report, rendered, config))
+        .collect();
     let warnings = kinds()
         .flat_map(|d| d.checked(rendered, &parts, config))
         .collect();

@@ -126,7 +126,12 @@ impl Destination for Slack {
         Some(("slack:*", 1.0, 1))
     }
 
-    fn invalid(&self, rendered: &Rendered) -> Vec<String> {
+    fn invalid(
+        &self,
+        _: &crate::config::Report,
+        rendered: &Rendered,
+        _: &crate::config::Config,
+    ) -> Vec<String> {
         match rendered.parts.get(PART).map(|m| checked(m)) {
             Some(Err(problem)) => vec![format!(
                 "the slack message is not Block Kit Slack takes: {problem}"

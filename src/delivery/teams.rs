@@ -96,7 +96,12 @@ impl Destination for Teams {
         Some(hook.map_or_else(OnAmbiguous::default, |h| h.on_ambiguous))
     }
 
-    fn invalid(&self, rendered: &Rendered) -> Vec<String> {
+    fn invalid(
+        &self,
+        _: &crate::config::Report,
+        rendered: &Rendered,
+        _: &crate::config::Config,
+    ) -> Vec<String> {
         match rendered.parts.get(PART).map(|c| enveloped(c)) {
             Some(Err(problem)) => vec![format!(
                 "the teams card is not an Adaptive Card Teams takes: {problem}"

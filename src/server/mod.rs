@@ -18,6 +18,7 @@ mod ingest;
 mod links;
 mod listen;
 mod ops;
+mod unsubscribe;
 
 pub use ingest::parse_run_request;
 pub use ingest::{RunRequest, RunRequestError};
@@ -118,6 +119,10 @@ pub fn router(state: ServerState) -> Router {
         .route("/r/{job}/charts/{id}", get(links::chart))
         .route("/r/{job}/{sha256}", get(links::report))
         .route("/r/{job}/{sha256}/{part}", get(links::part))
+        .route(
+            "/u/{token}",
+            get(unsubscribe::confirm).post(unsubscribe::one_click),
+        )
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))

@@ -339,6 +339,7 @@ fn every_line_of_a_part_ends_in_crlf_whatever_it_ended_in() {
         domain: "dawnpost.test",
         reply_to: None,
         unsubscribe: None,
+        one_click: None,
         attach: Default::default(),
     };
     let message = dawnpost::delivery::email::message::build_message(

@@ -79,5 +79,6 @@ mod sources;
 mod spreadsheet;
 mod sqlite_full;
 mod tls_trust;
+mod unsubscribe;
 mod upgrade;
 mod work_format;

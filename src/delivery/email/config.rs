@@ -1,4 +1,5 @@
-//! The email kind's keys: a report's `email` (distinct addresses) and `list_unsubscribe`, and
+//! The email kind's keys: a report's `email` (distinct addresses), `list_unsubscribe` and
+//! `unsubscribe`, and
 //! its `owners`.
 
 use std::sync::Arc;
@@ -12,7 +13,7 @@ impl DestinationConfig for super::Email {
         super::KIND
     }
 
-    /// `email` and `list_unsubscribe`.
+    /// `email`, `list_unsubscribe` and `unsubscribe`.
     fn read_report(
         &self,
         f: &mut Fields<'_, '_>,
@@ -21,9 +22,13 @@ impl DestinationConfig for super::Email {
     ) -> Read {
         let to = addresses(f, "email", errors);
         let list_unsubscribe = read_list_unsubscribe(f, errors);
+        let unsubscribe = f.opt::<bool>("unsubscribe", errors).unwrap_or(false);
         Read {
             to,
-            detail: Some(Arc::new(Options { list_unsubscribe })),
+            detail: Some(Arc::new(Options {
+                list_unsubscribe,
+                unsubscribe,
+            })),
         }
     }
 
@@ -45,6 +50,9 @@ pub struct Options {
     /// `list_unsubscribe`: the `List-Unsubscribe` of its emails (`mailto:…`), for reports sent
     /// outside the company.
     pub list_unsubscribe: Option<String>,
+    /// `unsubscribe`: its emails carry a one-click unsubscribe link (RFC 8058) under
+    /// `[server] public_url`, signed for the report and the recipient.
+    pub unsubscribe: bool,
 }
 
 fn addresses(

@@ -77,6 +77,8 @@ pub struct ListHeaders<'a> {
     pub reply_to: Option<&'a Mailbox>,
     /// A `mailto:` URL.
     pub unsubscribe: Option<&'a str>,
+    /// The recipient's one-click unsubscribe URL (RFC 8058), when the report offers one.
+    pub one_click: Option<&'a str>,
     /// What it attaches of the CSV part (`attach`).
     pub attach: crate::config::Attach,
 }
@@ -232,8 +234,14 @@ fn with_list_headers(
         "List-Id",
         format!("<{}.dawnpost.{}>", list.report, list.domain),
     );
-    if let Some(u) = list.unsubscribe {
-        raw("List-Unsubscribe", format!("<{u}>"));
+    let unsubscribe: Vec<String> = (list.one_click.iter().chain(&list.unsubscribe))
+        .map(|u| format!("<{u}>"))
+        .collect();
+    if !unsubscribe.is_empty() {
+        raw("List-Unsubscribe", unsubscribe.join(", "));
+    }
+    if list.one_click.is_some() {
+        raw("List-Unsubscribe-Post", "List-Unsubscribe=One-Click".into());
     }
     message
 }

@@ -57,9 +57,42 @@ fn options(report: &crate::config::Report) -> Option<&Options> {
     report.destinations.detail::<Options>(KIND)
 }
 
+/// What a report with `unsubscribe = true` needs to offer it.
+const ONE_CLICK_NEEDS: &str = "unsubscribe = true needs [server] public_url and link_secret_env: \
+     the one-click unsubscribe link is signed under them";
+
+/// The one-click unsubscribe URL of delivery `to`, when its report offers one (refused without
+/// the links to sign it).
+fn one_click(
+    report: &crate::config::Report,
+    links: Option<&super::links::Links>,
+    to: &DeliveryKey,
+) -> Result<Option<String>, &'static str> {
+    if !options(report).is_some_and(|o| o.unsubscribe) {
+        return Ok(None);
+    }
+    let links = links.ok_or(ONE_CLICK_NEEDS)?;
+    let address = crate::domain::bounce::address(to.destination())
+        .unwrap_or_else(|| to.destination().to_ascii_lowercase());
+    Ok(Some(links.unsubscribe(report.id.as_str(), &address)))
+}
+
 impl Destination for Email {
     fn recipient(&self, destination: &str) -> Option<String> {
         crate::domain::bounce::address(destination)
+    }
+
+    fn invalid(
+        &self,
+        report: &crate::config::Report,
+        _rendered: &Rendered,
+        config: &crate::config::Config,
+    ) -> Vec<String> {
+        let offers = options(report).is_some_and(|o| o.unsubscribe);
+        match offers && config.settings.server.public_url.is_none() {
+            true => vec![ONE_CLICK_NEEDS.to_string()],
+            false => Vec::new(),
+        }
     }
 
     fn send_target(&self, _destination: &str, relay: &SendTarget) -> SendTarget {
@@ -104,11 +137,16 @@ impl Destination for Email {
         let to: lettre::Address = (to.parse()).map_err(|e| format!("{}: {e}", self.shown(to)))?;
         let settings = &s.config.settings.email;
         let key = DeliveryKey::new(s.job.clone(), KIND, to.to_string());
+        let links = super::links::Links::from_settings(&s.config.settings.server);
+        let one_click = one_click(s.report, links.ok().flatten().as_ref(), &key)
+            .ok()
+            .flatten();
         let list = message::ListHeaders {
             report: s.report.id.as_str(),
             domain: settings.list_domain(),
             reply_to: settings.reply_to.as_ref(),
             unsubscribe: options(s.report).and_then(|o| o.list_unsubscribe.as_deref()),
+            one_click: one_click.as_deref(),
             attach: s.report.attach,
         };
         let subject = message::subject_of(&s.report.title, s.job);
@@ -230,11 +268,13 @@ impl EmailSending {
             ))
         })?;
         let subject = message::subject_of(&parcel.report.title, parcel.job);
+        let one_click = one_click(parcel.report, self.links.as_ref(), to).map_err(permanent)?;
         let list = message::ListHeaders {
             report: parcel.report.id.as_str(),
             domain: &self.list_domain,
             reply_to: self.reply_to.as_ref(),
             unsubscribe: options(parcel.report).and_then(|o| o.list_unsubscribe.as_deref()),
+            one_click: one_click.as_deref(),
             attach: parcel.report.attach,
         };
         let (from, date) = (&self.from, parcel.now.into());
