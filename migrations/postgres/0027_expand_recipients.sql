@@ -1,6 +1,7 @@
 -- Recipients: the bounces and complaints that come back after a send, and the addresses no
--- report is sent to any more. A delivery to a suppressed address ends `suppressed` (written
--- only while every live node reads work format 5). Older versions neither read nor write the
+-- report is sent to any more. A delivery to a suppressed address ends `suppressed`, and the
+-- report's owners are told (a notice of cause `suppressed`), both only while every live node
+-- reads work format 5. Older versions neither read nor write the
 -- new tables; the state CHECKs only widen.
 CREATE TABLE bounces (
     id           BIGSERIAL PRIMARY KEY,
@@ -39,6 +40,12 @@ CREATE UNIQUE INDEX suppressions_in_force ON suppressions (address, report_id) W
 ALTER TABLE deliveries DROP CONSTRAINT deliveries_state_check;
 ALTER TABLE deliveries ADD CONSTRAINT deliveries_state_check
     CHECK (state IN ('pending', 'sending', 'sent', 'quarantined', 'suppressed')) NOT VALID;
+ALTER TABLE notices DROP CONSTRAINT notices_cause_check;
+ALTER TABLE notices ADD CONSTRAINT notices_cause_check
+    CHECK (cause IN ('late', 'quarantined', 'suppressed')) NOT VALID;
+ALTER TABLE notice_messages DROP CONSTRAINT notice_messages_cause_check;
+ALTER TABLE notice_messages ADD CONSTRAINT notice_messages_cause_check
+    CHECK (cause IN ('late', 'quarantined', 'suppressed')) NOT VALID;
 ALTER TABLE notice_sends DROP CONSTRAINT notice_sends_state_check;
 ALTER TABLE notice_sends ADD CONSTRAINT notice_sends_state_check
     CHECK (state IN ('pending', 'sending', 'sent', 'quarantined', 'suppressed')) NOT VALID;

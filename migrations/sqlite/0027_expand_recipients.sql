@@ -1,6 +1,7 @@
 -- Recipients: the bounces and complaints that come back after a send, and the addresses no
--- report is sent to any more. A delivery to a suppressed address ends `suppressed` (written
--- only while every live node reads work format 5). Older versions neither read nor write the
+-- report is sent to any more. A delivery to a suppressed address ends `suppressed`, and the
+-- report's owners are told (a notice of cause `suppressed`), both only while every live node
+-- reads work format 5. Older versions neither read nor write the
 -- new tables; the state CHECKs only widen.
 CREATE TABLE bounces (
     id           INTEGER PRIMARY KEY,
@@ -43,6 +44,11 @@ UPDATE sqlite_schema
        'CHECK (state IN (''pending'', ''sending'', ''sent'', ''quarantined''))',
        'CHECK (state IN (''pending'', ''sending'', ''sent'', ''quarantined'', ''suppressed''))')
  WHERE type = 'table' AND name IN ('deliveries', 'notice_sends');
+UPDATE sqlite_schema
+   SET sql = replace(sql,
+       'CHECK (cause IN (''late'', ''quarantined''))',
+       'CHECK (cause IN (''late'', ''quarantined'', ''suppressed''))')
+ WHERE type = 'table' AND name IN ('notices', 'notice_messages');
 PRAGMA writable_schema = RESET;
 CREATE TABLE schema_cookie_bump (x INTEGER);
 DROP TABLE schema_cookie_bump;

@@ -35,6 +35,9 @@ pub enum Cause {
     Late,
     /// Waits in `quarantined` for an operator.
     Quarantined,
+    /// A recipient of the report is suppressed (a bounce, a complaint, an unsubscribe): told
+    /// once per suppression, at the first delivery it stops.
+    Suppressed,
 }
 
 impl Cause {
@@ -42,11 +45,12 @@ impl Cause {
         match self {
             Cause::Late => "late",
             Cause::Quarantined => "quarantined",
+            Cause::Suppressed => "suppressed",
         }
     }
 
     pub fn parse(s: &str) -> Option<Cause> {
-        [Cause::Late, Cause::Quarantined]
+        [Cause::Late, Cause::Quarantined, Cause::Suppressed]
             .into_iter()
             .find(|c| c.as_str() == s)
     }
@@ -277,6 +281,10 @@ pub(crate) fn compose(
             format!("Quarantined: {} — {}", report.title, IsoDate(first.date()))
         }
         (Cause::Quarantined, n) => format!("Quarantined: {} — {n} jobs", report.title),
+        (Cause::Suppressed, _) => format!(
+            "Suppressed: {} — a recipient is no longer sent it",
+            report.title
+        ),
     };
     let (show, console) = how_to_see(report, cause, items, public_url);
     let mut body = body_text(report, cause, items, due);
@@ -316,6 +324,15 @@ pub(crate) fn compose(
 /// quarantined jobs (the first [`LISTED`], then the count and the command that lists them).
 fn body_text(report: &Report, cause: Cause, items: &[Item], due: &str) -> String {
     let tz = report.timezone();
+    if cause == Cause::Suppressed {
+        return format!(
+            "{} ({}) is no longer sent to a recipient, since {}:\n\n{}\n\n`dawnpost suppressions` lists who and why; `dawnpost unsuppress ADDRESS --by NAME --reason TEXT` lifts it.\n",
+            report.title,
+            report.id,
+            IsoDate(items[0].job.date()),
+            items[0].detail
+        );
+    }
     if cause == Cause::Late {
         return format!(
             "{} ({}) for {} was due by {due} {tz} and is late.\n\nWhat is missing: {}\n",
@@ -352,6 +369,12 @@ fn how_to_see(
 ) -> (String, Option<String>) {
     let first = &items[0];
     let base = public_url.map(|u| u.as_str().trim_end_matches('/').to_string());
+    if cause == Cause::Suppressed {
+        return (
+            "dawnpost suppressions".into(),
+            base.map(|b| format!("{b}/ui/suppressions")),
+        );
+    }
     if items.len() > 1 {
         let show = format!(
             "dawnpost jobs --report {} --state {}",

@@ -23,6 +23,9 @@ pub(crate) struct NewNotice {
     pub cause: Cause,
     /// What is missing or why it was quarantined, for a person.
     pub detail: String,
+    /// Its idempotent key, when not one per job and cause (a suppression's: one per
+    /// suppression and report).
+    pub key: Option<String>,
 }
 
 /// A notice as the ledger keeps it.
@@ -237,7 +240,7 @@ fn batches(waiting: &[NoticeRow]) -> Vec<Vec<&NoticeRow>> {
     let mut quarantined: std::collections::BTreeMap<&str, Vec<&NoticeRow>> = Default::default();
     for n in waiting {
         match n.cause {
-            Cause::Late => out.push(vec![n]),
+            Cause::Late | Cause::Suppressed => out.push(vec![n]),
             Cause::Quarantined => quarantined.entry(&n.report).or_default().push(n),
         }
     }
@@ -299,7 +302,7 @@ impl Notices<'_> {
         self.within(async |tx| {
             let mut new = 0;
             for n in notices {
-                let key = n.cause.key(&n.job);
+                let key = n.key.clone().unwrap_or_else(|| n.cause.key(&n.job));
                 let st = Statement::new(INSERT_NOTICE)
                     .bind(key.as_str())
                     .bind(n.report.as_str())
@@ -358,7 +361,7 @@ impl Notices<'_> {
             for batch in batches(&waiting) {
                 let (report, cause) = (batch[0].report.as_str(), batch[0].cause);
                 let (window, seq) = match cause {
-                    Cause::Late => (now, 1),
+                    Cause::Late | Cause::Suppressed => (now, 1),
                     Cause::Quarantined => {
                         let st = Statement::new(NEWEST_WINDOW).bind(report);
                         let newest = tx.fetch_optional::<(i64, i64)>(&st).await?;
@@ -371,7 +374,7 @@ impl Notices<'_> {
                     }
                 };
                 let key = match cause {
-                    Cause::Late => batch[0].key.clone(),
+                    Cause::Late | Cause::Suppressed => batch[0].key.clone(),
                     Cause::Quarantined => {
                         crate::delivery::notice::quarantine_message_key(report, window, seq)
                     }

@@ -151,12 +151,12 @@ async fn prepare<'a>(p: &'a Pipeline, shared: &'a JobArtifact) -> Result<Ready<'
     })
 }
 
-/// Why delivery `key` is not to be sent: the suppression of its recipient in force, in words;
-/// `None` for a kind that reaches no one person, or a recipient not suppressed.
+/// The suppression of delivery `key`'s recipient in force, if any, and why it is not sent, in
+/// words; `None` for a kind that reaches no one person, or a recipient not suppressed.
 pub(super) async fn suppression(
     p: &Pipeline,
     key: &crate::domain::keys::DeliveryKey,
-) -> Result<Option<String>, LedgerError> {
+) -> Result<Option<(crate::ledger::Suppression, String)>, LedgerError> {
     let Some(address) = crate::delivery::recipient(key) else {
         return Ok(None);
     };
@@ -171,38 +171,61 @@ pub(super) async fn suppression(
             Some(r) => format!("for report {r}"),
             None => "for every report".to_string(),
         };
-        format!(
+        let why = format!(
             "not sent: the recipient is suppressed {scope} since {} ({})",
             crate::domain::window::rfc3339(s.since),
             s.why
-        )
+        );
+        (s, why)
     }))
 }
 
-/// Ends leased delivery `key` unsent for its suppressed recipient (`why`), and settles its job.
+/// Ends leased delivery `key` unsent for its suppressed recipient (`why`), settles its job,
+/// and tells the report's owners, once per suppression.
 pub(super) async fn suppressed(
     p: &Pipeline,
     key: &crate::domain::keys::DeliveryKey,
     lease: &crate::ledger::DeliveryLease,
-    why: &str,
+    (suppression, why): &(crate::ledger::Suppression, String),
 ) {
     let shown = key.shown_lazily();
     let now = p.clock.now();
-    match p
+    let state = match p
         .ledger
         .recipients()
         .suppress_delivery(lease, why, now)
         .await
     {
-        Ok(state) => {
-            p.metrics.suppressed.inc();
-            tracing::warn!(delivery = %shown, state = state.as_str(), reason = %why, "not sent");
-            if let Err(e) = p.ledger.jobs().settle_many(&[key.job()], now).await {
-                tracing::warn!(delivery = %shown, error = %e, "could not settle the job; the next settle will");
-            }
-        }
+        Ok(state) => state,
         Err(e) => {
-            tracing::warn!(delivery = %shown, error = %e, "could not end the delivery of a suppressed recipient; it is tried again")
+            tracing::warn!(delivery = %shown, error = %e, "could not end the delivery of a suppressed recipient; it is tried again");
+            return;
         }
+    };
+    p.metrics.suppressed.inc();
+    tracing::warn!(delivery = %shown, state = state.as_str(), reason = %why, "not sent");
+    if let Err(e) = p.ledger.jobs().settle_many(&[key.job()], now).await {
+        tracing::warn!(delivery = %shown, error = %e, "could not settle the job; the next settle will");
+    }
+    if state != crate::ledger::DeliveryState::Suppressed {
+        return;
+    }
+    let report = key.job().report().as_str();
+    if !(p.catalog.get(report)).is_some_and(|r| r.owners.notified()) {
+        return;
+    }
+    let notice = crate::ledger::NewNotice {
+        report: report.to_string(),
+        job: key.job().clone(),
+        cause: crate::delivery::notice::Cause::Suppressed,
+        detail: format!(
+            "{}: {}",
+            crate::domain::redact::redact_address(&suppression.address),
+            why.trim_start_matches("not sent: the recipient is ")
+        ),
+        key: Some(format!("{report}/suppressed/{}", suppression.id)),
+    };
+    if let Err(e) = p.ledger.notices().insert_many(&[notice], now).await {
+        tracing::warn!(delivery = %shown, error = %e, "could not record the owners' notice of a suppressed recipient");
     }
 }

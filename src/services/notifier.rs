@@ -230,6 +230,7 @@ impl Notifier {
                     job: e.key.clone(),
                     cause: Cause::Late,
                     detail: lateness.detail.clone(),
+                    key: None,
                 });
             }
             match lateness.missing {
@@ -285,6 +286,7 @@ impl Notifier {
                 job,
                 cause: Cause::Quarantined,
                 detail: why.unwrap_or_else(|| "quarantined".into()),
+                key: None,
             })
             .collect())
     }

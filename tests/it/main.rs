@@ -57,6 +57,7 @@ mod nodes;
 mod owner_config;
 mod owner_pauses;
 mod owners;
+mod owners_suppressed;
 mod pipeline;
 mod pipeline_faults;
 mod postgres_open;

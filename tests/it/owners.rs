@@ -31,7 +31,7 @@ pub(crate) fn owned_report(id: &str, schedule: &str, deliver_by: &str, extra: &s
     )
 }
 
-struct Rig {
+pub(crate) struct Rig {
     notifier: Notifier,
     clock: ManualClock,
     metrics: Arc<Metrics>,
@@ -40,7 +40,7 @@ struct Rig {
 }
 
 impl Rig {
-    fn new(p: &Project, t: &TestLedger, now: DateTime<Utc>) -> Rig {
+    pub(crate) fn new(p: &Project, t: &TestLedger, now: DateTime<Utc>) -> Rig {
         let config = p.load();
         let clock = ManualClock::new(now);
         let metrics = Arc::new(Metrics::default());
@@ -62,18 +62,18 @@ impl Rig {
         }
     }
 
-    async fn round(&self) -> RoundCounts {
+    pub(crate) async fn round(&self) -> RoundCounts {
         self.notifier.run_once().await.expect("round")
     }
 
     /// The emails in the outbox: (file name, text).
-    fn outbox(&self) -> Vec<(String, String)> {
+    pub(crate) fn outbox(&self) -> Vec<(String, String)> {
         outbox(&self.config.root.join("var/outbox"))
     }
 }
 
 /// An email's Subject and text body, decoded.
-fn read_mail(raw: &str) -> (String, String) {
+pub(crate) fn read_mail(raw: &str) -> (String, String) {
     let m = mail_parser::MessageParser::default()
         .parse(raw.as_bytes())
         .expect("an email");
