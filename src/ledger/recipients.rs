@@ -291,6 +291,21 @@ impl Recipients<'_> {
         Ok(self.execute(&st).await? > 0)
     }
 
+    /// Lifts suppression `id` if it is in force, audited in its row; `false` when it was not.
+    pub async fn lift(self, id: i64, audit: &Audit<'_>, at: DateTime<Utc>) -> Result<bool> {
+        let st = Statement::new(
+            "UPDATE suppressions SET lifted_at = $2, lifted_by = $3, lifted_reason = $4,
+                lifted_via = $5
+             WHERE id = $1 AND lifted_at IS NULL",
+        )
+        .bind(id)
+        .bind(to_millis(at))
+        .bind(audit.by())
+        .bind(audit.reason())
+        .bind(audit.via().as_str());
+        Ok(self.execute(&st).await? > 0)
+    }
+
     /// The suppression of `address` in force for `report`: its own, or one for every report.
     pub async fn suppressed(self, address: &str, report: &str) -> Result<Option<Suppression>> {
         let st = Statement::new(IN_FORCE).bind(address).bind(report);

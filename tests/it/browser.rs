@@ -277,7 +277,7 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         "four at first, then the canary only"
     );
 
-    for page in ["reports", "retention"] {
+    for page in ["reports", "retention", "suppressions"] {
         b.goto(&format!("/ui/{page}")).await;
         capture(&b, page, &mut audit).await;
     }

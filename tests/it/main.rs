@@ -24,6 +24,7 @@ mod console;
 mod console_dlq;
 mod console_jobs;
 mod console_pages;
+mod console_suppressions;
 mod contracts;
 mod crash;
 mod cron_croniter;

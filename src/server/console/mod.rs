@@ -14,6 +14,7 @@ mod reports;
 mod retention;
 mod runbook;
 pub mod session;
+mod suppressions;
 
 use axum::Router;
 use axum::extract::rejection::FormRejection;
@@ -111,6 +112,11 @@ pub fn router(state: ServerState) -> Router<ServerState> {
         .route("/ui/dlq", get(dlq::groups))
         .route("/ui/reports", get(reports::list))
         .route("/ui/retention", get(retention::show))
+        .route(
+            "/ui/suppressions",
+            get(suppressions::list).post(suppressions::suppress),
+        )
+        .route("/ui/suppressions/{id}/lift", post(suppressions::lift))
         .route("/ui/dlq/plan", post(dlq::plan))
         .route("/ui/runbooks/{id}", get(runbook::show))
         .route(

@@ -27,6 +27,7 @@ pub(crate) fn shell(title: &str, session: Option<&Session>, body: Markup) -> Mar
                             a href="/ui/" { "Overview" }
                             a href="/ui/jobs" { "Jobs" }
                             a href="/ui/dlq" { "Dead letters" }
+                            a href="/ui/suppressions" { "Suppressions" }
                             a href="/ui/retention" { "Retention" }
                             a href="/ui/reports" { "Reports" }
                         }
