@@ -1,17 +1,26 @@
 //! `[recipients]`: what bounces and complaints do to the addresses they name. A hard bounce
 //! or a complaint suppresses its address at once; soft bounces count, and `soft_bounces` of
-//! them within `soft_bounce_window` suppress it.
+//! them within `soft_bounce_window` suppress it. The providers' webhooks are enabled by naming
+//! the variable that holds each one's secret.
 
 use super::ConfigError;
 use super::fields::Fields;
 use crate::domain::duration::Span;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecipientSettings {
     /// How many soft bounces (4.x.x) within the window suppress an address. Default 3.
     pub soft_bounces: u32,
     /// The window they are counted in. Default 7d.
     pub soft_bounce_window: Span,
+    /// The variable holding `user:password`, the HTTP Basic credentials Postmark's webhook
+    /// sends to `POST /v1/bounces/postmark`. Unset: that endpoint answers 404.
+    pub postmark_credentials_env: Option<String>,
+    /// The variable holding Mailgun's HTTP webhook signing key (`POST /v1/bounces/mailgun`).
+    pub mailgun_signing_key_env: Option<String>,
+    /// The variable holding SendGrid's event webhook verification key, base64
+    /// (`POST /v1/bounces/sendgrid`).
+    pub sendgrid_verification_key_env: Option<String>,
 }
 
 impl Default for RecipientSettings {
@@ -19,6 +28,9 @@ impl Default for RecipientSettings {
         RecipientSettings {
             soft_bounces: 3,
             soft_bounce_window: Span::from_secs(7 * 24 * 3600),
+            postmark_credentials_env: None,
+            mailgun_signing_key_env: None,
+            sendgrid_verification_key_env: None,
         }
     }
 }
@@ -38,6 +50,18 @@ pub(super) fn read(
     }
     if let Some(t) = f.positive("soft_bounce_window", errors) {
         s.soft_bounce_window = t;
+    }
+    for (key, slot) in [
+        ("postmark_credentials_env", &mut s.postmark_credentials_env),
+        ("mailgun_signing_key_env", &mut s.mailgun_signing_key_env),
+        (
+            "sendgrid_verification_key_env",
+            &mut s.sendgrid_verification_key_env,
+        ),
+    ] {
+        if let Some(name) = f.opt::<String>(key, errors) {
+            *slot = Some(name);
+        }
     }
     f.finish(errors);
 }

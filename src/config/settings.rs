@@ -239,6 +239,10 @@ impl Settings {
         if self.server.public_url.is_some() {
             v.push(&self.server.link_secret_env);
         }
+        let r = &self.recipients;
+        v.extend(r.postmark_credentials_env.as_deref());
+        v.extend(r.mailgun_signing_key_env.as_deref());
+        v.extend(r.sendgrid_verification_key_env.as_deref());
         v
     }
 }

@@ -331,7 +331,7 @@ async fn server_for(
         secure_cookies: !settings.bind.ip().is_loopback(),
         node,
         links: crate::delivery::links::Links::from_settings(settings)?,
-        recipients: config.settings.recipients,
+        recipients: config.settings.recipients.clone(),
     };
     Ok((listener, state))
 }

@@ -40,6 +40,8 @@ use crate::runtime::supervisor::Health;
 
 /// The largest request body accepted.
 pub(crate) const BODY_LIMIT: usize = 64 * 1024;
+/// The largest body of a provider's event post (SendGrid batches its events).
+const PROVIDER_BODY_LIMIT: usize = 1024 * 1024;
 /// How far a `webhook-timestamp` may be from now.
 pub(crate) const TIMESTAMP_TOLERANCE_SECS: i64 = 5 * 60;
 
@@ -115,6 +117,13 @@ pub fn router(state: ServerState) -> Router {
         .merge(ops)
         .merge(console::router(state.clone()))
         .route("/v1/runs", making_work(post(ingest::ingest), &state))
+        .route("/v1/bounces/postmark", post(bounces::postmark))
+        .route("/v1/bounces/mailgun", post(bounces::mailgun))
+        .route(
+            "/v1/bounces/sendgrid",
+            post(bounces::sendgrid)
+                .layer(axum::extract::DefaultBodyLimit::max(PROVIDER_BODY_LIMIT)),
+        )
         .route("/r/{job}", get(links::job_report))
         .route("/r/{job}/charts/{id}", get(links::chart))
         .route("/r/{job}/{sha256}", get(links::report))

@@ -6,6 +6,7 @@ mod common;
 
 mod aiosmtpd;
 mod alerts;
+mod bounce_providers;
 mod browser;
 mod bulk_redrive;
 mod calendars;

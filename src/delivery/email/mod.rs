@@ -28,6 +28,7 @@ use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 mod config;
 pub mod dsn;
 pub mod message;
+pub mod providers;
 
 pub use config::Options;
 

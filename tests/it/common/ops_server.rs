@@ -49,7 +49,13 @@ pub struct Server {
 }
 
 pub async fn start(t: &TestLedger) -> Server {
+    start_with(t, "").await
+}
+
+/// [`start`] with `dawnpost_toml` as the project's `dawnpost.toml`.
+pub async fn start_with(t: &TestLedger, dawnpost_toml: &str) -> Server {
     let p = Project::new(&report("warehouse-17", "0 30 6 * * *", "Europe/Berlin"));
+    p.write("config/dawnpost.toml", dawnpost_toml);
     let config = p.load();
     let clock = ManualClock::new(at(2026, 11, 30, 9, 0));
     let metrics = Arc::new(Metrics::default());
@@ -101,7 +107,7 @@ pub async fn start(t: &TestLedger) -> Server {
             runbooks: runbooks.clone(),
         },
         links: Some(links()),
-        recipients: config.settings.recipients,
+        recipients: config.settings.recipients.clone(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
