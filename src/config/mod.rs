@@ -157,6 +157,9 @@ impl Config {
                 }),
             }
         }
+        if let Some(d) = &settings.recipients.ses_certificates_dir {
+            settings.recipients.ses_certificates_dir = Some(resolve(&root, d));
+        }
         let mut warnings = Vec::new();
         let ctx = report::LoadContext::new(&root, &settings, readers);
         let reports = load_reports(

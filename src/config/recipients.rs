@@ -21,6 +21,13 @@ pub struct RecipientSettings {
     /// The variable holding SendGrid's event webhook verification key, base64
     /// (`POST /v1/bounces/sendgrid`).
     pub sendgrid_verification_key_env: Option<String>,
+    /// The SNS topics whose SES notifications `POST /v1/bounces/ses` takes; none: that
+    /// endpoint answers 404.
+    pub ses_topic_arns: Vec<String>,
+    /// A folder of SNS signing certificates (`<name>.pem`, as the `SigningCertURL` ends), read
+    /// instead of fetching them from AWS: for a node that cannot reach AWS. Resolved against
+    /// the project root.
+    pub ses_certificates_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RecipientSettings {
@@ -31,6 +38,8 @@ impl Default for RecipientSettings {
             postmark_credentials_env: None,
             mailgun_signing_key_env: None,
             sendgrid_verification_key_env: None,
+            ses_topic_arns: Vec::new(),
+            ses_certificates_dir: None,
         }
     }
 }
@@ -62,6 +71,19 @@ pub(super) fn read(
         if let Some(name) = f.opt::<String>(key, errors) {
             *slot = Some(name);
         }
+    }
+    if let Some(arns) = f.opt::<Vec<String>>("ses_topic_arns", errors) {
+        for arn in &arns {
+            if !arn.starts_with("arn:aws") || arn.split(':').count() != 6 {
+                let why =
+                    format!("{arn:?} is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:TOPIC)");
+                errors.push(f.place.error("ses_topic_arns", why));
+            }
+        }
+        s.ses_topic_arns = arns;
+    }
+    if let Some(dir) = f.opt::<std::path::PathBuf>("ses_certificates_dir", errors) {
+        s.ses_certificates_dir = Some(dir);
     }
     f.finish(errors);
 }

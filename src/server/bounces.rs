@@ -74,7 +74,7 @@ fn secret(env: Option<&str>, provider: &str) -> Result<String, ApiError> {
         })
 }
 
-fn refused(e: ProviderError) -> ApiError {
+pub(super) fn refused(e: ProviderError) -> ApiError {
     match e {
         ProviderError::Unauthorized(why) => ApiError::new(StatusCode::UNAUTHORIZED, why),
         ProviderError::Invalid(why) => ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, why),
@@ -83,7 +83,7 @@ fn refused(e: ProviderError) -> ApiError {
 
 /// A provider's answer: what it posted, recorded. The addresses stay masked (a provider
 /// never reads them back).
-async fn recorded(
+pub(super) async fn recorded(
     st: &ServerState,
     bounces: Result<Vec<Bounce>, ProviderError>,
 ) -> Result<Response, ApiError> {

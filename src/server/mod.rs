@@ -18,6 +18,7 @@ mod ingest;
 mod links;
 mod listen;
 mod ops;
+mod ses;
 mod unsubscribe;
 
 pub use ingest::parse_run_request;
@@ -119,6 +120,7 @@ pub fn router(state: ServerState) -> Router {
         .route("/v1/runs", making_work(post(ingest::ingest), &state))
         .route("/v1/bounces/postmark", post(bounces::postmark))
         .route("/v1/bounces/mailgun", post(bounces::mailgun))
+        .route("/v1/bounces/ses", post(ses::ses))
         .route(
             "/v1/bounces/sendgrid",
             post(bounces::sendgrid)

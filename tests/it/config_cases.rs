@@ -492,6 +492,17 @@ fn base_cases() -> Vec<Case> {
             message: "invalid type",
         },
         Case {
+            name: "a topic that is no ARN",
+            edits: vec![Write(
+                S,
+                "[recipients]\nses_topic_arns = [\"ses-bounces\"]\n",
+            )],
+            file: "dawnpost.toml",
+            report: None,
+            field: "recipients.ses_topic_arns",
+            message: "is not an SNS topic ARN",
+        },
+        Case {
             name: "no soft bounces",
             edits: vec![Write(S, "[recipients]\nsoft_bounces = 0\n")],
             file: "dawnpost.toml",

@@ -7,6 +7,7 @@ mod common;
 mod aiosmtpd;
 mod alerts;
 mod bounce_providers;
+mod bounce_ses;
 mod browser;
 mod bulk_redrive;
 mod calendars;

@@ -29,6 +29,7 @@ mod config;
 pub mod dsn;
 pub mod message;
 pub mod providers;
+pub mod ses;
 
 pub use config::Options;
 
