@@ -63,6 +63,7 @@ mod owners;
 mod owners_suppressed;
 mod pipeline;
 mod pipeline_faults;
+mod postfix_bounce;
 mod postgres_open;
 mod rate_limits;
 mod readiness;
