@@ -265,6 +265,16 @@ async fn while_an_older_node_is_live_a_suppressed_recipient_is_quarantined(t: &T
     assert_eq!(d.last_error.as_deref(), Some(why));
 }
 
+/// A DSN: `to` failed 5.1.1; the returned headers name `delivery`.
+fn dsn_of(to: &str, delivery: &str) -> String {
+    format!(
+        "MIME-Version: 1.0\r\nContent-Type: multipart/report; report-type=delivery-status; boundary=R\r\n\r\n\
+         --R\r\nContent-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; relay.example\r\n\r\n\
+         Final-Recipient: rfc822; {to}\r\nAction: failed\r\nStatus: 5.1.1\r\n\r\n\
+         --R\r\nContent-Type: text/rfc822-headers\r\n\r\nX-Dawnpost-Delivery: {delivery}\r\n--R--\r\n"
+    )
+}
+
 /// `POST /v1/bounces/dsn` and `GET /v1/suppressions` over real HTTP, behind the ops token:
 /// a DSN recorded and its address suppressed, masked unless revealed; what is not a report
 /// and a missing token refused with their statuses, nothing suppressed (the bad-input table
@@ -273,12 +283,7 @@ async fn the_ops_api_takes_a_dsn_and_lists_the_suppressions(t: &TestLedger) {
     use common::ops_server::{TOKEN, start};
     let s = start(t).await;
     let key = sent(t, "w:2026-11-29", "bob@carrier-y.example").await;
-    let dsn = format!(
-        "MIME-Version: 1.0\r\nContent-Type: multipart/report; report-type=delivery-status; boundary=R\r\n\r\n\
-         --R\r\nContent-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; relay.example\r\n\r\n\
-         Final-Recipient: rfc822; bob@carrier-y.example\r\nAction: failed\r\nStatus: 5.1.1\r\n\r\n\
-         --R\r\nContent-Type: text/rfc822-headers\r\n\r\nX-Dawnpost-Delivery: {key}\r\n--R--\r\n"
-    );
+    let dsn = dsn_of("bob@carrier-y.example", &key.to_string());
     let post = |body: Vec<u8>, token: Option<&'static str>| {
         let mut req = (s.http.post(format!("{}/v1/bounces/dsn", s.base)))
             .header("content-type", "message/rfc822")
@@ -321,6 +326,29 @@ async fn the_ops_api_takes_a_dsn_and_lists_the_suppressions(t: &TestLedger) {
     let path = "/v1/suppressions?reveal=true";
     let (_, list) = s.ops(reqwest::Method::GET, path, Some(TOKEN), None).await;
     assert_eq!(list["suppressions"][0]["address"], "bob@carrier-y.example");
+
+    // Counted by provider and kind; a DSN that matches no delivery is counted as unmatched.
+    let stranger = dsn_of(
+        "stranger@elsewhere.example",
+        "w:2026-01-01/email:stranger@elsewhere.example",
+    );
+    let r = post(stranger.into_bytes(), Some(TOKEN))
+        .await
+        .expect("post");
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    let metrics = (s.http.get(format!("{}/metrics", s.base)).send().await)
+        .expect("scrape")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("dawnpost_bounces_total{provider=\"dsn\",kind=\"hard\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("dawnpost_bounces_unmatched_total 1"),
+        "{metrics}"
+    );
 
     let r = post(b"Subject: hi\r\n\r\nhello\r\n".to_vec(), Some(TOKEN))
         .await
