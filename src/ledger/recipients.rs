@@ -315,6 +315,21 @@ impl Recipients<'_> {
             .pop())
     }
 
+    /// What changes whenever a suppression is made or lifted: the newest suppression's id and
+    /// how many are in force.
+    pub async fn version(self) -> Result<(i64, i64)> {
+        let row: (i64, i64) = on_backend!(self, |p, _d| {
+            sqlx::query_as(
+                "SELECT COALESCE(MAX(id), 0),
+                        (SELECT COUNT(*) FROM suppressions WHERE lifted_at IS NULL)
+                 FROM suppressions",
+            )
+            .fetch_one(p)
+            .await?
+        });
+        Ok(row)
+    }
+
     /// Every suppression, newest first: those in force, and with `lifted` the lifted ones too.
     pub async fn suppressions(self, lifted: bool, limit: u32) -> Result<Vec<Suppression>> {
         let sql = if lifted {

@@ -20,6 +20,7 @@ pub mod limits;
 mod queue;
 mod running;
 mod send;
+mod suppressions;
 pub mod throttle;
 mod wait;
 mod work;
@@ -262,6 +263,8 @@ pub struct Pipeline {
     /// How many live nodes share the ledger, as the registry's heartbeats see it: the
     /// completer gathers longer on a node that shares the load (see `completer::gathering`).
     leadership: crate::runtime::leadership::Leadership,
+    /// The suppressions in force, which each email's send is checked against.
+    suppressions: suppressions::Suppressions,
 }
 
 /// How long an idle pool that hears other processes' work signals waits at most before it
@@ -320,6 +323,7 @@ impl Pipeline {
             hearing: std::sync::atomic::AtomicBool::new(false),
             leadership: crate::runtime::leadership::Leadership::default(),
             arrivals: queue::Arrivals::default(),
+            suppressions: suppressions::Suppressions::default(),
         }
         .publishing_limits())
     }

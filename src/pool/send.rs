@@ -161,10 +161,8 @@ pub(super) async fn suppression(
         return Ok(None);
     };
     let report = key.job().report();
-    let found = p
-        .ledger
-        .recipients()
-        .suppressed(&address, report.as_str())
+    let found = (p.suppressions)
+        .of(&p.ledger, &address, report.as_str())
         .await?;
     Ok(found.map(|s| {
         let scope = match &s.report {
