@@ -1,6 +1,10 @@
 //! A `file://` store's writes: every part of an artifact on one blocking thread, each staged in
-//! `<file>#<n>` and published with a hard link, which fails when the file exists (create-only,
-//! as object_store's `LocalFileSystem` does it, whose reads and listings see the same files).
+//! `<file>#<random>` and published with a hard link, which fails when the file exists
+//! (create-only, as object_store's `LocalFileSystem` does it, whose reads and listings see the
+//! same files and skip the staged ones). A write killed halfway leaves its staged file: the
+//! next write into the folder (the job rendered again) removes every staged file there. A
+//! staged name is never used twice, so removing one a live writer still holds makes that write
+//! fail (and its render be retried), never publish another write's bytes.
 //! Through object_store each part was a hand-off of its own to the blocking pool, and the
 //! first part's open failed before its folder was made. The caller is on a blocking thread.
 
@@ -44,6 +48,12 @@ pub(super) fn files<'a>(
 /// Writes each `(path, body)` in order, create-only, on the caller's (blocking) thread; a file
 /// already there is kept. Returns whether any part was written by this call.
 pub(super) fn write_files<B: AsRef<[u8]>>(parts: &[(PathBuf, B)]) -> Result<bool, ArtifactError> {
+    let folders: std::collections::BTreeSet<&Path> = (parts.iter())
+        .filter_map(|(path, _)| path.parent())
+        .collect();
+    for folder in folders {
+        remove_staged(folder);
+    }
     let mut made_folder = false;
     let mut wrote = false;
     for (path, body) in parts {
@@ -70,15 +80,38 @@ fn write_part(path: &Path, body: &[u8], made_folder: &mut bool) -> Result<bool, 
     }
 }
 
-/// A new staging file `<path>#<n>` beside `path` (its folder made when missing, once).
+/// Removes the staged files a killed write left in `folder` (names holding `#`); a folder not
+/// there yet has none.
+fn remove_staged(folder: &Path) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        if entry.file_name().to_string_lossy().contains('#') {
+            let path = entry.path();
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::info!(file = %path.display(), "removed a part a killed write left half-written")
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), error = %e, "could not remove a half-written part; retention removes it")
+                }
+            }
+        }
+    }
+}
+
+/// A new staging file `<path>#<random>` beside `path` (its folder made when missing, once).
 fn staging_file(
     path: &Path,
     made_folder: &mut bool,
 ) -> Result<(std::fs::File, PathBuf), ArtifactError> {
     let mut n = 1u32;
     loop {
+        use rand::RngExt as _;
         let mut staged = path.as_os_str().to_owned();
-        staged.push(format!("#{n}"));
+        staged.push(format!("#{:016x}", rand::rng().random::<u64>()));
         let staged = PathBuf::from(staged);
         let opened = std::fs::OpenOptions::new()
             .write(true)
@@ -136,7 +169,7 @@ mod tests {
     }
 
     #[test]
-    fn a_staging_file_a_crash_left_is_stepped_over() {
+    fn a_staging_file_a_killed_write_left_is_removed_when_the_job_renders_again() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (path, body) = part(dir.path(), "a.html", "<p>whole</p>");
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -148,7 +181,12 @@ mod tests {
             std::fs::read_to_string(&path).expect("read"),
             "<p>whole</p>"
         );
-        assert_eq!(std::fs::read_to_string(&left).expect("left"), "<p>wh");
+        assert!(!Path::new(&left).exists(), "the half-written part is gone");
+        let names: Vec<_> = std::fs::read_dir(path.parent().expect("parent"))
+            .expect("list")
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .collect();
+        assert_eq!(names.len(), 1, "only the part: {names:?}");
     }
 
     #[tokio::test]
