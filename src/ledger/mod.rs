@@ -256,6 +256,15 @@ pub const SKIPPED_FORMAT: i64 = 2;
 /// The oldest work format: the most a write may use until the ledger has seen the live nodes.
 pub(crate) const FIRST_WORK_FORMAT: i64 = 1;
 
+/// A reading of the ledger's clock, and the monotonic instants its statement was sent and
+/// answered at (no wait for a connection between them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockReading {
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub sent: std::time::Instant,
+    pub answered: std::time::Instant,
+}
+
 /// A handle on the ledger; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Ledger {
@@ -342,13 +351,24 @@ impl Ledger {
     }
 
     /// The ledger's own clock, which the nodes sharing it keep (PostgreSQL's
-    /// `clock_timestamp()`); `None` on SQLite, whose machine's clock is the reference.
-    pub(crate) async fn server_time(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+    /// `clock_timestamp()`); `None` on SQLite, whose machine's clock is the reference. The
+    /// round trip is timed from when a pooled connection is in hand: a wait for one is not
+    /// part of the reading.
+    pub(crate) async fn server_time(&self) -> Result<Option<ClockReading>> {
         match &self.backend {
             Backend::Sqlite(_) => Ok(None),
             Backend::Postgres(p) => {
-                let ms: i64 = sqlx::query_scalar(SERVER_TIME).fetch_one(p).await?;
-                Ok(Some(crate::domain::clock::from_millis(ms)))
+                let mut conn = p.acquire().await?;
+                let sent = std::time::Instant::now();
+                let ms: i64 = sqlx::query_scalar(SERVER_TIME)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                let answered = std::time::Instant::now();
+                Ok(Some(ClockReading {
+                    at: crate::domain::clock::from_millis(ms),
+                    sent,
+                    answered,
+                }))
             }
         }
     }

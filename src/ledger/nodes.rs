@@ -58,9 +58,9 @@ pub fn leader(live: &[Node]) -> Option<&Node> {
 pub struct Beat {
     /// The newest format a write may use now (every live node reads it).
     pub format: i64,
-    /// The ledger's clock when the round began (PostgreSQL's `clock_timestamp()`); `None` on
-    /// SQLite.
-    pub server_time: Option<DateTime<Utc>>,
+    /// The ledger's clock when the round began (PostgreSQL's `clock_timestamp()`), timed
+    /// around its own statement; `None` on SQLite.
+    pub server_time: Option<super::ClockReading>,
     /// The live nodes, the oldest start first (ties by id): the first leads.
     pub live: Vec<Node>,
 }

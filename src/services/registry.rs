@@ -104,15 +104,13 @@ impl Registry {
         };
         let forget_before = crate::domain::clock::sub(now, FORGET_AFTER);
         let live_since = crate::domain::clock::sub(now, self.live_for);
-        let sent = std::time::Instant::now();
         let beat = self
             .ledger
             .nodes()
             .beat(&node, forget_before, live_since)
             .await?;
-        let answered = std::time::Instant::now();
-        if let (Some(keeper), Some(reference)) = (&self.timekeeper, beat.server_time) {
-            keeper.take(reference, sent, answered);
+        if let (Some(keeper), Some(r)) = (&self.timekeeper, beat.server_time) {
+            keeper.take(r.at, r.sent, r.answered);
         }
         let leads = leads(&beat.live, &self.node.id);
         if leads != self.leadership.leads() {

@@ -28,11 +28,11 @@ const READ_WITHIN: Duration = Duration::from_secs(5);
 /// has a clock of its own: the wall clock's offset from it, or `None`.
 pub async fn follow(clock: &dyn Clock, ledger: &Ledger) -> Option<chrono::Duration> {
     let follower = clock.following()?;
-    let sent = Instant::now();
     let read = tokio::time::timeout(READ_WITHIN, ledger.server_time()).await;
-    let answered = Instant::now();
     match read {
-        Ok(Ok(Some(reference))) => Some(follower.follow(reference, sent, answered)),
+        // Timed from when the connection was in hand: a wait for one would skew the reading
+        // by half of it.
+        Ok(Ok(Some(r))) => Some(follower.follow(r.at, r.sent, r.answered)),
         Ok(Ok(None)) => None,
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "could not read the ledger's clock; keeping the last reading");

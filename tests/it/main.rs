@@ -17,6 +17,7 @@ mod chat_config;
 mod cli;
 mod cli_reference;
 mod cli_run;
+mod clock_reading;
 mod config_cases;
 mod config_cases_chat;
 mod config_lines;

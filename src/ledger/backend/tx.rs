@@ -384,17 +384,22 @@ impl Tx {
     /// on SQLite.
     pub(in crate::ledger) async fn server_time(
         &mut self,
-    ) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+    ) -> Result<Option<crate::ledger::ClockReading>> {
         match self {
             Tx::Sqlite(_) => Ok(None),
             Tx::Postgres(_) => {
                 let st = Statement::new(crate::ledger::SERVER_TIME);
+                let sent = std::time::Instant::now();
                 let Some((ms,)) = self.fetch_optional::<(i64,)>(&st).await? else {
                     return Err(crate::ledger::LedgerError::Corrupt(
                         "the ledger's clock read returned no row".into(),
                     ));
                 };
-                Ok(Some(crate::domain::clock::from_millis(ms)))
+                Ok(Some(crate::ledger::ClockReading {
+                    at: crate::domain::clock::from_millis(ms),
+                    sent,
+                    answered: std::time::Instant::now(),
+                }))
             }
         }
     }
