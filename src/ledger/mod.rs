@@ -108,7 +108,7 @@ pub(crate) use notices::{Addressed, NewNotice, NoticeAttempt, NoticeMessage, Sen
 pub use notices::{NoticeRow, NoticeSend};
 pub use probes::{AfterProbe, ProbeRow};
 pub use recipients::{BounceRow, Cause, Lifted, NewSuppression, Recorded, SoftPolicy, Suppression};
-pub use rescue::RescueBudget;
+pub use rescue::{Bounds, RescueBudget};
 pub use runbooks::RunbookSpec;
 pub use runbooks::RunbookState;
 pub use runbooks::{Runbook, RunbookStep};

@@ -118,7 +118,66 @@ const ABANDON_SEND: &str = "UPDATE deliveries SET state = 'pending', ready_at = 
         last_class = 'unknown', last_error = 'cut at shutdown', updated_at = $1
      WHERE job_number = $2 AND ordinal = $3 AND lease_token = $4 AND state = 'sending'";
 
+/// The most a stored instant may lie ahead of now: a lease (`pool.lease`) and a delivery's
+/// wait for its retry (the retry policy's longest wait, jitter included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    pub lease: Duration,
+    pub longest_wait: Duration,
+}
+
+impl Bounds {
+    /// `lease`, and the longest wait `policy` asks: its backoff cap, or the longest Retry-After
+    /// it honours with the spread added on top.
+    pub fn of(lease: Duration, policy: &RetryPolicy) -> Bounds {
+        let ms = |d: Duration| d.num_milliseconds().max(0) as f64;
+        let spread = (ms(policy.max_retry_after) * policy.jitter.clamp(0.0, 1.0)).max(1000.0);
+        #[allow(clippy::cast_possible_truncation)] // whole milliseconds of a configured span
+        let retry_after = policy.max_retry_after + Duration::milliseconds(spread.ceil() as i64);
+        Bounds {
+            lease,
+            longest_wait: policy.cap.max(retry_after),
+        }
+    }
+}
+
 impl Leases<'_> {
+    /// On SQLite, whose ledger follows no clock but the machine's: brings back within `bounds`
+    /// what a wall clock that was ahead wrote — a lease ending later than now + the lease, a
+    /// retry waiting longer than the policy's longest wait — so a clock stepped back costs at
+    /// most that. How many rows it moved. PostgreSQL's nodes keep the ledger's clock: nothing.
+    pub async fn bound(self, now: DateTime<Utc>, bounds: Bounds) -> Result<u64> {
+        let super::Backend::Sqlite(p) = &self.backend else {
+            return Ok(0);
+        };
+        let lease_end = to_millis(crate::domain::clock::add(now, bounds.lease));
+        let wait_end = to_millis(crate::domain::clock::add(now, bounds.longest_wait));
+        let mut tx = p.begin_with(super::backend::sqlite::BEGIN).await?;
+        let mut moved = 0;
+        for (sql, bound) in [
+            (
+                "UPDATE deliveries SET ready_at = $1 WHERE state = 'pending' AND ready_at > $1",
+                wait_end,
+            ),
+            (
+                "UPDATE deliveries SET lease_expires_at = $1 WHERE state = 'sending' AND lease_expires_at > $1",
+                lease_end,
+            ),
+            (
+                "UPDATE jobs SET lease_expires_at = $1 WHERE state = 'rendering' AND lease_expires_at > $1",
+                lease_end,
+            ),
+        ] {
+            moved += sqlx::query(sql)
+                .bind(bound)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        }
+        tx.commit().await?;
+        Ok(moved)
+    }
+
     /// Returns every expired lease: `rendering → ready`, `sending → pending`, or, once the
     /// lost leases have spent the work's budget, `→ quarantined` with "worker lost N times".
     /// A rescued delivery keeps its attempt (the send may have happened) and gets an attempt

@@ -22,6 +22,9 @@ pub struct RescuerConfig {
     /// Past this offset of the node's clock from a shared ledger's, it rescues nothing: every
     /// live lease could look expired to it.
     pub max_clock_offset: crate::domain::duration::Span,
+    /// On SQLite, how far ahead a stored lease or retry may lie: each round brings back what
+    /// a wall clock that ran ahead wrote.
+    pub bounds: Option<crate::ledger::Bounds>,
 }
 
 impl Default for RescuerConfig {
@@ -30,6 +33,7 @@ impl Default for RescuerConfig {
             every: Duration::from_secs(15),
             budget: RescueBudget::default(),
             max_clock_offset: crate::domain::duration::Span::from_secs(30),
+            bounds: None,
         }
     }
 }
@@ -43,10 +47,15 @@ impl RescuerConfig {
             Some(every) => every.as_std(),
             None => (lease / 4).clamp(Duration::from_millis(250), Duration::from_secs(15)),
         };
+        let policy = RetryPolicy::from(&config.settings.retry);
         RescuerConfig {
             every,
-            budget: RescueBudget::from(&RetryPolicy::from(&config.settings.retry)),
+            budget: RescueBudget::from(&policy),
             max_clock_offset: config.settings.pool.max_clock_offset,
+            bounds: Some(crate::ledger::Bounds::of(
+                config.settings.pool.lease.as_chrono(),
+                &policy,
+            )),
         }
     }
 }
@@ -114,6 +123,15 @@ impl Rescuer {
     pub async fn run_once(&self) -> Result<RescueCounts, LedgerError> {
         if crate::domain::clock::refusal(&*self.clock, self.config.max_clock_offset).is_some() {
             return Ok(RescueCounts::default());
+        }
+        if let Some(bounds) = self.config.bounds {
+            let moved = self.ledger.leases().bound(self.clock.now(), bounds).await?;
+            if moved > 0 {
+                tracing::warn!(
+                    moved,
+                    "brought back leases and retries written further ahead than they can be (this machine's clock was ahead when they were written)"
+                );
+            }
         }
         let counts = self
             .ledger

@@ -18,6 +18,7 @@ mod cli;
 mod cli_reference;
 mod cli_run;
 mod clock_reading;
+mod clock_step_back;
 mod config_cases;
 mod config_cases_chat;
 mod config_lines;
