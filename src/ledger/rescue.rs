@@ -88,7 +88,14 @@ const RESCUE_SENDS: &str = sql!(
     super::LIVE_JOB_NUMBERS
 );
 
-/// Settles every delivering job with nothing left to send, at `$1`: `done`, or `quarantined`
+/// How long after a delivering job's last delivery finished the rescuer settles it: the pool
+/// settles its own jobs in the group commit after the one that recorded the finish (later
+/// under load), and only a job still delivering well after that lost the worker that would
+/// have settled it.
+pub(crate) const STOPPED_AFTER: Duration = Duration::seconds(30);
+
+/// Settles every delivering job with nothing left to send whose deliveries all finished
+/// before `$2` (or in this round's own rescue, at `$1`), at `$1`: `done`, or `quarantined`
 /// when a delivery is.
 const SETTLE_ALL: &str = sql!(
     "UPDATE jobs
@@ -100,7 +107,9 @@ const SETTLE_ALL: &str = sql!(
        AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
                        AND d.state IN (",
     super::states::DELIVERIES_UNFINISHED,
-    "))"
+    "))
+       AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.job_number = jobs.number
+                       AND d.terminal_at > $2 AND d.terminal_at <> $1)"
 );
 
 /// A send cut at shutdown: its attempt row (`$1` now, `$2` and `$3` the delivery's job number
@@ -226,6 +235,7 @@ impl Leases<'_> {
                 .rows_affected();
             let settled = sqlx::query(SETTLE_ALL)
                 .bind(now_ms)
+                .bind(to_millis(crate::domain::clock::sub(now, STOPPED_AFTER)))
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();

@@ -74,6 +74,7 @@ mod recipients;
 mod reissue;
 mod report_link;
 mod report_size;
+mod rescue_settle;
 mod retention;
 mod runbook;
 mod s3_nodes;
