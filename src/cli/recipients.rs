@@ -8,9 +8,9 @@ use super::{BounceArgs, EXIT_ERROR, LedgerSlot, SuppressArgs, SuppressionsArgs};
 use crate::config::Config;
 use crate::delivery::email::dsn;
 use crate::domain::clock::SharedClock;
-use crate::ledger::{Audit, Cause, NewSuppression, Via};
+use crate::ledger::{Audit, Cause, NewSuppression, Via, scope};
 use crate::views::history::Redactions;
-use crate::views::recipients::{BounceTakenV1, SuppressionsV1, hiding, scope, text};
+use crate::views::recipients::{BounceTakenV1, SuppressionsV1, hiding, text};
 
 /// `dawnpost bounce < message.eml`: the DSN or abuse report on stdin, recorded.
 pub(super) async fn bounce(

@@ -107,7 +107,9 @@ pub use notices::Told;
 pub(crate) use notices::{Addressed, NewNotice, NoticeAttempt, NoticeMessage, SendNext};
 pub use notices::{NoticeRow, NoticeSend};
 pub use probes::{AfterProbe, ProbeRow};
-pub use recipients::{BounceRow, Cause, Lifted, NewSuppression, Recorded, SoftPolicy, Suppression};
+pub use recipients::{
+    BounceRow, Cause, Lifted, NewSuppression, Recorded, SoftPolicy, Suppression, scope,
+};
 pub use rescue::{Bounds, RescueBudget};
 pub use runbooks::RunbookSpec;
 pub use runbooks::RunbookState;

@@ -52,6 +52,14 @@ impl Cause {
     }
 }
 
+/// Whom a suppression holds for, in words: `for report R`, or `for every report`.
+pub fn scope(report: Option<&str>) -> String {
+    match report {
+        Some(r) => format!("for report {r}"),
+        None => "for every report".to_string(),
+    }
+}
+
 /// How many soft bounces of an address within how long suppress it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SoftPolicy {

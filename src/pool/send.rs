@@ -165,12 +165,9 @@ pub(super) async fn suppression(
         .of(&p.ledger, &address, report.as_str())
         .await?;
     Ok(found.map(|s| {
-        let scope = match &s.report {
-            Some(r) => format!("for report {r}"),
-            None => "for every report".to_string(),
-        };
         let why = format!(
-            "not sent: the recipient is suppressed {scope} since {} ({})",
+            "not sent: the recipient is suppressed {} since {} ({})",
+            crate::ledger::scope(s.report.as_deref()),
             crate::domain::window::rfc3339(s.since),
             s.why
         );

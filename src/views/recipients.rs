@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::domain::redact::redact_address;
 use crate::domain::window::rfc3339;
-use crate::ledger::{Recorded, Suppression};
+use crate::ledger::{Recorded, Suppression, scope};
 use crate::views::api::ApiVersion;
 use crate::views::history::Redactions;
 
@@ -135,14 +135,6 @@ impl BounceTakenV1 {
             "bounce {} {}{status} for {who}: {what}",
             self.bounce_id, self.kind
         )
-    }
-}
-
-/// `for every report` or `for report R`.
-pub fn scope(report: Option<&str>) -> String {
-    match report {
-        Some(r) => format!("for report {r}"),
-        None => "for every report".to_string(),
     }
 }
 

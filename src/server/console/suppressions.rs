@@ -12,8 +12,7 @@ use super::pages::{scroll_region, shell, when};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
 use crate::domain::redact::redact_address;
-use crate::ledger::{Audit, Cause, NewSuppression, Suppression, Via};
-use crate::views::recipients::scope;
+use crate::ledger::{Audit, Cause, NewSuppression, Suppression, Via, scope};
 
 #[derive(Debug, Deserialize)]
 pub(super) struct ListQuery {
