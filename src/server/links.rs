@@ -200,11 +200,9 @@ fn served(
         Part::Html => {
             let also = other_parts(links, key, sha256, r.csv.is_some());
             // The charts the email carries as parts, by their links here.
-            let mut html = r.html;
-            for id in r.images.keys() {
-                let cid = format!("cid:{}", crate::report::render::content_id(id));
-                html = html.replace(&cid, &html_escape(&links.chart(key, id)));
-            }
+            let html = crate::report::render::cids_replaced(r.html, &r.images, |id, _| {
+                html_escape(&links.chart(key, id))
+            });
             Html(with_header(&html, &also)).into_response()
         }
         Part::Text => (

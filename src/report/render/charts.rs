@@ -18,6 +18,22 @@ pub fn content_id(id: &str) -> String {
     format!("chart-{id}@dawnpost")
 }
 
+/// `html` with each of `images`' `cid:` references replaced by what `to` makes of the chart's
+/// id and picture: where an email's parts are not (a link, a page), the chart by other means.
+pub fn cids_replaced(
+    mut html: String,
+    images: &BTreeMap<String, Vec<u8>>,
+    to: impl Fn(&str, &[u8]) -> String,
+) -> String {
+    for (id, png) in images {
+        let cid = format!("cid:{}", content_id(id));
+        if html.contains(&cid) {
+            html = html.replace(&cid, &to(id, png));
+        }
+    }
+    html
+}
+
 /// Draws every chart of `specs` from `context`'s `data`, and puts what a template needs of each
 /// (its `cid`, `alt`, `width`, `height`) under `charts` in the context. The PNGs, by chart id.
 pub(super) fn draw_all(

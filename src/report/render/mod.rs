@@ -21,7 +21,7 @@ mod email_html;
 mod helpers;
 mod xlsx;
 
-pub use charts::{chart_url, content_id};
+pub use charts::{chart_url, cids_replaced, content_id};
 pub use check::check_templates;
 pub(crate) use check::{FAMILY_ROWS_CHECKED, part_sizes};
 pub use helpers::grouped;

@@ -71,15 +71,10 @@ pub(super) async fn artifact(
 /// and the preview is the operator's alone (emails never carry `data:` pictures).
 fn with_charts_inline(r: crate::report::render::Rendered) -> String {
     use base64::Engine as _;
-    let mut html = r.html;
-    for (id, png) in &r.images {
-        let cid = format!("cid:{}", crate::report::render::content_id(id));
-        if html.contains(&cid) {
-            let data = base64::engine::general_purpose::STANDARD.encode(png);
-            html = html.replace(&cid, &format!("data:image/png;base64,{data}"));
-        }
-    }
-    html
+    crate::report::render::cids_replaced(r.html, &r.images, |_, png| {
+        let data = base64::engine::general_purpose::STANDARD.encode(png);
+        format!("data:image/png;base64,{data}")
+    })
 }
 
 /// `GET /ui/jobs/{key}/artifact.csv`: the CSV attachment, as a download.
