@@ -9,45 +9,16 @@ use crate::common;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_ASN1_SIGNING, EcdsaKeyPair, KeyPair as _};
 use base64::Engine as _;
 use common::TestLedger;
-use common::fixtures::{attempt, rendered_job, t0};
+use common::fixtures::{bounce_sample, message_id_of, sent_email};
 use common::ops_server::{Server, start_with};
 use dawnpost::Clock as _;
-use dawnpost::domain::outcome::ResponseClass;
-use dawnpost::ledger::{Cause, DeliveryNext};
+use dawnpost::ledger::Cause;
 use reqwest::StatusCode;
 
 const POSTMARK_ENV: &str = "DAWNPOST_TEST_POSTMARK_CREDENTIALS";
 const MAILGUN_ENV: &str = "DAWNPOST_TEST_MAILGUN_KEY";
 const SENDGRID_ENV: &str = "DAWNPOST_TEST_SENDGRID_KEY";
 const MAILGUN_KEY: &str = "key-3ax6xnjp29jd6fds4gc373sgvjxteol0";
-
-fn sample(name: &str) -> String {
-    let path = format!(
-        "{}/tests/support/bounces/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
-/// A job whose one email to `address` was sent: its delivery key.
-async fn sent(t: &TestLedger, job: &str, address: &str) -> dawnpost::domain::keys::DeliveryKey {
-    let leases = rendered_job(t, job, &[address]).await;
-    (t.ledger.deliveries())
-        .finish(
-            &leases[0],
-            &attempt(ResponseClass::Accepted, t0()),
-            DeliveryNext::Sent,
-        )
-        .await
-        .expect("sent");
-    leases[0].key().clone()
-}
-
-/// The Message-ID dawnpost gave delivery `key`'s email.
-fn message_id(key: &dawnpost::domain::keys::DeliveryKey) -> String {
-    let digest = dawnpost::delivery::email::message::message_digest(&key.to_string());
-    format!("<{digest}.dawnpost@dawnpost.test>")
-}
 
 async fn post(
     s: &Server,
@@ -89,11 +60,11 @@ async fn postmark_bounces_and_complaints_are_taken_behind_its_credentials(t: &Te
     // SAFETY: no other test reads or writes this test's variables.
     unsafe { std::env::set_var(var(t, POSTMARK_ENV), "postmark:s3cret") };
     let s = start_with(t, &server_toml(t)).await;
-    let key = sent(t, "warehouse-17:2026-11-29", "john@example.com").await;
+    let key = sent_email(t, "warehouse-17:2026-11-29", "john@example.com").await;
     let dump = format!(
         "From: reports@dawnpost.test\r\nTo: john@example.com\r\nX-Dawnpost-Delivery: {key}\r\n\r\nbody"
     );
-    let body = sample("postmark-bounce.json").replace(
+    let body = bounce_sample("postmark-bounce.json").replace(
         "\"Test content\"",
         &serde_json::to_string(&dump).expect("json"),
     );
@@ -133,7 +104,7 @@ async fn postmark_bounces_and_complaints_are_taken_behind_its_credentials(t: &Te
 
     // Its spam complaint: no dump of the message, so it matches nothing and suppresses nobody
     // more (kept and counted).
-    let complaint = sample("postmark-spam-complaint.json");
+    let complaint = bounce_sample("postmark-spam-complaint.json");
     let (status, reply) = post(
         &s,
         "/v1/bounces/postmark",
@@ -145,7 +116,7 @@ async fn postmark_bounces_and_complaints_are_taken_behind_its_credentials(t: &Te
     assert_eq!(reply["bounces"][0]["kind"], "complaint");
     assert!(reply["bounces"][0].get("delivery").is_none(), "{reply}");
     // Another provider's payload is no Postmark webhook.
-    let other = sample("sendgrid-events.json");
+    let other = bounce_sample("sendgrid-events.json");
     assert_eq!(
         post(&s, "/v1/bounces/postmark", other, &basic("postmark:s3cret"))
             .await
@@ -161,7 +132,7 @@ async fn postmark_bounces_and_complaints_are_taken_behind_its_credentials(t: &Te
 fn mailgun_post(key: &dawnpost::domain::keys::DeliveryKey, ts: i64, signing_key: &str) -> String {
     use hmac::{Hmac, KeyInit, Mac};
     let mut v: serde_json::Value =
-        serde_json::from_str(&sample("mailgun-failed-permanent.json")).expect("json");
+        serde_json::from_str(&bounce_sample("mailgun-failed-permanent.json")).expect("json");
     let token = v["signature"]["token"].as_str().unwrap_or("").to_string();
     let mut mac =
         <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(signing_key.as_bytes()).expect("key");
@@ -170,7 +141,7 @@ fn mailgun_post(key: &dawnpost::domain::keys::DeliveryKey, ts: i64, signing_key:
     v["signature"]["timestamp"] = ts.to_string().into();
     v["signature"]["signature"] = hex::encode(mac.finalize().into_bytes()).into();
     v["event-data"]["recipient"] = "alice@example.com".into();
-    let id = message_id(key);
+    let id = message_id_of(key);
     v["event-data"]["message"]["headers"]["message-id"] = id.trim_matches(['<', '>']).into();
     v.to_string()
 }
@@ -178,14 +149,14 @@ fn mailgun_post(key: &dawnpost::domain::keys::DeliveryKey, ts: i64, signing_key:
 async fn mailgun_events_are_taken_when_signed_and_fresh(t: &TestLedger) {
     unsafe { std::env::set_var(var(t, MAILGUN_ENV), MAILGUN_KEY) };
     let s = start_with(t, &server_toml(t)).await;
-    let key = sent(t, "warehouse-17:2026-11-29", "alice@example.com").await;
+    let key = sent_email(t, "warehouse-17:2026-11-29", "alice@example.com").await;
     let now = s.clock.now().timestamp();
     let rec = t.ledger.recipients();
     // The documented sample as it is (signed with Mailgun's key, long ago): refused.
     let (status, _) = post(
         &s,
         "/v1/bounces/mailgun",
-        sample("mailgun-failed-permanent.json"),
+        bounce_sample("mailgun-failed-permanent.json"),
         &[],
     )
     .await;
@@ -247,9 +218,9 @@ async fn sendgrid_events_are_taken_when_their_signature_verifies(t: &TestLedger)
     let b64 = base64::engine::general_purpose::STANDARD;
     unsafe { std::env::set_var(var(t, SENDGRID_ENV), b64.encode(spki.as_ref())) };
     let s = start_with(t, &server_toml(t)).await;
-    let key = sent(t, "warehouse-17:2026-11-29", "example@test.com").await;
-    let body = sample("sendgrid-events.json")
-        .replace("<14c5d75ce93.dfd.64b469@ismtpd-555>", &message_id(&key));
+    let key = sent_email(t, "warehouse-17:2026-11-29", "example@test.com").await;
+    let body = bounce_sample("sendgrid-events.json")
+        .replace("<14c5d75ce93.dfd.64b469@ismtpd-555>", &message_id_of(&key));
     let ts = s.clock.now().timestamp().to_string();
     let sign = |ts: &str, body: &str| {
         let mut signed = ts.as_bytes().to_vec();

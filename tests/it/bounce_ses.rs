@@ -11,27 +11,18 @@ use std::io::Write as _;
 use std::process::Stdio;
 
 use common::TestLedger;
-use common::fixtures::{attempt, rendered_job, t0};
+use common::fixtures::{bounce_sample, message_id_of, sent_email};
 use common::ops_server::{Server, start_with};
-use dawnpost::domain::outcome::ResponseClass;
-use dawnpost::ledger::{Cause, DeliveryNext};
+use dawnpost::ledger::Cause;
 use reqwest::StatusCode;
 
 const TOPIC: &str = "arn:aws:sns:us-west-2:123456789012:MyTopic";
-
-fn sample(name: &str) -> String {
-    let path = format!(
-        "{}/tests/support/bounces/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
-}
 
 /// The SNS sample carrying `message` (an SES notification), signed with a new key whose
 /// certificate goes to `certs`.
 fn signed(message: &str, version: &str, certs: &std::path::Path) -> String {
     let mut sns: serde_json::Value =
-        serde_json::from_str(&sample("sns-notification.json")).expect("json");
+        serde_json::from_str(&bounce_sample("sns-notification.json")).expect("json");
     sns["Message"] = message.into();
     sns["SignatureVersion"] = version.into();
     let script = format!("{}/tests/support/sns_sign.py", env!("CARGO_MANIFEST_DIR"));
@@ -81,19 +72,9 @@ async fn ses_notifications_are_taken_when_sns_signed_them(t: &TestLedger) {
         certs.path().display()
     );
     let s = start_with(t, &toml).await;
-    let leases = rendered_job(t, "warehouse-17:2026-11-29", &["jane@example.com"]).await;
-    (t.ledger.deliveries())
-        .finish(
-            &leases[0],
-            &attempt(ResponseClass::Accepted, t0()),
-            DeliveryNext::Sent,
-        )
-        .await
-        .expect("sent");
-    let key = leases[0].key().clone();
-    let digest = dawnpost::delivery::email::message::message_digest(&key.to_string());
-    let ours = format!("<{digest}.dawnpost@dawnpost.test>");
-    let bounce = sample("ses-bounce-notification.json").replace("custom-message-ID", &ours);
+    let key = sent_email(t, "warehouse-17:2026-11-29", "jane@example.com").await;
+    let ours = message_id_of(&key);
+    let bounce = bounce_sample("ses-bounce-notification.json").replace("custom-message-ID", &ours);
     let rec = t.ledger.recipients();
 
     // Refused: a topic not configured, a certificate off AWS, a tampered message.
@@ -139,7 +120,7 @@ async fn ses_notifications_are_taken_when_sns_signed_them(t: &TestLedger) {
 
     // The complaint sample names another recipient, whom nothing was sent: kept, unmatched.
     let complaint = signed(
-        &sample("ses-complaint-notification.json"),
+        &bounce_sample("ses-complaint-notification.json"),
         "2",
         certs.path(),
     );
@@ -153,7 +134,7 @@ async fn ses_notifications_are_taken_when_sns_signed_them(t: &TestLedger) {
 
 async fn ses_is_not_enabled_without_a_topic(t: &TestLedger) {
     let s = start_with(t, "").await;
-    let (status, reply) = post(&s, sample("sns-notification.json")).await;
+    let (status, reply) = post(&s, bounce_sample("sns-notification.json")).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{reply}");
     s.cancel.cancel();
 }

@@ -7,13 +7,11 @@
 use crate::common;
 
 use chrono::Duration;
-use common::fixtures::{attempt, rendered_job, t0};
+use common::fixtures::{rendered_job, sent_email, t0};
 use common::{TestLedger, dk, jk};
 use dawnpost::domain::bounce::{Bounce, BounceKind};
-use dawnpost::domain::outcome::ResponseClass;
 use dawnpost::ledger::{
-    Audit, Cause, DeliveryNext, DeliveryState, JobState, NewSuppression, Node, SUPPRESSED_FORMAT,
-    SoftPolicy, Via,
+    Audit, Cause, DeliveryState, JobState, NewSuppression, Node, SUPPRESSED_FORMAT, SoftPolicy, Via,
 };
 
 const SOFT: SoftPolicy = SoftPolicy {
@@ -28,23 +26,9 @@ fn bounce(kind: BounceKind, address: &str, status: Option<&str>) -> Bounce {
     b
 }
 
-/// A job `key` whose one email to `address` was sent.
-async fn sent(t: &TestLedger, key: &str, address: &str) -> dawnpost::domain::keys::DeliveryKey {
-    let leases = rendered_job(t, key, &[address]).await;
-    (t.ledger.deliveries())
-        .finish(
-            &leases[0],
-            &attempt(ResponseClass::Accepted, t0()),
-            DeliveryNext::Sent,
-        )
-        .await
-        .expect("sent");
-    leases[0].key().clone()
-}
-
 async fn a_hard_bounce_is_a_later_event_that_suppresses_for_every_report(t: &TestLedger) {
     let l = &t.ledger;
-    let key = sent(t, "w:2026-11-29", "bob@carrier-y.example").await;
+    let key = sent_email(t, "w:2026-11-29", "bob@carrier-y.example").await;
     let at = t0() + Duration::hours(1);
     let b = bounce(BounceKind::Hard, "bob@carrier-y.example", Some("5.1.1"));
     let r = (l.recipients().record(&b, Some(&key), SOFT, at))
@@ -96,7 +80,7 @@ async fn an_unmatched_bounce_is_kept_and_never_suppresses(t: &TestLedger) {
 
 async fn soft_bounces_suppress_only_when_enough_fall_in_the_window(t: &TestLedger) {
     let l = &t.ledger;
-    let key = sent(t, "w:2026-11-29", "ann@carrier-y.example").await;
+    let key = sent_email(t, "w:2026-11-29", "ann@carrier-y.example").await;
     let b = bounce(BounceKind::Soft, "ann@carrier-y.example", Some("4.2.2"));
     // Two long ago, outside the window; then two within it: not yet.
     for days in [30, 20, 2, 1] {
@@ -120,7 +104,7 @@ async fn soft_bounces_suppress_only_when_enough_fall_in_the_window(t: &TestLedge
 
 async fn a_complaint_naming_a_report_suppresses_for_that_report(t: &TestLedger) {
     let l = &t.ledger;
-    let key = sent(t, "w:2026-11-29", "carol@isp.example").await;
+    let key = sent_email(t, "w:2026-11-29", "carol@isp.example").await;
     let mut b = bounce(BounceKind::Complaint, "carol@isp.example", None);
     b.report = Some("w".into());
     let r = (l.recipients().record(&b, Some(&key), SOFT, t0()))
@@ -183,8 +167,8 @@ async fn an_operator_suppresses_and_lifts_audited_and_the_history_stays(t: &Test
 
 async fn a_message_id_is_looked_for_among_the_sent_deliveries_to_its_address(t: &TestLedger) {
     let rec = t.ledger.recipients();
-    let key = sent(t, "w:2026-11-29", "Eve_X@Carrier-Y.example").await;
-    sent(t, "w:2026-11-30", "evexx@carrier-y.example").await;
+    let key = sent_email(t, "w:2026-11-29", "Eve_X@Carrier-Y.example").await;
+    sent_email(t, "w:2026-11-30", "evexx@carrier-y.example").await;
     let found = rec
         .sent_to("eve_x@carrier-y.example", 10)
         .await
@@ -282,7 +266,7 @@ fn dsn_of(to: &str, delivery: &str) -> String {
 async fn the_ops_api_takes_a_dsn_and_lists_the_suppressions(t: &TestLedger) {
     use common::ops_server::{TOKEN, start};
     let s = start(t).await;
-    let key = sent(t, "w:2026-11-29", "bob@carrier-y.example").await;
+    let key = sent_email(t, "w:2026-11-29", "bob@carrier-y.example").await;
     let dsn = dsn_of("bob@carrier-y.example", &key.to_string());
     let post = |body: Vec<u8>, token: Option<&'static str>| {
         let mut req = (s.http.post(format!("{}/v1/bounces/dsn", s.base)))

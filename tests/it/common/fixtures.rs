@@ -186,3 +186,32 @@ pub async fn deliver_due(
     }
     leased.len()
 }
+
+/// A job `job` whose one email, to `address`, was sent (accepted at [`t0`]): its delivery key.
+pub async fn sent_email(t: &TestLedger, job: &str, address: &str) -> DeliveryKey {
+    let leases = rendered_job(t, job, &[address]).await;
+    (t.ledger.deliveries())
+        .finish(
+            &leases[0],
+            &attempt(ResponseClass::Accepted, t0()),
+            DeliveryNext::Sent,
+        )
+        .await
+        .expect("sent");
+    leases[0].key().clone()
+}
+
+/// The Message-ID dawnpost gave delivery `key`'s email (from `dawnpost.test`).
+pub fn message_id_of(key: &DeliveryKey) -> String {
+    let digest = dawnpost::delivery::email::message::message_digest(&key.to_string());
+    format!("<{digest}.dawnpost@dawnpost.test>")
+}
+
+/// A provider's documented sample payload, `tests/support/bounces/<name>`.
+pub fn bounce_sample(name: &str) -> String {
+    let path = format!(
+        "{}/tests/support/bounces/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
