@@ -129,7 +129,7 @@ impl Rescuer {
             if moved > 0 {
                 tracing::warn!(
                     moved,
-                    "brought back leases and retries written further ahead than they can be (this machine's clock was ahead when they were written)"
+                    "brought back leases and retries written further ahead than they can be (the node that wrote them had a clock ahead)"
                 );
             }
         }

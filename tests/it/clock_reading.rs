@@ -1,7 +1,7 @@
 //! A reading of a shared ledger's clock is timed from when its connection is in hand: with
 //! every pooled connection held (here, waiting on a lock of the `nodes` table), the reading
 //! waits for one, and that wait must not be taken for the server's round trip. Node and server
-//! share this machine's clock, so the offset read is about zero however long the wait.
+//! run on one host and share its clock, so the offset read is about zero however long the wait.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -23,7 +23,7 @@ impl Drop for Postfix {
     }
 }
 
-/// Whether this machine can run a private Postfix: the binary, and root to start it.
+/// Whether a private Postfix can run here: the binary, and root to start it.
 fn can_run_postfix() -> bool {
     let installed = std::process::Command::new("postconf")
         .arg("mail_version")
