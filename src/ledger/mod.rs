@@ -152,6 +152,10 @@ pub enum LedgerError {
     Open { url: String, reason: String },
     #[error("ledger query failed: {0}")]
     Db(#[from] sqlx::Error),
+    /// No pooled connection came free within the pool's acquire timeout, and why (PostgreSQL:
+    /// the server's own reason when it refuses new connections).
+    #[error("no ledger connection came free within 10 s: {reason}")]
+    Starved { reason: String },
     #[error("ledger migration failed: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     /// The lease was rescued or taken over: this worker must drop the work.
@@ -199,6 +203,28 @@ fn out_of_transaction<C: sqlx::Connection>(conn: &C) -> bool {
         tracing::warn!("closing a ledger connection left inside a failed transaction");
     }
     clean
+}
+
+impl Ledger {
+    /// A connection of the PostgreSQL pool for a statement; when none comes free in time, the
+    /// server's reason ([`backend::postgres::acquire`]), which sqlx itself drops.
+    pub(in crate::ledger) async fn pg_connection(
+        &self,
+        pool: &sqlx::PgPool,
+    ) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>> {
+        backend::postgres::acquire(pool, &self.starved).await
+    }
+
+    /// A transaction on a connection [`Ledger::pg_connection`] found: `Pool::begin_with`
+    /// without sqlx's own wait for the connection.
+    pub(in crate::ledger) async fn pg_begin(
+        &self,
+        pool: &sqlx::PgPool,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        let conn = self.pg_connection(pool).await?;
+        let begin = sqlx::SqlSafeStr::into_sql_str(backend::postgres::BEGIN);
+        Ok(sqlx::Transaction::begin(conn, Some(begin)).await?)
+    }
 }
 
 impl LedgerError {
@@ -273,6 +299,9 @@ pub struct Ledger {
     backend: Backend,
     /// The newest format every live node reads (shared by the clones).
     write_format: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// Why the pool last had no connection to give, found out at most once in a while
+    /// (shared by the clones).
+    starved: backend::postgres::Starvation,
 }
 
 impl Ledger {
@@ -321,6 +350,7 @@ impl Ledger {
         Ledger {
             backend,
             write_format: std::sync::Arc::new(FIRST_WORK_FORMAT.into()),
+            starved: Default::default(),
         }
     }
 
@@ -360,7 +390,7 @@ impl Ledger {
         match &self.backend {
             Backend::Sqlite(_) => Ok(None),
             Backend::Postgres(p) => {
-                let mut conn = p.acquire().await?;
+                let mut conn = self.pg_connection(p).await?;
                 let sent = std::time::Instant::now();
                 let ms: i64 = sqlx::query_scalar(SERVER_TIME)
                     .fetch_one(&mut *conn)

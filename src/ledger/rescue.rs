@@ -198,7 +198,7 @@ impl Leases<'_> {
         let age_cutoff = to_millis(crate::domain::clock::sub(now, budget.max_age));
         let lost = format!(" times, last at {}", rfc3339(now));
         on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
+            let mut tx = d::begin(&self, p).await?;
             if let Some(wait) = d::RESCUE_WAIT {
                 sqlx::query(wait).execute(&mut *tx).await?;
             }
@@ -256,7 +256,7 @@ impl Leases<'_> {
         let now_ms = to_millis(now);
         let place = lease.place();
         let n = on_backend!(self, |p, d| {
-            let mut tx = p.begin_with(d::BEGIN).await?;
+            let mut tx = d::begin(&self, p).await?;
             sqlx::query(RECORD_CUT_SEND)
                 .bind(now_ms)
                 .bind(place.job_number)

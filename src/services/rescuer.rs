@@ -162,7 +162,7 @@ impl Rescuer {
         if counts.settled > 0 {
             tracing::warn!(
                 jobs = counts.settled,
-                "settled jobs whose last delivery was recorded by a worker that then stopped"
+                "settled jobs left delivering 30 s after their last delivery finished: the worker that recorded it stopped, or could not record the settle"
             );
         }
         Ok(counts)

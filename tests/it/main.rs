@@ -65,6 +65,7 @@ mod owners;
 mod owners_suppressed;
 mod pipeline;
 mod pipeline_faults;
+mod pool_starved;
 mod postfix_bounce;
 mod postgres_open;
 mod rate_limits;

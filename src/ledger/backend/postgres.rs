@@ -2,16 +2,27 @@
 //! concurrent workers never wait on, or take, each other's rows.
 
 use std::str::FromStr;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
-use sqlx::PgPool;
+use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
+use sqlx::{PgPool, Postgres};
 
 use crate::domain::redact::redact_url;
 use crate::ledger::LedgerError;
 use crate::ledger::PerBackend;
 
 pub(in crate::ledger) const BEGIN: &str = "BEGIN";
+
+/// A transaction for a statement group written once for both backends (`d::begin`).
+pub(in crate::ledger) async fn begin(
+    ledger: &crate::ledger::Ledger,
+    pool: &PgPool,
+) -> Result<sqlx::Transaction<'static, Postgres>, LedgerError> {
+    ledger.pg_begin(pool).await
+}
 
 /// Runs first in a rescue's transaction: an expired lease whose row another transaction still
 /// holds (its node paused or stalled between two statements of an outcome write) is waited
@@ -89,7 +100,7 @@ pub(in crate::ledger) async fn connect(
         .before_acquire(|conn, _| {
             Box::pin(async move { Ok(crate::ledger::out_of_transaction(conn)) })
         })
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_timeout(ACQUIRE_TIMEOUT)
         .connect_with(options.clone())
         .await
     {
@@ -118,27 +129,179 @@ pub(in crate::ledger) async fn check_writable(pool: &PgPool) -> Result<(), sqlx:
     tx.commit().await
 }
 
+/// How long the pool waits for a connection before a statement fails.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one of [`acquire`]'s asks of the pool may take. An ask that finds no idle
+/// connection sets out to open one, and sqlx keeps it trying (and holding a place in the pool)
+/// until it opens or the ask times out — while the server refuses every new connection, that
+/// is the whole wait, and the connections this node does have serve only the few statements
+/// not stuck so. Short asks give those places back.
+const ACQUIRE_ASK: Duration = Duration::from_secs(2);
+
+/// While the server refuses new connections, how often [`acquire`] looks for a connection of
+/// this node's own come free, and how often one direct connection checks whether the server
+/// takes them again.
+const FREE_POLL: Duration = Duration::from_millis(10);
+const REFUSAL_RECHECK: Duration = Duration::from_secs(1);
+
+/// A connection for a statement within [`ACQUIRE_TIMEOUT`], else why there is none. While the
+/// server refuses new connections (every slot taken: SQLSTATE 53300), a statement waits for one
+/// of the connections this node already has and opens none itself: one direct connection a
+/// second finds out when the server takes them again, and then the pool opens them as before.
+pub(in crate::ledger) async fn acquire(
+    pool: &PgPool,
+    starvation: &Starvation,
+) -> Result<PoolConnection<Postgres>, LedgerError> {
+    let deadline = Instant::now() + ACQUIRE_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(LedgerError::Starved {
+                reason: starvation.reason(pool).await,
+            });
+        }
+        if starvation.refusing() {
+            if let Some(conn) = pool.try_acquire() {
+                return Ok(conn);
+            }
+            tokio::time::sleep(FREE_POLL.min(left)).await;
+            starvation.recheck(pool, REFUSAL_RECHECK).await;
+            continue;
+        }
+        match tokio::time::timeout(ACQUIRE_ASK.min(left), pool.acquire()).await {
+            Ok(Ok(conn)) => return Ok(conn),
+            Ok(Err(sqlx::Error::PoolTimedOut)) | Err(_) => {
+                starvation.recheck(pool, REFUSAL_RECHECK).await;
+            }
+            Ok(Err(e)) => return Err(LedgerError::Db(e)),
+        }
+    }
+}
+
+/// What the last direct connection found when the pool had none to give: whether the server
+/// refuses new connections and why, and when. Shared by a ledger's clones.
+#[derive(Debug, Clone, Default)]
+pub(in crate::ledger) struct Starvation(Arc<Checks>);
+
+#[derive(Debug, Default)]
+struct Checks {
+    /// The last finding's `refused`, read by every statement without a lock.
+    refusing: AtomicBool,
+    last: tokio::sync::Mutex<Option<Finding>>,
+}
+
+#[derive(Debug)]
+struct Finding {
+    at: Instant,
+    refused: bool,
+    why: String,
+    logged: Instant,
+}
+
+/// How often a finding that lasts is logged again.
+const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(30);
+
+impl Starvation {
+    /// Whether the last check found the server refusing new connections.
+    fn refusing(&self) -> bool {
+        self.0.refusing.load(Ordering::Relaxed)
+    }
+
+    /// Why the pool had no connection to give, from the last check (made now if none was).
+    pub(in crate::ledger) async fn reason(&self, pool: &PgPool) -> String {
+        self.recheck(pool, REFUSAL_RECHECK).await;
+        let last = self.0.last.lock().await;
+        last.as_ref().map_or_else(String::new, |f| f.why.clone())
+    }
+
+    /// One direct connection, unless one was made within `fresh` (however many statements ask
+    /// together, one checks). A refusal is logged when it begins, every
+    /// [`REFUSAL_LOG_EVERY`] while it lasts, and its end once.
+    async fn recheck(&self, pool: &PgPool, fresh: Duration) {
+        let mut last = self.0.last.lock().await;
+        if last
+            .as_ref()
+            .is_some_and(|f| f.at.elapsed() < fresh.max(FREE_POLL))
+        {
+            return;
+        }
+        let (refused, why) = match direct(&pool.connect_options()).await {
+            Err(refused) => (true, refused),
+            Ok(()) if pool.size() >= pool.options().get_max_connections() => (
+                false,
+                format!(
+                    "all {} of this node's ledger connections were in use, and the server takes new ones: look for slow statements (pg_stat_activity), or raise database.max_connections",
+                    pool.size()
+                ),
+            ),
+            Ok(()) => (
+                false,
+                "the server refused new connections until now, and takes them again".to_string(),
+            ),
+        };
+        let now = Instant::now();
+        let was = last.take();
+        let was_refused = was.as_ref().is_some_and(|f| f.refused);
+        let logged = match was {
+            Some(f)
+                if f.refused == refused
+                    && f.why == why
+                    && f.logged.elapsed() < REFUSAL_LOG_EVERY =>
+            {
+                f.logged
+            }
+            _ => {
+                if refused {
+                    tracing::warn!(reason = %why, "the ledger's server refuses new connections: statements wait for one of this node's own");
+                } else if was_refused {
+                    tracing::info!("the ledger's server takes new connections again");
+                } else {
+                    tracing::warn!(reason = %why, "the ledger's pool had no connection free within 2 s");
+                }
+                now
+            }
+        };
+        self.0.refusing.store(refused, Ordering::Relaxed);
+        *last = Some(Finding {
+            at: now,
+            refused,
+            why,
+            logged,
+        });
+    }
+}
+
+/// One direct connection, bounded: `Ok` when the server takes it (it is closed at once), else
+/// why not, in words.
+async fn direct(options: &PgConnectOptions) -> Result<(), String> {
+    use sqlx::Connection;
+    let direct = sqlx::PgConnection::connect_with(options);
+    match tokio::time::timeout(Duration::from_secs(5), direct).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(words(&e)),
+        Err(_) => Err(format!(
+            "the server at {}:{} does not answer within 5 s",
+            options.get_host(),
+            options.get_port()
+        )),
+    }
+}
+
 /// Why the pool could not open, in words. sqlx retries a refused connection until its acquire
 /// timeout and then says only "pool timed out while waiting for an open connection", dropping
 /// the server's reason (every slot taken, a bad password, no such database) and a closed port
 /// alike: one direct connection, bounded, finds out which.
 async fn why_not(options: &PgConnectOptions, e: sqlx::Error) -> String {
-    use sqlx::Connection;
     if !matches!(e, sqlx::Error::PoolTimedOut) {
         return words(&e);
     }
-    let direct = sqlx::PgConnection::connect_with(options);
-    match tokio::time::timeout(Duration::from_secs(5), direct).await {
-        Ok(Err(e)) => words(&e),
-        Ok(Ok(conn)) => {
-            let _ = conn.close().await;
-            "no connection of the pool could be opened within 10 s, though one opens now: the server is overloaded or its connection slots come and go".to_string()
-        }
-        Err(_) => format!(
-            "the server at {}:{} does not answer within 5 s",
-            options.get_host(),
-            options.get_port()
-        ),
+    match direct(options).await {
+        Err(refused) => refused,
+        Ok(()) => "no connection of the pool could be opened within 10 s, though one opens now: the server is overloaded or its connection slots come and go".to_string(),
     }
 }
 

@@ -13,6 +13,14 @@ use crate::ledger::PerBackend;
 
 pub(in crate::ledger) const BEGIN: &str = "BEGIN IMMEDIATE";
 
+/// A transaction for a statement group written once for both backends (`d::begin`).
+pub(in crate::ledger) async fn begin(
+    _: &crate::ledger::Ledger,
+    pool: &SqlitePool,
+) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, LedgerError> {
+    Ok(pool.begin_with(BEGIN).await?)
+}
+
 /// Runs first in a rescue's transaction; SQLite's writers queue on its one lock instead.
 pub(in crate::ledger) const RESCUE_WAIT: Option<&str> = None;
 

@@ -111,7 +111,7 @@ impl Ledger {
     pub(in crate::ledger) async fn begin(&self) -> Result<Tx> {
         Ok(match &self.backend {
             Backend::Sqlite(p) => Tx::Sqlite(p.begin_with(super::sqlite::BEGIN).await?),
-            Backend::Postgres(p) => Tx::Postgres(p.begin_with(super::postgres::BEGIN).await?),
+            Backend::Postgres(p) => Tx::Postgres(self.pg_begin(p).await?),
         })
     }
 }
@@ -150,10 +150,13 @@ impl Ledger {
                 .execute(p)
                 .await?
                 .rows_affected(),
-            Backend::Postgres(p) => query(st.sql.clone(), &st.args)
-                .execute(p)
-                .await?
-                .rows_affected(),
+            Backend::Postgres(p) => {
+                let mut conn = self.pg_connection(p).await?;
+                query(st.sql.clone(), &st.args)
+                    .execute(&mut *conn)
+                    .await?
+                    .rows_affected()
+            }
         })
     }
 }
@@ -167,7 +170,12 @@ impl Ledger {
     {
         let rows: Vec<R> = match &self.backend {
             Backend::Sqlite(p) => query_as(st.sql.clone(), &st.args).fetch_all(p).await?,
-            Backend::Postgres(p) => query_as(st.sql.clone(), &st.args).fetch_all(p).await?,
+            Backend::Postgres(p) => {
+                let mut conn = self.pg_connection(p).await?;
+                query_as(st.sql.clone(), &st.args)
+                    .fetch_all(&mut *conn)
+                    .await?
+            }
         };
         rows.into_iter().map(T::try_from).collect()
     }
