@@ -64,6 +64,17 @@ const RECORD_LOST_SENDS: &str = sql!(
     " ON CONFLICT DO NOTHING"
 );
 
+/// Locks the sends whose lease expired before `$1` (PostgreSQL): the attempt rows written next
+/// are for exactly the sends this round then rescues or quarantines. Without it a worker's
+/// fenced give-back of a send it never started (`attempts - 1`) could commit between the two,
+/// leaving an attempt row under a number the delivery's next lease takes again — whose outcome
+/// then could never be recorded.
+const LOCK_LOST_SENDS: &str = sql!(
+    "SELECT 1 FROM deliveries WHERE state = 'sending' AND lease_expires_at < $1 AND job_number IN ",
+    super::LIVE_JOB_NUMBERS,
+    " FOR UPDATE"
+);
+
 /// Lost sends (as above) whose budget is spent: quarantined, `$4` saying how often.
 const QUARANTINE_LOST_SENDS: &str = sql!(
     "UPDATE deliveries
@@ -214,6 +225,12 @@ impl Leases<'_> {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
+            if d::ROW_LOCKS {
+                sqlx::query(LOCK_LOST_SENDS)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             sqlx::query(RECORD_LOST_SENDS)
                 .bind(now_ms)
                 .bind(max_attempts)

@@ -75,6 +75,7 @@ mod recipients;
 mod reissue;
 mod report_link;
 mod report_size;
+mod rescue_give_back;
 mod rescue_settle;
 mod retention;
 mod runbook;

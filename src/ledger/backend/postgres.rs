@@ -30,6 +30,10 @@ pub(in crate::ledger) async fn begin(
 /// has ended that transaction ([`IDLE_IN_TRANSACTION`]).
 pub(in crate::ledger) const RESCUE_WAIT: Option<&str> = Some("SET LOCAL lock_timeout = '2s'");
 
+/// Whether a transaction must lock the rows it reads before it writes what depends on them:
+/// on PostgreSQL, where another transaction may change a row between two statements.
+pub(in crate::ledger) const ROW_LOCKS: bool = true;
+
 /// How long the server lets one of the ledger's sessions sit idle inside a transaction before
 /// it ends the session and rolls the transaction back. A ledger transaction sends its
 /// statements back to back; one idle this long belongs to a paused or stalled node, and its

@@ -24,6 +24,10 @@ pub(in crate::ledger) async fn begin(
 /// Runs first in a rescue's transaction; SQLite's writers queue on its one lock instead.
 pub(in crate::ledger) const RESCUE_WAIT: Option<&str> = None;
 
+/// Whether a transaction must lock the rows it reads before it writes what depends on them:
+/// not on SQLite, whose writing transaction holds the whole database.
+pub(in crate::ledger) const ROW_LOCKS: bool = false;
+
 /// A list of job keys as one bind: a JSON array (`json_each($n)`).
 pub(in crate::ledger) fn key_list(keys: &[&crate::domain::keys::JobKey]) -> String {
     let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
