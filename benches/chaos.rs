@@ -8,10 +8,19 @@
 //! Targets: lost 0; duplicates only for sends in flight at a kill, each with the same key;
 //! exactly 1 artifact per job; 0 orphans; the last daemon exits 0 within `drain_timeout` + 5 s
 //! of SIGTERM.
+//!
+//! `cargo bench --bench chaos -- --suite`: the chaos and pressure scenarios of the public
+//! PostgreSQL job-queue benchmark against two nodes on one PostgreSQL ([`suite_main`]).
 
+#[path = "support/faults.rs"]
+mod faults;
+#[path = "support/rig.rs"]
+mod rig;
 #[allow(dead_code)]
 #[path = "support/sinks.rs"]
 mod sinks;
+#[path = "support/suite.rs"]
+mod suite;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -278,7 +287,73 @@ async fn run(
     line
 }
 
+/// `--suite [--scenario NAME] [--rate DELIVERIES_PER_S | --full] [--phase SECONDS]`: the
+/// public benchmark's chaos and pressure scenarios ([`suite`]), at a capped rate (150
+/// deliveries/s unless `--rate` says) and at full speed unless one is chosen. Needs
+/// `DAWNPOST_TEST_POSTGRES_URL`.
+fn suite_main() {
+    let Ok(url) = std::env::var("DAWNPOST_TEST_POSTGRES_URL") else {
+        eprintln!("the chaos suite needs PostgreSQL: set DAWNPOST_TEST_POSTGRES_URL");
+        std::process::exit(2);
+    };
+    let phase_s = sinks::arg("--phase")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(15.0);
+    let capped = sinks::arg("--rate")
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|d| d / rig::PER_JOB as f64);
+    let full = std::env::args().any(|a| a == "--full");
+    let modes: Vec<suite::Mode> = match (capped, full) {
+        (Some(r), false) => vec![suite::Mode {
+            rate: Some(r),
+            phase_s,
+        }],
+        (None, true) => vec![suite::Mode {
+            rate: None,
+            phase_s,
+        }],
+        (r, _) => vec![
+            suite::Mode {
+                rate: Some(r.unwrap_or(50.0)),
+                phase_s,
+            },
+            suite::Mode {
+                rate: None,
+                phase_s,
+            },
+        ],
+    };
+    let only = sinks::arg("--scenario");
+    let scenarios: Vec<suite::Scenario> = suite::Scenario::ALL
+        .into_iter()
+        .filter(|s| only.as_deref().is_none_or(|o| o == s.name()))
+        .collect();
+    if scenarios.is_empty() {
+        eprintln!(
+            "no scenario named {only:?}; the scenarios: pg_backend_kill, idle_in_tx, active_readers, pool_exhaustion, repeated_kills, sustained_high_load"
+        );
+        std::process::exit(2);
+    }
+    sinks::runtime().block_on(async move {
+        let mut lines = Vec::new();
+        for (m, mode) in modes.iter().enumerate() {
+            for scenario in &scenarios {
+                let line = suite::run(&url, *scenario, *mode, &format!("m{m}")).await;
+                println!("{}", serde_json::to_string(&line).expect("json"));
+                lines.push(line);
+            }
+        }
+        println!("\n{}", suite::table(&lines));
+        if lines.iter().any(|l| l.verdict != "pass") {
+            std::process::exit(1);
+        }
+    });
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "--suite") {
+        return suite_main();
+    }
     let kills = sinks::arg("--kills")
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
