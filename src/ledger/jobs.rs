@@ -261,7 +261,7 @@ impl Jobs<'_> {
     pub async fn insert_many(self, jobs: &[NewJob], now: DateTime<Utc>) -> Result<Vec<JobKey>> {
         match &self.backend {
             super::Backend::Postgres(p) => {
-                let mut tx = self.pg_begin(p).await?;
+                let mut tx = super::backend::postgres::begin(&self, p).await?;
                 let inserted = insert_jobs_pg(&mut tx, jobs, now).await?;
                 tx.commit().await?;
                 Ok(inserted)

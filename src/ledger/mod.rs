@@ -214,17 +214,6 @@ impl Ledger {
     ) -> Result<sqlx::pool::PoolConnection<sqlx::Postgres>> {
         backend::postgres::acquire(pool, &self.starved).await
     }
-
-    /// A transaction on a connection [`Ledger::pg_connection`] found: `Pool::begin_with`
-    /// without sqlx's own wait for the connection.
-    pub(in crate::ledger) async fn pg_begin(
-        &self,
-        pool: &sqlx::PgPool,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Postgres>> {
-        let conn = self.pg_connection(pool).await?;
-        let begin = sqlx::SqlSafeStr::into_sql_str(backend::postgres::BEGIN);
-        Ok(sqlx::Transaction::begin(conn, Some(begin)).await?)
-    }
 }
 
 impl LedgerError {

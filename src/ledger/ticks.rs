@@ -71,7 +71,7 @@ impl Ticks<'_> {
         let ms = to_millis(at);
         match &self.backend {
             super::Backend::Postgres(p) => {
-                let mut tx = self.pg_begin(p).await?;
+                let mut tx = super::backend::postgres::begin(&self, p).await?;
                 let inserted = insert_jobs_pg(&mut tx, jobs, at).await?;
                 if !reports.is_empty() {
                     sqlx::query(RECORD_TICKS_PG)

@@ -16,12 +16,16 @@ use crate::ledger::PerBackend;
 
 pub(in crate::ledger) const BEGIN: &str = "BEGIN";
 
-/// A transaction for a statement group written once for both backends (`d::begin`).
+/// A transaction on a connection [`acquire`] found (`Pool::begin_with` without sqlx's own wait
+/// for the connection): every ledger transaction's start, and `d::begin` of a statement group
+/// written once for both backends.
 pub(in crate::ledger) async fn begin(
     ledger: &crate::ledger::Ledger,
     pool: &PgPool,
 ) -> Result<sqlx::Transaction<'static, Postgres>, LedgerError> {
-    ledger.pg_begin(pool).await
+    let conn = ledger.pg_connection(pool).await?;
+    let begin = sqlx::SqlSafeStr::into_sql_str(BEGIN);
+    Ok(sqlx::Transaction::begin(conn, Some(begin)).await?)
 }
 
 /// Runs first in a rescue's transaction: an expired lease whose row another transaction still

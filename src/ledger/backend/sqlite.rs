@@ -13,7 +13,8 @@ use crate::ledger::PerBackend;
 
 pub(in crate::ledger) const BEGIN: &str = "BEGIN IMMEDIATE";
 
-/// A transaction for a statement group written once for both backends (`d::begin`).
+/// A transaction, as SQLite's writers take one (its write lock at once): every ledger
+/// transaction's start, and `d::begin` of a statement group written once for both backends.
 pub(in crate::ledger) async fn begin(
     _: &crate::ledger::Ledger,
     pool: &SqlitePool,

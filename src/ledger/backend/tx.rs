@@ -110,8 +110,8 @@ impl Ledger {
     /// Begins a transaction the way each backend writes (SQLite takes its write lock at once).
     pub(in crate::ledger) async fn begin(&self) -> Result<Tx> {
         Ok(match &self.backend {
-            Backend::Sqlite(p) => Tx::Sqlite(p.begin_with(super::sqlite::BEGIN).await?),
-            Backend::Postgres(p) => Tx::Postgres(self.pg_begin(p).await?),
+            Backend::Sqlite(p) => Tx::Sqlite(super::sqlite::begin(self, p).await?),
+            Backend::Postgres(p) => Tx::Postgres(super::postgres::begin(self, p).await?),
         })
     }
 }
