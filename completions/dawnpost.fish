@@ -68,7 +68,7 @@ complete -c dawnpost -n "__fish_dawnpost_using_subcommand backfill" -l config -d
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand backfill" -l json
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand backfill" -l log-json -d 'Log as JSON lines instead of text'
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand backfill" -s h -l help -d 'Print help'
-complete -c dawnpost -n "__fish_dawnpost_using_subcommand enqueue" -l date -d 'The report\'s local date, YYYY-MM-DD' -r
+complete -c dawnpost -n "__fish_dawnpost_using_subcommand enqueue" -l date -d 'The report\'s local date, YYYY-MM-DD (default: today in the report\'s timezone)' -r
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand enqueue" -l config -d 'The configuration directory (dawnpost.toml, reports.toml, retention.toml)' -r -F
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand enqueue" -l json
 complete -c dawnpost -n "__fish_dawnpost_using_subcommand enqueue" -l log-json -d 'Log as JSON lines instead of text'

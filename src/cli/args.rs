@@ -60,9 +60,9 @@ pub struct RangeArgs {
 #[derive(Debug, Args)]
 pub struct EnqueueArgs {
     pub report: String,
-    /// The report's local date, YYYY-MM-DD.
+    /// The report's local date, YYYY-MM-DD (default: today in the report's timezone).
     #[arg(long)]
-    pub date: String,
+    pub date: Option<String>,
     #[arg(long)]
     pub json: bool,
 }

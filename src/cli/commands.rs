@@ -117,11 +117,14 @@ pub(super) async fn enqueue(
             report_ids(config)
         );
     };
-    let date = local_date(&args.date)?;
+    let now = clock.now();
+    let date = match &args.date {
+        Some(d) => local_date(d)?,
+        None => now.with_timezone(&r.timezone()).date_naive(),
+    };
     let fire =
         Fire::for_date(r, date).context("that date has no window in the report's timezone")?;
     let l = ledger.get().await?;
-    let now = clock.now();
     let job = NewJob {
         key: fire.key.clone(),
         fire_at: fire.fire_at,

@@ -33,7 +33,8 @@ pub struct Report {
     pub source_limit: u64,
     /// Where it sends, each kind's destinations as that kind read them (one delivery each).
     pub destinations: super::Destinations,
-    /// `skip_if_empty`: where in the source data an empty value ends the job `skipped`.
+    /// `skip_if_empty` (or `send_when = "results"`): where in the source data an empty value
+    /// ends the job `skipped`.
     pub skip_if_empty: Option<crate::domain::data_path::DataPath>,
     /// `figures`: the key figures a short message shows, and templates see as `figures`.
     pub figures: Vec<super::figures::Figure>,
@@ -43,6 +44,8 @@ pub struct Report {
     pub attach: super::attach::Attach,
     /// `ready_when`, `wait_until` and `on_late`: wait for the data, until a deadline.
     pub readiness: Option<Readiness>,
+    /// `window` (and `week_starts`): the period of data each job reads.
+    pub period: crate::domain::window::Period,
     /// `calendar` and `on_holiday`: the business days it fires on.
     pub calendar: Option<super::calendar::ReportCalendar>,
     /// The `[[family]]` and row this report was made from; its templates see the row as `row`.
@@ -217,12 +220,13 @@ pub(super) fn load_report(
     let destinations = super::Destinations::read(&ctx.readers.destinations, |kind| {
         kind.read_report(&mut f, errors, warnings)
     });
-    let skip_if_empty = load_skip_if_empty(&mut f, &place, errors);
+    let skip_if_empty = super::send_when::load(&mut f, errors);
     let figures = super::figures::load(&mut f, errors);
     let charts = super::charts::load(&mut f, errors);
     let attach = super::attach::load(&mut f, (ctx.root, template.as_deref()), errors);
     let readiness = super::readiness::load(&mut f, &place, ctx.root, schedule.as_ref(), errors);
     let calendar = load_calendar(&mut f, &place, ctx, errors);
+    let period = super::period::load(&mut f, schedule.as_ref(), errors, warnings);
     let owners = super::owners::load(&mut f, &place, &ctx.readers.destinations, errors, warnings);
     f.finish(errors);
 
@@ -253,6 +257,7 @@ pub(super) fn load_report(
         charts,
         attach,
         readiness,
+        period,
         calendar,
         family: None,
         owners,
@@ -274,21 +279,6 @@ fn load_sample(
             errors.push(place.error("sample", message));
         }
         exists.then_some(path)
-    })
-}
-
-/// `skip_if_empty`: the path in the source data whose emptiness skips the report.
-fn load_skip_if_empty(
-    f: &mut Fields<'_, '_>,
-    place: &Place<'_>,
-    errors: &mut Vec<ConfigError>,
-) -> Option<crate::domain::data_path::DataPath> {
-    f.opt::<String>("skip_if_empty", errors).and_then(|p| {
-        p.parse()
-            .map_err(|e: crate::domain::data_path::DataPathError| {
-                errors.push(place.error("skip_if_empty", e.to_string()))
-            })
-            .ok()
     })
 }
 

@@ -4,8 +4,9 @@
 //! from a fixed UTC offset ([`crate::domain::cron`] states the rule: one fire per matching local date,
 //! at its first matching wall-clock time, a time a DST gap swallows firing at the gap's end and
 //! keeping its date; Vixie cron's day rule). Each fire makes one job keyed by its local date. The
-//! window is the previous local day, `[date-1 00:00, date 00:00)`, so it is 23 or 25 hours long
-//! around DST changes.
+//! window is the report's `window` counted back from that date, between local midnights: by
+//! default the previous local day, `[date-1 00:00, date 00:00)`, so 23 or 25 hours long around
+//! DST changes; a week across one is 167 or 169 hours.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
@@ -13,7 +14,7 @@ use serde::Serialize;
 use crate::config::{Calendar, OnHoliday, Report};
 use crate::domain::cron::Occurrence;
 use crate::domain::keys::{JobKey, ReportId};
-use crate::domain::window::{Window, rfc3339, start_of_local_date};
+use crate::domain::window::{Period, Window, rfc3339, start_of_local_date};
 
 /// One fire of one report: the job it makes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +42,7 @@ impl Fire {
             report: report.id.clone(),
             key: JobKey::new(report.id.clone(), fire.date),
             fire_at: fire.at,
-            window: Window::previous_local_day(fire.date, report.schedule.tz())?,
+            window: window_of(report, fire.date)?,
             calendar: None,
         })
     }
@@ -92,10 +93,38 @@ impl Fire {
             report: report.id.clone(),
             key: JobKey::new(report.id.clone(), date),
             fire_at,
-            window: Window::previous_local_day(date, tz)?,
+            window: window_of(report, date)?,
             calendar: None,
         })
     }
+}
+
+/// The window of `report`'s job of local `date`: its `window` period counted back from the
+/// date.
+pub fn window_of(report: &Report, date: NaiveDate) -> Option<Window> {
+    let previous = match report.period {
+        Period::SincePrevious => previous_fire_date(report, date),
+        _ => None,
+    };
+    Window::of_dates(report.period.dates(date, previous)?, report.timezone())
+}
+
+/// The local date of `report`'s scheduled fire before `date`: the schedule's previous date
+/// that made a job (a date its calendar skips did not; one it moved kept its date).
+pub fn previous_fire_date(report: &Report, date: NaiveDate) -> Option<NaiveDate> {
+    let calendar = (report.calendar.as_ref())
+        .filter(|rc| rc.on_holiday == OnHoliday::Skip)
+        .map(|rc| rc.cell.get());
+    let mut before = date;
+    // Each closed day steps back once more, within ten years.
+    for _ in 0..3660 {
+        let d = report.schedule.previous_date(before)?;
+        if calendar.as_ref().is_none_or(|c| c.closed(d).is_none()) {
+            return Some(d);
+        }
+        before = d;
+    }
+    None
 }
 
 /// `report`'s fires in `(after, until]`, the ones its calendar skips included (at the instant

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use common::{Project, report, run_in, shipped_copy};
 
-fn dawnpost(p: &Project, args: &[&str]) -> Output {
+pub(crate) fn dawnpost(p: &Project, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dawnpost"))
         .arg("--config")
         .arg(p.config_dir())

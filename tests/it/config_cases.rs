@@ -29,6 +29,7 @@ pub(crate) fn cases() -> Vec<Case> {
     let mut all = base_cases();
     all.extend(crate::config_cases_chat::cases());
     all.extend(crate::config_cases_chat::chart_cases());
+    all.extend(crate::config_cases_periods::cases());
     all
 }
 

@@ -156,3 +156,34 @@ fn a_path_outside_the_data_is_refused_naming_file_report_and_field() {
         "{said}"
     );
 }
+
+/// `send_when = "results"` without a path asks the source's whole data: an empty list (a query
+/// that found no rows) is skipped, data with results is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_when_results_skips_a_source_without_results() {
+    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::ZERO));
+    let rx = Receiver::start(rule).await;
+    let report = |id: &str, file: &str| {
+        format!(
+            "[[report]]\nid = \"{id}\"\ntitle = \"{id}\"\nschedule = \"0 30 6 * * *\"\ntimezone = \"UTC\"\ntemplate = \"daily_ops\"\nsource = {{ kind = \"file\", path = \"{file}\" }}\nsend_when = \"results\"\n[[report.webhook]]\nurl = \"{}\"\n",
+            rx.url(id)
+        )
+    };
+    let p = Project::new(&format!(
+        "{}{}",
+        report("none-found", "config/sample/none.json"),
+        report("found", "config/sample/found.json")
+    ));
+    p.write("config/sample/none.json", "[]");
+    p.write_sample_rows("config/sample/found.json", 3);
+    let run = run_in(p.root(), &["run", "--once", "--date", "2026-11-30"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run));
+    assert_eq!(rx.hits().len(), 1, "only the report with results is sent");
+    assert_eq!(rx.hits_for("found").len(), 1);
+    let show = run_in(p.root(), &["show", "none-found:2026-11-30"]);
+    assert!(
+        text(&show).contains("skipped: data is empty; nothing was sent"),
+        "{}",
+        text(&show)
+    );
+}

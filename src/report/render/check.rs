@@ -7,7 +7,6 @@ use serde_json::{Value, json};
 
 use super::{RenderError, Rendered, Templates, context, human_size};
 use crate::config::{Config, ConfigError, Report, SourceSpec};
-use crate::domain::window::Window;
 
 /// How many rows of each `[[family]]` `check` renders (they share one template).
 pub(crate) const FAMILY_ROWS_CHECKED: usize = 3;
@@ -85,8 +84,7 @@ fn check_report(
         _ => None,
     });
     let date = NaiveDate::from_ymd_opt(2026, 1, 15).unwrap_or_default();
-    let window =
-        Window::previous_local_day(date, report.timezone()).ok_or(RenderError::NoWindow)?;
+    let window = crate::report::schedule::window_of(report, date).ok_or(RenderError::NoWindow)?;
     let generated_at = window.end;
     // A link of the length a real one has: what is sent is measured as it will be.
     let report_url = (config.settings.server.public_url.as_ref()).map(|base| {

@@ -407,7 +407,7 @@ pub fn context(
     let mut context = json!({
         "report": { "id": report.id.as_str(), "title": report.title, "timezone": report.timezone().name() },
         "date": crate::domain::keys::IsoDate(date).to_string(),
-        "window": { "start": rfc3339(window.start), "end": rfc3339(window.end) },
+        "window": window_context(report, window),
         "generated_at": rfc3339(generated_at),
         "stale": stale,
         "figures": figures,
@@ -424,6 +424,21 @@ pub fn context(
         }
     }
     context
+}
+
+/// `window` in a template: its bounds (RFC 3339), its local dates (`first` and `last`, ISO),
+/// how many local days it covers, its period and how a reader names it (`week 49, 2026`).
+fn window_context(report: &Report, window: &Window) -> Value {
+    let (first, end) = window.local_dates(report.timezone());
+    json!({
+        "start": rfc3339(window.start),
+        "end": rfc3339(window.end),
+        "first": first.to_string(),
+        "last": end.pred_opt().unwrap_or(end).to_string(),
+        "days": (end - first).num_days(),
+        "period": report.period.name(),
+        "label": report.period.label(first, end),
+    })
 }
 
 /// Gmail shows only the start of a message whose HTML is larger than this (its "clipping").
