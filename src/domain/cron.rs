@@ -170,18 +170,6 @@ impl CronExpr {
             .collect()
     }
 
-    /// The latest local date before `date` the schedule fires on, within ten years.
-    pub fn previous_date(&self, date: NaiveDate) -> Option<NaiveDate> {
-        let mut d = date;
-        for _ in 0..HORIZON_DAYS {
-            d = d.pred_opt()?;
-            if self.matches_date(d) {
-                return Some(d);
-            }
-        }
-        None
-    }
-
     /// The fire of local `date` with its date, if the schedule fires that day.
     pub fn occurrence(&self, date: NaiveDate) -> Option<Occurrence> {
         Some(Occurrence {

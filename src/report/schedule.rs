@@ -109,20 +109,20 @@ pub fn window_of(report: &Report, date: NaiveDate) -> Option<Window> {
     Window::of_dates(report.period.dates(date, previous)?, report.timezone())
 }
 
-/// The local date of `report`'s scheduled fire before `date`: the schedule's previous date
-/// that made a job (a date its calendar skips did not; one it moved kept its date).
+/// The local date of `report`'s scheduled fire before `date`, within ten years: the latest
+/// date the schedule fires on that made a job (a date its calendar skips did not; one it moved
+/// to the next business day kept its date, and counts).
 pub fn previous_fire_date(report: &Report, date: NaiveDate) -> Option<NaiveDate> {
     let calendar = (report.calendar.as_ref())
         .filter(|rc| rc.on_holiday == OnHoliday::Skip)
         .map(|rc| rc.cell.get());
-    let mut before = date;
-    // Each closed day steps back once more, within ten years.
+    let mut d = date;
     for _ in 0..3660 {
-        let d = report.schedule.previous_date(before)?;
-        if calendar.as_ref().is_none_or(|c| c.closed(d).is_none()) {
+        d = d.pred_opt()?;
+        let skipped = || calendar.as_ref().is_some_and(|c| c.closed(d).is_some());
+        if report.schedule.matches_date(d) && !skipped() {
             return Some(d);
         }
-        before = d;
     }
     None
 }

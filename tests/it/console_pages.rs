@@ -128,6 +128,10 @@ async fn the_reports_page_shows_schedules_redacted_destinations_and_14_days(t: &
         html.contains("Tue 2026-12-01 06:30 CET"),
         "next fire: {html}"
     );
+    assert!(
+        html.contains(", reading 2026-11-30"),
+        "the window it reads: {html}"
+    );
     let days = html.matches("class=\"day ").count();
     assert_eq!(days, 14, "{html}");
     assert!(html.contains("title=\"2026-11-29: quarantined\""), "{html}");

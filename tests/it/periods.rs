@@ -418,3 +418,43 @@ window = "month"
         dawnpost::domain::window::rfc3339(midnight(berlin, first, &mut cache))
     );
 }
+
+/// A `[[family]]` takes `window` (and `week_starts`) from a row as any key: each warehouse's
+/// report reads the week its own row starts on.
+#[test]
+fn a_family_row_sets_its_reports_period() {
+    let p = Project::new(
+        r#"
+[[family]]
+id = "site-{{row.id}}"
+rows = { kind = "csv", path = "config/sites.csv" }
+title = "Site {{row.id}}, last week"
+schedule = "0 0 7 * * *"
+timezone = "Europe/Berlin"
+template = "daily_ops"
+source = { kind = "file", path = "config/sample/warehouse-17.json" }
+window = "week"
+week_starts = "{{row.week_starts}}"
+"#,
+    );
+    p.write("config/sites.csv", "id,week_starts\nde,monday\nil,sunday\n");
+    let config = p.load();
+    let fired: NaiveDate = "2026-12-09".parse().expect("date");
+    let weeks: Vec<(String, String)> = config
+        .reports
+        .iter()
+        .map(|r| {
+            let (first, end) = window_of(r, fired)
+                .expect("window")
+                .local_dates(r.timezone());
+            (r.id.to_string(), format!("{first}..{end}"))
+        })
+        .collect();
+    assert_eq!(
+        weeks,
+        [
+            ("site-de".to_string(), "2026-11-30..2026-12-07".to_string()),
+            ("site-il".to_string(), "2026-11-29..2026-12-06".to_string()),
+        ]
+    );
+}

@@ -32,7 +32,8 @@ pub(crate) struct ReportsQuery {
 /// One report's row.
 struct Row {
     report: Arc<Report>,
-    next: Option<DateTime<Utc>>,
+    /// The next fire that makes a job, and how a reader names the window it reads.
+    next: Option<(DateTime<Utc>, String)>,
     days: Vec<(NaiveDate, Option<JobState>)>,
 }
 
@@ -88,7 +89,10 @@ async fn row(
     let next = crate::report::schedule::next_fires(&report, now, 8)
         .into_iter()
         .find(crate::report::schedule::Fire::fires)
-        .map(|f| f.fire_at);
+        .map(|f| {
+            let (first, end) = f.window.local_dates(report.timezone());
+            (f.fire_at, report.period.label(first, end))
+        });
     Ok(Row { report, next, days })
 }
 
@@ -118,9 +122,10 @@ fn report(r: &Row) -> Markup {
             dl.facts {
                 dt { "Schedule" } dd { code { (rep.schedule.expr()) } " in " (tz.name()) }
                 dt { "Next fire" } dd {
-                    @match r.next {
-                        Some(t) => {
-                            (t.with_timezone(&tz).format("%a %Y-%m-%d %H:%M %Z (UTC%:z)")) " = " (when(t))
+                    @match &r.next {
+                        Some((t, window)) => {
+                            (t.with_timezone(&tz).format("%a %Y-%m-%d %H:%M %Z (UTC%:z)")) " = " (when(*t))
+                            ", reading " (window)
                         }
                         None => { "none within a year" }
                     }
