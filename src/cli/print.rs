@@ -288,13 +288,12 @@ fn check_report(config: &Config, report: &crate::config::Report, now: DateTime<U
             Some(c) if c.skipped => ("skip", format!("  (not a business day: {})", c.reason)),
             Some(c) => ("next", format!("  (moved from a closed day: {})", c.reason)),
         };
-        let (first, end) = fire.window.local_dates(tz);
         out!(
             "  {word} {}  {}  = {}  reads {}{note}",
             fire.key,
             local.format("%a %Y-%m-%d %H:%M:%S %Z (UTC%:z)"),
             rfc3339(fire.fire_at),
-            report.period.label(first, end)
+            fire.window.label(report.period, tz)
         );
     }
 }

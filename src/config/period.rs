@@ -47,8 +47,8 @@ pub(super) fn load(
         errors.push(place.error("week_starts", message));
     }
     let busiest = schedule
-        .zip(fires_per_period(period))
-        .and_then(|(s, most)| busiest_period(s, period).filter(|(_, n)| *n > most));
+        .filter(|_| one_fire_per_period(period))
+        .and_then(|s| busiest_period(s, period).filter(|(_, n)| *n > 1));
     if let Some((first, n)) = busiest {
         let message = format!(
             "the schedule fires {n} times in the {p} of {first}: each fire in a {p} reads the same complete {p} before it",
@@ -59,12 +59,10 @@ pub(super) fn load(
     period
 }
 
-/// How many fires a period is meant for: one (`None` for windows every fire has its own of).
-fn fires_per_period(period: Period) -> Option<usize> {
-    match period {
-        Period::Week(_) | Period::Month | Period::Quarter => Some(1),
-        Period::Day | Period::SincePrevious => None,
-    }
+/// Whether a period is meant for one fire each: a week, month or quarter (a day's or
+/// `since_previous`'s window is each fire's own).
+fn one_fire_per_period(period: Period) -> bool {
+    matches!(period, Period::Week(_) | Period::Month | Period::Quarter)
 }
 
 /// The period of a year of fires (2027) that holds the most of them: its first date and count.

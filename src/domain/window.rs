@@ -182,6 +182,12 @@ impl Window {
             self.end.with_timezone(&tz).date_naive(),
         )
     }
+
+    /// How a reader names the window, a `period`'s in `tz` ([`Period::label`]).
+    pub fn label(&self, period: Period, tz: Tz) -> String {
+        let (first, end) = self.local_dates(tz);
+        period.label(first, end)
+    }
 }
 
 #[cfg(test)]

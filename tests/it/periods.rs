@@ -32,17 +32,19 @@ const PERIODS: [(&str, Option<&str>, &str); 7] = [
     ("since_previous", None, "0 0 7 * * MON,WED,FRI"),
 ];
 
+/// A report of the shipped template and sample with `keys` added.
+fn reading(id: &str, schedule: &str, tz: &str, keys: &str) -> String {
+    format!("{}{keys}", common::report(id, schedule, tz))
+}
+
 fn project() -> Project {
     let mut toml = String::new();
     for zone in ZONES {
         for (i, (window, starts, schedule)) in PERIODS.iter().enumerate() {
             let id = format!("{}-{i}", zone.replace(['/', '_'], "-").to_lowercase());
-            toml.push_str(&format!(
-                "[[report]]\nid = \"{id}\"\ntitle = \"{window}\"\nschedule = \"{schedule}\"\ntimezone = \"{zone}\"\ntemplate = \"daily_ops\"\nsource = {{ kind = \"file\", path = \"config/sample/warehouse-17.json\" }}\nwindow = \"{window}\"\n"
-            ));
-            if let Some(s) = starts {
-                toml.push_str(&format!("week_starts = \"{s}\"\n"));
-            }
+            let starts = starts.map(|s| format!("week_starts = \"{s}\"\n"));
+            let keys = format!("window = \"{window}\"\n{}", starts.unwrap_or_default());
+            toml.push_str(&reading(&id, schedule, zone, &keys));
         }
     }
     Project::new(&toml)
@@ -160,19 +162,12 @@ fn every_period_in_every_zone_agrees_with_the_reference_over_two_years() {
 
 #[test]
 fn since_previous_follows_the_calendar_that_skips_a_fire() {
-    let p = Project::new(
-        r#"
-[[report]]
-id = "mwf"
-title = "Mon, Wed, Fri"
-schedule = "0 0 7 * * MON,WED,FRI"
-timezone = "Europe/Berlin"
-template = "daily_ops"
-source = { kind = "file", path = "config/sample/warehouse-17.json" }
-window = "since_previous"
-calendar = "config/holidays.toml"
-"#,
-    );
+    let p = Project::new(&reading(
+        "mwf",
+        "0 0 7 * * MON,WED,FRI",
+        "Europe/Berlin",
+        "window = \"since_previous\"\ncalendar = \"config/holidays.toml\"\n",
+    ));
     p.write(
         "config/holidays.toml",
         "[[holiday]]\ndate = \"2026-12-09\"\nname = \"Stocktake\"\n",
@@ -214,14 +209,7 @@ async fn http_source(asked: Asked) -> std::net::SocketAddr {
     let app = axum::Router::new()
         .route("/data", axum::routing::get(data))
         .with_state(asked);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    addr
+    crate::common::peers::serve(app).await
 }
 
 /// A weekly report reads its week from an HTTP source and a monthly one its month from an SQL
@@ -347,27 +335,21 @@ window = "month"
 /// reading its period.
 #[test]
 fn check_shows_the_windows_and_enqueue_takes_today() {
-    let p = Project::new(
-        r#"
-[[report]]
-id = "weekly"
-title = "Weekly"
-schedule = "0 0 7 * * MON"
-timezone = "Europe/Berlin"
-template = "daily_ops"
-source = { kind = "file", path = "config/sample/warehouse-17.json" }
-window = "week"
-
-[[report]]
-id = "daily-reads-a-month"
-title = "Daily, reading the month"
-schedule = "0 0 7 * * *"
-timezone = "Europe/Berlin"
-template = "daily_ops"
-source = { kind = "file", path = "config/sample/warehouse-17.json" }
-window = "month"
-"#,
-    );
+    let p = Project::new(&format!(
+        "{}{}",
+        reading(
+            "weekly",
+            "0 0 7 * * MON",
+            "Europe/Berlin",
+            "window = \"week\"\n"
+        ),
+        reading(
+            "daily-reads-a-month",
+            "0 0 7 * * *",
+            "Europe/Berlin",
+            "window = \"month\"\n"
+        ),
+    ));
     let out = crate::cli::dawnpost(&p, &["check"]);
     let (text, said) = (crate::cli::stdout(&out), crate::cli::stderr(&out));
     assert!(out.status.success(), "{said}");

@@ -150,14 +150,7 @@ async fn slow_failing_source(hits: Arc<AtomicUsize>) -> std::net::SocketAddr {
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    addr
+    crate::common::peers::serve(app).await
 }
 
 async fn a_failed_render_waits_its_backoff_from_the_failure(t: &TestLedger) {

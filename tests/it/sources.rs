@@ -40,14 +40,7 @@ async fn serve() -> std::net::SocketAddr {
         }
     }
     let app = axum::Router::new().route("/{kind}", axum::routing::get(handler));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    addr
+    crate::common::peers::serve(app).await
 }
 
 fn http(addr: std::net::SocketAddr, kind: &str) -> SourceSpec {

@@ -89,10 +89,7 @@ async fn row(
     let next = crate::report::schedule::next_fires(&report, now, 8)
         .into_iter()
         .find(crate::report::schedule::Fire::fires)
-        .map(|f| {
-            let (first, end) = f.window.local_dates(report.timezone());
-            (f.fire_at, report.period.label(first, end))
-        });
+        .map(|f| (f.fire_at, f.window.label(report.period, report.timezone())));
     Ok(Row { report, next, days })
 }
 

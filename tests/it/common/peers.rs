@@ -203,6 +203,16 @@ struct RecvState {
     count_tx: watch::Sender<usize>,
 }
 
+/// Serves `app` on a free port of 127.0.0.1 until the test's runtime ends: its address.
+pub async fn serve(app: axum::Router) -> std::net::SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind http");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    addr
+}
+
 /// An axum server on 127.0.0.1:0. `rule(path, nth request to that path, time since start)`.
 pub struct Receiver {
     pub addr: SocketAddr,
@@ -223,11 +233,7 @@ impl Receiver {
         let app = axum::Router::new()
             .route("/{*path}", axum::routing::post(handle).get(handle))
             .with_state(state);
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind http");
-        let addr = listener.local_addr().expect("addr");
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
+        let addr = serve(app).await;
         Receiver {
             addr,
             hits,
