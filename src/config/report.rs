@@ -36,6 +36,9 @@ pub struct Report {
     /// `skip_if_empty` (or `send_when = "results"`): where in the source data an empty value
     /// ends the job `skipped`.
     pub skip_if_empty: Option<crate::domain::data_path::DataPath>,
+    /// `send_when = "changed"` or `"alert"` (with `[report.alert]`): the rule a rendered job is
+    /// sent by, decided in the transaction that records its render.
+    pub send_rule: Option<crate::domain::condition::Rule>,
     /// `figures`: the key figures a short message shows, and templates see as `figures`.
     pub figures: Vec<super::figures::Figure>,
     /// `[[report.chart]]`: charts drawn from its data, placed by the HTML template.
@@ -220,7 +223,7 @@ pub(super) fn load_report(
     let destinations = super::Destinations::read(&ctx.readers.destinations, |kind| {
         kind.read_report(&mut f, errors, warnings)
     });
-    let skip_if_empty = super::send_when::load(&mut f, errors);
+    let (skip_if_empty, send_rule) = super::send_when::load(&mut f, errors);
     let figures = super::figures::load(&mut f, errors);
     let charts = super::charts::load(&mut f, errors);
     let attach = super::attach::load(&mut f, (ctx.root, template.as_deref()), errors);
@@ -253,6 +256,7 @@ pub(super) fn load_report(
         source_limit,
         destinations,
         skip_if_empty,
+        send_rule,
         figures,
         charts,
         attach,

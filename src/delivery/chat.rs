@@ -269,6 +269,11 @@ pub(crate) struct Facts {
 pub(crate) fn facts(context: &Value) -> Result<Facts, String> {
     let text = |v: &Value| v.as_str().map(str::to_string);
     let title = text(&context["report"]["title"]).unwrap_or_default();
+    // An alert's message leads with its headline, as its email's subject does.
+    let title = match text(&context["alert"]["headline"]) {
+        Some(headline) => format!("{headline} · {title}"),
+        None => title,
+    };
     let date = text(&context["date"]).unwrap_or_default();
     let window = window_words(context).unwrap_or_else(|| date.clone());
     let mut figures = Vec::new();

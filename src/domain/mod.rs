@@ -4,6 +4,7 @@
 
 pub mod bounce;
 pub mod clock;
+pub mod condition;
 pub mod cron;
 pub mod data_path;
 pub mod duration;

@@ -167,7 +167,7 @@ impl Ledger {
 
 /// Each render's artifact under its lease, then the deliveries of the renders whose lease held,
 /// leased to `lease_to` when given.
-async fn rendered_in(
+pub(super) async fn rendered_in(
     tx: &mut Tx,
     renders: &[Render],
     lease_to: Option<LeaseTo<'_>>,

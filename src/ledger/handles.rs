@@ -58,6 +58,8 @@ handles! {
     /// Recipients: bounces and complaints, suppressions set and lifted, a delivery to a
     /// suppressed address ended (`recipients.rs`).
     recipients -> Recipients;
+    /// What `send_when = "changed"` and `"alert"` decided for each job (`decisions.rs`).
+    decisions -> Decisions;
     /// The scheduler's ticks: each report's last fire recorded with the jobs it made (`ticks.rs`).
     ticks -> Ticks;
     /// The schema: how this binary fits it, and migrations planned and applied (`schema.rs`,

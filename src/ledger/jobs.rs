@@ -49,7 +49,7 @@ const RENDER_QUARANTINE: &str =
         lease_expires_at = NULL, updated_at = $4, terminal_at = $4
      WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";
 
-const RENDER_SKIP: &str =
+pub(super) const RENDER_SKIP: &str =
     "UPDATE jobs SET state = 'skipped', last_error = $3, format = $4, lease_owner = NULL,
         lease_expires_at = NULL, updated_at = $5, terminal_at = $5
      WHERE key = $1 AND lease_token = $2 AND state = 'rendering'";

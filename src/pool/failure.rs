@@ -20,6 +20,9 @@ pub(super) enum RenderFailure {
     Template(#[from] RenderError),
     #[error(transparent)]
     Artifact(#[from] ArtifactError),
+    /// An alert's value that is missing or not a number: another attempt would find the same.
+    #[error("{0}")]
+    Condition(String),
     /// Cut at its deadline, or stopped, before it ended.
     #[error("{0}")]
     Cut(String),
@@ -38,6 +41,7 @@ impl RenderFailure {
             // configuration: another attempt would fail the same way.
             RenderFailure::Source(SourceError::Permanent(_))
             | RenderFailure::Template(_)
+            | RenderFailure::Condition(_)
             | RenderFailure::Unconfigured(_)
             | RenderFailure::NotLoaded(_) => ResponseClass::Permanent,
         }

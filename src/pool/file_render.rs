@@ -115,18 +115,50 @@ pub(super) fn render_data(
         }
         tracing::info!(job = %key, reason = %why, "not skipped: a live node of an older version does not know the state; sending as it is");
     }
+    draw(
+        report,
+        (templates, links),
+        (key, window, generated_at),
+        data,
+        (stale, None),
+    )
+    .map(Drawn::Parts)
+}
+
+/// Renders `data` for the job `key` of `report` as [`render_data`] does, without its empty
+/// check, and with `alert` (what a `send_when = "alert"` decision says) in the context.
+pub(super) fn draw(
+    report: &Report,
+    (templates, links): (Option<&Templates>, Option<&crate::delivery::links::Links>),
+    (key, window, generated_at): (&JobKey, &Window, DateTime<Utc>),
+    data: serde_json::Value,
+    (stale, alert): (bool, Option<serde_json::Value>),
+) -> Result<Rendered, RenderFailure> {
     let templates = templates.ok_or_else(|| RenderFailure::NotLoaded(report.template.clone()))?;
     let when = (key.date(), generated_at);
     let report_url = links.map(|l| l.report(key));
-    let context =
+    let mut context =
         crate::report::render::context(report, when, window, data, (stale, report_url.as_deref()));
+    let headline = alert
+        .as_ref()
+        .and_then(|a| a["headline"].as_str().map(str::to_string));
+    if let (Some(alert), serde_json::Value::Object(c)) = (alert, &mut context) {
+        c.insert("alert".into(), alert);
+    }
     let defaults = crate::delivery::default_parts(report);
     let extras = crate::report::render::Extras {
         defaults: &defaults,
         charts: &report.charts,
         xlsx: report.attach.xlsx,
     };
-    Ok(Drawn::Parts(templates.render(context, &extras)?))
+    let mut rendered = templates.render(context, &extras)?;
+    if let Some(h) = headline {
+        rendered.parts.insert(
+            crate::report::render::ALERT_PART.into(),
+            serde_json::Value::String(h).to_string(),
+        );
+    }
+    Ok(rendered)
 }
 
 fn not_local(artifacts: &crate::report::artifact::ArtifactStore) -> ArtifactError {

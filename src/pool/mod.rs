@@ -13,6 +13,7 @@
 
 mod claim;
 mod completer;
+mod decide;
 mod failure;
 mod file_render;
 mod hold;

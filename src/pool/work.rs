@@ -58,6 +58,7 @@ pub(super) async fn render_job(
                 tracing::warn!(job = %job.key, error = %e, "could not record the skip; the lease will be rescued")
             }
         },
+        Ok(Made::Decided(made)) => decided(p, &job, made),
         // The readiness gate recorded what follows (a wait, a skip, a quarantine).
         Ok(Made::Held) => {}
         Err(failure) => {
@@ -141,11 +142,33 @@ enum Made {
     /// found them stored by an earlier attempt).
     Artifact(ArtifactRef, Vec<NewDelivery>, Option<Arc<Rendered>>),
     Empty(String),
+    /// Decided under `send_when = "changed"` or `"alert"`, and recorded with its render or skip.
+    Decided(super::decide::Made),
     Held,
 }
 
+/// Says what a decided render came to, in the log and the metrics.
+fn decided(p: &Pipeline, job: &Job, made: super::decide::Made) {
+    let d = &made.decision;
+    let report = job.key.report().as_str();
+    if let Some(alert) = &d.alert {
+        p.metrics.alert(report, alert.triggered, d.event);
+    }
+    match d.send {
+        true => {
+            Stats::bump(&p.stats.rendered);
+            tracing::info!(job = %job.key, decision = %d.words, "rendered: sent as its report's send_when decides");
+        }
+        false => {
+            p.metrics.skipped.inc();
+            tracing::info!(job = %job.key, decision = %d.words, "skipped: not sent, as its report's send_when decides");
+        }
+    }
+    drop(made.rendered);
+}
+
 /// Counts an artifact this render wrote.
-fn count_written(p: &Pipeline, artifact: &ArtifactRef, wrote: bool) {
+pub(super) fn count_written(p: &Pipeline, artifact: &ArtifactRef, wrote: bool) {
     if wrote {
         Stats::bump(&p.stats.artifacts_written);
         p.metrics
@@ -174,7 +197,8 @@ async fn render_and_store(
     // A job's first lease had no earlier attempt, so the store is not listed for one (on a
     // `file://` store a listing is a blocking task, on S3 a request, for every render).
     let (id, date) = (job.key.report().as_str(), job.key.day());
-    let existing = match lease.is_first() {
+    // A report that decides whether to send reads its data again: the decision needs it.
+    let existing = match lease.is_first() || report.send_rule.is_some() {
         true => None,
         false => p.artifacts.find(id, &date).await?,
     };
@@ -185,6 +209,16 @@ async fn render_and_store(
         super::wait::Gate::Render { stale } => stale,
         super::wait::Gate::Held => return Ok(Made::Held),
     };
+    if let Some(rule) = &report.send_rule {
+        let both = ((job, lease), (report, rule));
+        return Ok(
+            match super::decide::render(p, both.0, both.1, deliveries, stale).await? {
+                super::decide::Outcome::Decided(made) => Made::Decided(made),
+                super::decide::Outcome::Empty(why) => Made::Empty(why),
+                super::decide::Outcome::Behind => Made::Held,
+            },
+        );
+    }
     if let (SourceSpec::File { path }, true) = (&report.source, p.artifacts.is_local()) {
         let templates = reports.templates.get(&report.template).cloned();
         let step = render_in_one_step(p, job, (report.clone(), templates), path, stale);

@@ -38,8 +38,12 @@ pub struct Metrics {
     pub rate_limited: Counter,
     pub retry_delay: Histogram,
     pub quarantined: Counter,
-    /// Jobs that ended `skipped` (their data was empty).
+    /// Jobs that ended `skipped` (their data was empty, or `send_when` did not send them).
     pub skipped: Counter,
+    /// `send_when = "alert"`: 1 while a report's alert is triggered, 0 while it is not (set at
+    /// each decision), and its transitions by report and state reached (`triggered`, `ok`).
+    pub alert_state: Family<Labels, Gauge>,
+    pub alert_transitions: Family<Labels, Counter>,
     pub artifact_bytes: Counter,
     pub render_duration: Histogram,
     pub sweeper_deleted: Family<Labels, Counter>,
@@ -97,6 +101,8 @@ impl Default for Metrics {
             retry_delay: Histogram::new(exponential_buckets(0.5, 2.0, 14)),
             quarantined: Counter::default(),
             skipped: Counter::default(),
+            alert_state: Family::default(),
+            alert_transitions: Family::default(),
             artifact_bytes: Counter::default(),
             render_duration: Histogram::new(exponential_buckets(0.001, 2.0, 16)),
             sweeper_deleted: Family::default(),
@@ -264,6 +270,30 @@ impl Metrics {
         self.attempts
             .get_or_create(&attempt_labels(kind, class))
             .inc();
+    }
+
+    /// A `send_when = "alert"` decision for `report`: its state, and the transition `event`
+    /// made, if it made one.
+    pub(crate) fn alert(
+        &self,
+        report: &str,
+        triggered: bool,
+        event: crate::domain::condition::Event,
+    ) {
+        use crate::domain::condition::Event;
+        self.alert_state
+            .get_or_create(&label("report", report))
+            .set(i64::from(triggered));
+        let to = match event {
+            Event::Triggered => "triggered",
+            Event::Recovered => "ok",
+            _ => return,
+        };
+        let labels = vec![
+            ("report".to_string(), report.to_string()),
+            ("to".to_string(), to.to_string()),
+        ];
+        self.alert_transitions.get_or_create(&labels).inc();
     }
 
     /// Makes the attempts' series of each of `kinds` exist (at zero) before any attempt.
@@ -458,8 +488,18 @@ impl Metrics {
         );
         registry.register(
             "jobs_skipped",
-            "Jobs that ended skipped: their data was empty (skip_if_empty)",
+            "Jobs that ended skipped: their data was empty, or send_when did not send them",
             m.skipped.clone(),
+        );
+        registry.register(
+            "alert_state",
+            "1 while a report's alert is triggered, 0 while it is not, as its last decision left it",
+            m.alert_state.clone(),
+        );
+        registry.register(
+            "alert_transitions",
+            "Alerts that triggered or recovered, by report and the state reached",
+            m.alert_transitions.clone(),
         );
         registry.register(
             "artifact_bytes_written",

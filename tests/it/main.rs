@@ -84,6 +84,7 @@ mod runbook;
 mod s3_nodes;
 mod schedule_dst;
 mod scheduler_tick;
+mod send_when;
 mod server;
 mod skip_empty;
 mod smtp_relay;

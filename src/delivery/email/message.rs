@@ -18,12 +18,23 @@ pub fn subject(title: &str, date: &str) -> String {
     format!("{title} — {date}")
 }
 
-/// The Subject of job `job`'s emails: a reissued revision's says it is a correction.
-pub(crate) fn subject_of(title: &str, job: &crate::domain::keys::JobKey) -> String {
+/// The Subject of job `job`'s emails: a reissued revision's says it is a correction, and an
+/// alert's leads with its headline ("Alert: late 23 > 20 · Warehouse 17 — 2026-11-29").
+pub(crate) fn subject_of(
+    title: &str,
+    job: &crate::domain::keys::JobKey,
+    rendered: &Rendered,
+) -> String {
     let plain = subject(title, &crate::domain::keys::IsoDate(job.date()).to_string());
-    match job.revision() {
+    let plain = match job.revision() {
         1 => plain,
         n => format!("Correction (revision {n}): {plain}"),
+    };
+    let headline = (rendered.parts.get(crate::report::render::ALERT_PART))
+        .and_then(|h| serde_json::from_str::<String>(h).ok());
+    match headline {
+        Some(h) => format!("{h} · {plain}"),
+        None => plain,
     }
 }
 

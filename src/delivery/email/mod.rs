@@ -151,7 +151,7 @@ impl Destination for Email {
             one_click: one_click.as_deref(),
             attach: s.report.attach,
         };
-        let subject = message::subject_of(&s.report.title, s.job);
+        let subject = message::subject_of(&s.report.title, s.job, s.rendered);
         let message = message::build_message(
             &settings.from,
             &to,
@@ -269,7 +269,7 @@ impl EmailSending {
                 crate::domain::redact::redact_address(to.destination())
             ))
         })?;
-        let subject = message::subject_of(&parcel.report.title, parcel.job);
+        let subject = message::subject_of(&parcel.report.title, parcel.job, parcel.rendered);
         let one_click = one_click(parcel.report, self.links.as_ref(), to).map_err(permanent)?;
         let list = message::ListHeaders {
             report: parcel.report.id.as_str(),

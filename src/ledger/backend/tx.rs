@@ -15,6 +15,7 @@ use crate::ledger::{Backend, BothRow, Ledger, PerBackend, Result};
 pub(in crate::ledger) enum Arg<'a> {
     Int(i64),
     MaybeInt(Option<i64>),
+    MaybeFloat(Option<f64>),
     Text(Cow<'a, str>),
     MaybeText(Option<Cow<'a, str>>),
 }
@@ -22,6 +23,12 @@ pub(in crate::ledger) enum Arg<'a> {
 impl From<Option<i64>> for Arg<'_> {
     fn from(v: Option<i64>) -> Self {
         Arg::MaybeInt(v)
+    }
+}
+
+impl From<Option<f64>> for Arg<'_> {
+    fn from(v: Option<f64>) -> Self {
+        Arg::MaybeFloat(v)
     }
 }
 
@@ -189,6 +196,7 @@ fn query<'q, DB: Database>(
 where
     i64: for<'t> Encode<'t, DB> + Type<DB>,
     Option<i64>: for<'t> Encode<'t, DB> + Type<DB>,
+    Option<f64>: for<'t> Encode<'t, DB> + Type<DB>,
     for<'t> &'t str: Encode<'t, DB> + Type<DB>,
     for<'t> Option<&'t str>: Encode<'t, DB> + Type<DB>,
 {
@@ -196,6 +204,7 @@ where
         .fold(sqlx::query(sqlx::AssertSqlSafe(sql)), |q, a| match a {
             Arg::Int(v) => q.bind(*v),
             Arg::MaybeInt(v) => q.bind(*v),
+            Arg::MaybeFloat(v) => q.bind(*v),
             Arg::Text(v) => q.bind(v.as_ref()),
             Arg::MaybeText(v) => q.bind(v.as_deref()),
         })
@@ -210,6 +219,7 @@ where
     T: for<'r> FromRow<'r, DB::Row>,
     i64: for<'t> Encode<'t, DB> + Type<DB>,
     Option<i64>: for<'t> Encode<'t, DB> + Type<DB>,
+    Option<f64>: for<'t> Encode<'t, DB> + Type<DB>,
     for<'t> &'t str: Encode<'t, DB> + Type<DB>,
     for<'t> Option<&'t str>: Encode<'t, DB> + Type<DB>,
 {
@@ -217,6 +227,7 @@ where
         .fold(sqlx::query_as(sqlx::AssertSqlSafe(sql)), |q, a| match a {
             Arg::Int(v) => q.bind(*v),
             Arg::MaybeInt(v) => q.bind(*v),
+            Arg::MaybeFloat(v) => q.bind(*v),
             Arg::Text(v) => q.bind(v.as_ref()),
             Arg::MaybeText(v) => q.bind(v.as_deref()),
         })

@@ -442,6 +442,10 @@ fn window_context(report: &Report, window: &Window) -> Value {
 }
 
 /// Gmail shows only the start of a message whose HTML is larger than this (its "clipping").
+/// The artifact's part holding a `send_when = "alert"` job's headline ("Alert: late 23 > 20"),
+/// a JSON string: emails lead their subject with it, chat messages their title.
+pub const ALERT_PART: &str = "alert";
+
 pub(crate) const GMAIL_CLIP_BYTES: usize = 102_000;
 
 /// A size for a person: `812 B`, `101.6 KiB`, `24.9 MiB`.

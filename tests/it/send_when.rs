@@ -1,0 +1,241 @@
+//! `send_when = "changed"` and `"alert"`: each job decided once, in the transaction that
+//! records its render or its skip, from what the report's earlier jobs decided. An alert's whole
+//! life and a report that sends only on a change, run for real (file source, emails as .eml
+//! files) on both backends; two nodes racing on the same dates.
+
+use crate::common;
+
+use std::time::Duration;
+
+use common::{Project, TestLedger, jk};
+use dawnpost::ledger::JobState;
+use mail_parser::MessageParser;
+
+/// A report `id` on `config/sample/<id>.json`, emailed to ops@example.com, with `rule`'s keys.
+fn project(id: &str, rule: &str) -> Project {
+    let p = Project::new(&format!(
+        r#"
+[[report]]
+id = "{id}"
+title = "Late orders"
+schedule = "0 30 6 * * *"
+timezone = "UTC"
+template = "daily_ops"
+source = {{ kind = "file", path = "config/sample/{id}.json" }}
+email = ["ops@example.com"]
+{rule}
+"#
+    ));
+    set_late(&p, id, 0);
+    p
+}
+
+/// Writes the report's data: the shipped sample with `summary.orders_late = late`.
+fn set_late(p: &Project, id: &str, late: i64) {
+    let sample = std::fs::read_to_string(p.root().join("config/sample/warehouse-17.json"))
+        .expect("the sample");
+    let mut data: serde_json::Value = serde_json::from_str(&sample).expect("json");
+    data["summary"]["orders_late"] = late.into();
+    p.write(&format!("config/sample/{id}.json"), &data.to_string());
+}
+
+const ALERT: &str = r#"send_when = "alert"
+[report.alert]
+value = "data.summary.orders_late"
+above = 20"#;
+
+/// The subject of the email job `job` sent, if it sent one.
+fn subject(p: &Project, job: &str) -> Option<String> {
+    let name =
+        dawnpost::delivery::email::message::file_name(&format!("{job}/email:ops@example.com"));
+    let bytes = std::fs::read(p.root().join("var/outbox").join(name)).ok()?;
+    let message = MessageParser::default().parse(&bytes).expect("an email");
+    message.subject().map(str::to_string)
+}
+
+/// Runs date `date` of report `id` with its data at `late`; the job's state and decision.
+async fn day(p: &Project, t: &TestLedger, id: &str, date: &str, late: i64) -> (JobState, String) {
+    set_late(p, id, late);
+    let run = common::run_date(&p.load(), &t.ledger, date, Duration::from_secs(60)).await;
+    assert_eq!(run.exit_code, 0, "{run:?}");
+    decided(t, &format!("{id}:{date}")).await
+}
+
+async fn decided(t: &TestLedger, key: &str) -> (JobState, String) {
+    let key = jk(key);
+    let job = t.ledger.jobs().get(&key).await.expect("get").expect("job");
+    let row = t.ledger.decisions().of(&key).await.expect("decision");
+    let words = row.map(|r| format!("{}: {}", if r.sent { "sent" } else { "skipped" }, r.words));
+    (job.state, words.unwrap_or_default())
+}
+
+async fn an_alert_triggers_holds_recovers_and_rests(t: &TestLedger) {
+    let p = project("late", ALERT);
+    let life = [
+        (
+            "2026-12-01",
+            5,
+            JobState::Skipped,
+            "skipped: alert ok since late:2026-12-01, value 5",
+        ),
+        (
+            "2026-12-02",
+            23,
+            JobState::Done,
+            "sent: alert triggered, value 23 > 20",
+        ),
+        (
+            "2026-12-03",
+            23,
+            JobState::Skipped,
+            "skipped: alert still triggered since late:2026-12-02, value 23 > 20",
+        ),
+        (
+            "2026-12-04",
+            30,
+            JobState::Skipped,
+            "skipped: alert still triggered since late:2026-12-02, value 30 > 20 (was 23)",
+        ),
+        (
+            "2026-12-05",
+            12,
+            JobState::Done,
+            "sent: recovered, value 12",
+        ),
+        (
+            "2026-12-06",
+            11,
+            JobState::Skipped,
+            "skipped: alert ok since late:2026-12-05, value 11",
+        ),
+    ];
+    for (date, late, state, words) in life {
+        assert_eq!(
+            day(&p, t, "late", date, late).await,
+            (state, words.to_string()),
+            "{date}"
+        );
+    }
+    let job = t
+        .ledger
+        .jobs()
+        .get(&jk("late:2026-12-03"))
+        .await
+        .expect("get")
+        .expect("job");
+    assert_eq!(
+        job.last_error.as_deref(),
+        Some("alert still triggered since late:2026-12-02, value 23 > 20"),
+        "a skip says why"
+    );
+    let sent: Vec<Option<String>> = ["01", "02", "03", "04", "05", "06"]
+        .iter()
+        .map(|d| subject(&p, &format!("late:2026-12-{d}")))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            None,
+            Some("Alert: orders_late 23 > 20 · Late orders — 2026-12-02".into()),
+            None,
+            None,
+            Some("Recovered: orders_late 12 · Late orders — 2026-12-05".into()),
+            None,
+        ]
+    );
+}
+
+async fn changed_sends_the_first_and_each_change_and_a_reissue_is_decided_again(t: &TestLedger) {
+    let p = project("moves", "send_when = \"changed\"");
+    let days = [
+        (
+            "2026-12-01",
+            5,
+            JobState::Done,
+            "sent: first run of the report",
+        ),
+        (
+            "2026-12-02",
+            5,
+            JobState::Skipped,
+            "skipped: unchanged since moves:2026-12-01",
+        ),
+        (
+            "2026-12-03",
+            7,
+            JobState::Done,
+            "sent: changed since moves:2026-12-01",
+        ),
+    ];
+    for (date, late, state, words) in days {
+        assert_eq!(
+            day(&p, t, "moves", date, late).await,
+            (state, words.to_string()),
+            "{date}"
+        );
+    }
+    // A correction of the 2nd with the data of the 1st stays unchanged, and says what its
+    // revision 1 decided; the 3rd is still compared with the 1st.
+    let audit = dawnpost::ledger::Audit::new("ops", "late figures", dawnpost::ledger::Via::Cli)
+        .expect("audited");
+    let now = chrono::Utc::now();
+    t.ledger.nodes().follow_formats(now).await.expect("formats");
+    let r2 = t
+        .ledger
+        .jobs()
+        .reissue(&jk("moves:2026-12-02"), &audit, now)
+        .await
+        .expect("reissue");
+    set_late(&p, "moves", 6);
+    let run = common::run_date(&p.load(), &t.ledger, "2026-12-02", Duration::from_secs(60)).await;
+    assert_eq!(run.exit_code, 0, "{run:?}");
+    assert_eq!(
+        decided(t, &r2.to_string()).await,
+        (
+            JobState::Done,
+            "sent: changed since moves:2026-12-01; revision 1 was skipped: unchanged since moves:2026-12-01".into()
+        )
+    );
+    assert!(
+        subject(&p, "moves:2026-12-02.r2").is_some(),
+        "the correction went out"
+    );
+    assert!(subject(&p, "moves:2026-12-02").is_none());
+}
+
+async fn nodes_racing_over_a_backlog_send_one_alert_for_one_transition(t: &TestLedger) {
+    let p = project("race", ALERT);
+    set_late(&p, "race", 23);
+    let config = p.load();
+    // Four nodes, each making one date of a backlog, render at once: the decisions follow the
+    // dates whatever the order the renders finish in.
+    let run = |date| common::run_date(&config, &t.ledger, date, Duration::from_secs(60));
+    let (a, b, c, d) = tokio::join!(
+        run("2026-12-04"),
+        run("2026-12-03"),
+        run("2026-12-02"),
+        run("2026-12-01")
+    );
+    for r in [a, b, c, d] {
+        assert_eq!(r.exit_code, 0, "{r:?}");
+    }
+    let mut sent = Vec::new();
+    for d in 1..=4 {
+        let key = format!("race:2026-12-0{d}");
+        if subject(&p, &key).is_some() {
+            sent.push(key);
+        }
+    }
+    assert_eq!(sent, ["race:2026-12-01"], "one alert for one transition");
+    let (_, words) = decided(t, "race:2026-12-04").await;
+    assert_eq!(
+        words,
+        "skipped: alert still triggered since race:2026-12-01, value 23 > 20"
+    );
+}
+
+on_both_backends!(
+    an_alert_triggers_holds_recovers_and_rests,
+    changed_sends_the_first_and_each_change_and_a_reissue_is_decided_again,
+    nodes_racing_over_a_backlog_send_one_alert_for_one_transition,
+);
