@@ -203,6 +203,26 @@ pub struct JobHistoryV1 {
     pub notices: Vec<NoticeV1>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreCheckV1>,
+    /// Whether it was sent, for a report with `send_when = "changed"` or `"alert"`; absent
+    /// for any other report and before its render. Since 0.3.0.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decision: Option<DecisionV1>,
+}
+
+/// What `send_when` decided for a job: its rule (`changed`, `alert`), whether it was sent,
+/// what happened (`first`, `changed`, `unchanged`, `triggered`, `reminded`,
+/// `still_triggered`, `recovered`, `ok`), in words, and for an alert the value found and
+/// whether the alert is triggered after it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionV1 {
+    pub rule: String,
+    pub sent: bool,
+    pub event: String,
+    pub words: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub triggered: Option<bool>,
 }
 
 /// One revision of a reissued job.
@@ -444,6 +464,14 @@ impl From<&JobHistory> for JobHistoryV1 {
                 Vec::new()
             },
             store: h.store.as_ref().map(StoreCheckV1::from),
+            decision: h.decision.as_ref().map(|d| DecisionV1 {
+                rule: d.rule.clone(),
+                sent: d.sent,
+                event: d.event.clone(),
+                words: d.words.clone(),
+                value: d.value,
+                triggered: d.triggered,
+            }),
         }
     }
 }

@@ -33,6 +33,8 @@ pub struct JobHistory {
     pub store: Option<StoreCheck>,
     /// What its report's owners were told of it (late, quarantined), oldest first.
     pub notices: Vec<crate::ledger::NoticeRow>,
+    /// Whether it was sent, for a report that sends only on a change or an alert.
+    pub decision: Option<crate::ledger::DecisionRow>,
 }
 
 /// The artifact read back from its store: `intact` (sha256 verified), `missing`, `altered`
@@ -63,6 +65,7 @@ impl JobHistory {
         let probes = ledger.waits().probes(key).await?;
         let revisions = ledger.jobs().revisions(key).await?;
         let notices = ledger.notices().of_job(key).await?;
+        let decision = ledger.decisions().of(key).await?;
         let artifact_status = match (&job.artifact, job.artifact_deleted_at) {
             (None, _) => "none",
             (Some(_), Some(_)) => "deleted",
@@ -77,6 +80,7 @@ impl JobHistory {
             revisions,
             store: None,
             notices,
+            decision,
         }))
     }
 
@@ -116,6 +120,9 @@ impl JobHistory {
                 let _ = writeln!(out, "  last error: {e}");
             }
             (None, _) => {}
+        }
+        if let Some(d) = self.decision.as_ref().filter(|d| d.sent) {
+            let _ = writeln!(out, "  sent: {} (send_when = \"{}\")", d.words, d.rule);
         }
         self.wait_lines(&mut out);
         self.revision_lines(&mut out);

@@ -95,6 +95,9 @@ fn probes() -> Vec<(&'static str, String)> {
             "ready_when = {{ kind = \"sql\", url_env = \"DB\", query = \"config/q.sql\", {u} = 1 }}"
         )),
         report_with(&format!("calendar = \"config/calendars/c.toml\"\n{u} = 1")),
+        report_with(&format!(
+            "send_when = \"alert\"\n[report.alert]\nvalue = \"data.x\"\nabove = 1\n{u} = 1"
+        )),
     ];
     out.extend(reports.into_iter().map(|r| ("config/reports.toml", r)));
     for source in [

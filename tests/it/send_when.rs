@@ -7,8 +7,14 @@ use crate::common;
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use common::peers::{HttpRule, Receiver};
 use common::{Project, TestLedger, jk};
 use dawnpost::ledger::JobState;
+use dawnpost::runtime::metrics::Metrics;
+use dawnpost::views::api::JobHistoryV1;
+use dawnpost::views::history::JobHistory;
 use mail_parser::MessageParser;
 
 /// A report `id` on `config/sample/<id>.json`, emailed to ops@example.com, with `rule`'s keys.
@@ -53,10 +59,31 @@ fn subject(p: &Project, job: &str) -> Option<String> {
     message.subject().map(str::to_string)
 }
 
-/// Runs date `date` of report `id` with its data at `late`; the job's state and decision.
-async fn day(p: &Project, t: &TestLedger, id: &str, date: &str, late: i64) -> (JobState, String) {
+/// Runs date `date` of report `id` with its data at `late`, counting into `metrics`; the
+/// job's state and decision.
+async fn day(
+    (p, t, metrics): (&Project, &TestLedger, &Arc<Metrics>),
+    id: &str,
+    date: &str,
+    late: i64,
+) -> (JobState, String) {
     set_late(p, id, late);
-    let run = common::run_date(&p.load(), &t.ledger, date, Duration::from_secs(60)).await;
+    let opts = dawnpost::node::runner::RunOnceOptions {
+        date: Some(date.parse().expect("date")),
+        max_wait: Duration::from_secs(60),
+        progress: false,
+        metrics: Some(metrics.clone()),
+    };
+    let clock = Arc::new(dawnpost::SystemClock);
+    let run = dawnpost::node::runner::run_once(
+        &p.load(),
+        t.ledger.clone(),
+        clock,
+        &opts,
+        Default::default(),
+    )
+    .await
+    .expect("run once");
     assert_eq!(run.exit_code, 0, "{run:?}");
     decided(t, &format!("{id}:{date}")).await
 }
@@ -71,6 +98,7 @@ async fn decided(t: &TestLedger, key: &str) -> (JobState, String) {
 
 async fn an_alert_triggers_holds_recovers_and_rests(t: &TestLedger) {
     let p = project("late", ALERT);
+    let metrics = Arc::new(Metrics::default());
     let life = [
         (
             "2026-12-01",
@@ -111,11 +139,36 @@ async fn an_alert_triggers_holds_recovers_and_rests(t: &TestLedger) {
     ];
     for (date, late, state, words) in life {
         assert_eq!(
-            day(&p, t, "late", date, late).await,
+            day((&p, t, &metrics), "late", date, late).await,
             (state, words.to_string()),
             "{date}"
         );
     }
+    let text = metrics.render();
+    for series in [
+        "dawnpost_alert_state{report=\"late\"} 0",
+        "dawnpost_alert_transitions_total{report=\"late\",to=\"triggered\"} 1",
+        "dawnpost_alert_transitions_total{report=\"late\",to=\"ok\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == series), "{series} in\n{text}");
+    }
+    let shown = JobHistory::load(&t.ledger, &jk("late:2026-12-02"))
+        .await
+        .expect("load")
+        .expect("job");
+    assert!(
+        shown
+            .render_text()
+            .contains("  sent: alert triggered, value 23 > 20 (send_when = \"alert\")"),
+        "{}",
+        shown.render_text()
+    );
+    let json = serde_json::to_value(JobHistoryV1::from(&shown)).expect("json");
+    assert_eq!(
+        json["decision"],
+        serde_json::json!({"rule": "alert", "sent": true, "event": "triggered",
+            "words": "alert triggered, value 23 > 20", "value": 23.0, "triggered": true})
+    );
     let job = t
         .ledger
         .jobs()
@@ -147,6 +200,7 @@ async fn an_alert_triggers_holds_recovers_and_rests(t: &TestLedger) {
 
 async fn changed_sends_the_first_and_each_change_and_a_reissue_is_decided_again(t: &TestLedger) {
     let p = project("moves", "send_when = \"changed\"");
+    let metrics = Arc::new(Metrics::default());
     let days = [
         (
             "2026-12-01",
@@ -169,7 +223,7 @@ async fn changed_sends_the_first_and_each_change_and_a_reissue_is_decided_again(
     ];
     for (date, late, state, words) in days {
         assert_eq!(
-            day(&p, t, "moves", date, late).await,
+            day((&p, t, &metrics), "moves", date, late).await,
             (state, words.to_string()),
             "{date}"
         );
@@ -207,8 +261,18 @@ async fn nodes_racing_over_a_backlog_send_one_alert_for_one_transition(t: &TestL
     let p = project("race", ALERT);
     set_late(&p, "race", 23);
     let config = p.load();
-    // Four nodes, each making one date of a backlog, render at once: the decisions follow the
-    // dates whatever the order the renders finish in.
+    // A backlog of four dates (as a backfill makes), rendered by four nodes at once, each
+    // running one date: the decisions follow the dates whatever the order the renders finish in.
+    let now = chrono::Utc::now();
+    let dates = ["2026-12-01", "2026-12-02", "2026-12-03", "2026-12-04"];
+    let backlog: Vec<_> = (dates.iter())
+        .map(|d| common::fixtures::new_job("race", d, now))
+        .collect();
+    t.ledger
+        .jobs()
+        .insert_many(&backlog, now)
+        .await
+        .expect("backlog");
     let run = |date| common::run_date(&config, &t.ledger, date, Duration::from_secs(60));
     let (a, b, c, d) = tokio::join!(
         run("2026-12-04"),
@@ -234,7 +298,108 @@ async fn nodes_racing_over_a_backlog_send_one_alert_for_one_transition(t: &TestL
     );
 }
 
+/// The binary, killed with SIGKILL once its alert's first webhook arrived (the decision and
+/// the deliveries committed together), then run again: every webhook gets the alert, at most
+/// twice and with one key, and the decision stands as made.
+async fn a_sigkill_between_the_decision_and_the_sends_loses_neither(t: &TestLedger) {
+    let rule: HttpRule = Arc::new(|_: &str, _, _| (204, None, Duration::from_millis(400)));
+    let rx = Receiver::start(rule).await;
+    let hooks: String = (1..=6)
+        .map(|i| {
+            format!(
+                "[[report.webhook]]\nurl = \"{}\"\n",
+                rx.url(&format!("h{i}"))
+            )
+        })
+        .collect();
+    let p = project("killed", &format!("{ALERT}\n{hooks}"));
+    set_late(&p, "killed", 23);
+    p.write(
+        "config/dawnpost.toml",
+        "[pool]\nconcurrency = 2\nlease = \"1s\"\n[retry]\nbase = \"100ms\"\ncap = \"500ms\"\n[server]\nbind = \"127.0.0.1:0\"\n",
+    );
+    let start = || {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_dawnpost"))
+            .arg("--config")
+            .arg(p.config_dir())
+            .args(["run", "--once", "--date", "2026-11-30", "--max-wait", "60s"])
+            .env("DAWNPOST_DATABASE_URL", t.url())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start dawnpost")
+    };
+    let mut first = start();
+    rx.wait_for(1, Duration::from_secs(60)).await;
+    first.start_kill().expect("SIGKILL");
+    let _ = first.wait().await;
+    assert!(rx.hits().len() < 6, "killed before every send");
+    let again = tokio::time::timeout(Duration::from_secs(90), start().wait()).await;
+    let status = again.expect("the second run finishes").expect("wait");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "everything delivered after the restart"
+    );
+    let mut keys: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for hit in rx.hits() {
+        let key = hit.header("idempotency-key").expect("key");
+        keys.entry(hit.path.clone()).or_default().push(key);
+    }
+    assert_eq!(keys.len(), 6, "every webhook got the alert: {keys:?}");
+    for (path, got) in &keys {
+        assert!(
+            got.len() <= 2 && got.iter().all(|k| k == &got[0]),
+            "{path}: {got:?}"
+        );
+    }
+    assert_eq!(
+        decided(t, "killed:2026-11-30").await,
+        (
+            JobState::Done,
+            "sent: alert triggered, value 23 > 20".to_string()
+        )
+    );
+}
+
+/// An alert whose value is not a number in the data fails its job permanently, naming the
+/// report, the path and what stood there: "not a number" is not "ok".
+async fn an_alert_value_that_is_no_number_fails_the_job_naming_what_was_found(t: &TestLedger) {
+    let p = project("odd", ALERT);
+    let sample = std::fs::read_to_string(p.root().join("config/sample/odd.json")).expect("data");
+    let mut data: serde_json::Value = serde_json::from_str(&sample).expect("json");
+    data["summary"]["orders_late"] = "12".into();
+    p.write("config/sample/odd.json", &data.to_string());
+    let run = common::run_date(&p.load(), &t.ledger, "2026-12-01", Duration::from_secs(60)).await;
+    assert_ne!(
+        run.exit_code, 0,
+        "a quarantined job is not a clean run: {run:?}"
+    );
+    let job = t
+        .ledger
+        .jobs()
+        .get(&jk("odd:2026-12-01"))
+        .await
+        .expect("get")
+        .expect("job");
+    assert_eq!(job.state, JobState::Quarantined);
+    assert_eq!(
+        job.last_error.as_deref(),
+        Some(
+            "report odd: the alert's value data.summary.orders_late is not a number: found the string \"12\""
+        )
+    );
+    assert_eq!(
+        job.attempts, 1,
+        "not retried: the data says the same next time"
+    );
+    assert!(subject(&p, "odd:2026-12-01").is_none());
+}
+
 on_both_backends!(
+    an_alert_value_that_is_no_number_fails_the_job_naming_what_was_found,
+    a_sigkill_between_the_decision_and_the_sends_loses_neither,
     an_alert_triggers_holds_recovers_and_rests,
     changed_sends_the_first_and_each_change_and_a_reissue_is_decided_again,
     nodes_racing_over_a_backlog_send_one_alert_for_one_transition,

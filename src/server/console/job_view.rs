@@ -61,6 +61,9 @@ pub fn job(session: &Session, h: &JobHistory, now: DateTime<Utc>, tz: Option<Tz>
                 @if let Some(late) = j.late_at {
                     dt { "Late" } dd.error { "The deadline passed at " (when_in(tz, late)) " without its data ready: what was rendered after it may be stale." }
                 }
+                @if let Some(d) = h.decision.as_ref().filter(|d| d.sent) {
+                    dt { "Sent because" } dd { (d.words) " (send_when = \"" (d.rule) "\")" }
+                }
                 @if let Some(e) = &j.last_error {
                     @if j.state == JobState::Skipped {
                         dt { "Skipped" } dd { (hide.text(e)) "; nothing was sent" }

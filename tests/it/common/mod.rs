@@ -349,6 +349,19 @@ impl TestLedger {
         }
     }
 
+    /// The URL another process (the binary) opens this ledger by.
+    pub fn url(&self) -> String {
+        match (&self.schema, &self._dir) {
+            (Some(schema), _) => {
+                let base = std::env::var(POSTGRES_ENV).expect("postgres url");
+                let sep = if base.contains('?') { '&' } else { '?' };
+                format!("{base}{sep}options=-c%20search_path%3D{schema}")
+            }
+            (None, Some(dir)) => format!("sqlite://{}", dir.path().join("ledger.db").display()),
+            _ => unreachable!("a test ledger is sqlite or postgres"),
+        }
+    }
+
     /// The PostgreSQL schema of this ledger (None on SQLite).
     pub fn schema(&self) -> Option<&str> {
         self.schema.as_deref()
