@@ -58,6 +58,9 @@ _dawnpost() {
             dawnpost,run)
                 cmd="dawnpost__subcmd__run"
                 ;;
+            dawnpost,send-test)
+                cmd="dawnpost__subcmd__send__subcmd__test"
+                ;;
             dawnpost,show)
                 cmd="dawnpost__subcmd__show"
                 ;;
@@ -115,6 +118,9 @@ _dawnpost() {
             dawnpost__subcmd__help,run)
                 cmd="dawnpost__subcmd__help__subcmd__run"
                 ;;
+            dawnpost__subcmd__help,send-test)
+                cmd="dawnpost__subcmd__help__subcmd__send__subcmd__test"
+                ;;
             dawnpost__subcmd__help,show)
                 cmd="dawnpost__subcmd__help__subcmd__show"
                 ;;
@@ -137,7 +143,7 @@ _dawnpost() {
 
     case "${cmd}" in
         dawnpost)
-            opts="-h -V --config --log-json --help --version check migrate plan backfill enqueue jobs run show dlq nodes sweep redrive reissue preview bounce suppressions suppress unsuppress help"
+            opts="-h -V --config --log-json --help --version check migrate plan backfill enqueue jobs run show dlq nodes sweep redrive reissue preview bounce suppressions suppress unsuppress send-test help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -257,7 +263,7 @@ _dawnpost() {
             return 0
             ;;
         dawnpost__subcmd__help)
-            opts="check migrate plan backfill enqueue jobs run show dlq nodes sweep redrive reissue preview bounce suppressions suppress unsuppress help"
+            opts="check migrate plan backfill enqueue jobs run show dlq nodes sweep redrive reissue preview bounce suppressions suppress unsuppress send-test help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -453,6 +459,20 @@ _dawnpost() {
             return 0
             ;;
         dawnpost__subcmd__help__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dawnpost__subcmd__help__subcmd__send__subcmd__test)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -754,6 +774,36 @@ _dawnpost() {
                     return 0
                     ;;
                 --max-wait)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        dawnpost__subcmd__send__subcmd__test)
+            opts="-h --to --date --by --config --log-json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --to)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --date)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --by)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -20,3 +20,19 @@ CREATE TABLE send_decisions (
     decided_at   BIGINT NOT NULL
 );
 CREATE INDEX send_decisions_report ON send_decisions (report_id, local_date, revision);
+
+-- Test sends: a report rendered for a date and emailed to one address an operator typed, with
+-- who asked, through what, and what the relay answered. No job, delivery, recipient list,
+-- suppression or decision counts them.
+CREATE TABLE test_sends (
+    id          BIGSERIAL PRIMARY KEY,
+    report_id   TEXT    NOT NULL,
+    local_date  TEXT    NOT NULL,
+    address     TEXT    NOT NULL,
+    sent_by     TEXT    NOT NULL,
+    via         TEXT    NOT NULL,
+    at          BIGINT NOT NULL,
+    outcome     TEXT    NOT NULL,
+    detail      TEXT    NOT NULL
+);
+CREATE INDEX test_sends_report ON test_sends (report_id, at);

@@ -234,3 +234,18 @@ pub struct SuppressArgs {
     #[arg(long)]
     pub reason: String,
 }
+
+#[derive(Debug, Args)]
+pub struct SendTestArgs {
+    /// The report.
+    pub report: String,
+    /// The one address the test goes to.
+    #[arg(long)]
+    pub to: String,
+    /// The report's local date, YYYY-MM-DD (default: today in the report's timezone).
+    #[arg(long)]
+    pub date: Option<String>,
+    /// Who is sending it.
+    #[arg(long)]
+    pub by: String,
+}

@@ -119,6 +119,10 @@ pub enum Command {
     Suppress(SuppressArgs),
     /// Lift the suppression of ADDRESS (for every report, or --report). Audited.
     Unsuppress(SuppressArgs),
+    /// Render REPORT for a date as its job would and email it to one address (--to), its
+    /// subject led by "[test]". Audited; no job, recipient list, suppression or send_when
+    /// decision counts it, and an address suppressed for the report is refused.
+    SendTest(SendTestArgs),
 }
 
 impl Command {
@@ -303,6 +307,7 @@ pub async fn run(cli: Cli, clock: SharedClock) -> anyhow::Result<ExitCode> {
         Command::Suppressions(args) => recipients::suppressions(&mut ledger, &args).await,
         Command::Suppress(args) => recipients::suppress(&mut ledger, &args, clock).await,
         Command::Unsuppress(args) => recipients::unsuppress(&mut ledger, &args, clock).await,
+        Command::SendTest(args) => recipients::send_test(c, &mut ledger, &args, clock).await,
     };
     if makes_work {
         ledger.signal_work().await;

@@ -4,7 +4,7 @@
 use std::io::Read as _;
 use std::process::ExitCode;
 
-use super::{BounceArgs, EXIT_ERROR, LedgerSlot, SuppressArgs, SuppressionsArgs};
+use super::{BounceArgs, EXIT_ERROR, LedgerSlot, SendTestArgs, SuppressArgs, SuppressionsArgs};
 use crate::config::Config;
 use crate::delivery::email::dsn;
 use crate::domain::clock::SharedClock;
@@ -135,5 +135,58 @@ pub(super) async fn unsuppress(
             "{shown} is not suppressed {whom}: nothing changed (`dawnpost suppressions` lists them)"
         );
         Ok(ExitCode::from(EXIT_ERROR))
+    }
+}
+
+/// `send-test REPORT --to ADDRESS [--date D] --by NAME`: the report for a date, emailed to one
+/// address, audited.
+pub(super) async fn send_test(
+    config: &Config,
+    ledger: &mut LedgerSlot<'_>,
+    args: &SendTestArgs,
+    clock: SharedClock,
+) -> anyhow::Result<ExitCode> {
+    use crate::views::test_send::{TestSendRequest, TestSender};
+    let audit = Audit::new(&args.by, "a test send", Via::Cli)
+        .map_err(|_| anyhow::anyhow!("--by must not be empty: a test send is audited"))?;
+    let date = match &args.date {
+        None => None,
+        Some(d) => Some(
+            crate::domain::keys::parse_date(d)
+                .ok_or_else(|| anyhow::anyhow!("--date {d:?} is not a date (YYYY-MM-DD)"))?,
+        ),
+    };
+    let req = TestSendRequest {
+        report: &args.report,
+        to: &args.to,
+        date,
+    };
+    let Some(report) = config.report(&args.report) else {
+        errln!("not sent: no report {:?} in the configuration", args.report);
+        return Ok(ExitCode::from(EXIT_ERROR));
+    };
+    let templates = crate::report::render::Templates::load(
+        &config.root,
+        &report.template,
+        &config.template_parts,
+    )?;
+    let sender = TestSender::new(config)?;
+    let l = ledger.get().await?;
+    let made = (report, Some(&templates));
+    match sender.send(made, &l, &req, &audit, clock.now()).await {
+        Ok(sent) => {
+            let (report, by) = (&args.report, &args.by);
+            out!(
+                "sent a test of {report} for {} to {} by {by}: {}",
+                crate::domain::keys::IsoDate(sent.date),
+                sent.to,
+                sent.answer
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            errln!("not sent: {e}");
+            Ok(ExitCode::from(EXIT_ERROR))
+        }
     }
 }

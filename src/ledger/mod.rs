@@ -84,6 +84,7 @@ mod retention;
 mod runbooks;
 mod schema;
 mod signal;
+mod test_sends;
 mod ticks;
 mod types;
 
@@ -122,6 +123,7 @@ pub use schema::Opening;
 pub use schema::SchemaFit;
 pub use signal::WorkListener;
 pub use states::{DeliveryState, JobState};
+pub use test_sends::{NewTestSend, TestSend};
 pub use types::*;
 
 /// A row type both backends decode.

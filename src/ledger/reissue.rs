@@ -110,6 +110,25 @@ impl Jobs<'_> {
         .await
     }
 
+    /// "Run now": inserts `job` ready at once, unless its report and date have a job, and
+    /// audits it as `run`. Whether this inserted it, and the job's state after.
+    pub async fn run_now(
+        self,
+        job: super::NewJob,
+        audit: &Audit<'_>,
+        now: DateTime<Utc>,
+    ) -> Result<(bool, Option<super::JobState>)> {
+        let key = job.key.clone();
+        let inserted = !self.jobs().insert_many(&[job], now).await?.is_empty();
+        if inserted {
+            let text = key.to_string();
+            let row = audit_row(&text, None, audit, "run", to_millis(now));
+            self.execute(&row).await?;
+        }
+        let state = self.jobs().get(&key).await?.map(|j| j.state);
+        Ok((inserted, state))
+    }
+
     /// Every revision of `key`'s report and date, oldest first (one, for a job never
     /// reissued).
     pub async fn revisions(self, key: &JobKey) -> Result<Vec<Job>> {

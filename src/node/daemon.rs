@@ -332,6 +332,9 @@ async fn server_for(
         node,
         links: crate::delivery::links::Links::from_settings(settings)?,
         recipients: config.settings.recipients.clone(),
+        test_sender: crate::views::test_send::TestSender::new(config)
+            .inspect_err(|e| tracing::warn!(error = %e, "the console cannot send tests"))
+            .ok(),
     };
     Ok((listener, state))
 }

@@ -139,7 +139,7 @@ async fn drawn(
     let rendered = Arc::new(rendered);
     let (id, date) = (job.key.report().as_str(), job.key.day());
     let (artifact, wrote) = p.artifacts.write(id, &date, &rendered).await?;
-    super::work::count_written(p, &artifact, wrote);
+    super::file_render::count_written(p, &artifact, wrote);
     Ok((artifact, rendered))
 }
 

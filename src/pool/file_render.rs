@@ -161,6 +161,16 @@ pub(super) fn draw(
     Ok(rendered)
 }
 
+/// Counts an artifact this render wrote.
+pub(super) fn count_written(p: &Pipeline, artifact: &ArtifactRef, wrote: bool) {
+    if wrote {
+        super::Stats::bump(&p.stats.artifacts_written);
+        p.metrics
+            .artifact_bytes
+            .inc_by(u64::try_from(artifact.bytes).unwrap_or(0));
+    }
+}
+
 fn not_local(artifacts: &crate::report::artifact::ArtifactStore) -> ArtifactError {
     ArtifactError::Open {
         url: artifacts.url().to_string(),

@@ -7,7 +7,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::completer::Completion;
 use super::failure::RenderFailure;
-use super::file_render::{Drawn, Stepped, generated_at, render_data, render_in_one_step};
+use super::file_render::{
+    Drawn, Stepped, count_written, generated_at, render_data, render_in_one_step,
+};
 use super::hold::Hold;
 use super::running::Slot;
 use super::send::NotStarted;
@@ -165,16 +167,6 @@ fn decided(p: &Pipeline, job: &Job, made: super::decide::Made) {
         }
     }
     drop(made.rendered);
-}
-
-/// Counts an artifact this render wrote.
-pub(super) fn count_written(p: &Pipeline, artifact: &ArtifactRef, wrote: bool) {
-    if wrote {
-        Stats::bump(&p.stats.artifacts_written);
-        p.metrics
-            .artifact_bytes
-            .inc_by(u64::try_from(artifact.bytes).unwrap_or(0));
-    }
 }
 
 async fn render_and_store(

@@ -66,6 +66,9 @@ pub struct ServerState {
     pub links: Option<crate::delivery::links::Links>,
     /// What bounces and complaints do to the addresses they name (`[recipients]`).
     pub recipients: crate::config::RecipientSettings,
+    /// The console's "Send a test"; `None` when the email transport could not be built (the
+    /// console says so).
+    pub test_sender: Option<crate::views::test_send::TestSender>,
 }
 
 /// This process's services, as the server reports them: metrics, health (`/readyz`), the

@@ -5,3 +5,4 @@ pub mod api;
 pub mod history;
 pub mod preview;
 pub mod recipients;
+pub mod test_send;

@@ -189,13 +189,39 @@ async fn render(
                 source: SourceError::Transient(e.to_string()),
             }
         })?;
-    // The bound of a work item: its lease.
-    let deadline = config.settings.pool.lease.as_std();
+    let links = crate::delivery::links::Links::from_settings(&config.settings.server);
+    let kit = RenderKit {
+        templates: &templates,
+        http: &http,
+        // The bound of a work item: its lease.
+        deadline: config.settings.pool.lease.as_std(),
+        links: links.ok().flatten(),
+    };
+    render_with(&kit, report, fire, now).await
+}
+
+/// What a render outside the pool needs beside the report: its templates, an HTTP client for
+/// its source, the bound of its fetch and where its link points.
+pub(super) struct RenderKit<'a> {
+    pub(super) templates: &'a Templates,
+    pub(super) http: &'a reqwest::Client,
+    pub(super) deadline: std::time::Duration,
+    pub(super) links: Option<crate::delivery::links::Links>,
+}
+
+/// Fetches `report`'s source for `fire`'s window and renders it with `kit`, as a work item does.
+pub(super) async fn render_with(
+    kit: &RenderKit<'_>,
+    report: &Report,
+    fire: &Fire,
+    now: DateTime<Utc>,
+) -> Result<Rendered, PreviewError> {
+    let name = report.id.to_string();
     let data = crate::report::source::fetch_within(
         &report.source,
         &fire.window,
-        &http,
-        deadline,
+        kit.http,
+        kit.deadline,
         report.source_limit,
     )
     .await
@@ -203,8 +229,7 @@ async fn render(
         report: name.clone(),
         source,
     })?;
-    let links = crate::delivery::links::Links::from_settings(&config.settings.server);
-    let report_url = links.ok().flatten().map(|l| l.report(&fire.key));
+    let report_url = kit.links.as_ref().map(|l| l.report(&fire.key));
     let when = (fire.key.date(), now);
     let context = crate::report::render::context(
         report,
@@ -219,7 +244,7 @@ async fn render(
         charts: &report.charts,
         xlsx: report.attach.xlsx,
     };
-    templates
+    kit.templates
         .render(context, &extras)
         .map_err(|source| PreviewError::Render {
             report: name,

@@ -281,6 +281,24 @@ async fn an_operator_redrives_in_the_browser_and_a_failing_canary_stops_a_bulk_r
         b.goto(&format!("/ui/{page}")).await;
         capture(&b, page, &mut audit).await;
     }
+    // A report's page: an operator sends a test to one address, and the page says so.
+    b.goto("/ui/reports/carrier-x").await;
+    capture(&b, "report", &mut audit).await;
+    b.fill("form[aria-label='Send a test'] input[name=by]", "Ana")
+        .await;
+    b.fill(
+        "form[aria-label='Send a test'] input[name=to]",
+        "ana@example.com",
+    )
+    .await;
+    b.submit("form[aria-label='Send a test'] button").await;
+    let html = b.html().await;
+    assert!(
+        html.contains("Sent a test for ")
+            && html.contains(" to a***@example.com: written to the outbox"),
+        "{html}"
+    );
+    capture(&b, "report-tested", &mut audit).await;
 
     // Dark mode follows the system's preference.
     b.goto("/ui/jobs/carrier-x:2026-11-29").await;

@@ -80,6 +80,7 @@ mod report_size;
 mod rescue_give_back;
 mod rescue_settle;
 mod retention;
+mod run_now;
 mod runbook;
 mod s3_nodes;
 mod schedule_dst;

@@ -252,7 +252,12 @@ fn job_actions(session: &Session, h: &JobHistory) -> Markup {
 }
 
 /// A POST form for an audited action: name and reason required, the session's CSRF token.
-fn action_form(session: &Session, action: &str, delivery: Option<&str>, label: &str) -> Markup {
+pub(super) fn action_form(
+    session: &Session,
+    action: &str,
+    delivery: Option<&str>,
+    label: &str,
+) -> Markup {
     html! {
         form.action method="post" action=(action) aria-label=(label) {
             input type="hidden" name="csrf" value=(session.csrf);

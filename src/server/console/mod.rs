@@ -10,6 +10,7 @@ mod job_view;
 mod jobs;
 mod overview;
 pub mod pages;
+mod report_page;
 mod reports;
 mod retention;
 mod runbook;
@@ -111,6 +112,12 @@ pub fn router(state: ServerState) -> Router<ServerState> {
         )
         .route("/ui/dlq", get(dlq::groups))
         .route("/ui/reports", get(reports::list))
+        .route("/ui/reports/{id}", get(report_page::show))
+        .route(
+            "/ui/reports/{id}/run",
+            making_work(post(report_page::run), &state),
+        )
+        .route("/ui/reports/{id}/test", post(report_page::test))
         .route("/ui/retention", get(retention::show))
         .route(
             "/ui/suppressions",

@@ -30,8 +30,8 @@ pub(crate) struct ReportsQuery {
 }
 
 /// One report's row.
-struct Row {
-    report: Arc<Report>,
+pub(super) struct Row {
+    pub(super) report: Arc<Report>,
     /// The next fire that makes a job, and how a reader names the window it reads.
     next: Option<(DateTime<Utc>, String)>,
     days: Vec<(NaiveDate, Option<JobState>)>,
@@ -61,7 +61,7 @@ pub(super) async fn list(
     Ok(page(view(&session, &rows, next.as_deref(), reports.list.len())).into_response())
 }
 
-async fn row(
+pub(super) async fn row(
     st: &ServerState,
     report: Arc<Report>,
     now: DateTime<Utc>,
@@ -110,12 +110,13 @@ fn view(session: &Session, rows: &[Row], next: Option<&str>, total: usize) -> Ma
     )
 }
 
-fn report(r: &Row) -> Markup {
+pub(super) fn report(r: &Row) -> Markup {
     let rep = &r.report;
     let tz = rep.timezone();
     html! {
         section.report aria-label={ "Report " (rep.id) } {
-            h2 { a href={ "/ui/jobs?report=" (rep.id) } { (rep.id) } " — " (rep.title) }
+            h2 { a href={ "/ui/reports/" (rep.id) } { (rep.id) } " — " (rep.title) }
+            p { a href={ "/ui/jobs?report=" (rep.id) } { "Its jobs" } }
             dl.facts {
                 dt { "Schedule" } dd { code { (rep.schedule.expr()) } " in " (tz.name()) }
                 dt { "Next fire" } dd {

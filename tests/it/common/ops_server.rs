@@ -108,6 +108,9 @@ pub async fn start_with(t: &TestLedger, dawnpost_toml: &str) -> Server {
         },
         links: Some(links()),
         recipients: config.settings.recipients.clone(),
+        test_sender: Some(
+            dawnpost::views::test_send::TestSender::new(&config).expect("test sender"),
+        ),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
