@@ -372,6 +372,17 @@ mod tests {
     }
 
     #[test]
+    fn an_alerts_message_leads_its_title_with_the_headline() {
+        let mut c = context(json!([]));
+        assert_eq!(facts(&c).expect("facts").title, "Warehouse 17");
+        c["alert"] = json!({"event": "triggered", "headline": "Alert: orders_late 23 > 20"});
+        assert_eq!(
+            facts(&c).expect("facts").title,
+            "Alert: orders_late 23 > 20 · Warehouse 17"
+        );
+    }
+
+    #[test]
     fn the_facts_read_the_window_locally_and_the_figures_in_words() {
         let figures = json!([
             {"label": "Shipped", "path": "data.s", "value": 1842},

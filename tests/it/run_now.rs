@@ -157,8 +157,13 @@ async fn an_operator_sends_a_test_to_one_address_and_never_to_a_suppressed_one(t
     let form = send("lead@example.com");
     let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let r = post_form(&s, action, Some(&operator), &form).await;
-    assert_eq!(r.status(), StatusCode::OK);
-    let html = r.text().await.expect("page");
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let back = location(&r).to_string();
+    assert!(
+        back.starts_with("/ui/reports/warehouse-17?tested="),
+        "{back}"
+    );
+    let html = page(&s, &back, &operator).await;
     assert!(
         html.contains("Sent a test for 2026-11-29 to l***@example.com: written to the outbox"),
         "{html}"

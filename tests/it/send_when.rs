@@ -298,6 +298,44 @@ async fn nodes_racing_over_a_backlog_send_one_alert_for_one_transition(t: &TestL
     );
 }
 
+/// A redrive delivers what was decided: the alert's quarantined webhook, redriven after its
+/// value fell back, still gets the alert it was decided with, and nothing is decided again.
+async fn a_redrive_delivers_what_was_decided_and_decides_nothing(t: &TestLedger) {
+    // The webhook refuses its first request (400: permanent) and takes the next.
+    let rule: HttpRule =
+        Arc::new(|_: &str, nth, _| (if nth == 1 { 400 } else { 204 }, None, Duration::ZERO));
+    let rx = Receiver::start(rule).await;
+    let hook = format!(
+        "{ALERT}\n[[report.webhook]]\nurl = \"{}\"\n",
+        rx.url("hook")
+    );
+    let p = project("held", &hook);
+    set_late(&p, "held", 23);
+    let run = common::run_date(&p.load(), &t.ledger, "2026-12-01", Duration::from_secs(60)).await;
+    assert_eq!(run.exit_code, 3, "quarantined: {run:?}");
+    let key = jk("held:2026-12-01");
+    let audit = dawnpost::ledger::Audit::new("ops", "receiver fixed", dawnpost::ledger::Via::Cli)
+        .expect("audited");
+    set_late(&p, "held", 5);
+    t.ledger
+        .jobs()
+        .redrive(&key, &audit, chrono::Utc::now())
+        .await
+        .expect("redrive");
+    let run = common::run_date(&p.load(), &t.ledger, "2026-12-01", Duration::from_secs(60)).await;
+    assert_eq!(run.exit_code, 0, "{run:?}");
+    let hits = rx.hits_for("hook");
+    assert_eq!(hits.len(), 2);
+    assert_eq!(hits[0].body, hits[1].body, "the same artifact, as decided");
+    assert_eq!(
+        decided(t, "held:2026-12-01").await,
+        (
+            JobState::Done,
+            "sent: alert triggered, value 23 > 20".to_string()
+        )
+    );
+}
+
 /// The binary, killed with SIGKILL once its alert's first webhook arrived (the decision and
 /// the deliveries committed together), then run again: every webhook gets the alert, at most
 /// twice and with one key, and the decision stands as made.
@@ -398,6 +436,7 @@ async fn an_alert_value_that_is_no_number_fails_the_job_naming_what_was_found(t:
 }
 
 on_both_backends!(
+    a_redrive_delivers_what_was_decided_and_decides_nothing,
     an_alert_value_that_is_no_number_fails_the_job_naming_what_was_found,
     a_sigkill_between_the_decision_and_the_sends_loses_neither,
     an_alert_triggers_holds_recovers_and_rests,

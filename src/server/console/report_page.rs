@@ -3,39 +3,49 @@
 //! once; a finished one is offered for a reissue, with a reason) and "Send a test" (the report
 //! for a date, emailed to one address typed here, its subject led by `[test]`). Both audited.
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Redirect, Response};
 use maud::{Markup, html};
 use serde::Deserialize;
 
 use super::access::{CsrfForm, OperatorForm};
 use super::job_view::action_form;
-use super::pages::{shell, state_badge, when_in};
+use super::pages::{scroll_region, shell, state_badge, when_in};
 use super::session::{Role, Session};
 use super::{ConsoleError, ServerState, page};
-use crate::domain::keys::{IsoDate, JobKey};
+use crate::domain::clock::to_millis;
+use crate::domain::keys::JobKey;
 use crate::domain::redact::redact_address;
 use crate::ledger::{Audit, Job, JobOrigin, LedgerError, NewJob, TestSend, Via};
 use crate::report::schedule::Fire;
-use crate::views::test_send::{TestSendRequest, TestSent};
+use crate::views::test_send::TestSendRequest;
 
 /// Test sends the page lists.
 const TESTS_SHOWN: u32 = 10;
+
+/// `?tested=MS`: the page after a test send made at that instant (Unix milliseconds), which it
+/// tells of.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ReportQuery {
+    tested: Option<i64>,
+}
 
 pub(super) async fn show(
     State(st): State<ServerState>,
     axum::Extension(session): axum::Extension<Session>,
     Path(id): Path<String>,
+    query: Result<Query<ReportQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ConsoleError> {
-    Ok(page(view(&st, &session, &id, None).await?).into_response())
+    let tested = query.ok().and_then(|Query(q)| q.tested);
+    Ok(page(view(&st, &session, &id, tested).await?).into_response())
 }
 
-/// The report `id`'s page, with what a test send just came to.
+/// The report `id`'s page, telling what the test send made at `tested` (Unix ms) came to.
 async fn view(
     st: &ServerState,
     session: &Session,
     id: &str,
-    sent: Option<&TestSent>,
+    tested: Option<i64>,
 ) -> Result<Markup, ConsoleError> {
     let report = st.reports.get(id).ok_or_else(|| not_found(id))?;
     let now = st.clock.now();
@@ -46,6 +56,7 @@ async fn view(
     let tests = st.ledger.recipients().test_sends(id, TESTS_SHOWN).await?;
     let operator = session.role == Role::Operator;
     let tz = Some(report.timezone());
+    let sent = tested.and_then(|ms| tests.iter().find(|t| to_millis(t.at) == ms));
     Ok(shell(
         &format!("Report {id}"),
         Some(session),
@@ -61,7 +72,8 @@ async fn view(
             h2 { "Send a test" }
             @if let Some(t) = sent {
                 p.notice role="status" {
-                    "Sent a test for " (IsoDate(t.date)) " to " (t.to) ": " (t.answer)
+                    @if t.outcome == "accepted" { "Sent a test for " } @else { "Could not send a test for " }
+                    (t.date) " to " (redact_address(&t.address)) ": " (t.detail)
                 }
             }
             @if operator { (test_form(session, id, st.test_sender.is_some())) }
@@ -121,22 +133,25 @@ fn test_form(session: &Session, id: &str, available: bool) -> Markup {
 }
 
 fn test_sends(tests: &[TestSend], tz: Option<chrono_tz::Tz>) -> Markup {
-    html! {
-        table.audit aria-label="Test sends" {
-            thead { tr {
-                th scope="col" { "When" } th scope="col" { "Date" } th scope="col" { "To" }
-                th scope="col" { "By" } th scope="col" { "Via" } th scope="col" { "Outcome" }
-            } }
-            tbody { @for t in tests { tr {
-                td { (when_in(tz, t.at)) }
-                td { (t.date) }
-                td { (redact_address(&t.address)) }
-                td { (t.by) }
-                td { (t.via) }
-                td { (t.outcome) }
-            } } }
-        }
-    }
+    scroll_region(
+        "Test sends",
+        html! {
+            table.audit {
+                thead { tr {
+                    th scope="col" { "When" } th scope="col" { "Date" } th scope="col" { "To" }
+                    th scope="col" { "By" } th scope="col" { "Via" } th scope="col" { "Outcome" }
+                } }
+                tbody { @for t in tests { tr {
+                    td { (when_in(tz, t.at)) }
+                    td { (t.date) }
+                    td { (redact_address(&t.address)) }
+                    td { (t.by) }
+                    td { (t.via) }
+                    td { (t.outcome) }
+                } } }
+            }
+        },
+    )
 }
 
 /// A "Run now" or "Send a test" form.
@@ -192,7 +207,6 @@ pub(super) async fn run(
 /// page follows, saying what came of it.
 pub(super) async fn test(
     State(st): State<ServerState>,
-    axum::Extension(session): axum::Extension<Session>,
     Path(id): Path<String>,
     OperatorForm(f): OperatorForm<ReportForm>,
 ) -> Result<Response, ConsoleError> {
@@ -222,5 +236,6 @@ pub(super) async fn test(
             e => ConsoleError::Invalid(e.to_string()),
         })?;
     tracing::info!(report = %id, by = audit.by(), to = %sent.to, "console test send");
-    Ok(page(view(&st, &session, &id, Some(&sent)).await?).into_response())
+    let back = format!("/ui/reports/{id}?tested={}", to_millis(now));
+    Ok(Redirect::to(&back).into_response())
 }
