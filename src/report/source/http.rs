@@ -1,0 +1,76 @@
+//! The `http` kind: a GET of a URL with the window in it, its body JSON, at most
+//! `source.limit` of it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{SourceError, too_large};
+use crate::domain::redact::http_error;
+use crate::domain::window::{Window, rfc3339};
+
+/// The HTTP client of `http` sources (each request bounded by the source's own timeout).
+/// The platform's roots are trusted, and `ca`'s besides (`tls.ca_file`).
+pub(crate) fn http_client(
+    ca: Option<&crate::runtime::tls::CaBundle>,
+) -> Result<reqwest::Client, crate::runtime::tls::TlsError> {
+    let builder = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("dawnpost/", env!("CARGO_PKG_VERSION")));
+    Ok(crate::runtime::tls::trust(builder, ca)?.build()?)
+}
+
+/// The source URL for a window.
+pub(crate) fn http_url(template: &str, window: &Window) -> String {
+    let enc = |t| url::form_urlencoded::byte_serialize(rfc3339(t).as_bytes()).collect::<String>();
+    template
+        .replace("{{window.start}}", &enc(window.start))
+        .replace("{{window.end}}", &enc(window.end))
+}
+
+pub(super) async fn fetch(
+    template: &str,
+    window: &Window,
+    timeout: crate::domain::duration::Span,
+    http: &reqwest::Client,
+    max_bytes: u64,
+) -> Result<Value, SourceError> {
+    let url = http_url(template, window);
+    let shown = crate::domain::redact::redact_endpoint(&url);
+    let resp = http
+        .get(&url)
+        .timeout(timeout.as_std())
+        .send()
+        .await
+        .map_err(|e| match crate::runtime::tls::untrusted_certificate(&e) {
+            // A misconfiguration (a private CA not trusted): no retry mends it.
+            Some(why) => SourceError::Permanent(format!("GET {shown}: {why}")),
+            None => SourceError::Transient(format!("GET {shown}: {}", http_error(&e))),
+        })?;
+    let status = resp.status();
+    if status.is_server_error() || matches!(status.as_u16(), 408 | 425 | 429) {
+        return Err(SourceError::Transient(format!(
+            "GET {shown}: HTTP {status}"
+        )));
+    }
+    if !status.is_success() {
+        return Err(SourceError::Permanent(format!(
+            "GET {shown}: HTTP {status}"
+        )));
+    }
+    if resp.content_length().is_some_and(|n| n > max_bytes) {
+        return Err(too_large(&format!("GET {shown}"), max_bytes));
+    }
+    let mut resp = resp;
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| {
+        SourceError::Transient(format!("GET {shown}: reading the body: {}", http_error(&e)))
+    })? {
+        if (body.len() + chunk.len()) as u64 > max_bytes {
+            return Err(too_large(&format!("GET {shown}"), max_bytes));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body)
+        .map_err(|e| SourceError::Permanent(format!("GET {shown}: invalid JSON: {e}")))
+}
