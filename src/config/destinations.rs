@@ -62,6 +62,8 @@ pub struct Read {
 /// a `[[family]]` whose rows come from a query.
 pub struct Readers<'a> {
     pub destinations: Vec<&'a dyn DestinationConfig>,
+    /// The kinds of source.
+    pub sources: Vec<&'a dyn super::SourceConfig>,
     pub rows: &'a dyn RowReader,
 }
 

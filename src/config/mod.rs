@@ -27,6 +27,7 @@ mod send_when;
 mod server;
 mod services;
 mod settings;
+mod sources;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -45,13 +46,14 @@ pub(crate) use database::DEFAULT_PG_CONNECTIONS;
 pub use database::DatabaseSettings;
 pub use destinations::{DestinationConfig, Destinations, Read, Readers};
 pub(crate) use fields::shown_size;
+pub(crate) use fields::window_url;
 pub use figures::{Figure, MAX_FIGURES};
 pub use owners::Owners;
 pub use rate_limits::RateLimitSpec;
 pub use readiness::{Deadline, OnLate, Probe, Readiness};
 pub use recipients::RecipientSettings;
 pub(crate) use report::DEFAULT_SOURCE_LIMIT;
-pub use report::{Report, SourceSpec};
+pub use report::Report;
 pub use retention::RetentionPolicy;
 pub use retention::{RetentionOverride, Thresholds};
 pub(crate) use rows::MAX_ROWS_FILE;
@@ -66,6 +68,7 @@ pub use settings::RetrySettings;
 pub use settings::ScheduleSettings;
 pub use settings::WebhookSettings;
 pub use settings::{ArtifactSettings, Settings};
+pub use sources::{SourceConfig, SourceContext, SourceSettings, SourceSpec, same_settings};
 
 /// One problem in the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

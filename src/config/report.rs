@@ -11,7 +11,6 @@ use super::readiness::Readiness;
 use super::settings::Settings;
 use super::{ConfigError, resolve};
 use crate::domain::cron::CronExpr;
-use crate::domain::duration::Span;
 use crate::domain::keys::ReportId;
 
 /// A report definition.
@@ -25,7 +24,7 @@ pub struct Report {
     pub schedule: CronExpr,
     /// `templates/<template>.html.hbs` and `templates/<template>.txt.hbs`.
     pub template: String,
-    pub source: SourceSpec,
+    pub source: super::SourceSpec,
     /// Data `check` renders the template against; the file source's own file by default.
     pub sample: Option<PathBuf>,
     /// The most data a fetch of the source may bring (`source.limit`, default 32 MiB): a body,
@@ -67,33 +66,6 @@ impl AsRef<Report> for Report {
 impl Report {
     pub fn timezone(&self) -> Tz {
         self.schedule.tz()
-    }
-}
-
-/// Where a report's data comes from. Paths are resolved against the project root.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SourceSpec {
-    /// A JSON file.
-    File { path: PathBuf },
-    /// A GET whose URL may use `{{window.start}}` and `{{window.end}}`.
-    Http { url: String, timeout: Span },
-    /// A read-only query (in a file) against the database named by the variable `url_env`,
-    /// cut after `timeout` (default 60s; PostgreSQL also gets it as `statement_timeout`).
-    Sql {
-        url_env: String,
-        query: PathBuf,
-        timeout: Span,
-    },
-}
-
-impl SourceSpec {
-    /// The longest a fetch may take by the source's own setting; a file has none (the lease
-    /// bounds it).
-    pub fn timeout(&self) -> Option<Span> {
-        match self {
-            SourceSpec::File { .. } => None,
-            SourceSpec::Http { timeout, .. } | SourceSpec::Sql { timeout, .. } => Some(*timeout),
-        }
     }
 }
 
@@ -168,7 +140,7 @@ fn load_source_field(
     place: &Place<'_>,
     ctx: &LoadContext<'_>,
     errors: &mut Vec<ConfigError>,
-) -> (Option<SourceSpec>, u64) {
+) -> (Option<super::SourceSpec>, u64) {
     match f.raw("source") {
         Some(toml::Value::Table(t)) => {
             let place = place.nested("source");
@@ -395,23 +367,24 @@ fn load_source(
     place: &Place<'_>,
     ctx: &LoadContext<'_>,
     errors: &mut Vec<ConfigError>,
-) -> Option<SourceSpec> {
-    let root = ctx.root;
+) -> Option<super::SourceSpec> {
     let mut f = Fields::new(table, place.clone());
     let _ = f.raw("limit"); // read by `source_limit_of`
-    let spec = match f.req::<String>("kind", errors)?.as_str() {
-        "file" => file_source(&mut f, ctx, errors),
-        "http" => http_source(&mut f, errors),
-        "sql" => sql_source(&mut f, root, errors),
-        other => {
-            errors.push(place.error(
-                "kind",
-                format!("{other:?} is not a source kind: use \"file\", \"http\" or \"sql\""),
-            ));
-            // Its other keys cannot be judged without a kind.
-            return None;
-        }
+    let kinds = &ctx.readers.sources;
+    let kind = f.req::<String>("kind", errors)?;
+    let Some(reader) = kinds.iter().find(|k| k.kind() == kind) else {
+        let choice = super::sources::choice(kinds);
+        let message = format!("{kind:?} is not a source kind: use {choice}");
+        errors.push(place.error("kind", message));
+        // Its other keys cannot be judged without a kind.
+        return None;
     };
+    let problem = |path: &Path| ctx.json_file_problem(path);
+    let sctx = super::SourceContext {
+        root: ctx.root,
+        json_file_problem: &problem,
+    };
+    let spec = reader.read(&mut f, &sctx, errors);
     f.finish(errors);
     spec
 }
@@ -438,61 +411,4 @@ fn source_limit_of(
             None
         }
     }
-}
-
-/// `{ kind = "file", path }`: a JSON file, read and parsed now.
-fn file_source(
-    f: &mut Fields<'_, '_>,
-    ctx: &LoadContext<'_>,
-    errors: &mut Vec<ConfigError>,
-) -> Option<SourceSpec> {
-    let path = resolve(ctx.root, &f.req::<PathBuf>("path", errors)?);
-    match ctx.json_file_problem(&path) {
-        None => Some(SourceSpec::File { path }),
-        Some(message) => {
-            errors.push(f.place.error("path", message));
-            None
-        }
-    }
-}
-
-/// `{ kind = "http", url, timeout }`: the URL may hold `{{window.start}}` and `{{window.end}}`.
-fn http_source(f: &mut Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Option<SourceSpec> {
-    let timeout = f
-        .opt::<Span>("timeout", errors)
-        .unwrap_or(Span::from_secs(30));
-    let u = f.req::<String>("url", errors)?;
-    match super::fields::window_url(&u) {
-        Ok(()) => Some(SourceSpec::Http { url: u, timeout }),
-        Err(message) => {
-            errors.push(f.place.error("url", message));
-            None
-        }
-    }
-}
-
-/// `{ kind = "sql", url_env, query, timeout }`: the database URL stays in the environment.
-fn sql_source(
-    f: &mut Fields<'_, '_>,
-    root: &Path,
-    errors: &mut Vec<ConfigError>,
-) -> Option<SourceSpec> {
-    let timeout = f
-        .opt::<Span>("timeout", errors)
-        .unwrap_or(Span::from_secs(60));
-    let url_env = f.env_name_required("url_env", errors);
-    let query = f.req::<PathBuf>("query", errors).and_then(|q| {
-        let path = resolve(root, &q);
-        let exists = path.is_file();
-        if !exists {
-            let message = format!("query file {} does not exist", path.display());
-            errors.push(f.place.error("query", message));
-        }
-        exists.then_some(path)
-    });
-    Some(SourceSpec::Sql {
-        url_env: url_env?,
-        query: query?,
-        timeout,
-    })
 }

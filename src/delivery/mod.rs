@@ -50,6 +50,9 @@ pub fn kinds() -> &'static [&'static dyn Destination] {
 pub fn readers() -> crate::config::Readers<'static> {
     crate::config::Readers {
         destinations: KINDS.iter().map(|d| *d as &dyn DestinationConfig).collect(),
+        sources: (crate::report::source::kinds().iter())
+            .map(|k| *k as &dyn crate::config::SourceConfig)
+            .collect(),
         rows: &crate::report::source::SqlRows,
     }
 }

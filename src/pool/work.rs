@@ -14,7 +14,6 @@ use super::hold::Hold;
 use super::running::Slot;
 use super::send::NotStarted;
 use super::{Pipeline, Stats};
-use crate::config::SourceSpec;
 use crate::delivery::retry::Decision;
 use crate::delivery::{Outcome, SendTarget};
 use crate::domain::keys::DeliveryKey;
@@ -26,6 +25,7 @@ use crate::ledger::{
 };
 use crate::report::artifact::ArtifactRef;
 use crate::report::render::Rendered;
+use crate::report::source::FileSource;
 
 /// Renders a leased job once and creates its deliveries, or reschedules / quarantines it.
 pub(super) async fn render_job(
@@ -211,7 +211,10 @@ async fn render_and_store(
             },
         );
     }
-    if let (SourceSpec::File { path }, true) = (&report.source, p.artifacts.is_local()) {
+    let file = report
+        .source
+        .settings::<crate::report::source::FileSource>();
+    if let (Some(FileSource { path }), true) = (file, p.artifacts.is_local()) {
         let templates = reports.templates.get(&report.template).cloned();
         let step = render_in_one_step(p, job, (report.clone(), templates), path, stale);
         return Ok(match step.await? {

@@ -12,7 +12,7 @@ use common::at;
 use dawnpost::Span;
 use dawnpost::config::SourceSpec;
 use dawnpost::domain::window::Window;
-use dawnpost::report::source::{SourceError, fetch};
+use dawnpost::report::source::{FileSource, HttpSource, SourceError, SqlSource, fetch};
 use serde_json::json;
 
 fn window() -> Window {
@@ -44,10 +44,10 @@ async fn serve() -> std::net::SocketAddr {
 }
 
 fn http(addr: std::net::SocketAddr, kind: &str) -> SourceSpec {
-    SourceSpec::Http {
+    SourceSpec::new(HttpSource {
         url: format!("http://{addr}/{kind}?from={{{{window.start}}}}&to={{{{window.end}}}}"),
         timeout: "1s".parse::<Span>().expect("span"),
-    }
+    })
 }
 
 #[tokio::test]
@@ -87,7 +87,7 @@ async fn file_source_missing_is_transient_and_invalid_is_permanent() {
     let dir = tempfile::tempdir().expect("tempdir");
     let client = reqwest::Client::new();
     let path = dir.path().join("data.json");
-    let spec = SourceSpec::File { path: path.clone() };
+    let spec = SourceSpec::new(FileSource { path: path.clone() });
     assert!(matches!(
         fetch(&spec, &window(), &client).await,
         Err(SourceError::Transient(_))
@@ -143,11 +143,11 @@ async fn sql_source_on_sqlite_reads_the_window_as_objects() {
     let env = "DAWNPOST_TEST_SQLITE_SOURCE_URL";
     // SAFETY: set once, read by this test only.
     unsafe { std::env::set_var(env, format!("sqlite://{}", db.display())) };
-    let spec = SourceSpec::Sql {
+    let spec = SourceSpec::new(SqlSource {
         url_env: env.into(),
         query: query.clone(),
         timeout: Span::from_secs(30),
-    };
+    });
     let data = fetch(&spec, &window(), &reqwest::Client::new())
         .await
         .expect("rows");
@@ -164,11 +164,11 @@ async fn sql_source_on_sqlite_reads_the_window_as_objects() {
         fetch(&spec, &window(), &reqwest::Client::new()).await,
         Err(SourceError::Permanent(_))
     ));
-    let unset = SourceSpec::Sql {
+    let unset = SourceSpec::new(SqlSource {
         url_env: "DAWNPOST_TEST_SURELY_UNSET".into(),
         query: query.clone(),
         timeout: Span::from_secs(30),
-    };
+    });
     assert!(
         matches!(fetch(&unset, &window(), &reqwest::Client::new()).await, Err(SourceError::Permanent(m)) if m.contains("DAWNPOST_TEST_SURELY_UNSET"))
     );
@@ -179,11 +179,11 @@ async fn sql_source_on_sqlite_reads_the_window_as_objects() {
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000000) SELECT MAX(i) AS m FROM n WHERE $1 < $2",
     )
     .expect("write");
-    let slow = SourceSpec::Sql {
+    let slow = SourceSpec::new(SqlSource {
         url_env: env.into(),
         query,
         timeout: Span::from_millis(300),
-    };
+    });
     let started = std::time::Instant::now();
     let cut = fetch(&slow, &window(), &reqwest::Client::new()).await;
     // SQLite has no statement timeout: the deadline interrupts the statement itself, so no
@@ -232,21 +232,21 @@ async fn sql_source_on_postgres_binds_the_window() {
     let env = "DAWNPOST_TEST_PG_SOURCE_URL";
     // SAFETY: set once, read by this test only.
     unsafe { std::env::set_var(env, &url) };
-    let spec = SourceSpec::Sql {
+    let spec = SourceSpec::new(SqlSource {
         url_env: env.into(),
         query: query.clone(),
         timeout: Span::from_secs(30),
-    };
+    });
     let result = fetch(&spec, &window(), &reqwest::Client::new()).await;
     std::fs::write(&query, format!("DELETE FROM {table} RETURNING id")).expect("write");
     let write_attempt = fetch(&spec, &window(), &reqwest::Client::new()).await;
     // The server's statement timeout cuts a hung query: transient, so the policy retries it.
     std::fs::write(&query, "SELECT pg_sleep(30) AS s WHERE $1::text < $2::text").expect("write");
-    let slow = SourceSpec::Sql {
+    let slow = SourceSpec::new(SqlSource {
         url_env: env.into(),
         query: query.clone(),
         timeout: Span::from_millis(300),
-    };
+    });
     let started = std::time::Instant::now();
     let cut = fetch(&slow, &window(), &reqwest::Client::new()).await;
     let cut_after = started.elapsed();
@@ -303,7 +303,7 @@ async fn every_source_kind_stops_at_its_limit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("big.json");
     std::fs::write(&path, format!("[{}1]", "1,".repeat(1000))).expect("write");
-    let file = SourceSpec::File { path };
+    let file = SourceSpec::new(FileSource { path });
     assert!(
         fetch_within(&file, &window(), &client, deadline, 1 << 20)
             .await
@@ -323,7 +323,7 @@ async fn every_source_kind_stops_at_its_limit() {
             w.write_all(format!("[{}1]", "1,".repeat(100_000)).as_bytes())
         })
     };
-    let piped = SourceSpec::File { path: fifo };
+    let piped = SourceSpec::new(FileSource { path: fifo });
     let streamed = fetch_within(&piped, &window(), &client, deadline, 100).await;
     assert!(over(&streamed), "{streamed:?}");
     assert!(
@@ -349,11 +349,11 @@ async fn every_source_kind_stops_at_its_limit() {
     let env = "DAWNPOST_TEST_SQLITE_LIMIT_URL";
     // SAFETY: set once, read by this test only.
     unsafe { std::env::set_var(env, format!("sqlite://{}", db.display())) };
-    let sql = SourceSpec::Sql {
+    let sql = SourceSpec::new(SqlSource {
         url_env: env.into(),
         query,
         timeout: Span::from_secs(30),
-    };
+    });
     assert!(
         fetch_within(&sql, &window(), &client, deadline, 1 << 20)
             .await

@@ -6,7 +6,7 @@ use chrono::NaiveDate;
 use serde_json::{Value, json};
 
 use super::{RenderError, Rendered, Templates, context, human_size};
-use crate::config::{Config, ConfigError, Report, SourceSpec};
+use crate::config::{Config, ConfigError, Report};
 
 /// How many rows of each `[[family]]` `check` renders (they share one template).
 pub(crate) const FAMILY_ROWS_CHECKED: usize = 3;
@@ -79,10 +79,8 @@ fn check_report(
     config: &Config,
     (sizes, defaults): (SizeCheck<'_>, &[super::DefaultPart]),
 ) -> Result<(Vec<String>, Vec<String>), RenderError> {
-    let sample = report.sample.clone().or_else(|| match &report.source {
-        SourceSpec::File { path } => Some(path.clone()),
-        _ => None,
-    });
+    let sample = (report.sample.clone())
+        .or_else(|| report.source.sample().map(std::path::Path::to_path_buf));
     let date = NaiveDate::from_ymd_opt(2026, 1, 15).unwrap_or_default();
     let window = crate::report::schedule::window_of(report, date).ok_or(RenderError::NoWindow)?;
     let generated_at = window.end;

@@ -1,8 +1,77 @@
 //! The `file` kind: a JSON file, read on a blocking thread and at most `source.limit` of it.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::Value;
 
-use super::{SourceError, too_large};
+use super::{Fetch, Fetching, Source, SourceError, settings_of, too_large};
+use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSettings, SourceSpec};
+use crate::domain::duration::Span;
+
+const KIND: &str = "file";
+
+/// `{ kind = "file", path }`: a JSON file, resolved against the project root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSource {
+    pub path: PathBuf,
+}
+
+impl SourceSettings for FileSource {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn timeout(&self) -> Option<Span> {
+        None
+    }
+
+    fn sample(&self) -> Option<&Path> {
+        Some(&self.path)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn same(&self, other: &dyn SourceSettings) -> bool {
+        crate::config::same_settings(self, other)
+    }
+}
+
+/// The `file` kind.
+pub(super) struct File;
+
+impl SourceConfig for File {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    /// `path`, read and parsed now: a file that does not read as JSON is an error of `path`.
+    fn read(
+        &self,
+        f: &mut Fields<'_, '_>,
+        ctx: &SourceContext<'_>,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<SourceSpec> {
+        let path = crate::config::resolve(ctx.root, &f.req::<PathBuf>("path", errors)?);
+        match (ctx.json_file_problem)(&path) {
+            None => Some(SourceSpec::new(FileSource { path })),
+            Some(message) => {
+                errors.push(f.place.error("path", message));
+                None
+            }
+        }
+    }
+}
+
+impl Source for File {
+    fn fetch<'a>(&'a self, spec: &'a SourceSpec, at: Fetch<'a>) -> Fetching<'a> {
+        Box::pin(async move {
+            let s = settings_of::<FileSource>(spec, KIND)?;
+            read_file(s.path.clone(), at.max_bytes).await
+        })
+    }
+}
 
 /// A file source's data, read on one blocking thread.
 pub(super) async fn read_file(

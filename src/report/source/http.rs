@@ -5,9 +5,73 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{SourceError, too_large};
+use super::{Fetch, Fetching, Source, SourceError, settings_of, too_large};
+use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSettings, SourceSpec};
+use crate::domain::duration::Span;
 use crate::domain::redact::http_error;
 use crate::domain::window::{Window, rfc3339};
+
+const KIND: &str = "http";
+
+/// `{ kind = "http", url, timeout }`: the URL may hold `{{window.start}}` and `{{window.end}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpSource {
+    pub url: String,
+    pub timeout: Span,
+}
+
+impl SourceSettings for HttpSource {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn timeout(&self) -> Option<Span> {
+        Some(self.timeout)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn same(&self, other: &dyn SourceSettings) -> bool {
+        crate::config::same_settings(self, other)
+    }
+}
+
+/// The `http` kind.
+pub(super) struct Http;
+
+impl SourceConfig for Http {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn read(
+        &self,
+        f: &mut Fields<'_, '_>,
+        _ctx: &SourceContext<'_>,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<SourceSpec> {
+        let timeout = (f.opt::<Span>("timeout", errors)).unwrap_or(Span::from_secs(30));
+        let url = f.req::<String>("url", errors)?;
+        match crate::config::window_url(&url) {
+            Ok(()) => Some(SourceSpec::new(HttpSource { url, timeout })),
+            Err(message) => {
+                errors.push(f.place.error("url", message));
+                None
+            }
+        }
+    }
+}
+
+impl Source for Http {
+    fn fetch<'a>(&'a self, spec: &'a SourceSpec, at: Fetch<'a>) -> Fetching<'a> {
+        Box::pin(async move {
+            let s = settings_of::<HttpSource>(spec, KIND)?;
+            fetch(&s.url, at.window, at.limit, at.http, at.max_bytes).await
+        })
+    }
+}
 
 /// The HTTP client of `http` sources (each request bounded by the source's own timeout).
 /// The platform's roots are trusted, and `ca`'s besides (`tls.ca_file`).
@@ -28,7 +92,7 @@ pub(crate) fn http_url(template: &str, window: &Window) -> String {
         .replace("{{window.end}}", &enc(window.end))
 }
 
-pub(super) async fn fetch(
+async fn fetch(
     template: &str,
     window: &Window,
     timeout: crate::domain::duration::Span,

@@ -14,16 +14,58 @@ mod file;
 mod http;
 mod sql;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::config::{DEFAULT_SOURCE_LIMIT, SourceSpec};
+use crate::config::{DEFAULT_SOURCE_LIMIT, SourceConfig, SourceSpec};
+use crate::domain::duration::Span;
 use crate::domain::window::Window;
 
+pub use file::FileSource;
 pub(crate) use file::read_json_file;
+pub use http::HttpSource;
 pub(crate) use http::{http_client, http_url};
+pub use sql::SqlSource;
 pub(crate) use sql::{SqlRows, first_cell};
+
+/// One kind of source: it reads its keys ([`SourceConfig`]) and fetches a window's data.
+pub trait Source: SourceConfig {
+    /// The data of `spec` (this kind's settings) for `at`'s window, within its bounds.
+    fn fetch<'a>(&'a self, spec: &'a SourceSpec, at: Fetch<'a>) -> Fetching<'a>;
+}
+
+/// A future a [`Source`] returns.
+pub type Fetching<'a> = Pin<Box<dyn Future<Output = Result<Value, SourceError>> + Send + 'a>>;
+
+/// What one fetch is for and within: the job's window, the HTTP client, the time it may take
+/// (the source's own means cut it there) and the most bytes of data it may read.
+#[derive(Clone, Copy)]
+pub struct Fetch<'a> {
+    pub window: &'a Window,
+    pub http: &'a reqwest::Client,
+    pub limit: Span,
+    pub max_bytes: u64,
+}
+
+/// Every kind of source this version reads.
+static KINDS: &[&dyn Source] = &[&file::File, &http::Http, &sql::Sql];
+
+pub fn kinds() -> &'static [&'static dyn Source] {
+    KINDS
+}
+
+/// `spec`'s settings as kind `kind`'s type `T`.
+fn settings_of<'s, T: 'static>(spec: &'s SourceSpec, kind: &str) -> Result<&'s T, SourceError> {
+    spec.settings::<T>().ok_or_else(|| {
+        SourceError::Permanent(format!(
+            "the source is not a {kind} source but a {}",
+            spec.kind()
+        ))
+    })
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SourceError {
@@ -89,14 +131,17 @@ async fn fetch_limited(
     limit: Duration,
     max_bytes: u64,
 ) -> Result<Value, SourceError> {
-    let limit = crate::domain::duration::Span::from_std(limit);
-    match spec {
-        SourceSpec::File { path } => file::read_file(path.clone(), max_bytes).await,
-        SourceSpec::Http { url, .. } => http::fetch(url, window, limit, http, max_bytes).await,
-        SourceSpec::Sql { url_env, query, .. } => {
-            sql::fetch(url_env, query, window, limit, max_bytes).await
-        }
-    }
+    let Some(kind) = KINDS.iter().find(|k| k.kind() == spec.kind()) else {
+        let why = format!("this version reads no source of kind {:?}", spec.kind());
+        return Err(SourceError::Permanent(why));
+    };
+    let at = Fetch {
+        window,
+        http,
+        limit: Span::from_std(limit),
+        max_bytes,
+    };
+    kind.fetch(spec, at).await
 }
 
 /// More data than `source.limit` allows.

@@ -9,12 +9,86 @@ mod sqlite;
 use serde_json::{Map, Value};
 use sqlx::{Column, Row, TypeInfo, ValueRef};
 
-use super::{SourceError, too_large};
+use super::{Fetch, Fetching, Source, SourceError, settings_of, too_large};
+use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSettings, SourceSpec};
+use crate::domain::duration::Span;
 use crate::domain::window::{Window, rfc3339};
+
+const KIND: &str = "sql";
+
+/// `{ kind = "sql", url_env, query, timeout }`: a read-only query (in a file) against the
+/// database named by the variable `url_env`, cut after `timeout` (default 60s; PostgreSQL also
+/// gets it as `statement_timeout`). The database URL stays in the environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlSource {
+    pub url_env: String,
+    pub query: std::path::PathBuf,
+    pub timeout: Span,
+}
+
+impl SourceSettings for SqlSource {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn timeout(&self) -> Option<Span> {
+        Some(self.timeout)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn same(&self, other: &dyn SourceSettings) -> bool {
+        crate::config::same_settings(self, other)
+    }
+}
+
+/// The `sql` kind.
+pub(super) struct Sql;
+
+impl SourceConfig for Sql {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn read(
+        &self,
+        f: &mut Fields<'_, '_>,
+        ctx: &SourceContext<'_>,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<SourceSpec> {
+        let timeout = (f.opt::<Span>("timeout", errors)).unwrap_or(Span::from_secs(60));
+        let url_env = f.env_name_required("url_env", errors);
+        let query = f.req::<std::path::PathBuf>("query", errors).and_then(|q| {
+            let path = crate::config::resolve(ctx.root, &q);
+            let exists = path.is_file();
+            if !exists {
+                let message = format!("query file {} does not exist", path.display());
+                errors.push(f.place.error("query", message));
+            }
+            exists.then_some(path)
+        });
+        Some(SourceSpec::new(SqlSource {
+            url_env: url_env?,
+            query: query?,
+            timeout,
+        }))
+    }
+}
+
+impl Source for Sql {
+    fn fetch<'a>(&'a self, spec: &'a SourceSpec, at: Fetch<'a>) -> Fetching<'a> {
+        Box::pin(async move {
+            let s = settings_of::<SqlSource>(spec, KIND)?;
+            fetch(&s.url_env, &s.query, at.window, at.limit, at.max_bytes).await
+        })
+    }
+}
 
 /// The rows of the query in file `query` against the database named by `url_env`, for
 /// `window`, cut at `timeout` and past `max_bytes` of JSON.
-pub(super) async fn fetch(
+async fn fetch(
     url_env: &str,
     query: &std::path::Path,
     window: &Window,
