@@ -50,7 +50,7 @@ pub(crate) use fields::window_url;
 pub use figures::{Figure, MAX_FIGURES};
 pub use owners::Owners;
 pub use rate_limits::RateLimitSpec;
-pub use readiness::{Deadline, OnLate, Probe, Readiness};
+pub use readiness::{Deadline, OnLate, Readiness};
 pub use recipients::RecipientSettings;
 pub(crate) use report::DEFAULT_SOURCE_LIMIT;
 pub use report::Report;

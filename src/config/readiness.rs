@@ -1,8 +1,6 @@
 //! A report's readiness: `ready_when` (how to ask whether its data is there), `wait_until`
 //! (how long to wait for it) and `on_late` (what to do when the wait runs out).
 
-use std::path::{Path, PathBuf};
-
 use chrono::NaiveTime;
 
 use super::ConfigError;
@@ -13,36 +11,15 @@ use crate::domain::duration::Span;
 /// How a report's data says it is ready, how often to ask, and until when.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Readiness {
-    pub probe: Probe,
+    /// One question to the data's owner, in its kind's settings (`ready_when`'s `kind`): an
+    /// http GET whose 2xx is ready, an sql query whose first cell is true, a file that exists.
+    pub probe: super::SourceSpec,
     /// Between two probes (jittered), at least a second.
     pub every: Span,
     /// The longest one probe may take (default 30s): a probe that errs or hangs is "not ready".
     pub timeout: Span,
     pub wait_until: Deadline,
     pub on_late: OnLate,
-}
-
-/// One question to the data's owner.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Probe {
-    /// A GET whose URL may hold `{{window.start}}` and `{{window.end}}`: 2xx is ready.
-    Http { url: String },
-    /// A read-only query (in a file) with the window as `$1` and `$2`: ready when the first
-    /// column of the first row is true (or a non-zero number).
-    Sql { url_env: String, query: PathBuf },
-    /// A file whose path may hold `{{date}}`, `{{window.start}}` and `{{window.end}}`: ready
-    /// once it exists.
-    File { path: String },
-}
-
-impl Probe {
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Probe::Http { .. } => "http",
-            Probe::Sql { .. } => "sql",
-            Probe::File { .. } => "file",
-        }
-    }
 }
 
 /// When a job stops waiting for its data.
@@ -84,11 +61,17 @@ impl OnLate {
     }
 }
 
+/// The kinds of source, and what they may ask while they read a probe's keys.
+pub(super) type Kinds<'k, 'c> = (
+    &'k [&'k dyn super::SourceConfig],
+    &'k super::SourceContext<'c>,
+);
+
 /// The fields the readiness keys of a report read: `ready_when`, `wait_until`, `on_late`.
 pub(super) fn load(
     f: &mut Fields<'_, '_>,
     place: &Place<'_>,
-    root: &Path,
+    kinds: Kinds<'_, '_>,
     schedule: Option<&CronExpr>,
     errors: &mut Vec<ConfigError>,
 ) -> Option<Readiness> {
@@ -107,7 +90,7 @@ pub(super) fn load(
         errors.push(place.error("ready_when", message));
         return None;
     };
-    let probe = load_probe(t, &place.nested("ready_when"), root, errors);
+    let probe = load_probe(t, &place.nested("ready_when"), kinds, errors);
     let deadline = match wait_until {
         None => {
             let message = "missing: a report with ready_when needs a deadline (\"09:00\", local time on the job's date, or \"3h\" after its fire)";
@@ -142,9 +125,9 @@ pub(super) fn load(
 fn load_probe(
     t: &toml::Table,
     place: &Place<'_>,
-    root: &Path,
+    (kinds, ctx): Kinds<'_, '_>,
     errors: &mut Vec<ConfigError>,
-) -> Option<(Probe, Span, Span)> {
+) -> Option<(super::SourceSpec, Span, Span)> {
     let mut f = Fields::new(t, place.clone());
     let every = match f.opt::<Span>("every", errors) {
         None if !t.contains_key("every") => {
@@ -161,68 +144,17 @@ fn load_probe(
         other => other,
     };
     let timeout = f.positive("timeout", errors);
-    let probe = match f.req::<String>("kind", errors)?.as_str() {
-        "http" => http_probe(&mut f, errors),
-        "sql" => sql_probe(&mut f, root, errors),
-        "file" => file_probe(&mut f, root, errors),
-        other => {
-            let message =
-                format!("{other:?} is not a readiness kind: use \"http\", \"sql\" or \"file\"");
-            errors.push(place.error("kind", message));
-            return None;
-        }
+    let kind = f.req::<String>("kind", errors)?;
+    let probing = || kinds.iter().filter(|k| k.probes());
+    let Some(reader) = probing().find(|k| k.kind() == kind) else {
+        let choice = super::sources::choice(probing());
+        let message = format!("{kind:?} is not a readiness kind: use {choice}");
+        errors.push(place.error("kind", message));
+        return None;
     };
+    let probe = reader.read_probe(&mut f, ctx, errors);
     f.finish(errors);
     Some((probe?, every?, timeout.unwrap_or(Span::from_secs(30))))
-}
-
-fn http_probe(f: &mut Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Option<Probe> {
-    let url = f.req::<String>("url", errors)?;
-    match super::fields::window_url(&url) {
-        Ok(()) => Some(Probe::Http { url }),
-        Err(message) => {
-            errors.push(f.place.error("url", message));
-            None
-        }
-    }
-}
-
-fn sql_probe(f: &mut Fields<'_, '_>, root: &Path, errors: &mut Vec<ConfigError>) -> Option<Probe> {
-    let url_env = f.env_name_required("url_env", errors);
-    let query = f.req::<PathBuf>("query", errors).and_then(|q| {
-        let path = super::resolve(root, &q);
-        let exists = path.is_file();
-        if !exists {
-            let message = format!("query file {} does not exist", path.display());
-            errors.push(f.place.error("query", message));
-        }
-        exists.then_some(path)
-    });
-    Some(Probe::Sql {
-        url_env: url_env?,
-        query: query?,
-    })
-}
-
-/// The placeholders a file probe's path may hold.
-const FILE_PLACEHOLDERS: [&str; 3] = ["{{date}}", "{{window.start}}", "{{window.end}}"];
-
-fn file_probe(f: &mut Fields<'_, '_>, root: &Path, errors: &mut Vec<ConfigError>) -> Option<Probe> {
-    let path = f.req::<String>("path", errors)?;
-    let bare = FILE_PLACEHOLDERS
-        .iter()
-        .fold(path.clone(), |p, ph| p.replace(ph, ""));
-    if path.trim().is_empty() || bare.contains("{{") {
-        let message = format!(
-            "{path:?}: only {{{{date}}}}, {{{{window.start}}}} and {{{{window.end}}}} may be templated"
-        );
-        errors.push(f.place.error("path", message));
-        return None;
-    }
-    let resolved = super::resolve(root, Path::new(&path));
-    Some(Probe::File {
-        path: resolved.to_string_lossy().into_owned(),
-    })
 }
 
 /// `wait_until`: `"HH:MM"` after the schedule's fire time, or a span longer than zero.

@@ -107,6 +107,18 @@ impl<'a> LoadContext<'a> {
     }
 
     /// Why the JSON file at `path` cannot be used, if it cannot; read once per path.
+    /// What a kind of source may ask while it reads its keys, `problem` being
+    /// [`Self::json_file_problem`].
+    pub(super) fn source_context<'c>(
+        &'c self,
+        problem: &'c dyn Fn(&Path) -> Option<String>,
+    ) -> super::SourceContext<'c> {
+        super::SourceContext {
+            root: self.root,
+            json_file_problem: problem,
+        }
+    }
+
     fn json_file_problem(&self, path: &Path) -> Option<String> {
         self.data_files
             .borrow_mut()
@@ -199,7 +211,9 @@ pub(super) fn load_report(
     let figures = super::figures::load(&mut f, errors);
     let charts = super::charts::load(&mut f, errors);
     let attach = super::attach::load(&mut f, (ctx.root, template.as_deref()), errors);
-    let readiness = super::readiness::load(&mut f, &place, ctx.root, schedule.as_ref(), errors);
+    let problem = |path: &Path| ctx.json_file_problem(path);
+    let kinds = (&ctx.readers.sources[..], &ctx.source_context(&problem));
+    let readiness = super::readiness::load(&mut f, &place, kinds, schedule.as_ref(), errors);
     let calendar = load_calendar(&mut f, &place, ctx, errors);
     let period = super::period::load(&mut f, schedule.as_ref(), errors, warnings);
     let owners = super::owners::load(&mut f, &place, &ctx.readers.destinations, errors, warnings);
@@ -373,18 +387,14 @@ fn load_source(
     let kinds = &ctx.readers.sources;
     let kind = f.req::<String>("kind", errors)?;
     let Some(reader) = kinds.iter().find(|k| k.kind() == kind) else {
-        let choice = super::sources::choice(kinds);
+        let choice = super::sources::choice(kinds.iter());
         let message = format!("{kind:?} is not a source kind: use {choice}");
         errors.push(place.error("kind", message));
         // Its other keys cannot be judged without a kind.
         return None;
     };
     let problem = |path: &Path| ctx.json_file_problem(path);
-    let sctx = super::SourceContext {
-        root: ctx.root,
-        json_file_problem: &problem,
-    };
-    let spec = reader.read(&mut f, &sctx, errors);
+    let spec = reader.read(&mut f, &ctx.source_context(&problem), errors);
     f.finish(errors);
     spec
 }

@@ -25,6 +25,22 @@ pub trait SourceConfig: Sync {
         ctx: &SourceContext<'_>,
         errors: &mut Vec<ConfigError>,
     ) -> Option<SourceSpec>;
+
+    /// Whether it can say when a window's data is ready (`ready_when = { kind = … }`).
+    fn probes(&self) -> bool {
+        false
+    }
+
+    /// Reads its keys of a `ready_when` table (all but `kind`, `every` and `timeout`): how it
+    /// asks whether a window's data is there. Asked only of a kind that [`probes`](Self::probes).
+    fn read_probe(
+        &self,
+        _f: &mut Fields<'_, '_>,
+        _ctx: &SourceContext<'_>,
+        _errors: &mut Vec<ConfigError>,
+    ) -> Option<SourceSpec> {
+        None
+    }
 }
 
 /// What a kind may ask of the configuration while it reads its keys.
@@ -61,7 +77,7 @@ pub fn same_settings<T: PartialEq + 'static>(me: &T, other: &dyn SourceSettings)
     other.as_any().downcast_ref::<T>() == Some(me)
 }
 
-/// A report's source: its kind's settings.
+/// A report's source, or its readiness probe: its kind's settings.
 #[derive(Clone)]
 pub struct SourceSpec(Arc<dyn SourceSettings>);
 
@@ -105,8 +121,8 @@ impl PartialEq for SourceSpec {
 impl Eq for SourceSpec {}
 
 /// The kinds' names as a choice in words: `"file", "http" or "sql"`.
-pub(super) fn choice(kinds: &[&dyn SourceConfig]) -> String {
-    let names: Vec<String> = kinds.iter().map(|k| format!("{:?}", k.kind())).collect();
+pub(super) fn choice<'k>(kinds: impl Iterator<Item = &'k &'k dyn SourceConfig>) -> String {
+    let names: Vec<String> = kinds.map(|k| format!("{:?}", k.kind())).collect();
     match names.split_last() {
         None => "none".into(),
         Some((last, [])) => last.clone(),

@@ -6,62 +6,10 @@ use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use chrono_tz::Tz;
-use serde_json::Value;
 
-use crate::config::{Deadline, Probe, Readiness};
-use crate::domain::duration::Span;
-use crate::domain::window::{Window, resolve_local, rfc3339};
-
-/// What one probe found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProbeOutcome {
-    Ready,
-    NotReady,
-    /// An error or a timeout: counts as not ready.
-    Failed,
-}
-
-impl ProbeOutcome {
-    pub const ALL: [ProbeOutcome; 3] = [
-        ProbeOutcome::Ready,
-        ProbeOutcome::NotReady,
-        ProbeOutcome::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProbeOutcome::Ready => "ready",
-            ProbeOutcome::NotReady => "not_ready",
-            ProbeOutcome::Failed => "failed",
-        }
-    }
-
-    /// How a person reads it.
-    pub fn shown(self) -> &'static str {
-        match self {
-            ProbeOutcome::Ready => "ready",
-            ProbeOutcome::NotReady => "not ready",
-            ProbeOutcome::Failed => "failed",
-        }
-    }
-}
-
-/// A probe's finding and what it answered, for a person.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    pub outcome: ProbeOutcome,
-    pub text: String,
-}
-
-impl Answer {
-    fn new(outcome: ProbeOutcome, text: impl Into<String>) -> Answer {
-        Answer {
-            outcome,
-            text: text.into(),
-        }
-    }
-}
+use crate::config::{Deadline, Readiness};
+use crate::domain::window::{Window, resolve_local};
+pub use crate::report::source::{Answer, ProbeOutcome};
 
 /// The instant a job of local `date`, fired at `fire_at`, stops waiting for its data. A local
 /// time a DST gap swallows is the gap's end.
@@ -108,85 +56,45 @@ pub async fn probe(
     }
 }
 
+/// The question `probe` asks of its kind.
 async fn ask(
-    probe: &Probe,
+    probe: &crate::config::SourceSpec,
     date: NaiveDate,
     window: &Window,
-    limit: Span,
+    limit: crate::domain::duration::Span,
     http: &reqwest::Client,
 ) -> Answer {
-    match probe {
-        Probe::Http { url } => {
-            ask_http(&crate::report::source::http_url(url, window), limit, http).await
-        }
-        Probe::Sql { url_env, query } => {
-            match crate::report::source::first_cell(url_env, query, window, limit).await {
-                Ok(Some(v)) if truthy(&v) => {
-                    Answer::new(ProbeOutcome::Ready, format!("the query answered {v}"))
-                }
-                Ok(Some(v)) => {
-                    Answer::new(ProbeOutcome::NotReady, format!("the query answered {v}"))
-                }
-                Ok(None) => Answer::new(ProbeOutcome::NotReady, "the query returned no rows"),
-                Err(e) => Answer::new(ProbeOutcome::Failed, e.message()),
-            }
-        }
-        Probe::File { path } => {
-            let path = file_path(path, date, window);
-            match tokio::fs::try_exists(&path).await {
-                Ok(true) => Answer::new(ProbeOutcome::Ready, format!("{path} exists")),
-                Ok(false) => Answer::new(ProbeOutcome::NotReady, format!("no file {path}")),
-                Err(e) => Answer::new(ProbeOutcome::Failed, format!("cannot look for {path}: {e}")),
-            }
-        }
-    }
-}
-
-async fn ask_http(url: &str, limit: Span, http: &reqwest::Client) -> Answer {
-    let shown = crate::domain::redact::redact_endpoint(url);
-    match http.get(url).timeout(limit.as_std()).send().await {
-        Ok(resp) if resp.status().is_success() => Answer::new(
-            ProbeOutcome::Ready,
-            format!("GET {shown}: HTTP {}", resp.status()),
-        ),
-        Ok(resp) => Answer::new(
-            ProbeOutcome::NotReady,
-            format!("GET {shown}: HTTP {}", resp.status()),
-        ),
-        Err(e) => Answer::new(
-            ProbeOutcome::Failed,
-            format!("GET {shown}: {}", crate::domain::redact::http_error(&e)),
-        ),
-    }
-}
-
-/// A file probe's path for a job: `{{date}}` is its local date, the window's bounds RFC 3339.
-pub(crate) fn file_path(template: &str, date: NaiveDate, window: &Window) -> String {
-    template
-        .replace("{{date}}", &date.to_string())
-        .replace("{{window.start}}", &rfc3339(window.start))
-        .replace("{{window.end}}", &rfc3339(window.end))
-}
-
-/// SQL's truth: `true`, or a number other than zero (SQLite has no boolean type).
-fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        _ => false,
-    }
+    let kinds = crate::report::source::kinds();
+    let Some(kind) = kinds
+        .iter()
+        .find(|k| k.kind() == probe.kind() && k.probes())
+    else {
+        let why = format!(
+            "this version asks no readiness probe of kind {:?}",
+            probe.kind()
+        );
+        return Answer::new(ProbeOutcome::Failed, why);
+    };
+    let at = crate::report::source::Ask {
+        date,
+        window,
+        limit,
+        http,
+    };
+    kind.ask(probe, at).await
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::OnLate;
+    use crate::domain::duration::Span;
 
     fn readiness(wait_until: Deadline) -> Readiness {
         Readiness {
-            probe: Probe::File {
+            probe: crate::config::SourceSpec::new(crate::report::source::FileProbe {
                 path: "data/ready-{{date}}.flag".into(),
-            },
+            }),
             every: Span::from_secs(300),
             timeout: Span::from_secs(30),
             wait_until,
@@ -234,37 +142,5 @@ mod tests {
         assert!(next_probe(&r, now, far, 0.999_999) < utc("2026-11-30T06:05:30Z"));
         let near = utc("2026-11-30T06:01:00Z");
         assert_eq!(next_probe(&r, now, near, 0.5), near);
-    }
-
-    #[test]
-    fn a_file_probes_path_takes_the_jobs_date_and_window() {
-        let window = Window {
-            start: utc("2026-11-29T23:00:00Z"),
-            end: utc("2026-11-30T23:00:00Z"),
-        };
-        let date = "2026-11-30".parse().expect("a date");
-        assert_eq!(
-            file_path("data/ready-{{date}}.flag", date, &window),
-            "data/ready-2026-11-30.flag"
-        );
-        assert_eq!(
-            file_path("x/{{window.start}}", date, &window),
-            "x/2026-11-29T23:00:00Z"
-        );
-    }
-
-    #[test]
-    fn sql_truth_is_true_or_a_non_zero_number() {
-        for (v, ready) in [
-            (serde_json::json!(true), true),
-            (serde_json::json!(1), true),
-            (serde_json::json!(0.5), true),
-            (serde_json::json!(false), false),
-            (serde_json::json!(0), false),
-            (serde_json::json!(null), false),
-            (serde_json::json!("true"), false),
-        ] {
-            assert_eq!(truthy(&v), ready, "{v}");
-        }
     }
 }

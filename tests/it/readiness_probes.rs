@@ -12,7 +12,7 @@ use common::{Project, run_in};
 use dawnpost::report::readiness::ProbeOutcome;
 
 /// A readiness of `probe`, every minute, with `timeout`.
-fn readiness(probe: dawnpost::config::Probe, timeout: u64) -> dawnpost::config::Readiness {
+fn readiness(probe: dawnpost::config::SourceSpec, timeout: u64) -> dawnpost::config::Readiness {
     dawnpost::config::Readiness {
         probe,
         every: dawnpost::Span::from_secs(60),
@@ -34,11 +34,12 @@ async fn asked(r: &dawnpost::config::Readiness) -> dawnpost::report::readiness::
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_probe_kind_answers_ready_not_ready_or_failed() {
     use ProbeOutcome::{Failed, NotReady, Ready};
-    use dawnpost::config::Probe;
+    use dawnpost::config::SourceSpec;
+    use dawnpost::report::source::{FileProbe, HttpProbe, SqlProbe};
     let dir = tempfile::tempdir().expect("tempdir");
     // A file: its path takes the job's date.
     let template = dir.path().join("ready-{{date}}.flag").display().to_string();
-    let file = readiness(Probe::File { path: template }, 5);
+    let file = readiness(SourceSpec::new(FileProbe { path: template }), 5);
     assert_eq!(asked(&file).await.outcome, NotReady);
     std::fs::write(dir.path().join("ready-2026-11-30.flag"), "").expect("flag");
     assert_eq!(asked(&file).await.outcome, Ready);
@@ -65,10 +66,10 @@ async fn each_probe_kind_answers_ready_not_ready_or_failed() {
     // SAFETY: set once, before any probe reads it; no other test reads this variable.
     unsafe { std::env::set_var("DAWNPOST_TEST_READY_DB", &db) };
     let sql = readiness(
-        Probe::Sql {
+        SourceSpec::new(SqlProbe {
             url_env: "DAWNPOST_TEST_READY_DB".into(),
             query: query.clone(),
-        },
+        }),
         5,
     );
     let not_yet = asked(&sql).await;
@@ -103,10 +104,10 @@ async fn each_probe_kind_answers_ready_not_ready_or_failed() {
         let pg_sql = |q: &str| {
             std::fs::write(&pg, q).expect("query");
             readiness(
-                Probe::Sql {
+                SourceSpec::new(SqlProbe {
                     url_env: "DAWNPOST_TEST_POSTGRES_URL".into(),
                     query: pg.clone(),
-                },
+                }),
                 5,
             )
         };
@@ -124,7 +125,7 @@ async fn each_probe_kind_answers_ready_not_ready_or_failed() {
         _ => (200, None, Duration::from_secs(30)),
     });
     let rx = Receiver::start(rule).await;
-    let http = |path: &str| readiness(Probe::Http { url: rx.url(path) }, 1);
+    let http = |path: &str| readiness(SourceSpec::new(HttpProbe { url: rx.url(path) }), 1);
     assert_eq!(asked(&http("up")).await.outcome, Ready);
     let down = asked(&http("down")).await;
     assert_eq!(down.outcome, NotReady);

@@ -4,9 +4,12 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Fetch, Fetching, Source, SourceError, settings_of, too_large};
+use super::{
+    Answer, Ask, Asking, Fetch, Fetching, ProbeOutcome, Source, SourceError, settings_of, too_large,
+};
 use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSettings, SourceSpec};
 use crate::domain::duration::Span;
+use crate::domain::window::{Window, rfc3339};
 
 const KIND: &str = "file";
 
@@ -38,6 +41,42 @@ impl SourceSettings for FileSource {
     }
 }
 
+/// `ready_when = { kind = "file", path }`: ready once the file exists; its path may hold
+/// `{{date}}`, `{{window.start}}` and `{{window.end}}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileProbe {
+    pub path: String,
+}
+
+impl SourceSettings for FileProbe {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn timeout(&self) -> Option<Span> {
+        None
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn same(&self, other: &dyn SourceSettings) -> bool {
+        crate::config::same_settings(self, other)
+    }
+}
+
+/// The placeholders a file probe's path may hold.
+const FILE_PLACEHOLDERS: [&str; 3] = ["{{date}}", "{{window.start}}", "{{window.end}}"];
+
+/// A file probe's path for a job: `{{date}}` is its local date, the window's bounds RFC 3339.
+pub(crate) fn file_path(template: &str, date: chrono::NaiveDate, window: &Window) -> String {
+    template
+        .replace("{{date}}", &date.to_string())
+        .replace("{{window.start}}", &rfc3339(window.start))
+        .replace("{{window.end}}", &rfc3339(window.end))
+}
+
 /// The `file` kind.
 pub(super) struct File;
 
@@ -62,6 +101,30 @@ impl SourceConfig for File {
             }
         }
     }
+
+    fn probes(&self) -> bool {
+        true
+    }
+
+    fn read_probe(
+        &self,
+        f: &mut Fields<'_, '_>,
+        ctx: &SourceContext<'_>,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<SourceSpec> {
+        let path = f.req::<String>("path", errors)?;
+        let bare = (FILE_PLACEHOLDERS.iter()).fold(path.clone(), |p, ph| p.replace(ph, ""));
+        if path.trim().is_empty() || bare.contains("{{") {
+            let message = format!(
+                "{path:?}: only {{{{date}}}}, {{{{window.start}}}} and {{{{window.end}}}} may be templated"
+            );
+            errors.push(f.place.error("path", message));
+            return None;
+        }
+        let resolved = crate::config::resolve(ctx.root, Path::new(&path));
+        let path = resolved.to_string_lossy().into_owned();
+        Some(SourceSpec::new(FileProbe { path }))
+    }
 }
 
 impl Source for File {
@@ -69,6 +132,20 @@ impl Source for File {
         Box::pin(async move {
             let s = settings_of::<FileSource>(spec, KIND)?;
             read_file(s.path.clone(), at.max_bytes).await
+        })
+    }
+
+    fn ask<'a>(&'a self, probe: &'a SourceSpec, at: Ask<'a>) -> Asking<'a> {
+        Box::pin(async move {
+            let Some(p) = probe.settings::<FileProbe>() else {
+                return Answer::new(ProbeOutcome::Failed, "not a file probe");
+            };
+            let path = file_path(&p.path, at.date, at.window);
+            match tokio::fs::try_exists(&path).await {
+                Ok(true) => Answer::new(ProbeOutcome::Ready, format!("{path} exists")),
+                Ok(false) => Answer::new(ProbeOutcome::NotReady, format!("no file {path}")),
+                Err(e) => Answer::new(ProbeOutcome::Failed, format!("cannot look for {path}: {e}")),
+            }
         })
     }
 }
@@ -109,4 +186,30 @@ pub(crate) fn read_json_file(path: &std::path::Path, max_bytes: u64) -> Result<V
     })?;
     serde_json::from_str(&text)
         .map_err(|e| SourceError::Permanent(format!("{} is not valid JSON: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utc(s: &str) -> chrono::DateTime<chrono::Utc> {
+        s.parse().expect("an RFC 3339 instant")
+    }
+
+    #[test]
+    fn a_file_probes_path_takes_the_jobs_date_and_window() {
+        let window = Window {
+            start: utc("2026-11-29T23:00:00Z"),
+            end: utc("2026-11-30T23:00:00Z"),
+        };
+        let date = "2026-11-30".parse().expect("a date");
+        assert_eq!(
+            file_path("data/ready-{{date}}.flag", date, &window),
+            "data/ready-2026-11-30.flag"
+        );
+        assert_eq!(
+            file_path("x/{{window.start}}", date, &window),
+            "x/2026-11-29T23:00:00Z"
+        );
+    }
 }

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Fetch, Fetching, Source, SourceError, settings_of, too_large};
+use super::{
+    Answer, Ask, Asking, Fetch, Fetching, ProbeOutcome, Source, SourceError, settings_of, too_large,
+};
 use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSettings, SourceSpec};
 use crate::domain::duration::Span;
 use crate::domain::redact::http_error;
@@ -38,6 +40,31 @@ impl SourceSettings for HttpSource {
     }
 }
 
+/// `ready_when = { kind = "http", url }`: ready when a GET of the URL (which may hold the
+/// window) answers 2xx.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpProbe {
+    pub url: String,
+}
+
+impl SourceSettings for HttpProbe {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn timeout(&self) -> Option<Span> {
+        None
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn same(&self, other: &dyn SourceSettings) -> bool {
+        crate::config::same_settings(self, other)
+    }
+}
+
 /// The `http` kind.
 pub(super) struct Http;
 
@@ -53,13 +80,33 @@ impl SourceConfig for Http {
         errors: &mut Vec<ConfigError>,
     ) -> Option<SourceSpec> {
         let timeout = (f.opt::<Span>("timeout", errors)).unwrap_or(Span::from_secs(30));
-        let url = f.req::<String>("url", errors)?;
-        match crate::config::window_url(&url) {
-            Ok(()) => Some(SourceSpec::new(HttpSource { url, timeout })),
-            Err(message) => {
-                errors.push(f.place.error("url", message));
-                None
-            }
+        let url = window_url(f, errors)?;
+        Some(SourceSpec::new(HttpSource { url, timeout }))
+    }
+
+    fn probes(&self) -> bool {
+        true
+    }
+
+    fn read_probe(
+        &self,
+        f: &mut Fields<'_, '_>,
+        _ctx: &SourceContext<'_>,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<SourceSpec> {
+        let url = window_url(f, errors)?;
+        Some(SourceSpec::new(HttpProbe { url }))
+    }
+}
+
+/// `url`: an http(s) URL that may hold `{{window.start}}` and `{{window.end}}`.
+fn window_url(f: &mut Fields<'_, '_>, errors: &mut Vec<ConfigError>) -> Option<String> {
+    let url = f.req::<String>("url", errors)?;
+    match crate::config::window_url(&url) {
+        Ok(()) => Some(url),
+        Err(message) => {
+            errors.push(f.place.error("url", message));
+            None
         }
     }
 }
@@ -69,6 +116,30 @@ impl Source for Http {
         Box::pin(async move {
             let s = settings_of::<HttpSource>(spec, KIND)?;
             fetch(&s.url, at.window, at.limit, at.http, at.max_bytes).await
+        })
+    }
+
+    fn ask<'a>(&'a self, probe: &'a SourceSpec, at: Ask<'a>) -> Asking<'a> {
+        Box::pin(async move {
+            let Some(p) = probe.settings::<HttpProbe>() else {
+                return Answer::new(ProbeOutcome::Failed, "not an http probe");
+            };
+            let url = http_url(&p.url, at.window);
+            let shown = crate::domain::redact::redact_endpoint(&url);
+            match at.http.get(&url).timeout(at.limit.as_std()).send().await {
+                Ok(resp) if resp.status().is_success() => Answer::new(
+                    ProbeOutcome::Ready,
+                    format!("GET {shown}: HTTP {}", resp.status()),
+                ),
+                Ok(resp) => Answer::new(
+                    ProbeOutcome::NotReady,
+                    format!("GET {shown}: HTTP {}", resp.status()),
+                ),
+                Err(e) => Answer::new(
+                    ProbeOutcome::Failed,
+                    format!("GET {shown}: {}", http_error(&e)),
+                ),
+            }
         })
     }
 }

@@ -24,17 +24,92 @@ use crate::config::{DEFAULT_SOURCE_LIMIT, SourceConfig, SourceSpec};
 use crate::domain::duration::Span;
 use crate::domain::window::Window;
 
-pub use file::FileSource;
 pub(crate) use file::read_json_file;
-pub use http::HttpSource;
-pub(crate) use http::{http_client, http_url};
-pub use sql::SqlSource;
-pub(crate) use sql::{SqlRows, first_cell};
+pub use file::{FileProbe, FileSource};
+pub(crate) use http::http_client;
+pub use http::{HttpProbe, HttpSource};
+pub(crate) use sql::SqlRows;
+pub use sql::{SqlProbe, SqlSource};
 
-/// One kind of source: it reads its keys ([`SourceConfig`]) and fetches a window's data.
+/// One kind of source: it reads its keys ([`SourceConfig`]), fetches a window's data and, if
+/// it [`probes`](SourceConfig::probes), asks whether a window's data is ready.
 pub trait Source: SourceConfig {
     /// The data of `spec` (this kind's settings) for `at`'s window, within its bounds.
     fn fetch<'a>(&'a self, spec: &'a SourceSpec, at: Fetch<'a>) -> Fetching<'a>;
+
+    /// Whether the data of `at`'s job is ready, as `probe` (this kind's probe settings) asks,
+    /// within `at.limit`. Asked only of a kind that probes.
+    fn ask<'a>(&'a self, _probe: &'a SourceSpec, _at: Ask<'a>) -> Asking<'a> {
+        let why = format!(
+            "a source of kind {:?} cannot say when data is ready",
+            self.kind()
+        );
+        Box::pin(async move { Answer::new(ProbeOutcome::Failed, why) })
+    }
+}
+
+/// A future [`Source::ask`] returns.
+pub type Asking<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
+
+/// What one readiness probe is for and within: the job's local date and window, the time it
+/// may take and the HTTP client.
+#[derive(Clone, Copy)]
+pub struct Ask<'a> {
+    pub date: chrono::NaiveDate,
+    pub window: &'a Window,
+    pub limit: Span,
+    pub http: &'a reqwest::Client,
+}
+
+/// What one probe found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProbeOutcome {
+    Ready,
+    NotReady,
+    /// An error or a timeout: counts as not ready.
+    Failed,
+}
+
+impl ProbeOutcome {
+    pub const ALL: [ProbeOutcome; 3] = [
+        ProbeOutcome::Ready,
+        ProbeOutcome::NotReady,
+        ProbeOutcome::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProbeOutcome::Ready => "ready",
+            ProbeOutcome::NotReady => "not_ready",
+            ProbeOutcome::Failed => "failed",
+        }
+    }
+
+    /// How a person reads it.
+    pub fn shown(self) -> &'static str {
+        match self {
+            ProbeOutcome::Ready => "ready",
+            ProbeOutcome::NotReady => "not ready",
+            ProbeOutcome::Failed => "failed",
+        }
+    }
+}
+
+/// A probe's finding and what it answered, for a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    pub outcome: ProbeOutcome,
+    pub text: String,
+}
+
+impl Answer {
+    pub(crate) fn new(outcome: ProbeOutcome, text: impl Into<String>) -> Answer {
+        Answer {
+            outcome,
+            text: text.into(),
+        }
+    }
 }
 
 /// A future a [`Source`] returns.

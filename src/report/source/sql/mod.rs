@@ -9,7 +9,9 @@ mod sqlite;
 use serde_json::{Map, Value};
 use sqlx::{Column, Row, TypeInfo, ValueRef};
 
-use super::{Fetch, Fetching, Source, SourceError, settings_of, too_large};
+use super::{
+    Answer, Ask, Asking, Fetch, Fetching, ProbeOutcome, Source, SourceError, settings_of, too_large,
+};
 use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSettings, SourceSpec};
 use crate::domain::duration::Span;
 use crate::domain::window::{Window, rfc3339};
@@ -44,6 +46,60 @@ impl SourceSettings for SqlSource {
     }
 }
 
+/// `ready_when = { kind = "sql", url_env, query }`: ready when the query (the window bound as
+/// for a source) answers true, or a number other than zero, in its first cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlProbe {
+    pub url_env: String,
+    pub query: std::path::PathBuf,
+}
+
+impl SourceSettings for SqlProbe {
+    fn kind(&self) -> &'static str {
+        KIND
+    }
+
+    fn timeout(&self) -> Option<Span> {
+        None
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn same(&self, other: &dyn SourceSettings) -> bool {
+        crate::config::same_settings(self, other)
+    }
+}
+
+/// `url_env` and `query` (a file that exists, resolved against the root).
+fn database_and_query(
+    f: &mut Fields<'_, '_>,
+    ctx: &SourceContext<'_>,
+    errors: &mut Vec<ConfigError>,
+) -> Option<(String, std::path::PathBuf)> {
+    let url_env = f.env_name_required("url_env", errors);
+    let query = f.req::<std::path::PathBuf>("query", errors).and_then(|q| {
+        let path = crate::config::resolve(ctx.root, &q);
+        let exists = path.is_file();
+        if !exists {
+            let message = format!("query file {} does not exist", path.display());
+            errors.push(f.place.error("query", message));
+        }
+        exists.then_some(path)
+    });
+    Some((url_env?, query?))
+}
+
+/// SQL's truth: `true`, or a number other than zero (SQLite has no boolean type).
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        _ => false,
+    }
+}
+
 /// The `sql` kind.
 pub(super) struct Sql;
 
@@ -59,21 +115,26 @@ impl SourceConfig for Sql {
         errors: &mut Vec<ConfigError>,
     ) -> Option<SourceSpec> {
         let timeout = (f.opt::<Span>("timeout", errors)).unwrap_or(Span::from_secs(60));
-        let url_env = f.env_name_required("url_env", errors);
-        let query = f.req::<std::path::PathBuf>("query", errors).and_then(|q| {
-            let path = crate::config::resolve(ctx.root, &q);
-            let exists = path.is_file();
-            if !exists {
-                let message = format!("query file {} does not exist", path.display());
-                errors.push(f.place.error("query", message));
-            }
-            exists.then_some(path)
-        });
+        let (url_env, query) = database_and_query(f, ctx, errors)?;
         Some(SourceSpec::new(SqlSource {
-            url_env: url_env?,
-            query: query?,
+            url_env,
+            query,
             timeout,
         }))
+    }
+
+    fn probes(&self) -> bool {
+        true
+    }
+
+    fn read_probe(
+        &self,
+        f: &mut Fields<'_, '_>,
+        ctx: &SourceContext<'_>,
+        errors: &mut Vec<ConfigError>,
+    ) -> Option<SourceSpec> {
+        let (url_env, query) = database_and_query(f, ctx, errors)?;
+        Some(SourceSpec::new(SqlProbe { url_env, query }))
     }
 }
 
@@ -82,6 +143,24 @@ impl Source for Sql {
         Box::pin(async move {
             let s = settings_of::<SqlSource>(spec, KIND)?;
             fetch(&s.url_env, &s.query, at.window, at.limit, at.max_bytes).await
+        })
+    }
+
+    fn ask<'a>(&'a self, probe: &'a SourceSpec, at: Ask<'a>) -> Asking<'a> {
+        Box::pin(async move {
+            let Some(p) = probe.settings::<SqlProbe>() else {
+                return Answer::new(ProbeOutcome::Failed, "not an sql probe");
+            };
+            match first_cell(&p.url_env, &p.query, at.window, at.limit).await {
+                Ok(Some(v)) if truthy(&v) => {
+                    Answer::new(ProbeOutcome::Ready, format!("the query answered {v}"))
+                }
+                Ok(Some(v)) => {
+                    Answer::new(ProbeOutcome::NotReady, format!("the query answered {v}"))
+                }
+                Ok(None) => Answer::new(ProbeOutcome::NotReady, "the query returned no rows"),
+                Err(e) => Answer::new(ProbeOutcome::Failed, e.message()),
+            }
         })
     }
 }
@@ -330,4 +409,24 @@ where
             ))
         })?
         .map_err(|e| SourceError::Permanent(format!("column {name:?}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sql_truth_is_true_or_a_non_zero_number() {
+        for (v, ready) in [
+            (serde_json::json!(true), true),
+            (serde_json::json!(1), true),
+            (serde_json::json!(0.5), true),
+            (serde_json::json!(false), false),
+            (serde_json::json!(0), false),
+            (serde_json::json!(null), false),
+            (serde_json::json!("true"), false),
+        ] {
+            assert_eq!(truthy(&v), ready, "{v}");
+        }
+    }
 }
