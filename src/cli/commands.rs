@@ -77,13 +77,7 @@ pub(super) async fn backfill(
         let fires = plan_range(config, start, end);
         let jobs: Vec<NewJob> = fires
             .iter()
-            .map(|f| NewJob {
-                key: f.key.clone(),
-                fire_at: f.fire_at,
-                window: f.window,
-                ready_at: f.fire_at,
-                origin: JobOrigin::Backfill,
-            })
+            .map(|f| NewJob::of(f, f.fire_at, JobOrigin::Backfill))
             .collect();
         let inserted: std::collections::HashSet<_> = l
             .jobs()
@@ -125,13 +119,7 @@ pub(super) async fn enqueue(
     let fire =
         Fire::for_date(r, date).context("that date has no window in the report's timezone")?;
     let l = ledger.get().await?;
-    let job = NewJob {
-        key: fire.key.clone(),
-        fire_at: fire.fire_at,
-        window: fire.window,
-        ready_at: now,
-        origin: JobOrigin::Enqueue,
-    };
+    let job = NewJob::of(&fire, now, JobOrigin::Enqueue);
     let inserted = !l.jobs().insert_many(&[job], now).await?.is_empty();
     let state = l.jobs().get(&fire.key).await?.map(|j| j.state);
     print_enqueued(&fire, inserted, state, args.json)?;

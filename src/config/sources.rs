@@ -56,9 +56,11 @@ pub trait SourceSettings: fmt::Debug + Send + Sync + Any {
     /// The kind that read them.
     fn kind(&self) -> &'static str;
 
-    /// The longest a fetch may take by the source's own setting; `None` for a kind the lease
-    /// alone bounds (a file).
-    fn timeout(&self) -> Option<Span>;
+    /// The longest a fetch may take by the source's own setting; `None` (the default) for a
+    /// kind the lease alone bounds (a file) and for a probe (its `timeout` is the table's).
+    fn timeout(&self) -> Option<Span> {
+        None
+    }
 
     /// The file `check` renders the report's template against when the report names no
     /// `sample`: a file source's own file; none for other kinds.

@@ -67,6 +67,23 @@ pub struct NewJob {
     pub origin: JobOrigin,
 }
 
+impl NewJob {
+    /// The job a fire makes, ready at `ready_at`, made by `origin`.
+    pub fn of(
+        fire: &crate::report::schedule::Fire,
+        ready_at: DateTime<Utc>,
+        origin: JobOrigin,
+    ) -> NewJob {
+        NewJob {
+            key: fire.key.clone(),
+            fire_at: fire.fire_at,
+            window: fire.window,
+            ready_at,
+            origin,
+        }
+    }
+}
+
 /// One job as the ledger holds it (what readers see of it is `crate::views::api::JobV1`).
 #[derive(Debug, Clone)]
 pub struct Job {

@@ -152,13 +152,7 @@ fn jobs_for(
                 date,
                 timezone: report.timezone().name().to_string(),
             })?;
-            Ok(NewJob {
-                key: fire.key,
-                fire_at: fire.fire_at,
-                window: fire.window,
-                ready_at: now,
-                origin: JobOrigin::Run,
-            })
+            Ok(NewJob::of(&fire, now, JobOrigin::Run))
         })
         .collect()
 }

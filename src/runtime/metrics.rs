@@ -3,6 +3,7 @@
 //! job) are refreshed at every scrape.
 
 pub mod classic;
+mod names;
 
 use std::sync::atomic::AtomicU64;
 
@@ -12,6 +13,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use names::ATTEMPT_CLASSES;
+pub use names::NAMES;
+pub(crate) use names::{BOUNCE_PROVIDERS, HTTP_CUT_REASONS, SERVICES};
 
 type Labels = Vec<(String, String)>;
 
@@ -170,74 +175,12 @@ impl Default for Metrics {
     }
 }
 
-/// How an attempt can end, as `dawnpost_delivery_attempts_total` labels it.
-const ATTEMPT_CLASSES: [&str; 6] = [
-    "accepted",
-    "rate_limited",
-    "transient",
-    "ambiguous",
-    "permanent",
-    "unknown",
-];
-
 fn attempt_labels(kind: &str, class: &str) -> Labels {
     vec![
         ("kind".to_string(), kind.to_string()),
         ("class".to_string(), class.to_string()),
     ]
 }
-
-/// The services the daemon supervises (as `/readyz` and `service_failures` name them), listed
-/// here so that their failure series exist from the start.
-/// Where bounces and complaints come from, as `dawnpost_bounces_total` labels them.
-pub(crate) const BOUNCE_PROVIDERS: [&str; 5] = ["dsn", "ses", "postmark", "sendgrid", "mailgun"];
-
-pub(crate) const SERVICES: [&str; 10] = [
-    "tick", "pool", "rescuer", "sweeper", "runbooks", "clock", "registry", "reload", "notifier",
-    "server",
-];
-
-/// Why the HTTP server cut or refused a connection: a head or body that did not arrive in time,
-/// a malformed or oversized head, the connection limit reached.
-pub(crate) const HTTP_CUT_REASONS: [&str; 4] = [
-    "header_timeout",
-    "body_timeout",
-    "malformed",
-    "too_many_connections",
-];
-
-/// The names `GET /metrics` always exports.
-pub const NAMES: &[&str] = &[
-    "dawnpost_jobs",
-    "dawnpost_deliveries",
-    "dawnpost_oldest_ready_job_age_seconds",
-    "dawnpost_oldest_waiting_job_age_seconds",
-    "dawnpost_jobs_waiting_past_deadline",
-    "dawnpost_readiness_probes_total",
-    "dawnpost_leases_rescued_total",
-    "dawnpost_active_workers",
-    "dawnpost_delivery_attempts_total",
-    "dawnpost_rate_limited_total",
-    "dawnpost_retry_delay_seconds",
-    "dawnpost_quarantined_total",
-    "dawnpost_jobs_skipped_total",
-    "dawnpost_artifact_bytes_written_total",
-    "dawnpost_render_duration_seconds",
-    "dawnpost_sweeper_deleted_total",
-    "dawnpost_policy_reload_failures_total",
-    "dawnpost_config_reloads_total",
-    "dawnpost_owner_notice_sends_total",
-    "dawnpost_ingested_runs_total",
-    "dawnpost_deliveries_suppressed_total",
-    "dawnpost_bounces_total",
-    "dawnpost_bounces_unmatched_total",
-    "dawnpost_log_lines_dropped_total",
-    "dawnpost_service_failures_total",
-    "dawnpost_service_up",
-    "dawnpost_http_connections_open",
-    "dawnpost_http_connections_cut_total",
-    "dawnpost_clock_offset_seconds",
-];
 
 impl Metrics {
     /// The reports late now, `(report, date)` each: their series set, every other removed.

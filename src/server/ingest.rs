@@ -77,13 +77,7 @@ pub(super) async fn ingest(
             report.timezone().name()
         ))
     })?;
-    let job = NewJob {
-        key: fire.key,
-        fire_at: fire.fire_at,
-        window: fire.window,
-        ready_at: now,
-        origin: JobOrigin::Ingest,
-    };
+    let job = NewJob::of(&fire, now, JobOrigin::Ingest);
     let out = st.ledger.ingest_run(&id, &job, now).await.map_err(|e| {
         tracing::error!(error = %e, "could not record a run request");
         ApiError::new(

@@ -97,13 +97,7 @@ impl SchedulerTick {
             jobs.extend(
                 crate::report::schedule::plan([report], after, now)
                     .into_iter()
-                    .map(|fire| NewJob {
-                        key: fire.key,
-                        fire_at: fire.fire_at,
-                        window: fire.window,
-                        ready_at: fire.fire_at,
-                        origin: JobOrigin::Schedule,
-                    }),
+                    .map(|fire| NewJob::of(&fire, fire.fire_at, JobOrigin::Schedule)),
             );
             fired += jobs.len() - before;
             if fired > 0 {

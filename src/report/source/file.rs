@@ -7,8 +7,7 @@ use serde_json::Value;
 use super::{
     Answer, Ask, Asking, Fetch, Fetching, ProbeOutcome, Source, SourceError, settings_of, too_large,
 };
-use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSettings, SourceSpec};
-use crate::domain::duration::Span;
+use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSpec};
 use crate::domain::window::{Window, rfc3339};
 
 const KIND: &str = "file";
@@ -19,27 +18,11 @@ pub struct FileSource {
     pub path: PathBuf,
 }
 
-impl SourceSettings for FileSource {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    fn timeout(&self) -> Option<Span> {
-        None
-    }
-
+source_settings!(FileSource {
     fn sample(&self) -> Option<&Path> {
         Some(&self.path)
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn same(&self, other: &dyn SourceSettings) -> bool {
-        crate::config::same_settings(self, other)
-    }
-}
+});
 
 /// `ready_when = { kind = "file", path }`: ready once the file exists; its path may hold
 /// `{{date}}`, `{{window.start}}` and `{{window.end}}`.
@@ -48,23 +31,7 @@ pub struct FileProbe {
     pub path: String,
 }
 
-impl SourceSettings for FileProbe {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    fn timeout(&self) -> Option<Span> {
-        None
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn same(&self, other: &dyn SourceSettings) -> bool {
-        crate::config::same_settings(self, other)
-    }
-}
+source_settings!(FileProbe {});
 
 /// The placeholders a file probe's path may hold.
 const FILE_PLACEHOLDERS: [&str; 3] = ["{{date}}", "{{window.start}}", "{{window.end}}"];

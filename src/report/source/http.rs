@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::{
     Answer, Ask, Asking, Fetch, Fetching, ProbeOutcome, Source, SourceError, settings_of, too_large,
 };
-use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSettings, SourceSpec};
+use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSpec};
 use crate::domain::duration::Span;
 use crate::domain::redact::http_error;
 use crate::domain::window::{Window, rfc3339};
@@ -22,23 +22,11 @@ pub struct HttpSource {
     pub timeout: Span,
 }
 
-impl SourceSettings for HttpSource {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
+source_settings!(HttpSource {
     fn timeout(&self) -> Option<Span> {
         Some(self.timeout)
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn same(&self, other: &dyn SourceSettings) -> bool {
-        crate::config::same_settings(self, other)
-    }
-}
+});
 
 /// `ready_when = { kind = "http", url }`: ready when a GET of the URL (which may hold the
 /// window) answers 2xx.
@@ -47,23 +35,7 @@ pub struct HttpProbe {
     pub url: String,
 }
 
-impl SourceSettings for HttpProbe {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    fn timeout(&self) -> Option<Span> {
-        None
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn same(&self, other: &dyn SourceSettings) -> bool {
-        crate::config::same_settings(self, other)
-    }
-}
+source_settings!(HttpProbe {});
 
 /// The `http` kind.
 pub(super) struct Http;

@@ -10,6 +10,29 @@
 //!   become an array of objects; integers, reals, text, booleans and NULL map to JSON (cast
 //!   other types in SQL).
 
+/// Implements [`crate::config::SourceSettings`] for a settings type of the kind whose `KIND`
+/// is in scope: its kind, `Any`, and `==` as its sameness; `items` add or override the rest
+/// (`timeout`, `sample`).
+macro_rules! source_settings {
+    ($t:ty { $($item:item)* }) => {
+        impl crate::config::SourceSettings for $t {
+            fn kind(&self) -> &'static str {
+                KIND
+            }
+
+            fn as_any(&self) -> &dyn std::any::Any {
+                self
+            }
+
+            fn same(&self, other: &dyn crate::config::SourceSettings) -> bool {
+                crate::config::same_settings(self, other)
+            }
+
+            $($item)*
+        }
+    };
+}
+
 mod file;
 mod http;
 mod sql;

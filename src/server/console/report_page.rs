@@ -191,13 +191,7 @@ pub(super) async fn run(
     let fire = Fire::for_date(&report, today).ok_or_else(|| {
         ConsoleError::Invalid(format!("{today} has no window in the report's timezone"))
     })?;
-    let job = NewJob {
-        key: fire.key.clone(),
-        fire_at: fire.fire_at,
-        window: fire.window,
-        ready_at: now,
-        origin: JobOrigin::Enqueue,
-    };
+    let job = NewJob::of(&fire, now, JobOrigin::Enqueue);
     let (inserted, _) = st.ledger.jobs().run_now(job, &audit, now).await?;
     tracing::info!(job = %fire.key, by = audit.by(), inserted, "console run now");
     Ok(Redirect::to(&format!("/ui/jobs/{}", fire.key)).into_response())

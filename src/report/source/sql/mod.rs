@@ -12,7 +12,7 @@ use sqlx::{Column, Row, TypeInfo, ValueRef};
 use super::{
     Answer, Ask, Asking, Fetch, Fetching, ProbeOutcome, Source, SourceError, settings_of, too_large,
 };
-use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSettings, SourceSpec};
+use crate::config::{ConfigError, Fields, SourceConfig, SourceContext, SourceSpec};
 use crate::domain::duration::Span;
 use crate::domain::window::{Window, rfc3339};
 
@@ -28,23 +28,11 @@ pub struct SqlSource {
     pub timeout: Span,
 }
 
-impl SourceSettings for SqlSource {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
+source_settings!(SqlSource {
     fn timeout(&self) -> Option<Span> {
         Some(self.timeout)
     }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn same(&self, other: &dyn SourceSettings) -> bool {
-        crate::config::same_settings(self, other)
-    }
-}
+});
 
 /// `ready_when = { kind = "sql", url_env, query }`: ready when the query (the window bound as
 /// for a source) answers true, or a number other than zero, in its first cell.
@@ -54,23 +42,7 @@ pub struct SqlProbe {
     pub query: std::path::PathBuf,
 }
 
-impl SourceSettings for SqlProbe {
-    fn kind(&self) -> &'static str {
-        KIND
-    }
-
-    fn timeout(&self) -> Option<Span> {
-        None
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
-    fn same(&self, other: &dyn SourceSettings) -> bool {
-        crate::config::same_settings(self, other)
-    }
-}
+source_settings!(SqlProbe {});
 
 /// `url_env` and `query` (a file that exists, resolved against the root).
 fn database_and_query(
