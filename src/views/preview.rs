@@ -100,7 +100,9 @@ pub async fn preview(
         report: name.clone(),
         date,
     })?;
-    let rendered = render(config, report, &fire, now).await?;
+    // Generated at the fire's instant, as its job would be (near it), not at `now`: two
+    // previews of one date write the same bytes (a spreadsheet's creation time among them).
+    let rendered = render(config, report, &fire, fire.fire_at).await?;
     let stem = format!("{name}-{}", crate::domain::keys::IsoDate(date));
     let write = |ext: &str, bytes: &[u8]| -> Result<PathBuf, PreviewError> {
         let path = out.join(format!("{stem}.{ext}"));
